@@ -1,0 +1,58 @@
+// swift-tools-version:6.1
+// Fanfare: iOS Live Activity pushes through APNs over io_uring + TLS (OpenSSL) + HTTP/2 (nghttp2).
+import PackageDescription
+
+let package = Package(
+    name: "Fanfare",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "fanfare", targets: ["fanfare"]),
+        .library(name: "FanfareClient", targets: ["FanfareClient"]),
+        .library(name: "FanfareSimulator", targets: ["FanfareSimulator"]),
+        .library(name: "FanfareCore", targets: ["FanfareCore"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    ],
+    targets: [
+        // C libraries: one shim header each, installed from Debian by the README commands.
+        .systemLibrary(name: "CURing", pkgConfig: "liburing", providers: [.apt(["liburing-dev"])]),
+        .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+
+        // Pure Swift: tokens, payload encoder, APNs reasons and actions. No Foundation on the hot path.
+        .target(name: "FanfareCore"),
+        // io_uring event loop: rings, completions, timers, cross-thread wake-up.
+        .target(name: "FanfareIO", dependencies: ["CURing"]),
+        // OpenSSL: TLS over memory BIOs, ES256 provider tokens (JWT), key files.
+        .target(name: "FanfareTLS", dependencies: ["COpenSSL", "FanfareCore"]),
+        // nghttp2 glue shared by the client and the simulator.
+        .target(name: "FanfareHTTP2", dependencies: ["CNghttp2", "FanfareCore"]),
+        // The APNs client data plane: workers, connections, streams.
+        .target(
+            name: "FanfareClient",
+            dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CNghttp2", "CURing"]
+        ),
+        // The APNs simulator: same stack, server side.
+        .target(
+            name: "FanfareSimulator",
+            dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CNghttp2", "CURing"]
+        ),
+        .executableTarget(
+            name: "fanfare",
+            dependencies: [
+                "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+
+        .testTarget(name: "FanfareCoreTests", dependencies: ["FanfareCore"]),
+        .testTarget(name: "FanfareIOTests", dependencies: ["FanfareIO", "CURing"]),
+        .testTarget(name: "FanfareTLSTests", dependencies: ["FanfareTLS", "FanfareCore", "COpenSSL"]),
+        .testTarget(name: "FanfareSimulatorTests", dependencies: ["FanfareSimulator", "FanfareCore", "FanfareTLS"]),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS"]
+        ),
+    ]
+)

@@ -1,0 +1,30 @@
+// Thin C shim over OpenSSL 3: the function-like macros and macro-built constants Swift cannot import.
+#ifndef FANFARE_COPENSSL_SHIM_H
+#define FANFARE_COPENSSL_SHIM_H
+#include <openssl/ssl.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/ec.h>
+#include <openssl/ecdsa.h>
+#include <openssl/pem.h>
+#include <openssl/bio.h>
+#include <openssl/bn.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <openssl/rand.h>
+#include <openssl/core_names.h>
+
+static const uint64_t capns_SSL_OP_NO_RENEGOTIATION = SSL_OP_NO_RENEGOTIATION;
+static const uint64_t capns_SSL_OP_NO_COMPRESSION = SSL_OP_NO_COMPRESSION;
+
+static inline long capns_SSL_CTX_set_mode(SSL_CTX *ctx, long mode) { return SSL_CTX_set_mode(ctx, mode); }
+static inline long capns_SSL_set_mode(SSL *ssl, long mode) { return SSL_set_mode(ssl, mode); }
+static inline int capns_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int v) { return (int)SSL_CTX_set_min_proto_version(ctx, v); }
+static inline int capns_SSL_set_tlsext_host_name(SSL *ssl, const char *name) { return (int)SSL_set_tlsext_host_name(ssl, name); }
+static inline long capns_SSL_CTX_set_session_cache_mode(SSL_CTX *ctx, long mode) { return SSL_CTX_set_session_cache_mode(ctx, mode); }
+static inline size_t capns_BIO_pending(BIO *b) { return (size_t)BIO_pending(b); }
+static inline long capns_BIO_set_mem_eof_return(BIO *b, long v) { return BIO_set_mem_eof_return(b, v); }
+static inline int capns_TLS1_2_VERSION(void) { return TLS1_2_VERSION; }
+static inline int capns_TLS1_3_VERSION(void) { return TLS1_3_VERSION; }
+
+#endif
