@@ -26,8 +26,8 @@ let package = Package(
         .target(name: "FanfareIO", dependencies: ["CURing"]),
         // OpenSSL: TLS over memory BIOs, ES256 provider tokens (JWT), key files.
         .target(name: "FanfareTLS", dependencies: ["COpenSSL", "FanfareCore"]),
-        // nghttp2 glue shared by the client and the simulator.
-        .target(name: "FanfareHTTP2", dependencies: ["CNghttp2", "FanfareCore"]),
+        // Connections shared by the client and the simulator: TLS over io_uring sockets, nghttp2 glue.
+        .target(name: "FanfareHTTP2", dependencies: ["CNghttp2", "FanfareCore", "FanfareIO", "FanfareTLS"]),
         // The APNs client data plane: workers, connections, streams.
         .target(
             name: "FanfareClient",

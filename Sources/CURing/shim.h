@@ -1,19 +1,31 @@
 // Thin C shim over liburing: macros and enum-built constants that Swift cannot import.
 #ifndef FANFARE_CURING_SHIM_H
 #define FANFARE_CURING_SHIM_H
-#include <liburing.h>
-#include <sys/eventfd.h>
+// liburing.h defines _GNU_SOURCE/_XOPEN_SOURCE before including glibc headers. Parsed that way inside this
+// module, types such as fd_set differ from the copies in Swift's Glibc and every other C module, and clang
+// refuses to import both. So include the glibc headers first, in their default mode; liburing's later
+// defines then find them already parsed. (cpu_set_t is defined by <sched.h> in every mode.)
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <sys/eventfd.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <inttypes.h>
+#include <time.h>
+#include <fcntl.h>
+#include <sched.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <netdb.h>
-#include <time.h>
-#include <errno.h>
 #include <unistd.h>
-#include <fcntl.h>
 #include <pthread.h>
-#include <sched.h>
+#include <liburing.h>
+
+// Declared by glibc only under _GNU_SOURCE.
+extern int pthread_setaffinity_np(pthread_t thread, size_t cpusetsize, const cpu_set_t *cpuset);
 
 static const unsigned char capns_IOSQE_IO_LINK = IOSQE_IO_LINK;
 static const unsigned char capns_IOSQE_FIXED_FILE = IOSQE_FIXED_FILE;
@@ -27,8 +39,8 @@ static inline void capns_sqe_set_flags(struct io_uring_sqe *sqe, unsigned char f
 /// Pins the calling thread to one CPU; returns 0 or an errno.
 static inline int capns_pin_current_thread(int cpu) {
     cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu, &set);
+    __CPU_ZERO_S(sizeof(set), &set);
+    __CPU_SET_S(cpu, sizeof(set), &set);
     return pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 

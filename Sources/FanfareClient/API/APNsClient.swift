@@ -1,0 +1,177 @@
+import FanfareCore
+import FanfareIO
+import Synchronization
+import Glibc
+
+/// Why `submit` refused a push. Nothing is dropped silently: a refused push was never taken.
+public enum SubmitError: Error, Sendable, CustomStringConvertible {
+    /// The worker's inbox is full: slow down (back-pressure) and try again.
+    case backPressure(worker: Int)
+    /// The client is shutting down.
+    case shutDown
+
+    public var description: String {
+        switch self {
+        case .backPressure(let worker): return "worker \(worker) is full (back-pressure); submit again later"
+        case .shutDown: return "the client is shut down"
+        }
+    }
+}
+
+/// Sends pushes to APNs over `workerCount` io_uring worker threads, each with its own connections.
+///
+/// `submit` may be called from any thread; it routes by token hash so one token always goes through the same
+/// worker (ordering and per-token state without locks). Results arrive on the worker threads through the
+/// `PushResultHandler`, or through `send(_:) async` for one-off pushes.
+public final class APNsClient: Sendable {
+    public let configuration: ClientConfiguration
+    private let workers: [PushWorker]
+    private let threads: [IOThread]
+    private let dispatcher: ResultDispatcher
+    private let isShutDown = Atomic<Bool>(false)
+    private let nextTicket = Atomic<UInt64>(1)
+
+    /// Starts the worker threads; connections open in the background (with back-off on failure).
+    public init(configuration: ClientConfiguration, resultHandler: PushResultHandler? = nil) throws {
+        precondition(configuration.workerCount > 0 && configuration.connectionsPerWorker > 0)
+        precondition(configuration.maxConcurrentStreamsPerConnection > 0)
+        self.configuration = configuration
+        let dispatcher = ResultDispatcher(forward: resultHandler)
+        self.dispatcher = dispatcher
+        var workers: [PushWorker] = []
+        for index in 0..<configuration.workerCount {
+            workers.append(PushWorker(index: index, configuration: configuration, resultHandler: dispatcher))
+        }
+        self.workers = workers
+        var threads: [IOThread] = []
+        for worker in workers {
+            let cpu = configuration.cpuAffinity.map { $0[worker.index % $0.count] }
+            threads.append(try IOThread(name: "fanfare-w\(worker.index)", cpu: cpu) { loop in
+                worker.attach(to: loop)
+            })
+        }
+        self.threads = threads
+    }
+
+    deinit {
+        shutdown()
+    }
+
+    /// Queues a push. Any thread; never blocks. A full worker inbox is reported, not dropped.
+    public func submit(_ job: PushJob) throws(SubmitError) {
+        guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
+        var job = job
+        let now = IOLoop.monotonicNanoseconds()
+        job.submittedAt = now
+        let timeout = (job.timeout ?? configuration.requestTimeout).nanoseconds
+        job.deadline = timeout == 0 ? 0 : now &+ timeout
+        let worker = workers[Int(job.token.shardHash % UInt64(workers.count))]
+        guard worker.inbox.enqueue(job) else { throw .backPressure(worker: worker.index) }
+        worker.counters.submitted.add(1, ordering: .relaxed)
+        worker.waker?.wake()
+    }
+
+    /// Sends one push and waits for its result (convenience for one-off sends and tests).
+    public func send(_ job: PushJob) async throws(SubmitError) -> PushResult {
+        var job = job
+        let ticket = nextTicket.add(1, ordering: .relaxed).newValue | (1 << 63)
+        job.cookie = ticket
+        let original = job
+        let result: Result<PushResult, SubmitError> = await withCheckedContinuation { continuation in
+            dispatcher.register(ticket: ticket, continuation: continuation)
+            do throws(SubmitError) {
+                try submit(job)
+            } catch {
+                dispatcher.cancel(ticket: ticket)
+                continuation.resume(returning: .failure(error))
+            }
+        }
+        var value = try result.get()
+        value.cookie = original.cookie == ticket ? value.cookie : value.cookie
+        return value
+    }
+
+    /// A snapshot of the counters of all workers.
+    public var statistics: ClientStatistics {
+        var stats = ClientStatistics()
+        for worker in workers {
+            let counters = worker.counters
+            stats.submitted += counters.submitted.load(ordering: .relaxed)
+            stats.delivered += counters.delivered.load(ordering: .relaxed)
+            stats.rejected += counters.rejected.load(ordering: .relaxed)
+            stats.failed += counters.failed.load(ordering: .relaxed)
+            stats.resends += counters.resends.load(ordering: .relaxed)
+            stats.pending += counters.pending.load(ordering: .relaxed)
+            stats.inFlight += counters.inFlight.load(ordering: .relaxed)
+            stats.connectionsOpened += counters.connectionsOpened.load(ordering: .relaxed)
+            stats.connectionsClosed += counters.connectionsClosed.load(ordering: .relaxed)
+        }
+        return stats
+    }
+
+    /// Stops every worker: pushes not yet answered end as `.failed(.shutdown)`; waits for the threads.
+    public func shutdown() {
+        guard !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        for worker in workers { worker.requestStop() }
+        // Workers close their connections (TLS close_notify, kernel buffers returned) before their loops stop.
+        let deadline = IOLoop.monotonicNanoseconds() &+ 5_000_000_000
+        while !workers.allSatisfy(\.isStopped) && IOLoop.monotonicNanoseconds() < deadline {
+            usleep(1000)
+        }
+        for thread in threads {
+            thread.stop()
+            try? thread.join()
+        }
+    }
+
+    /// The most recent connection failure of any worker (for messages when pushes get no answer).
+    public var lastConnectionError: String? {
+        for worker in workers {
+            if let error = worker.connectionErrorDescription { return error }
+        }
+        return nil
+    }
+}
+
+/// Totals across workers.
+public struct ClientStatistics: Sendable, Equatable {
+    public var submitted = 0
+    public var delivered = 0
+    public var rejected = 0
+    public var failed = 0
+    public var resends = 0
+    public var pending = 0
+    public var inFlight = 0
+    public var connectionsOpened = 0
+    public var connectionsClosed = 0
+    public var completed: Int { delivered + rejected + failed }
+}
+
+/// Routes results: tickets from `send(_:) async` resume their continuation, the rest go to the user's handler.
+final class ResultDispatcher: PushResultHandler {
+    private let forward: PushResultHandler?
+    private let waiting = Mutex<[UInt64: CheckedContinuation<Result<PushResult, SubmitError>, Never>]>([:])
+
+    init(forward: PushResultHandler?) {
+        self.forward = forward
+    }
+
+    func register(ticket: UInt64, continuation: CheckedContinuation<Result<PushResult, SubmitError>, Never>) {
+        waiting.withLock { $0[ticket] = continuation }
+    }
+
+    func cancel(ticket: UInt64) {
+        _ = waiting.withLock { $0.removeValue(forKey: ticket) }
+    }
+
+    func pushCompleted(_ result: PushResult) {
+        // Tickets have the top bit set; ordinary cookies go straight to the caller without a lock.
+        if result.cookie & (1 << 63) != 0,
+            let continuation = waiting.withLock({ $0.removeValue(forKey: result.cookie) })
+        {
+            continuation.resume(returning: .success(result))
+            return
+        }
+        forward?.pushCompleted(result)
+    }
+}

@@ -1,0 +1,108 @@
+import FanfareCore
+
+/// An encoded push body, immutable and shared: a broadcast is encoded once and every stream sends these bytes.
+public final class PushPayload: @unchecked Sendable {
+    public let bytes: UnsafeRawBufferPointer
+
+    /// Copies `bytes`; throws if they exceed `limit` (APNs rejects larger bodies with 413).
+    public init(copying source: UnsafeRawBufferPointer, limit: Int = PayloadLimits.liveActivity) throws(PayloadError) {
+        guard source.count <= limit else { throw .tooLarge(bytes: source.count, limit: limit) }
+        guard source.count > 0 else { throw .invalid("the payload is empty") }
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: source.count, alignment: 16)
+        storage.copyMemory(from: source)
+        bytes = UnsafeRawBufferPointer(storage)
+    }
+
+    /// Takes JSON text as it is (the caller vouches for it; use the Live Activity encoder to build one).
+    public init(_ json: String, limit: Int = PayloadLimits.liveActivity) throws(PayloadError) {
+        let utf8 = Array(json.utf8)
+        guard utf8.count <= limit else { throw .tooLarge(bytes: utf8.count, limit: limit) }
+        guard !utf8.isEmpty else { throw .invalid("the payload is empty") }
+        let storage = UnsafeMutableRawBufferPointer.allocate(byteCount: utf8.count, alignment: 16)
+        utf8.withUnsafeBytes { storage.copyMemory(from: $0) }
+        bytes = UnsafeRawBufferPointer(storage)
+    }
+
+    /// Encodes a Live Activity payload (no Codable) and keeps the bytes.
+    public convenience init(liveActivity content: LiveActivityContent, limit: Int = PayloadLimits.liveActivity) throws(PayloadError) {
+        let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: PayloadLimits.broadcast + 1, alignment: 16)
+        defer { scratch.deallocate() }
+        let count = try LiveActivityPayloadEncoder.encode(content, into: scratch, limit: limit)
+        try self.init(copying: UnsafeRawBufferPointer(rebasing: scratch[0..<count]), limit: limit)
+    }
+
+    deinit { UnsafeMutableRawBufferPointer(mutating: bytes).deallocate() }
+
+    public var count: Int { bytes.count }
+}
+
+/// One push to send: a token, shared payload bytes and the per-request header values.
+public struct PushJob: Sendable {
+    public var token: DeviceToken
+    public var payload: PushPayload
+    public var priority: PushPriority
+    /// `apns-expiration` in UNIX seconds; nil omits the header (APNs' default storage), 0 means "try once".
+    public var expiration: Int64?
+    /// `apns-collapse-id`, at most 64 bytes.
+    public var collapseID: String?
+    /// `apns-id`; generated (random UUID, lowercase) when nil.
+    public var apnsID: PushIdentifier?
+    /// The caller's handle for this push; comes back in its `PushResult`.
+    public var cookie: UInt64
+    /// Overrides the client's request timeout.
+    public var timeout: Duration?
+
+    // Filled in by the client.
+    var deadline: UInt64 = 0
+    var submittedAt: UInt64 = 0
+    var resends: Int = 0
+
+    public init(
+        token: DeviceToken, payload: PushPayload, priority: PushPriority = .immediate, expiration: Int64? = nil,
+        collapseID: String? = nil, apnsID: PushIdentifier? = nil, cookie: UInt64 = 0, timeout: Duration? = nil
+    ) {
+        self.token = token
+        self.payload = payload
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = collapseID
+        self.apnsID = apnsID
+        self.cookie = cookie
+        self.timeout = timeout
+    }
+}
+
+/// An `apns-id`: a UUID in canonical lowercase text, stored inline (36 bytes, no heap).
+public struct PushIdentifier: Sendable, Equatable, CustomStringConvertible {
+    public static let byteCount = 36
+    var storage: (UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0)
+
+    init() {}
+
+    /// Parses a canonical 8-4-4-4-12 UUID; stored lowercase.
+    public init?(_ text: String) {
+        var utf8 = Array(text.utf8)
+        guard utf8.count == Self.byteCount else { return nil }
+        let valid = utf8.withUnsafeBytes { APNsIDGenerator.isValidAPNsID($0) }
+        guard valid else { return nil }
+        for index in utf8.indices where utf8[index] >= 0x41 && utf8[index] <= 0x46 { utf8[index] += 0x20 }
+        utf8.withUnsafeBytes { source in withUnsafeMutableBytes { $0.copyMemory(from: source) } }
+    }
+
+    mutating func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) -> R) -> R {
+        Swift.withUnsafeMutableBytes(of: &storage) { body(UnsafeMutableRawBufferPointer(rebasing: $0[0..<Self.byteCount])) }
+    }
+
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {
+        Swift.withUnsafeBytes(of: storage) { body(UnsafeRawBufferPointer(rebasing: $0[0..<Self.byteCount])) }
+    }
+
+    public var description: String {
+        withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+    }
+
+    public static func == (lhs: PushIdentifier, rhs: PushIdentifier) -> Bool {
+        lhs.storage.0 == rhs.storage.0 && lhs.storage.1 == rhs.storage.1 && lhs.storage.2 == rhs.storage.2
+            && lhs.storage.3 == rhs.storage.3 && lhs.storage.4 == rhs.storage.4
+    }
+}

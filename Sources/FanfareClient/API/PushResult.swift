@@ -1,0 +1,80 @@
+import FanfareCore
+
+/// How one push ended. Every submitted push ends in exactly one `PushResult`.
+public struct PushResult: Sendable {
+    public var cookie: UInt64
+    public var token: DeviceToken
+    public var disposition: PushDisposition
+    /// The `apns-id` the request carried (APNs echoes it).
+    public var apnsID: PushIdentifier
+    /// How many times the push was re-sent after a connection refused or lost it unprocessed.
+    public var resends: Int
+    /// From submission to the answer, in nanoseconds.
+    public var latencyNanoseconds: UInt64
+
+    public var isDelivered: Bool {
+        if case .delivered = disposition { return true }
+        return false
+    }
+}
+
+/// The three ways a push can end.
+public enum PushDisposition: Sendable, Equatable, CustomStringConvertible {
+    /// APNs answered 200.
+    case delivered
+    /// APNs answered with an error status; `action` says what to do (apns-spec.md §7.4).
+    /// `reason` is nil for a reason string this build does not know (`rawReason` then holds it).
+    case rejected(status: Int, reason: APNsReason?, rawReason: String?, action: PushAction, timestamp: Int64?)
+    /// No answer from APNs; the push was given up locally.
+    case failed(PushFailure)
+
+    public var description: String {
+        switch self {
+        case .delivered: return "200 delivered"
+        case .rejected(let status, let reason, let raw, let action, let timestamp):
+            var text = "\(status) \(reason?.rawValue ?? raw ?? "(no reason)") -> \(action.rawValue)"
+            if let timestamp { text += " (token inactive since \(timestamp) ms)" }
+            return text
+        case .failed(let failure): return "failed: \(failure)"
+        }
+    }
+
+    /// The action for every ending, including local failures.
+    public var action: PushAction {
+        switch self {
+        case .delivered: return .delivered
+        case .rejected(_, _, _, let action, _): return action
+        case .failed(let failure): return failure.action
+        }
+    }
+}
+
+/// Why a push ended without an APNs answer.
+public enum PushFailure: Sendable, Equatable, CustomStringConvertible {
+    /// Its deadline passed before APNs answered (the stream was reset).
+    case deadlineExceeded
+    /// It was re-sent `maxResends` times after connections failed or refused it; the last cause is given.
+    case resendLimitReached(lastCause: String)
+    /// The client shut down before the push was sent.
+    case shutdown
+
+    public var description: String {
+        switch self {
+        case .deadlineExceeded: return "deadline exceeded before APNs answered"
+        case .resendLimitReached(let cause): return "gave up after repeated resends (last: \(cause))"
+        case .shutdown: return "client shut down before the push was answered"
+        }
+    }
+
+    public var action: PushAction {
+        switch self {
+        case .deadlineExceeded, .resendLimitReached: return .retryLater
+        case .shutdown: return .retryLater
+        }
+    }
+}
+
+/// Receives results on the worker thread that finished the push. Must be quick and must not block.
+public protocol PushResultHandler: AnyObject, Sendable {
+    func pushCompleted(_ result: PushResult)
+}

@@ -1,0 +1,85 @@
+import Synchronization
+
+/// A bounded multi-producer, single-consumer queue (Dmitry Vyukov's bounded MPMC with the consumer side
+/// simplified to one thread), on `Synchronization.Atomic`.
+///
+/// Every cell carries a sequence number: a producer claims position `p` with one CAS on `enqueuePosition`, writes
+/// the element, then release-stores `sequence = p + 1`; the consumer waits for that value, takes the element and
+/// release-stores `sequence = p + capacity`, handing the cell to the producer one lap later. Nothing allocates
+/// after `init`, and a full queue is reported to the producer (back-pressure), never dropped.
+public final class BoundedMPSCQueue<Element>: @unchecked Sendable {
+    private struct Cell: ~Copyable {
+        let sequence: Atomic<Int>
+        var element: Element?
+    }
+
+    public let capacity: Int
+    private let mask: Int
+    private let cells: UnsafeMutablePointer<Cell>
+    // Producers and the consumer touch different counters; keep them on separate allocations (no false sharing).
+    private let enqueuePosition: UnsafeMutablePointer<Atomic<Int>>
+    private var dequeuePosition = 0
+
+    /// `capacity` is rounded up to a power of two (at least 2).
+    public init(capacity requested: Int) {
+        precondition(requested > 0, "queue capacity must be positive")
+        var size = 2
+        while size < requested { size <<= 1 }
+        capacity = size
+        mask = size - 1
+        cells = .allocate(capacity: size)
+        for index in 0..<size {
+            (cells + index).initialize(to: Cell(sequence: Atomic(index), element: nil))
+        }
+        enqueuePosition = .allocate(capacity: 16)  // 16 × 8 bytes: its own cache lines
+        enqueuePosition.initialize(to: Atomic(0))
+    }
+
+    deinit {
+        for index in 0..<capacity { (cells + index).deinitialize(count: 1) }
+        cells.deallocate()
+        enqueuePosition.deinitialize(count: 1)
+        enqueuePosition.deallocate()
+    }
+
+    /// Any thread. Returns false when the queue is full.
+    public func enqueue(_ element: Element) -> Bool {
+        var position = enqueuePosition.pointee.load(ordering: .relaxed)
+        while true {
+            let cell = cells + (position & mask)
+            let sequence = cell.pointee.sequence.load(ordering: .acquiring)
+            let difference = sequence - position
+            if difference == 0 {
+                let (exchanged, original) = enqueuePosition.pointee.weakCompareExchange(
+                    expected: position, desired: position + 1, successOrdering: .relaxed, failureOrdering: .relaxed)
+                if exchanged {
+                    cell.pointee.element = element
+                    cell.pointee.sequence.store(position + 1, ordering: .releasing)
+                    return true
+                }
+                position = original
+            } else if difference < 0 {
+                return false  // full: the consumer has not freed this cell yet
+            } else {
+                position = enqueuePosition.pointee.load(ordering: .relaxed)
+            }
+        }
+    }
+
+    /// The single consumer thread only.
+    public func dequeue() -> Element? {
+        let cell = cells + (dequeuePosition & mask)
+        let sequence = cell.pointee.sequence.load(ordering: .acquiring)
+        guard sequence == dequeuePosition + 1 else { return nil }
+        let element = cell.pointee.element.take()
+        assert(element != nil, "published cell without an element")
+        cell.pointee.sequence.store(dequeuePosition + capacity, ordering: .releasing)
+        dequeuePosition += 1
+        return element
+    }
+
+    /// Approximate number of queued elements (for stats only).
+    public var approximateCount: Int {
+        max(0, enqueuePosition.pointee.load(ordering: .relaxed) - dequeuePosition)
+    }
+}

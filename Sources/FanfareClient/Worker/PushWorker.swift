@@ -1,0 +1,292 @@
+import FanfareCore
+import FanfareIO
+import FanfareTLS
+import Synchronization
+
+/// One worker thread: an io_uring loop, its APNs connections, and the pushes routed to it.
+///
+/// Other threads only touch `inbox` (lock-free) and `waker`; everything else is confined to the worker's
+/// thread. Each tick drains the inbox into a bounded pending FIFO and admits pushes onto connections with
+/// stream credits; results go to the handler on this thread.
+final class PushWorker: IOHandler, @unchecked Sendable {
+    private enum TimerTag: UInt8 { case reconnect = 1, sweep }
+
+    let index: Int
+    let configuration: ClientConfiguration
+    let inbox: BoundedMPSCQueue<PushJob>
+    let counters = WorkerCounters()
+    private let resultHandler: PushResultHandler
+    private(set) var loop: IOLoop!
+    private var handlerID: IOHandlerID!
+    var identifiers = APNsIDGenerator()
+    let sweepInterval: UInt64
+
+    private var pending: PendingQueue<PushJob>
+    private var connections: [APNsConnection?]
+    private var backoff: [UInt64]
+    private var reconnectScheduled: [Bool]
+    private var needsAdmission = false
+    private var nextConnection = 0
+    private let stopRequested = Atomic<Bool>(false)
+    private var stopping = false
+    private let lastConnectionErrorBox = Mutex<String?>(nil)
+    private var lastConnectionError: String? {
+        get { lastConnectionErrorBox.withLock { $0 } }
+        set { lastConnectionErrorBox.withLock { $0 = newValue } }
+    }
+    private var random = SystemRandomNumberGenerator()
+
+    init(index: Int, configuration: ClientConfiguration, resultHandler: PushResultHandler) {
+        self.index = index
+        self.configuration = configuration
+        self.resultHandler = resultHandler
+        inbox = BoundedMPSCQueue(capacity: configuration.inboxCapacityPerWorker)
+        let reserve = configuration.connectionsPerWorker * configuration.maxConcurrentStreamsPerConnection
+        pending = PendingQueue(capacity: configuration.pendingCapacityPerWorker + reserve)
+        connections = Array(repeating: nil, count: configuration.connectionsPerWorker)
+        backoff = Array(repeating: 0, count: configuration.connectionsPerWorker)
+        reconnectScheduled = Array(repeating: false, count: configuration.connectionsPerWorker)
+        let timeout = configuration.requestTimeout.nanoseconds
+        sweepInterval = max(1_000_000, min(100_000_000, timeout / 20))
+    }
+
+    /// Runs once on the worker thread (from `IOThread`'s setup): the loop belongs to that thread.
+    func attach(to loop: IOLoop) {
+        self.loop = loop
+        waker = loop.waker
+        handlerID = loop.register(self)
+        loop.addTickHandler(handlerID)
+        loop.setWakeHandler(handlerID, tag: 0)
+        for slot in 0..<connections.count { openConnection(slot) }
+        loop.schedule(at: loop.now &+ sweepInterval, handler: handlerID, tag: TimerTag.sweep.rawValue, cookie: 0)
+    }
+
+    /// Wakes the worker's loop from any thread (set once before the worker is shared).
+    private(set) var waker: IOWaker?
+
+    /// Any thread: begin a shutdown. Pushes not yet answered end as `.failed(.shutdown)`; `isStopped`
+    /// turns true once every connection has closed.
+    func requestStop() {
+        stopRequested.store(true, ordering: .releasing)
+        waker?.wake()
+    }
+
+    /// Any thread: the worker has closed its connections and reported every push.
+    var isStopped: Bool { stoppedFlag.load(ordering: .acquiring) }
+    private let stoppedFlag = Atomic<Bool>(false)
+
+    private var isIdle: Bool {
+        connections.allSatisfy { $0 == nil } && pending.isEmpty
+    }
+
+    // MARK: - Connections
+
+    private func openConnection(_ slot: Int) {
+        guard !stopping else { return }
+        reconnectScheduled[slot] = false
+        let tls: TLSConnection
+        let addresses: [SocketAddress]
+        do {
+            // APNs asks for an uncached lookup per new connection, to spread load over its servers.
+            addresses = try SocketResolver.resolve(host: configuration.host, port: configuration.port)
+            tls = try TLSConnection(client: configuration.tls, serverName: configuration.host)
+        } catch {
+            lastConnectionError = "\(error)"
+            scheduleReconnect(slot)
+            return
+        }
+        let connection = APNsConnection(worker: self, index: slot, tls: tls)
+        connections[slot] = connection
+        counters.connectionsOpened.add(1, ordering: .relaxed)
+        connection.start(address: addresses[Int.random(in: 0..<addresses.count, using: &random)])
+    }
+
+    private func scheduleReconnect(_ slot: Int) {
+        guard !stopping, !reconnectScheduled[slot] else { return }
+        let minimum = configuration.reconnectBackoffMinimum.nanoseconds
+        let maximum = configuration.reconnectBackoffMaximum.nanoseconds
+        let current = backoff[slot] == 0 ? minimum : min(maximum, backoff[slot] * 2)
+        backoff[slot] = current
+        let jitter = UInt64.random(in: 0...(current / 4), using: &random)
+        reconnectScheduled[slot] = true
+        loop.schedule(at: loop.now &+ current &+ jitter, handler: handlerID, tag: TimerTag.reconnect.rawValue, cookie: UInt64(slot))
+        // Without any usable connection, pushes that waited past their deadline still end (the sweep does it).
+    }
+
+    func resetBackoff() {
+        for slot in backoff.indices { backoff[slot] = 0 }
+    }
+
+    func connectionBecameReady(_ connection: APNsConnection) {
+        lastConnectionError = nil
+        needsAdmission = true
+    }
+
+    func connectionHasCredits(_ connection: APNsConnection) {
+        needsAdmission = true
+    }
+
+    /// A draining connection takes no new streams: open its successor now so admission continues.
+    func connectionStoppedAdmitting(_ connection: APNsConnection) {
+        guard connections[connection.index] === connection else { return }
+        connections[connection.index] = nil
+        retiring.append(connection)
+        if !stopping { openConnection(connection.index) }
+    }
+    private var retiring: [APNsConnection] = []
+
+    func connectionClosed(_ connection: APNsConnection, reason: String, hadConnected: Bool) {
+        counters.connectionsClosed.add(1, ordering: .relaxed)
+        if let position = retiring.firstIndex(where: { $0 === connection }) {
+            retiring.remove(at: position)
+            return
+        }
+        guard connections[connection.index] === connection else { return }
+        connections[connection.index] = nil
+        lastConnectionError = reason
+        scheduleReconnect(connection.index)
+        needsAdmission = true
+    }
+
+    // MARK: - Pushes
+
+    /// Moves inbox items into the pending FIFO while it has room (keeping room for resends).
+    private func drainInbox() {
+        let limit = configuration.pendingCapacityPerWorker
+        while pending.count < limit, let job = inbox.dequeue() {
+            if stopping {
+                finish(job, .failed(.shutdown))
+                continue
+            }
+            let stored = pending.pushBack(job)
+            assert(stored)
+            needsAdmission = true
+        }
+    }
+
+    /// Gives pending pushes to connections with stream credits, round-robin so bursts spread out.
+    private func admit() {
+        needsAdmission = false
+        guard !pending.isEmpty else { return }
+        let count = connections.count
+        var idleRounds = 0
+        while !pending.isEmpty && idleRounds < count {
+            let slot = nextConnection
+            nextConnection = (nextConnection + 1) % count
+            guard let connection = connections[slot], connection.credits > 0 else {
+                idleRounds += 1
+                continue
+            }
+            idleRounds = 0
+            // Fill this connection's free streams, up to a fair share per pass.
+            var budget = max(1, connection.credits)
+            while budget > 0, connection.credits > 0, let job = pending.popFront() {
+                budget -= 1
+                if job.deadline != 0 && loop.now >= job.deadline {
+                    finish(job, .failed(.deadlineExceeded))
+                    continue
+                }
+                if let returned = connection.submit(job) {
+                    _ = pending.pushFront(returned)
+                    break
+                }
+            }
+        }
+    }
+
+    /// Sends `job` again on another connection (it was never processed), or gives up after `maxResends`.
+    func resend(_ job: PushJob, cause: String) {
+        var job = job
+        job.resends += 1
+        counters.resends.add(1, ordering: .relaxed)
+        if stopping {
+            finish(job, .failed(.shutdown))
+        } else if job.resends > configuration.maxResends {
+            finish(job, .failed(.resendLimitReached(lastCause: cause)))
+        } else if !pending.pushFront(job) {
+            finish(job, .failed(.resendLimitReached(lastCause: "pending queue full while resending after: \(cause)")))
+        } else {
+            needsAdmission = true
+        }
+    }
+
+    /// Every push ends here exactly once.
+    func finish(_ job: PushJob, _ disposition: PushDisposition) {
+        switch disposition {
+        case .delivered: counters.delivered.add(1, ordering: .relaxed)
+        case .rejected: counters.rejected.add(1, ordering: .relaxed)
+        case .failed: counters.failed.add(1, ordering: .relaxed)
+        }
+        let now = loop.now
+        let result = PushResult(
+            cookie: job.cookie, token: job.token, disposition: disposition, apnsID: job.apnsID ?? PushIdentifier(),
+            resends: job.resends, latencyNanoseconds: now >= job.submittedAt ? now - job.submittedAt : 0)
+        resultHandler.pushCompleted(result)
+    }
+
+    private func sweepPending(now: UInt64) {
+        guard !pending.isEmpty else { return }
+        pending.removeAll(where: { $0.deadline != 0 && now >= $0.deadline }) { job in
+            finish(job, .failed(.deadlineExceeded))
+        }
+    }
+
+    private func beginStop() {
+        stopping = true
+        drainInbox()
+        while let job = pending.popFront() { finish(job, .failed(.shutdown)) }
+        for connection in connections.compactMap({ $0 }) + retiring { connection.close() }
+    }
+
+    // MARK: - IOHandler
+
+    func ioCompleted(tag: UInt8, result: Int32, flags: UInt32, loop: IOLoop) {
+        // Wake-ups: new pushes are in the inbox; the tick drains it.
+    }
+
+    func timerFired(tag: UInt8, cookie: UInt64, loop: IOLoop) {
+        switch TimerTag(rawValue: tag) {
+        case .reconnect:
+            let slot = Int(cookie)
+            if connections[slot] == nil { openConnection(slot) } else { reconnectScheduled[slot] = false }
+        case .sweep:
+            sweepPending(now: loop.now)
+            if !stopping {
+                loop.schedule(at: loop.now &+ sweepInterval, handler: handlerID, tag: TimerTag.sweep.rawValue, cookie: 0)
+            }
+        case nil:
+            assertionFailure("unknown worker timer")
+        }
+    }
+
+    func tick(loop: IOLoop) {
+        if !stopping && stopRequested.load(ordering: .acquiring) { beginStop() }
+        drainInbox()
+        if needsAdmission || !pending.isEmpty { admit() }
+        counters.pending.store(pending.count + inbox.approximateCount, ordering: .relaxed)
+        var inFlight = 0
+        for connection in connections { inFlight += connection?.inFlight ?? 0 }
+        for connection in retiring { inFlight += connection.inFlight }
+        counters.inFlight.store(inFlight, ordering: .relaxed)
+        if stopping && isIdle && retiring.isEmpty && !stoppedFlag.load(ordering: .relaxed) {
+            assert(pending.isEmpty)
+            stoppedFlag.store(true, ordering: .releasing)
+        }
+    }
+
+    /// The most recent connection failure, for error messages.
+    var connectionErrorDescription: String? { lastConnectionError }
+}
+
+/// Counters a worker publishes for progress displays (relaxed atomics, written by the worker only).
+final class WorkerCounters: Sendable {
+    let submitted = Atomic<Int>(0)
+    let delivered = Atomic<Int>(0)
+    let rejected = Atomic<Int>(0)
+    let failed = Atomic<Int>(0)
+    let resends = Atomic<Int>(0)
+    let pending = Atomic<Int>(0)
+    let inFlight = Atomic<Int>(0)
+    let connectionsOpened = Atomic<Int>(0)
+    let connectionsClosed = Atomic<Int>(0)
+}

@@ -1,0 +1,450 @@
+import Glibc
+import FanfareIO
+import FanfareTLS
+
+/// What a `SecureTransport` tells its owner (an HTTP/2 client or server connection).
+///
+/// All calls happen on the loop's thread.
+public protocol SecureTransportDelegate: AnyObject {
+    /// The TLS handshake finished and ALPN chose `h2`: the HTTP/2 preface may be written now.
+    func transportEstablished(_ transport: SecureTransport)
+    /// Decrypted bytes arrived. Return false to report a protocol error (the transport then closes).
+    func transportReceived(_ transport: SecureTransport, plaintext: UnsafeRawBufferPointer) -> Bool
+    /// The socket can take more: write frames with `transport.writePlaintext` now.
+    func transportProduce(_ transport: SecureTransport)
+    /// The connection is gone and every buffer the kernel held is back; called exactly once.
+    func transportClosed(_ transport: SecureTransport, reason: TransportCloseReason)
+}
+
+/// Why a transport closed.
+public enum TransportCloseReason: Sendable, CustomStringConvertible, Equatable {
+    case localClose
+    case peerClosed
+    case connectFailed(errno: Int32, address: String)
+    case socketError(operation: String, errno: Int32)
+    case tls(String)
+    case protocolError(String)
+    case timeout(String)
+
+    public var description: String {
+        switch self {
+        case .localClose: return "closed locally"
+        case .peerClosed: return "peer closed the connection"
+        case .connectFailed(let e, let address): return "cannot connect to \(address): \(IOError.describe(errno: e))"
+        case .socketError(let op, let e): return "\(op) failed: \(IOError.describe(errno: e))"
+        case .tls(let message): return "TLS: \(message)"
+        case .protocolError(let message): return "HTTP/2: \(message)"
+        case .timeout(let what): return "timed out \(what)"
+        }
+    }
+}
+
+/// Buffer sizes of one connection. Bigger buffers mean fewer syscalls per push under load.
+public struct TransportBufferSizes: Sendable {
+    public var receive: Int = 64 * 1024
+    public var plaintextIn: Int = 64 * 1024
+    public var plaintextOut: Int = 64 * 1024
+    public var ciphertextOut: Int = 256 * 1024
+    public init() {}
+    public static let small: TransportBufferSizes = {
+        var sizes = TransportBufferSizes()
+        sizes.receive = 16 * 1024
+        sizes.plaintextIn = 16 * 1024
+        sizes.plaintextOut = 16 * 1024
+        sizes.ciphertextOut = 64 * 1024
+        return sizes
+    }()
+}
+
+/// TLS over a TCP socket whose I/O runs through the loop's io_uring ring.
+///
+/// The kernel does the socket work (one recv and at most one send in flight), OpenSSL only encrypts
+/// through memory BIOs, and the delegate (nghttp2) only frames. Output is batched: frames written during a
+/// tick are encrypted together and sent with one SQE at the end of the tick.
+public final class SecureTransport: IOHandler {
+    private enum Tag: UInt8 {
+        case connect = 1, recv, send, close
+    }
+    private enum TimerTag: UInt8 { case handshake = 1 }
+
+    public enum State: Equatable {
+        case idle, connecting, handshaking, established, closing, closed
+    }
+
+    public unowned let loop: IOLoop
+    public weak var delegate: SecureTransportDelegate?
+    public private(set) var state: State = .idle
+    public let tls: TLSConnection
+    public private(set) var fd: Int32 = -1
+    public private(set) var remoteDescription: String = ""
+    private var handlerID: IOHandlerID?
+    private var handshakeTimer: IOTimerID?
+    private var closeReason: TransportCloseReason = .localClose
+
+    private let receiveBuffer: UnsafeMutableRawBufferPointer
+    private let plaintextIn: UnsafeMutableRawBufferPointer
+    private let plaintextOut: UnsafeMutableRawBufferPointer
+    private var plaintextOutCount = 0
+    private let ciphertextOut: UnsafeMutableRawBufferPointer
+    private var ciphertextOutStart = 0
+    private var ciphertextOutCount = 0
+    private var address = SocketAddress.unspecified
+
+    private var recvInFlight = false
+    private var sendInFlight = false
+    private var connectInFlight = false
+    private var closeInFlight = false
+    private var needsFlush = false
+
+    /// Ciphertext parked in the TLS write BIO beyond this stops the delegate from producing more.
+    public var ciphertextBacklogLimit: Int
+    /// Bytes handed to the kernel so far (for stats).
+    public private(set) var bytesSent: UInt64 = 0
+    public private(set) var bytesReceived: UInt64 = 0
+    public private(set) var sendCalls: UInt64 = 0
+
+    public init(loop: IOLoop, tls: TLSConnection, buffers: TransportBufferSizes = TransportBufferSizes()) {
+        self.loop = loop
+        self.tls = tls
+        self.receiveBuffer = .allocate(byteCount: buffers.receive, alignment: 64)
+        self.plaintextIn = .allocate(byteCount: buffers.plaintextIn, alignment: 64)
+        self.plaintextOut = .allocate(byteCount: buffers.plaintextOut, alignment: 64)
+        self.ciphertextOut = .allocate(byteCount: buffers.ciphertextOut, alignment: 64)
+        self.ciphertextBacklogLimit = buffers.ciphertextOut
+    }
+
+    deinit {
+        // The loop holds a strong reference while any operation is in flight, so the kernel is done with these.
+        assert(!recvInFlight && !sendInFlight && !connectInFlight && !closeInFlight)
+        if fd >= 0 { Sockets.close(fd) }
+        receiveBuffer.deallocate()
+        plaintextIn.deallocate()
+        plaintextOut.deallocate()
+        ciphertextOut.deallocate()
+    }
+
+    // MARK: - Starting
+
+    /// Client side: open a socket to `address` and start the TLS handshake once connected.
+    public func connect(to address: SocketAddress, handshakeTimeout: UInt64) {
+        precondition(state == .idle, "connect on a transport that was already started")
+        self.address = address
+        remoteDescription = address.description
+        let socket: Int32
+        do {
+            socket = try Sockets.makeTCPSocket(for: address)
+        } catch {
+            state = .connecting
+            register()
+            finish(.socketError(operation: "socket()", errno: error.errno))
+            return
+        }
+        fd = socket
+        state = .connecting
+        let id = register()
+        connectInFlight = true
+        self.address.withSockaddr { pointer, length in
+            loop.connect(fd: socket, address: pointer, length: length, handler: id, tag: Tag.connect.rawValue)
+        }
+        handshakeTimer = loop.schedule(
+            at: loop.now &+ handshakeTimeout, handler: id, tag: TimerTag.handshake.rawValue, cookie: 0)
+    }
+
+    /// Server side: take an accepted socket and wait for the client's handshake.
+    public func adopt(acceptedFD: Int32, remote: String, handshakeTimeout: UInt64) {
+        precondition(state == .idle && acceptedFD >= 0)
+        fd = acceptedFD
+        remoteDescription = remote
+        Sockets.setNoDelay(acceptedFD)
+        state = .handshaking
+        let id = register()
+        handshakeTimer = loop.schedule(
+            at: loop.now &+ handshakeTimeout, handler: id, tag: TimerTag.handshake.rawValue, cookie: 0)
+        armReceive()
+    }
+
+    @discardableResult
+    private func register() -> IOHandlerID {
+        if let handlerID { return handlerID }
+        let id = loop.register(self)
+        handlerID = id
+        loop.addTickHandler(id)
+        return id
+    }
+
+    // MARK: - Writing (called by the delegate from transportProduce, or any time on the loop thread)
+
+    /// Free room in the plaintext staging buffer before it must be encrypted.
+    public var plaintextRoom: Int { plaintextOut.count - plaintextOutCount }
+
+    /// True when enough ciphertext is waiting that the producer should pause (back-pressure into nghttp2).
+    public var isBackedUp: Bool {
+        tls.pendingCiphertextCount + plaintextOutCount >= ciphertextBacklogLimit
+    }
+
+    /// Queues plaintext for encryption. Returns false once the connection is closing (the bytes are dropped).
+    @discardableResult
+    public func writePlaintext(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard state == .established else { return false }
+        var remaining = bytes
+        while remaining.count > 0 {
+            if plaintextRoom == 0 {
+                guard encryptStaging() else { return false }
+            }
+            let chunk = min(plaintextRoom, remaining.count)
+            (plaintextOut.baseAddress! + plaintextOutCount).copyMemory(from: remaining.baseAddress!, byteCount: chunk)
+            plaintextOutCount += chunk
+            remaining = UnsafeRawBufferPointer(rebasing: remaining[chunk...])
+        }
+        needsFlush = true
+        return true
+    }
+
+    /// Asks for a flush at the end of this tick (the delegate has frames to send).
+    public func setNeedsFlush() { needsFlush = true }
+
+    /// Sends a TLS close_notify and then closes the socket.
+    public func close() {
+        guard state != .closing && state != .closed else { return }
+        if state == .established {
+            _ = encryptStaging()
+            tls.shutdown()
+            flushCiphertext()
+        }
+        beginClose(.localClose)
+    }
+
+    // MARK: - IOHandler
+
+    public func ioCompleted(tag: UInt8, result: Int32, flags: UInt32, loop: IOLoop) {
+        switch Tag(rawValue: tag) {
+        case .connect: connectCompleted(result)
+        case .recv: receiveCompleted(result)
+        case .send: sendCompleted(result)
+        case .close:
+            closeInFlight = false
+            fd = -1
+            finishIfDrained()
+        case nil:
+            assertionFailure("unknown transport tag \(tag)")
+        }
+    }
+
+    public func timerFired(tag: UInt8, cookie: UInt64, loop: IOLoop) {
+        guard tag == TimerTag.handshake.rawValue else { return }
+        handshakeTimer = nil
+        if state == .connecting || state == .handshaking {
+            beginClose(.timeout(state == .connecting ? "connecting to \(remoteDescription)" : "in the TLS handshake with \(remoteDescription)"))
+        }
+    }
+
+    public func tick(loop: IOLoop) {
+        if needsFlush { flush() }
+    }
+
+    // MARK: - Completions
+
+    private func connectCompleted(_ result: Int32) {
+        connectInFlight = false
+        guard state == .connecting else { finishIfDrained(); return }
+        if result < 0 {
+            beginClose(.connectFailed(errno: -result, address: remoteDescription))
+            return
+        }
+        state = .handshaking
+        advanceHandshake()
+        armReceive()
+    }
+
+    private func receiveCompleted(_ result: Int32) {
+        recvInFlight = false
+        guard state == .handshaking || state == .established else { finishIfDrained(); return }
+        if result == 0 {
+            beginClose(.peerClosed)
+            return
+        }
+        if result < 0 {
+            if result == -EINTR || result == -EAGAIN { armReceive(); return }
+            beginClose(result == -ECONNRESET ? .peerClosed : .socketError(operation: "recv", errno: -result))
+            return
+        }
+        bytesReceived &+= UInt64(result)
+        tls.receiveCiphertext(UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<Int(result)]))
+        if state == .handshaking {
+            advanceHandshake()
+            guard state == .established else {
+                if state == .handshaking { armReceive() }
+                return
+            }
+        }
+        readDecrypted()
+        if state == .established || state == .handshaking { armReceive() }
+        flush()
+    }
+
+    private func sendCompleted(_ result: Int32) {
+        sendInFlight = false
+        if state == .closing || state == .closed { finishIfDrained(); return }
+        if result < 0 {
+            if result == -EINTR || result == -EAGAIN { submitSend(); return }
+            beginClose(result == -EPIPE || result == -ECONNRESET ? .peerClosed : .socketError(operation: "send", errno: -result))
+            return
+        }
+        bytesSent &+= UInt64(result)
+        ciphertextOutStart += Int(result)
+        ciphertextOutCount -= Int(result)
+        assert(ciphertextOutCount >= 0)
+        if ciphertextOutCount > 0 {
+            submitSend()  // a short write: send the rest
+        } else {
+            ciphertextOutStart = 0
+            flush()
+        }
+    }
+
+    // MARK: - TLS
+
+    private func advanceHandshake() {
+        switch tls.advanceHandshake() {
+        case .inProgress:
+            flushCiphertext()
+        case .complete:
+            flushCiphertext()
+            guard tls.negotiatedProtocol == "h2" else {
+                beginClose(.tls("peer \(remoteDescription) did not negotiate ALPN h2"))
+                return
+            }
+            if let handshakeTimer { loop.cancelTimer(handshakeTimer) }
+            handshakeTimer = nil
+            state = .established
+            delegate?.transportEstablished(self)
+            needsFlush = true
+        case .failed(let failure):
+            flushCiphertext()  // deliver the alert to the peer, best effort
+            beginClose(.tls(failure.description))
+        }
+    }
+
+    private func readDecrypted() {
+        while state == .established {
+            switch tls.readPlaintext(into: plaintextIn) {
+            case .bytes(let count):
+                let ok = delegate?.transportReceived(self, plaintext: UnsafeRawBufferPointer(rebasing: plaintextIn[0..<count])) ?? false
+                if !ok {
+                    if state == .established { beginClose(.protocolError("the peer sent bytes HTTP/2 could not process")) }
+                    return
+                }
+            case .wantMore:
+                return
+            case .closed:
+                beginClose(.peerClosed)
+                return
+            case .failed(let failure):
+                beginClose(.tls(failure.description))
+                return
+            }
+        }
+    }
+
+    /// Encrypts the staged plaintext into the TLS write BIO. Returns false if TLS failed (the transport closes).
+    @discardableResult
+    private func encryptStaging() -> Bool {
+        var offset = 0
+        while offset < plaintextOutCount {
+            let pending = UnsafeRawBufferPointer(rebasing: plaintextOut[offset..<plaintextOutCount])
+            switch tls.writePlaintext(pending) {
+            case .bytes(let written):
+                assert(written > 0)
+                offset += written
+            case .failed(let failure):
+                plaintextOutCount = 0
+                beginClose(.tls(failure.description))
+                return false
+            }
+        }
+        plaintextOutCount = 0
+        return true
+    }
+
+    // MARK: - Flushing
+
+    /// Lets the delegate produce frames, encrypts them and puts one send in flight.
+    private func flush() {
+        needsFlush = false
+        guard !sendInFlight else { return }
+        if state == .established {
+            if !isBackedUp { delegate?.transportProduce(self) }
+            guard state == .established else { return }
+            if !encryptStaging() { return }
+        }
+        flushCiphertext()
+    }
+
+    /// Moves ciphertext from the TLS write BIO into the send buffer and submits one send.
+    private func flushCiphertext() {
+        guard !sendInFlight, fd >= 0, !closeInFlight else { return }
+        if ciphertextOutCount == 0 {
+            ciphertextOutStart = 0
+            let taken = tls.takeCiphertext(into: ciphertextOut)
+            ciphertextOutCount = taken
+        }
+        if ciphertextOutCount > 0 { submitSend() }
+    }
+
+    private func submitSend() {
+        guard let handlerID, fd >= 0 else { return }
+        assert(!sendInFlight && ciphertextOutCount > 0)
+        sendInFlight = true
+        sendCalls &+= 1
+        let pending = UnsafeRawBufferPointer(rebasing: ciphertextOut[ciphertextOutStart..<(ciphertextOutStart + ciphertextOutCount)])
+        loop.send(fd: fd, from: pending, handler: handlerID, tag: Tag.send.rawValue)
+    }
+
+    private func armReceive() {
+        guard let handlerID, fd >= 0, !recvInFlight else { return }
+        recvInFlight = true
+        loop.recv(fd: fd, into: receiveBuffer, handler: handlerID, tag: Tag.recv.rawValue)
+    }
+
+    // MARK: - Closing
+
+    private func beginClose(_ reason: TransportCloseReason) {
+        guard state != .closing && state != .closed else { return }
+        closeReason = reason
+        state = .closing
+        if let handshakeTimer { loop.cancelTimer(handshakeTimer) }
+        handshakeTimer = nil
+        if fd >= 0 {
+            // Let a queued close_notify or alert go out only if nothing else is pending; then cancel and close.
+            if recvInFlight || sendInFlight || connectInFlight { loop.cancel(fd: fd) }
+        }
+        finishIfDrained()
+    }
+
+    private func finishIfDrained() {
+        guard state == .closing else { return }
+        // The kernel may still own our buffers: wait for every in-flight operation to complete.
+        if recvInFlight || sendInFlight || connectInFlight { return }
+        if fd >= 0 {
+            if !closeInFlight, let handlerID {
+                closeInFlight = true
+                loop.close(fd: fd, handler: handlerID, tag: Tag.close.rawValue)
+            }
+            return
+        }
+        if closeInFlight { return }
+        finish(closeReason)
+    }
+
+    private func finish(_ reason: TransportCloseReason) {
+        guard state != .closed else { return }
+        state = .closed
+        if fd >= 0 { Sockets.close(fd); fd = -1 }
+        let delegate = self.delegate
+        if let handlerID {
+            self.handlerID = nil
+            loop.unregister(handlerID)
+        }
+        delegate?.transportClosed(self, reason: reason)
+    }
+}

@@ -1,0 +1,217 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// `close(2)`, reachable from inside `AcceptedPushLog` whose own `close()` shadows the name.
+private func closeDescriptor(_ descriptor: Int32) {
+    _ = close(descriptor)
+}
+
+/// Why the accepted-push log failed.
+public enum AcceptedPushLogError: Error, Equatable, CustomStringConvertible {
+    case cannotOpen(path: String, errno: Int32)
+    case writeFailed(path: String, errno: Int32)
+
+    public var description: String {
+        switch self {
+        case .cannotOpen(let path, let code):
+            "cannot open accepted-push log '\(path)': \(String(cString: strerror(code))); check the directory exists and is writable"
+        case .writeFailed(let path, let code):
+            "cannot write accepted-push log '\(path)': \(String(cString: strerror(code))); check free disk space"
+        }
+    }
+}
+
+/// A JSON-lines log of accepted pushes, one object per line:
+///
+/// ```
+/// {"time":1735689600123,"token":"<hex>","topic":"com.example.fanfare.push-type.liveactivity",
+///  "push-type":"liveactivity","priority":10,"apns-id":"<uuid>","expiration":0,"collapse-id":null,
+///  "payload":{"aps":{...}}}
+/// ```
+/// (shown wrapped; each record is a single line). `time` is milliseconds since the epoch; `priority` is 10
+/// when the header was absent; absent headers are `null`; a broadcast push has `"token":null` and an extra
+/// `"channel-id"`. `payload` is the body re-emitted without insignificant whitespace; a body that is not
+/// valid JSON (when the simulator's JSON check is off) is `"payload":null` plus `"payload-text":"…"`.
+///
+/// Threading: one log object per worker thread (not thread-safe), all of them may open the same path.
+/// The file is opened with `O_APPEND` and each flush is one `write(2)` of whole lines, so lines from
+/// different workers never interleave. Records are buffered (default 256 KiB) and written when the buffer
+/// cannot take the next record, on `flush()` and on `close()`/deinit.
+public final class AcceptedPushLog {
+    public static let defaultBufferCapacity = 256 * 1024
+    /// Smallest buffer accepted: room for one worst-case record from a default-sized `RequestHead`.
+    public static let minimumBufferCapacity = 64 * 1024
+
+    public let path: String
+    @exclusivity(unchecked) private var descriptor: Int32
+    private let buffer: UnsafeMutableRawBufferPointer
+    @exclusivity(unchecked) private var used = 0
+    /// Records appended so far.
+    @exclusivity(unchecked) public private(set) var recordCount = 0
+
+    public init(path: String, bufferCapacity: Int = AcceptedPushLog.defaultBufferCapacity) throws(AcceptedPushLogError) {
+        precondition(bufferCapacity >= Self.minimumBufferCapacity, "log buffer too small")
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw .cannotOpen(path: path, errno: errno) }
+        self.path = path
+        self.descriptor = descriptor
+        buffer = .allocate(byteCount: bufferCapacity, alignment: 16)
+    }
+
+    deinit {
+        try? close()
+        buffer.deallocate()
+    }
+
+    /// Adds one accepted push. `apnsID` is the `apns-id` of the response (echoed or generated).
+    public func append(_ head: borrowing RequestHead, apnsID: UnsafeRawBufferPointer, now: SimulatorInstant) throws(AcceptedPushLogError) {
+        precondition(descriptor >= 0, "log is closed")
+        let bound = Self.recordBound(head, apnsID: apnsID)
+        precondition(bound <= buffer.count, "a record cannot fit the log buffer; raise bufferCapacity")
+        if bound > buffer.count - used { try flush() }
+
+        let start = used
+        put("{\"time\":")
+        used += DecimalWriter.write(now.milliseconds, into: buffer, at: used)
+
+        let path = head.value(.path)
+        let route = path.map { RequestRoute.classify(path: $0) } ?? .unknown
+        put(",\"token\":")
+        if route == .device, let path {
+            putString(RequestRoute.deviceToken(inPath: path))
+        } else {
+            put("null")
+        }
+        if route == .broadcast {
+            put(",\"channel-id\":")
+            putOptionalString(head.value(.apnsChannelID))
+        }
+        put(",\"topic\":")
+        putOptionalString(head.value(.apnsTopic))
+        put(",\"push-type\":")
+        putOptionalString(head.value(.apnsPushType))
+        put(",\"priority\":")
+        if let priority = head.value(.apnsPriority), let number = HeaderSyntax.parseNonNegativeInteger(priority) {
+            used += DecimalWriter.write(number, into: buffer, at: used)
+        } else {
+            put("10")
+        }
+        put(",\"apns-id\":")
+        putString(apnsID)
+        put(",\"expiration\":")
+        if let expiration = head.value(.apnsExpiration), let number = HeaderSyntax.parseNonNegativeInteger(expiration) {
+            used += DecimalWriter.write(number, into: buffer, at: used)
+        } else {
+            put("null")
+        }
+        put(",\"collapse-id\":")
+        putOptionalString(head.value(.apnsCollapseID))
+        put(",\"payload\":")
+        let body = head.body
+        if head.isBodyFullyStored, body.count > 0, JSONScanner.isValid(body) {
+            used += JSONScanner.writeMinified(body, into: buffer, at: used)
+        } else {
+            put("null,\"payload-text\":")
+            putString(body)
+        }
+        put("}\n")
+        assert(used - start <= bound, "record bound underestimated")
+        recordCount += 1
+    }
+
+    /// Writes buffered records to the file.
+    public func flush() throws(AcceptedPushLogError) {
+        guard used > 0 else { return }
+        var offset = 0
+        while offset < used {
+            let result = write(descriptor, buffer.baseAddress! + offset, used - offset)
+            if result < 0 {
+                if errno == EINTR { continue }
+                let code = errno
+                used = 0  // drop what cannot be written rather than retrying forever
+                throw .writeFailed(path: path, errno: code)
+            }
+            offset += result
+        }
+        used = 0
+    }
+
+    /// Flushes and closes the file; later appends are a programming error.
+    public func close() throws(AcceptedPushLogError) {
+        guard descriptor >= 0 else { return }
+        defer {
+            closeDescriptor(descriptor)
+            descriptor = -1
+        }
+        try flush()
+    }
+
+    // MARK: - Record building (no allocation)
+
+    /// An upper bound of one record's size: fixed keys plus 6 bytes per value byte (the `\u00XX` escape).
+    static func recordBound(_ head: borrowing RequestHead, apnsID: UnsafeRawBufferPointer) -> Int {
+        let valueBytes = apnsID.count + head.body.count + (head.value(.path)?.count ?? 0)
+            + (head.value(.apnsChannelID)?.count ?? 0) + (head.value(.apnsTopic)?.count ?? 0)
+            + (head.value(.apnsPushType)?.count ?? 0) + (head.value(.apnsCollapseID)?.count ?? 0)
+        return 256 + 6 * valueBytes
+    }
+
+    private func put(_ literal: StaticString) {
+        literal.withUTF8Buffer { bytes in
+            (buffer.baseAddress! + used).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+            used += bytes.count
+        }
+    }
+
+    private func putByte(_ byte: UInt8) {
+        buffer[used] = byte
+        used += 1
+    }
+
+    private func putOptionalString(_ value: UnsafeRawBufferPointer?) {
+        if let value { putString(value) } else { put("null") }
+    }
+
+    /// A JSON string: quotes, backslash and control bytes escaped; valid UTF-8 kept; invalid bytes → U+FFFD.
+    private func putString(_ value: UnsafeRawBufferPointer) {
+        putByte(UInt8(ascii: "\""))
+        var index = 0
+        while index < value.count {
+            let byte = value[index]
+            switch byte {
+            case UInt8(ascii: "\""):
+                put("\\\"")
+            case UInt8(ascii: "\\"):
+                put("\\\\")
+            case 0x0A:
+                put("\\n")
+            case 0x0D:
+                put("\\r")
+            case 0x09:
+                put("\\t")
+            case 0x00..<0x20:
+                put("\\u00")
+                putByte(Self.hexDigit(byte >> 4))
+                putByte(Self.hexDigit(byte & 0xF))
+            case 0x20..<0x80:
+                putByte(byte)
+            default:
+                if let length = JSONScanner.utf8SequenceLength(value, at: index) {
+                    for offset in 0..<length { putByte(value[index + offset]) }
+                    index += length
+                    continue
+                }
+                put("\\ufffd")
+            }
+            index += 1
+        }
+        putByte(UInt8(ascii: "\""))
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+    }
+}

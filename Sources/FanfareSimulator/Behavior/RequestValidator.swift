@@ -1,0 +1,301 @@
+import FanfareCore
+
+/// What the simulated APNs answers to one request.
+public enum SimulatorDecision: Sendable, Equatable {
+    /// 200, `apns-id`, no body.
+    case accept
+    /// An error status with `{"reason": ...}`; `timestamp` (ms since the epoch) only for 410s.
+    case reject(APNsReason, timestamp: Int64?)
+
+    /// The `:status` to send.
+    public var status: Int {
+        switch self {
+        case .accept: 200
+        case .reject(let reason, _): reason.status
+        }
+    }
+
+    /// A rejection, adding the 410 `timestamp` APNs sends with every 410.
+    static func reject(_ reason: APNsReason, now: SimulatorInstant) -> SimulatorDecision {
+        .reject(reason, timestamp: reason.status == 410 ? now.milliseconds : nil)
+    }
+}
+
+/// Decides what APNs would answer to a request, given its headers and body (`RequestHead`) and the
+/// connection's provider-token state. One validator per worker thread (it owns the worker's PRNG and
+/// per-token rate table); `decide` allocates nothing.
+///
+/// Device pushes (`/3/device/…`) are checked in this order; the first failing rule answers
+/// (pushy's mock order, apns-spec.md §10, with the path moved up so a bad path is never blamed on a
+/// header):
+///
+///  1. `apns-id` present and not a canonical 8-4-4-4-12 UUID → 400 `BadMessageId`
+///  2. `:method` not `POST` → 405 `MethodNotAllowed`
+///  3. `:path`: `/3/device/` alone → 400 `MissingDeviceToken`; neither `/3/device/<x>` nor
+///     `/4/broadcasts/apps/<x>` → 404 `BadPath` (broadcasts: see below)
+///  4. `apns-topic` absent or empty → 400 `MissingTopic`
+///  5. topic syntax (only `A-Z a-z 0-9 . -`) → 400 `BadTopic`; well-formed but neither the bundle ID nor
+///     bundle ID + a known push-type suffix → 400 `TopicDisallowed` [U: which of the two APNs uses for
+///     a foreign topic is undocumented]
+///  6. any recognised header repeated → 400 `DuplicateHeaders`
+///  7. `apns-collapse-id` longer than 64 bytes → 400 `BadCollapseId`
+///  8. `apns-priority` present and not `1`, `5` or `10` → 400 `BadPriority` (absent = 10)
+///  9. `apns-push-type` unknown, or absent while `requirePushType` → 400 `InvalidPushType`; the push
+///     type's required topic (§2.2) differs from the topic → 400 `DeviceTokenNotForTopic` (documented for
+///     a Live Activity token without `.push-type.liveactivity`; [U] for other mismatches)
+/// 10. `apns-expiration` present and not a non-negative decimal integer → 400 `BadExpirationDate`
+/// 11. token not hex with an even number of digits, 32...100 bytes (64...200 digits) → 400 `BadDeviceToken`
+/// 12. provider token (`ConnectionAuthState`, its own rule order) → 403 / 429 reasons
+/// 13. empty body → 400 `PayloadEmpty`
+/// 14. body over the limit (4096; 5120 for `voip`) → 413 `PayloadTooLarge`
+/// 15. body not a JSON object with an `aps` object → `malformedPayloadReason` (default 400
+///     `PayloadEmpty` [U]; nil skips the check)
+/// 16. token outside `knownTokens` → 410 `Unregistered` (+ timestamp) or 400 `BadDeviceToken`
+/// 17. more than `perTokenRateLimit` pushes to the token in this second → 429 `TooManyRequests`
+/// 18. injected faults (`faults`, one uniform draw per push) → the rule's reason
+/// 19. otherwise 200.
+///
+/// Broadcast pushes (`/4/broadcasts/apps/<bundle>`, apns-spec.md §8.3) use: 1 (`apns-id` and
+/// `apns-request-id` → `BadMessageId`), 2, 3, bundle in the path with a push-type suffix
+/// → `TopicDisallowed`, another bundle → 403 `TopicMismatch` [U], 6, `apns-channel-id` absent
+/// → `MissingChannelId`, not base64 → `BadChannelId`, 8, push type absent → `MissingPushType`, not
+/// `liveactivity` → `InvalidPushType`, 10, 12, 13, 14 (limit 5120), 15 (→ `BadRequestPayload`), 18.
+/// Channels are not tracked, so `ChannelNotRegistered` is never produced.
+///
+/// A header whose value did not fit the head's arena counts as a malformed value of that header.
+public struct RequestValidator {
+    public let configuration: SimulatorConfiguration
+    private let bundle: [UInt8]
+    private let knownTokens: DeviceTokenSet?
+    private let rateLimiter: PerTokenRateLimiter?
+    /// Fault reasons with cumulative probabilities (draw u in [0,1); the first rule with u < bound fires).
+    private let faultReasons: [APNsReason]
+    private let faultBounds: [Double]
+    /// The worker's PRNG (faults here; the server may also use it for latency via `random`).
+    public var random: SimulatorRandom
+
+    /// - Parameters:
+    ///   - worker: the worker's index; selects the PRNG stream so workers draw different sequences.
+    ///   - knownTokens: a set built once and shared by all workers; when nil and the configuration has
+    ///     `knownTokens`, this validator builds its own.
+    public init(configuration: SimulatorConfiguration, worker: Int = 0, knownTokens: DeviceTokenSet? = nil) {
+        self.configuration = configuration
+        bundle = Array(configuration.bundleID.utf8)
+        if let knownTokens {
+            self.knownTokens = knownTokens
+        } else {
+            self.knownTokens = configuration.knownTokens.map { DeviceTokenSet(hexTokens: $0) }
+        }
+        rateLimiter = configuration.perTokenRateLimit > 0
+            ? PerTokenRateLimiter(limit: configuration.perTokenRateLimit, capacity: configuration.perTokenRateTableCapacity)
+            : nil
+        var reasons: [APNsReason] = []
+        var bounds: [Double] = []
+        var cumulative = 0.0
+        for rule in configuration.faults where rule.probability > 0 {
+            cumulative += rule.probability
+            reasons.append(rule.reason)
+            bounds.append(cumulative)
+        }
+        faultReasons = reasons
+        faultBounds = bounds
+        random = SimulatorRandom(seed: configuration.seed, stream: UInt64(worker))
+    }
+
+    /// Pushes admitted without rate tracking because the worker's rate table was full.
+    public var rateLimiterOverflows: Int { rateLimiter?.overflows ?? 0 }
+
+    /// The answer to one complete request (headers and END_STREAM seen).
+    public mutating func decide(_ head: borrowing RequestHead, auth: ConnectionAuthState, now: SimulatorInstant) -> SimulatorDecision {
+        // 1. apns-id
+        if let reason = checkUUID(head.lookup(.apnsID)) { return .reject(reason, now: now) }
+        // 2. method
+        guard let method = head.value(.method), method.equals("POST") else {
+            return .reject(.methodNotAllowed, now: now)
+        }
+        // 3. path
+        guard let path = head.value(.path) else { return .reject(.badPath, now: now) }
+        switch RequestRoute.classify(path: path) {
+        case .device:
+            return decideDevice(head, path: path, auth: auth, now: now)
+        case .deviceWithoutToken:
+            return .reject(.missingDeviceToken, now: now)
+        case .broadcast where configuration.acceptBroadcasts:
+            return decideBroadcast(head, path: path, auth: auth, now: now)
+        case .broadcast, .unknown:
+            return .reject(.badPath, now: now)
+        }
+    }
+
+    // MARK: - Device pushes
+
+    private mutating func decideDevice(
+        _ head: borrowing RequestHead, path: UnsafeRawBufferPointer, auth: ConnectionAuthState, now: SimulatorInstant
+    ) -> SimulatorDecision {
+        // 4–5. topic
+        let topic: UnsafeRawBufferPointer
+        switch head.lookup(.apnsTopic) {
+        case .absent: return .reject(.missingTopic, now: now)
+        case .oversized: return .reject(.badTopic, now: now)
+        case .present(let value):
+            guard value.count > 0 else { return .reject(.missingTopic, now: now) }
+            topic = value
+        }
+        guard HeaderSyntax.isTopicSyntax(topic) else { return .reject(.badTopic, now: now) }
+        let topicKind = bundle.withUnsafeBytes { TopicKind.classify(topic: topic, bundle: $0) }
+        guard let topicKind else { return .reject(.topicDisallowed, now: now) }
+        // 6. duplicates
+        if head.hasDuplicateHeaders { return .reject(.duplicateHeaders, now: now) }
+        // 7. collapse id
+        switch head.lookup(.apnsCollapseID) {
+        case .absent: break
+        case .oversized: return .reject(.badCollapseId, now: now)
+        case .present(let value): if value.count > 64 { return .reject(.badCollapseId, now: now) }
+        }
+        // 8. priority
+        if let reason = checkPriority(head.lookup(.apnsPriority)) { return .reject(reason, now: now) }
+        // 9. push type ↔ topic
+        let pushType: PushTypeValue
+        switch head.lookup(.apnsPushType) {
+        case .absent:
+            if configuration.requirePushType { return .reject(.invalidPushType, now: now) }
+            pushType = Self.inferredPushType(for: topicKind)
+        case .oversized:
+            return .reject(.invalidPushType, now: now)
+        case .present(let value):
+            guard let known = PushTypeValue.recognise(value) else { return .reject(.invalidPushType, now: now) }
+            pushType = known
+        }
+        if pushType.requiredTopic != topicKind { return .reject(.deviceTokenNotForTopic, now: now) }
+        // 10. expiration
+        if let reason = checkExpiration(head.lookup(.apnsExpiration)) { return .reject(reason, now: now) }
+        // 11. token syntax
+        let token = RequestRoute.deviceToken(inPath: path)
+        guard HeaderSyntax.isDeviceToken(token, minimumBytes: 32, maximumBytes: 100) else {
+            return .reject(.badDeviceToken, now: now)
+        }
+        // 12. provider token
+        if let reason = auth.check(authorization: head.lookup(.authorization), now: now) {
+            return .reject(reason, now: now)
+        }
+        // 13–15. body
+        let limit = pushType == .voip ? configuration.voipMaxPayloadBytes : configuration.maxPayloadBytes
+        if let reason = checkBody(head, limit: limit, malformedReason: configuration.malformedPayloadReason) {
+            return .reject(reason, now: now)
+        }
+        // 16. known tokens
+        if let knownTokens, !knownTokens.contains(token) {
+            return .reject(configuration.unknownTokenReply.reason, now: now)
+        }
+        // 17. per-token rate
+        if let rateLimiter, !rateLimiter.admit(token: token, now: now) {
+            return .reject(.tooManyRequests, now: now)
+        }
+        // 18. faults
+        if let reason = drawFault() { return .reject(reason, now: now) }
+        return .accept
+    }
+
+    /// The push type a topic implies when the request has no `apns-push-type`.
+    static func inferredPushType(for topic: TopicKind) -> PushTypeValue {
+        switch topic {
+        case .bundle: .alert
+        case .complication: .complication
+        case .controls: .controls
+        case .fileprovider: .fileprovider
+        case .liveActivity: .liveactivity
+        case .location: .location
+        case .pushToTalk: .pushtotalk
+        case .voip: .voip
+        case .widgets: .widgets
+        }
+    }
+
+    // MARK: - Broadcast pushes
+
+    private mutating func decideBroadcast(
+        _ head: borrowing RequestHead, path: UnsafeRawBufferPointer, auth: ConnectionAuthState, now: SimulatorInstant
+    ) -> SimulatorDecision {
+        if let reason = checkUUID(head.lookup(.apnsRequestID)) { return .reject(reason, now: now) }
+        let pathBundle = RequestRoute.broadcastBundle(inPath: path)
+        let topicKind = bundle.withUnsafeBytes { TopicKind.classify(topic: pathBundle, bundle: $0) }
+        switch topicKind {
+        case .bundle?: break
+        case .some: return .reject(.topicDisallowed, now: now)
+        case nil: return .reject(.topicMismatch, now: now)
+        }
+        if head.hasDuplicateHeaders { return .reject(.duplicateHeaders, now: now) }
+        switch head.lookup(.apnsChannelID) {
+        case .absent: return .reject(.missingChannelId, now: now)
+        case .oversized: return .reject(.badChannelId, now: now)
+        case .present(let value):
+            guard HeaderSyntax.isBase64(value) else { return .reject(.badChannelId, now: now) }
+        }
+        if let reason = checkPriority(head.lookup(.apnsPriority)) { return .reject(reason, now: now) }
+        switch head.lookup(.apnsPushType) {
+        case .absent: return .reject(.missingPushType, now: now)
+        case .oversized: return .reject(.invalidPushType, now: now)
+        case .present(let value):
+            guard PushTypeValue.recognise(value) == .liveactivity else { return .reject(.invalidPushType, now: now) }
+        }
+        if let reason = checkExpiration(head.lookup(.apnsExpiration)) { return .reject(reason, now: now) }
+        if let reason = auth.check(authorization: head.lookup(.authorization), now: now) {
+            return .reject(reason, now: now)
+        }
+        let malformed: APNsReason? = configuration.malformedPayloadReason == nil ? nil : .badRequestPayload
+        if let reason = checkBody(head, limit: configuration.broadcastMaxPayloadBytes, malformedReason: malformed) {
+            return .reject(reason, now: now)
+        }
+        if let reason = drawFault() { return .reject(reason, now: now) }
+        return .accept
+    }
+
+    // MARK: - Shared rules
+
+    private func checkUUID(_ value: HeaderValue) -> APNsReason? {
+        switch value {
+        case .absent: return nil
+        case .oversized: return .badMessageId
+        case .present(let bytes):
+            return HeaderSyntax.isCanonicalUUID(bytes, requireLowercase: configuration.requireLowercaseMessageID)
+                ? nil : .badMessageId
+        }
+    }
+
+    private func checkPriority(_ value: HeaderValue) -> APNsReason? {
+        switch value {
+        case .absent: return nil
+        case .oversized: return .badPriority
+        case .present(let bytes):
+            return bytes.equals("10") || bytes.equals("5") || bytes.equals("1") ? nil : .badPriority
+        }
+    }
+
+    private func checkExpiration(_ value: HeaderValue) -> APNsReason? {
+        switch value {
+        case .absent: return nil
+        case .oversized: return .badExpirationDate
+        case .present(let bytes):
+            return HeaderSyntax.parseNonNegativeInteger(bytes) == nil ? .badExpirationDate : nil
+        }
+    }
+
+    private func checkBody(_ head: borrowing RequestHead, limit: Int, malformedReason: APNsReason?) -> APNsReason? {
+        if head.bodyByteCount == 0 { return .payloadEmpty }
+        if head.bodyByteCount > limit { return .payloadTooLarge }
+        guard let malformedReason else { return nil }
+        // Needs the whole body (RequestHead bodyCapacity ≥ configuration.requestBodyCapacity); a server
+        // that only counted the body with `appendBody(count:)` gets no JSON check.
+        guard head.isBodyFullyStored else { return nil }
+        return JSONScanner.payloadShape(head.body) == .objectWithAPS ? nil : malformedReason
+    }
+
+    private mutating func drawFault() -> APNsReason? {
+        guard !faultBounds.isEmpty else { return nil }
+        let draw = random.nextUnitInterval()
+        for index in 0..<faultBounds.count where draw < faultBounds[index] {
+            return faultReasons[index]
+        }
+        return nil
+    }
+}

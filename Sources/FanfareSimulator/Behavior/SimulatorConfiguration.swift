@@ -1,0 +1,224 @@
+import FanfareCore
+
+/// One injected failure: with `probability`, an otherwise valid push gets `reason` instead of 200.
+public struct FaultRule: Sendable, Equatable, CustomStringConvertible {
+    public var reason: APNsReason
+    /// In `0...1`. Rules are tried in order on one uniform draw, so their probabilities add up.
+    public var probability: Double
+
+    public init(reason: APNsReason, probability: Double) {
+        self.reason = reason
+        self.probability = probability
+    }
+
+    /// Parses `Reason:probability`, e.g. `TooManyRequests:0.01` or `Unregistered:0.001`.
+    public init(parsing text: String) throws(SimulatorConfigurationError) {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 2 else { throw .badFaultRule(text) }
+        guard let reason = APNsReason(rawValue: String(parts[0])) else { throw .unknownFaultReason(String(parts[0])) }
+        guard let probability = Double(parts[1]), probability >= 0, probability <= 1 else {
+            throw .badFaultRule(text)
+        }
+        self.init(reason: reason, probability: probability)
+    }
+
+    public var description: String { "\(reason.rawValue):\(probability)" }
+}
+
+/// A configuration value that cannot work, with what to change.
+public enum SimulatorConfigurationError: Error, Equatable, CustomStringConvertible {
+    case invalid(field: String, problem: String)
+    case badFaultRule(String)
+    case unknownFaultReason(String)
+
+    public var description: String {
+        switch self {
+        case .invalid(let field, let problem):
+            "simulator configuration: \(field): \(problem)"
+        case .badFaultRule(let text):
+            "fault rule '\(text)' is not 'Reason:probability' with a probability between 0 and 1 (e.g. TooManyRequests:0.01)"
+        case .unknownFaultReason(let name):
+            "fault reason '\(name)' is not an APNs reason string (e.g. TooManyRequests, Unregistered, InternalServerError)"
+        }
+    }
+}
+
+/// Every knob of `fanfare simulate` that changes what the simulated APNs answers. Defaults emulate
+/// production APNs as described in apns-spec.md (§1.2–1.5, §2, §3.4, §6.1, §7, §10).
+public struct SimulatorConfiguration: Sendable, Equatable {
+    /// Which APNs environment the simulator plays.
+    public enum Environment: String, Sendable, CaseIterable {
+        /// `api.push.apple.com`.
+        case production
+        /// `api.sandbox.push.apple.com`: 200 responses also carry `apns-unique-id`.
+        case sandbox
+    }
+
+    /// What a well-formed token outside `knownTokens` gets.
+    public enum UnknownTokenReply: String, Sendable, CaseIterable {
+        /// 410 `Unregistered` with a `timestamp` (the token was valid once; the app is gone).
+        case unregistered
+        /// 400 `BadDeviceToken` (never valid here, e.g. a sandbox token sent to production).
+        case badDeviceToken
+
+        public var reason: APNsReason {
+            switch self {
+            case .unregistered: .unregistered
+            case .badDeviceToken: .badDeviceToken
+            }
+        }
+    }
+
+    // MARK: Identity
+
+    /// The app: valid topics are this ID alone or with a push-type suffix (`.push-type.liveactivity`, …).
+    public var bundleID = "com.example.fanfare"
+    /// The only JWT `iss` accepted; nil accepts any team (a connection still binds to its first team).
+    public var teamID: String? = "TEAMID0001"
+    /// The only JWT `kid` accepted; nil accepts any key the verifier accepts.
+    public var keyID: String? = "KEYID00001"
+    /// Production or sandbox (sandbox adds `apns-unique-id` to 200s).
+    public var environment = Environment.production
+
+    // MARK: HTTP/2 SETTINGS and connection behaviour (apns-spec.md §1.3, §10)
+
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` on a new connection: APNs allows one stream until a push with a
+    /// valid provider token succeeds.
+    public var initialMaxConcurrentStreams = 1
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` after the first accepted push (observed 500, 1000, 1500).
+    public var maxConcurrentStreams = 1000
+    /// Chaos mode seen in 2016–2020: a rejected push drops the stream limit to 1; the next 200 restores it.
+    public var dropStreamsToOneAfterRejection = false
+    /// `SETTINGS_HEADER_TABLE_SIZE` (HPACK dynamic table).
+    public var headerTableSize = 4096
+    /// `SETTINGS_MAX_HEADER_LIST_SIZE`.
+    public var maxHeaderListSize = 8000
+    /// `SETTINGS_INITIAL_WINDOW_SIZE`.
+    public var initialWindowSize = 65535
+    /// `SETTINGS_MAX_FRAME_SIZE`.
+    public var maxFrameSize = 16384
+    /// Send GOAWAY on a connection after this many streams (tests client reconnection); nil = never.
+    public var goAwayAfterStreams: Int? = nil
+
+    // MARK: Timing and failures
+
+    /// Delay before each response.
+    public var latency = LatencyModel.none
+    /// Tokens (hex, any case) that exist; nil = every well-formed token exists.
+    public var knownTokens: Set<String>? = nil
+    /// What a well-formed token outside `knownTokens` gets.
+    public var unknownTokenReply = UnknownTokenReply.unregistered
+    /// Failures injected into otherwise valid pushes, drawn from the seeded PRNG.
+    public var faults: [FaultRule] = []
+    /// Pushes per token per one-second window before 429 `TooManyRequests`; 0 = no limit. Counted per
+    /// worker thread (each worker keeps its own table), over fixed one-second windows.
+    public var perTokenRateLimit = 0
+    /// Slots in each worker's per-token rate table (tokens tracked within one second); a power of two.
+    /// When full, further tokens in that second are not limited (counted in `rateLimiterOverflows`).
+    public var perTokenRateTableCapacity = 1 << 16
+
+    // MARK: Payload (apns-spec.md §3.4)
+
+    /// Body limit for token pushes (413 `PayloadTooLarge` above it).
+    public var maxPayloadBytes = 4096
+    /// Body limit for `apns-push-type: voip`.
+    public var voipMaxPayloadBytes = 5120
+    /// Body limit for broadcast pushes.
+    public var broadcastMaxPayloadBytes = 5120
+    /// Reason for a body that is not a JSON object with an `aps` object on `/3/device`; nil skips the check
+    /// (pushy's mock does not check). [U] Apple documents no device-push reason for malformed JSON; the
+    /// default `PayloadEmpty` is the closest documented one. Broadcast pushes get `BadRequestPayload`
+    /// (documented for broadcast) whenever this check is on.
+    public var malformedPayloadReason: APNsReason? = .payloadEmpty
+
+    // MARK: Provider tokens (apns-spec.md §6.1)
+
+    /// `iat` older than this (seconds) → 403 `ExpiredProviderToken`.
+    public var tokenMaxAge: Int64 = 3600
+    /// `iat` this far (seconds) in the future is still accepted; beyond → `InvalidProviderToken`.
+    public var maxTokenClockSkew: Int64 = 60
+    /// A new JWT on one connection sooner than this (seconds) after the last change → 429
+    /// `TooManyProviderTokenUpdates`; 0 = off.
+    public var minTokenRefreshInterval: Int64 = 1200
+    /// After `ExpiredProviderToken`, reject everything on that connection with it.
+    public var wedgeAfterExpiredToken = false
+
+    // MARK: Strictness switches for undocumented behaviour
+
+    /// An absent `apns-push-type` → `InvalidPushType` [U: Apple calls it required only on watchOS, but a
+    /// Live Activity push without it is a sender bug]. When false, the push type is inferred from the topic.
+    public var requirePushType = true
+    /// `apns-id` must be lowercase hex [U: Apple documents lowercase; uppercase is widely sent and accepted].
+    public var requireLowercaseMessageID = false
+    /// Serve `/4/broadcasts/apps/<bundle>`; when false that path is 404 `BadPath`.
+    public var acceptBroadcasts = true
+
+    // MARK: Output and determinism
+
+    /// JSON-lines log of accepted pushes (one file shared by all workers, whole-line appends); nil = off.
+    public var acceptedLogPath: String? = nil
+    /// Seed of every worker's PRNG (faults, latency); worker i uses stream i.
+    public var seed: UInt64 = 0x00FA_FA4E
+    /// Header-value bytes each stream slot keeps (`RequestHead` arena).
+    public var requestHeadArenaBytes = RequestHead.defaultArenaCapacity
+
+    public init() {}
+
+    /// The JWT rules for `ConnectionAuthState`.
+    public var providerTokenPolicy: ProviderTokenPolicy {
+        ProviderTokenPolicy(
+            keyID: keyID,
+            teamID: teamID,
+            tokenMaxAge: tokenMaxAge,
+            maxClockSkew: maxTokenClockSkew,
+            minTokenRefreshInterval: minTokenRefreshInterval,
+            wedgeAfterExpiredToken: wedgeAfterExpiredToken
+        )
+    }
+
+    /// Body bytes a `RequestHead` must keep to check every limit (largest limit + 1).
+    public var requestBodyCapacity: Int {
+        max(maxPayloadBytes, voipMaxPayloadBytes, broadcastMaxPayloadBytes) + 1
+    }
+
+    /// Throws the first setting that cannot work.
+    public func validate() throws(SimulatorConfigurationError) {
+        func require(_ condition: Bool, _ field: String, _ problem: String) throws(SimulatorConfigurationError) {
+            if !condition { throw .invalid(field: field, problem: problem) }
+        }
+        let bundleBytes = Array(bundleID.utf8)
+        let bundleIsValid = bundleBytes.withUnsafeBytes { HeaderSyntax.isTopicSyntax($0) }
+        try require(bundleIsValid, "bundleID", "'\(bundleID)' must be non-empty and use only A-Z a-z 0-9 . -")
+        try require(initialMaxConcurrentStreams >= 1, "initialMaxConcurrentStreams", "must be at least 1")
+        try require(maxConcurrentStreams >= initialMaxConcurrentStreams, "maxConcurrentStreams",
+            "must be at least initialMaxConcurrentStreams (\(initialMaxConcurrentStreams))")
+        try require(headerTableSize >= 0, "headerTableSize", "must not be negative")
+        try require(maxHeaderListSize > 0, "maxHeaderListSize", "must be positive")
+        try require(initialWindowSize > 0 && initialWindowSize <= Int(Int32.max), "initialWindowSize", "must be in 1...2^31-1")
+        try require(maxFrameSize >= 16384 && maxFrameSize <= 16_777_215, "maxFrameSize", "must be in 16384...16777215 (RFC 9113)")
+        if let goAwayAfterStreams {
+            try require(goAwayAfterStreams >= 1, "goAwayAfterStreams", "must be at least 1 (or unset)")
+        }
+        if let problem = latency.problem { throw .invalid(field: "latency", problem: problem) }
+        var total = 0.0
+        for rule in faults {
+            try require(rule.probability >= 0 && rule.probability <= 1, "faults", "probability of \(rule.reason.rawValue) must be in 0...1")
+            total += rule.probability
+        }
+        try require(total <= 1.000_000_1, "faults", "probabilities add up to \(total); they must add up to at most 1")
+        try require(perTokenRateLimit >= 0, "perTokenRateLimit", "must not be negative (0 turns it off)")
+        try require(perTokenRateTableCapacity > 0 && perTokenRateTableCapacity & (perTokenRateTableCapacity - 1) == 0,
+            "perTokenRateTableCapacity", "must be a power of two")
+        try require(maxPayloadBytes > 0 && voipMaxPayloadBytes > 0 && broadcastMaxPayloadBytes > 0,
+            "maxPayloadBytes", "payload limits must be positive")
+        try require(tokenMaxAge > 0, "tokenMaxAge", "must be positive")
+        try require(maxTokenClockSkew >= 0, "maxTokenClockSkew", "must not be negative")
+        try require(minTokenRefreshInterval >= 0, "minTokenRefreshInterval", "must not be negative (0 turns it off)")
+        try require(requestHeadArenaBytes >= 512, "requestHeadArenaBytes", "must be at least 512")
+        if let malformedPayloadReason {
+            try require(malformedPayloadReason.status == 400, "malformedPayloadReason", "must be a 400 reason")
+        }
+        if let keyID { try require(!keyID.isEmpty, "keyID", "must not be empty (unset it to accept any key)") }
+        if let teamID { try require(!teamID.isEmpty, "teamID", "must not be empty (unset it to accept any team)") }
+    }
+}

@@ -1,0 +1,102 @@
+import FanfareCore
+import FanfareIO
+import FanfareTLS
+import Synchronization
+import Glibc
+
+/// A faithful APNs stand-in: the same io_uring + OpenSSL + nghttp2 stack as the client, server side.
+///
+/// `threads` workers each own a ring, a SO_REUSEPORT listener on the same port, their connections and a
+/// pool of request heads, so the simulator scales with cores and is not the bottleneck of a benchmark.
+public final class APNsSimulator: @unchecked Sendable {
+    public struct Options: Sendable {
+        public var listen: SocketAddress
+        public var tls: TLSContext
+        /// Verifies provider tokens (JWT ES256) against the team's public key; nil accepts only
+        /// certificate-authenticated connections (every token push then gets MissingProviderToken or
+        /// InvalidProviderToken).
+        public var verifier: (any ProviderTokenVerifying)?
+        public var threads: Int = 1
+        public var cpuAffinity: [Int]? = nil
+        /// JSON-lines log of accepted pushes (one file; each worker buffers and appends whole lines).
+        public var acceptedLogPath: String? = nil
+
+        public init(listen: SocketAddress, tls: TLSContext, verifier: (any ProviderTokenVerifying)?) {
+            self.listen = listen
+            self.tls = tls
+            self.verifier = verifier
+        }
+    }
+
+    public let configuration: SimulatorConfiguration
+    public let options: Options
+    /// Where the simulator listens (the real port when `listen` asked for port 0).
+    public let boundAddress: SocketAddress
+    private let workers: [SimulatorWorker]
+    private let threads: [IOThread]
+    private let stopped = Atomic<Bool>(false)
+
+    public init(configuration: SimulatorConfiguration, options: Options) throws {
+        precondition(options.threads > 0)
+        try configuration.validate()
+        self.configuration = configuration
+        self.options = options
+        // The first listener picks the port (possibly 0 → a free one); the others join it with SO_REUSEPORT.
+        let first = try Sockets.listen(on: options.listen, backlog: 4096, reusePort: true)
+        boundAddress = first.boundAddress
+        var listeners = [first.fd]
+        do {
+            for _ in 1..<options.threads {
+                listeners.append(try Sockets.listen(on: first.boundAddress, backlog: 4096, reusePort: true).fd)
+            }
+        } catch {
+            for fd in listeners { Sockets.close(fd) }
+            throw error
+        }
+        var workers: [SimulatorWorker] = []
+        for index in 0..<options.threads {
+            // One log object per worker on the same file: O_APPEND whole-line writes never interleave.
+            var log: AcceptedPushLog?
+            if let path = options.acceptedLogPath { log = try AcceptedPushLog(path: path) }
+            workers.append(
+                SimulatorWorker(
+                    index: index, configuration: configuration, options: options, listenerFD: listeners[index], log: log))
+        }
+        self.workers = workers
+        var threads: [IOThread] = []
+        for worker in workers {
+            let cpu = options.cpuAffinity.map { $0[worker.index % $0.count] }
+            threads.append(try IOThread(name: "fanfare-sim\(worker.index)", cpu: cpu) { loop in
+                worker.attach(to: loop)
+            })
+        }
+        self.threads = threads
+    }
+
+    deinit { shutdown() }
+
+    /// Counts by status and reason, merged over workers (a snapshot each worker publishes every tick).
+    public func statistics() -> SimulatorStats {
+        var total = SimulatorStats()
+        for worker in workers { total.merge(worker.publishedStats()) }
+        return total
+    }
+
+    /// Sends GOAWAY on every open connection (clients must resend unanswered streams elsewhere).
+    public func goAwayAllConnections(reason: APNsReason? = nil) {
+        for worker in workers { worker.requestGoAway(reason: reason) }
+    }
+
+    /// Closes listeners and connections and joins the threads.
+    public func shutdown() {
+        guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        for worker in workers { worker.requestStop() }
+        let deadline = IOLoop.monotonicNanoseconds() &+ 5_000_000_000
+        while !workers.allSatisfy(\.isStopped) && IOLoop.monotonicNanoseconds() < deadline { usleep(1000) }
+        for thread in threads {
+            thread.stop()
+            try? thread.join()
+        }
+        for worker in workers { worker.flushLog() }
+    }
+}

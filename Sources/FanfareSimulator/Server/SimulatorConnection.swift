@@ -1,0 +1,320 @@
+import CNghttp2
+import FanfareCore
+import FanfareHTTP2
+import FanfareIO
+import FanfareTLS
+
+/// One client connection to the simulator: TLS over io_uring, an nghttp2 server session, APNs' behaviour.
+///
+/// Requests are collected into pooled `RequestHead`s (no allocation per request), decided by the
+/// `RequestValidator` when the stream ends, then answered at once or after the latency model's delay.
+final class SimulatorConnection: SecureTransportDelegate, IOHandler {
+    unowned let worker: SimulatorWorker
+    let serial: UInt32
+    let transport: SecureTransport
+    let auth: ConnectionAuthState
+    private var session: OpaquePointer?
+    private var handlerID: IOHandlerID?
+    private var delayed: DelayHeap
+    private var timerDue: UInt64 = .max
+    private var timer: IOTimerID?
+    private var openStreams = 0
+    private var streamPolicy: ConnectionStreamPolicy
+    private var goAwaySent = false
+    private(set) var closed = false
+
+    init(worker: SimulatorWorker, serial: UInt32, tls: TLSConnection) {
+        self.worker = worker
+        self.serial = serial
+        transport = SecureTransport(loop: worker.loop, tls: tls, buffers: worker.bufferSizes)
+        auth = worker.makeAuthState()
+        delayed = DelayHeap(capacity: worker.headPool.capacity)
+        streamPolicy = ConnectionStreamPolicy(configuration: worker.configuration)
+        transport.delegate = self
+    }
+
+    deinit {
+        if let session { nghttp2_session_del(session) }
+    }
+
+    func start(fd: Int32, remote: String) {
+        handlerID = worker.loop.register(self)
+        transport.adopt(acceptedFD: fd, remote: remote, handshakeTimeout: 10_000_000_000)
+    }
+
+    // MARK: - SecureTransportDelegate
+
+    func transportEstablished(_ transport: SecureTransport) {
+        var newSession: OpaquePointer?
+        let userData = Unmanaged.passUnretained(self).toOpaque()
+        guard nghttp2_session_server_new2(&newSession, ServerCallbacks.shared.pointer, userData, ServerCallbacks.shared.option) == 0,
+            let newSession
+        else {
+            transport.close()
+            return
+        }
+        session = newSession
+        let configuration = worker.configuration
+        // APNs' observed initial SETTINGS (apns-spec.md §1.3, §10): one stream until a valid push succeeds.
+        var settings = [
+            entry(NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, UInt32(configuration.headerTableSize)),
+            entry(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, UInt32(configuration.initialMaxConcurrentStreams)),
+            entry(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 65535),
+            entry(NGHTTP2_SETTINGS_MAX_FRAME_SIZE, 16384),
+            entry(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, UInt32(configuration.maxHeaderListSize)),
+        ]
+        nghttp2_submit_settings(newSession, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
+        worker.stats.connectionsOpened += 1
+    }
+
+    private func entry(_ id: nghttp2_settings_id, _ value: UInt32) -> nghttp2_settings_entry {
+        nghttp2_settings_entry(settings_id: Int32(id.rawValue), value: value)
+    }
+
+    func transportReceived(_ transport: SecureTransport, plaintext: UnsafeRawBufferPointer) -> Bool {
+        guard let session else { return false }
+        let consumed = nghttp2_session_mem_recv(session, plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), plaintext.count)
+        transport.setNeedsFlush()
+        return consumed >= 0
+    }
+
+    func transportProduce(_ transport: SecureTransport) {
+        guard let session else { return }
+        if nghttp2_session_send(session) != 0 {
+            transport.close()
+            return
+        }
+        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+            transport.close()  // GOAWAY exchanged and every stream answered
+        }
+    }
+
+    func transportClosed(_ transport: SecureTransport, reason: TransportCloseReason) {
+        closed = true
+        if let session {
+            // Release every pooled head still attached to a stream.
+            worker.releaseAllStreams(of: self, session: session)
+            nghttp2_session_del(session)
+            self.session = nil
+        }
+        delayed.removeAll()
+        if let handlerID {
+            self.handlerID = nil
+            worker.loop.unregister(handlerID)
+        }
+        worker.stats.connectionsClosed += 1
+        worker.connectionClosed(self)
+    }
+
+    // MARK: - Requests
+
+    func beginRequest(streamID: Int32) {
+        guard let session else { return }
+        guard !goAwaySent, let slot = worker.acquireStream(connection: self, streamID: streamID) else {
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_REFUSED_STREAM.rawValue))
+            return
+        }
+        openStreams += 1
+        nghttp2_session_set_stream_user_data(session, streamID, UnsafeMutableRawPointer(bitPattern: slot + 1))
+    }
+
+    func slot(for streamID: Int32) -> Int? {
+        guard let session, let raw = nghttp2_session_get_stream_user_data(session, streamID) else { return nil }
+        return Int(bitPattern: raw) - 1
+    }
+
+    /// The request's last frame arrived: decide like APNs, then answer now or after the modelled latency.
+    func requestComplete(streamID: Int32, slot: Int) {
+        guard let session else { return }
+        let now = worker.loop.now
+        let decision = worker.decide(slot: slot, connection: self)
+        // APNs raises the stream limit after the first valid push (and optionally drops it after a rejection).
+        if let limit = streamPolicy.record(decision) {
+            var settings = [entry(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, UInt32(limit))]
+            nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, 1)
+            transport.setNeedsFlush()
+        }
+        if streamPolicy.shouldGoAway && !goAwaySent {
+            sendGoAway(lastStreamID: streamID, reason: nil)
+        }
+        let delay = worker.sampleLatency()
+        if delay == 0 {
+            respond(streamID: streamID, slot: slot)
+        } else {
+            let due = now &+ delay
+            if delayed.push(.init(due: due, streamID: streamID, slot: Int32(slot))) {
+                armTimer(due)
+            } else {
+                respond(streamID: streamID, slot: slot)
+            }
+        }
+    }
+
+    private func respond(streamID: Int32, slot: Int) {
+        guard let session else { return }
+        let state = worker.streamState(slot)
+        guard state.pointee.owner == serial, state.pointee.streamID == streamID else { return }  // stream reset meanwhile
+        let (headers, count) = worker.responseHeaders(slot: slot)
+        let hasBody = state.pointee.bodyCount > 0
+        var provider = nghttp2_data_provider()
+        provider.source.ptr = UnsafeMutableRawPointer(bitPattern: slot + 1)
+        provider.read_callback = simulatorReadBody
+        let result = hasBody
+            ? nghttp2_submit_response(session, streamID, headers, count, &provider)
+            : nghttp2_submit_response(session, streamID, headers, count, nil)
+        assert(result == 0 || result == NGHTTP2_ERR_INVALID_ARGUMENT.rawValue)
+        transport.setNeedsFlush()
+    }
+
+    func readBody(slot: Int, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
+        let state = worker.streamState(slot)
+        let remaining = Int(state.pointee.bodyCount) - Int(state.pointee.bodySent)
+        let count = min(remaining, length)
+        if count > 0 {
+            UnsafeMutableRawPointer(buffer).copyMemory(from: worker.responseBody(slot) + Int(state.pointee.bodySent), byteCount: count)
+            state.pointee.bodySent += Int32(count)
+        }
+        if Int(state.pointee.bodySent) == Int(state.pointee.bodyCount) { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
+        return count
+    }
+
+    func streamClosed(streamID: Int32) {
+        guard let slot = slot(for: streamID) else { return }
+        openStreams -= 1
+        if let session { nghttp2_session_set_stream_user_data(session, streamID, nil) }
+        worker.releaseStream(slot)
+    }
+
+    /// Sends GOAWAY: streams above `lastStreamID` are refused (clients resend them elsewhere).
+    func sendGoAway(lastStreamID: Int32? = nil, reason: APNsReason?) {
+        guard let session, !goAwaySent else { return }
+        goAwaySent = true
+        worker.stats.goAwaysSent += 1
+        let last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
+        var debug: [UInt8] = []
+        if let reason { debug = Array("{\"reason\":\"\(reason.rawValue)\"}".utf8) }
+        nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, UInt32(NGHTTP2_NO_ERROR.rawValue), debug, debug.count)
+        transport.setNeedsFlush()
+    }
+
+    // MARK: - Delayed responses
+
+    private func armTimer(_ due: UInt64) {
+        guard due < timerDue, let handlerID else { return }
+        if let timer { worker.loop.cancelTimer(timer) }
+        timerDue = due
+        timer = worker.loop.schedule(at: due, handler: handlerID, tag: 1, cookie: 0)
+    }
+
+    func ioCompleted(tag: UInt8, result: Int32, flags: UInt32, loop: IOLoop) {}
+
+    func timerFired(tag: UInt8, cookie: UInt64, loop: IOLoop) {
+        timer = nil
+        timerDue = .max
+        let now = loop.now
+        while let entry = delayed.popDue(now: now) {
+            respond(streamID: entry.streamID, slot: Int(entry.slot))
+        }
+        if let next = delayed.earliest { armTimer(next) }
+    }
+}
+
+// MARK: - C callbacks (global functions; the connection comes back from user_data, unretained)
+
+private func simulatorConnection(_ userData: UnsafeMutableRawPointer?) -> SimulatorConnection {
+    Unmanaged<SimulatorConnection>.fromOpaque(userData!).takeUnretainedValue()
+}
+
+private func simulatorSend(
+    _ session: OpaquePointer?, _ data: UnsafePointer<UInt8>?, _ length: Int, _ flags: Int32, _ userData: UnsafeMutableRawPointer?
+) -> Int {
+    let connection = simulatorConnection(userData)
+    if connection.transport.isBackedUp { return Int(NGHTTP2_ERR_WOULDBLOCK.rawValue) }
+    guard connection.transport.writePlaintext(UnsafeRawBufferPointer(start: data, count: length)) else {
+        return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+    }
+    return length
+}
+
+private func simulatorBeginHeaders(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
+        frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
+    else { return 0 }
+    simulatorConnection(userData).beginRequest(streamID: frame.pointee.hd.stream_id)
+    return 0
+}
+
+private func simulatorOnHeader(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ name: UnsafePointer<UInt8>?, _ nameLength: Int,
+    _ value: UnsafePointer<UInt8>?, _ valueLength: Int, _ flags: UInt8, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let frame else { return 0 }
+    let connection = simulatorConnection(userData)
+    guard let slot = connection.slot(for: frame.pointee.hd.stream_id) else { return 0 }
+    connection.worker.headPool.head(at: slot).pointee.add(
+        name: UnsafeRawBufferPointer(start: name, count: nameLength), value: UnsafeRawBufferPointer(start: value, count: valueLength))
+    return 0
+}
+
+private func simulatorOnData(
+    _ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32, _ data: UnsafePointer<UInt8>?, _ length: Int,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    let connection = simulatorConnection(userData)
+    guard let slot = connection.slot(for: streamID) else { return 0 }
+    connection.worker.headPool.head(at: slot).pointee.appendBody(UnsafeRawBufferPointer(start: data, count: length))
+    return 0
+}
+
+private func simulatorOnFrame(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let frame else { return 0 }
+    let type = UInt32(frame.pointee.hd.type)
+    guard type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue,
+        frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+    else { return 0 }
+    let connection = simulatorConnection(userData)
+    let streamID = frame.pointee.hd.stream_id
+    guard let slot = connection.slot(for: streamID) else { return 0 }
+    connection.requestComplete(streamID: streamID, slot: slot)
+    return 0
+}
+
+private func simulatorOnStreamClose(
+    _ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    simulatorConnection(userData).streamClosed(streamID: streamID)
+    return 0
+}
+
+private func simulatorReadBody(
+    _ session: OpaquePointer?, _ streamID: Int32, _ buffer: UnsafeMutablePointer<UInt8>?, _ length: Int,
+    _ flags: UnsafeMutablePointer<UInt32>?, _ source: UnsafeMutablePointer<nghttp2_data_source>?, _ userData: UnsafeMutableRawPointer?
+) -> Int {
+    let slot = Int(bitPattern: source!.pointee.ptr) - 1
+    return simulatorConnection(userData).readBody(slot: slot, into: buffer!, length: length, flags: flags!)
+}
+
+/// nghttp2's server callback table and options, built once per process.
+struct ServerCallbacks: @unchecked Sendable {
+    let pointer: OpaquePointer
+    let option: OpaquePointer
+
+    static let shared: ServerCallbacks = {
+        var callbacks: OpaquePointer?
+        nghttp2_session_callbacks_new(&callbacks)
+        nghttp2_session_callbacks_set_send_callback(callbacks, simulatorSend)
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, simulatorBeginHeaders)
+        nghttp2_session_callbacks_set_on_header_callback(callbacks, simulatorOnHeader)
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, simulatorOnData)
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, simulatorOnFrame)
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, simulatorOnStreamClose)
+        var option: OpaquePointer?
+        nghttp2_option_new(&option)
+        nghttp2_option_set_no_closed_streams(option, 1)
+        return ServerCallbacks(pointer: callbacks!, option: option!)
+    }()
+}

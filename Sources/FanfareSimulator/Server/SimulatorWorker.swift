@@ -1,0 +1,322 @@
+import CNghttp2
+import FanfareCore
+import FanfareHTTP2
+import FanfareIO
+import FanfareTLS
+import Glibc
+import Synchronization
+
+/// One simulator thread: a listener, its connections, a pool of request heads, the validator and stats.
+///
+/// Everything here runs on the worker's thread except `requestStop`, `requestGoAway` and
+/// `publishedStats`, which other threads call.
+final class SimulatorWorker: IOHandler, @unchecked Sendable {
+    private enum Tag: UInt8 { case accept = 1, wake }
+
+    /// What the server keeps per stream beyond the request head: the decision and the response bytes.
+    struct StreamState {
+        var owner: UInt32 = 0       // serial of the connection the stream belongs to (0 = free)
+        var streamID: Int32 = 0
+        var accepted = false
+        var status: Int16 = 0
+        var bodyCount: Int32 = 0
+        var bodySent: Int32 = 0
+    }
+
+    static let responseStride = 256
+    static let apnsIDOffset = 0
+    static let uniqueIDOffset = 40
+    static let bodyOffset = 80
+
+    let index: Int
+    let configuration: SimulatorConfiguration
+    let options: APNsSimulator.Options
+    let bufferSizes: TransportBufferSizes
+    private(set) var loop: IOLoop!
+    private var handlerID: IOHandlerID!
+    private let listenerFD: Int32
+    private var acceptArmed = false
+    let headPool: RequestHeadPool
+    private let states: UnsafeMutablePointer<StreamState>
+    private let responses: UnsafeMutableRawPointer
+    private var headerScratch: UnsafeMutablePointer<nghttp2_nv>
+    private var validator: RequestValidator
+    private var random: SimulatorRandom
+    private let verifier: any ProviderTokenVerifying
+    private let log: AcceptedPushLog?
+    var stats = SimulatorStats()
+    private(set) var acceptErrors = 0
+    private let published = Mutex(SimulatorStats())
+    private var lastPublish: UInt64 = 0
+    private var connections: [UInt32: SimulatorConnection] = [:]
+    private var nextSerial: UInt32 = 1
+    private var wallClock = SimulatorInstant(nanosecondsSinceEpoch: 0)
+    private let stopRequested = Atomic<Bool>(false)
+    private let goAwayRequested = Atomic<Int>(0)  // 0 none, 1 + reason index
+    private var stopping = false
+    private let stoppedFlag = Atomic<Bool>(false)
+    private(set) var waker: IOWaker?
+
+    init(index: Int, configuration: SimulatorConfiguration, options: APNsSimulator.Options, listenerFD: Int32, log: AcceptedPushLog?) {
+        self.index = index
+        self.configuration = configuration
+        self.options = options
+        self.listenerFD = listenerFD
+        self.log = log
+        bufferSizes = TransportBufferSizes()
+        // Enough heads for a few connections at the full stream limit; more streams are refused, not queued.
+        let capacity = max(64, min(1 << 16, configuration.maxConcurrentStreams * 8))
+        headPool = RequestHeadPool(capacity: capacity)
+        states = .allocate(capacity: capacity)
+        states.initialize(repeating: StreamState(), count: capacity)
+        responses = .allocate(byteCount: capacity * Self.responseStride, alignment: 64)
+        headerScratch = .allocate(capacity: 8)
+        validator = RequestValidator(configuration: configuration, worker: index)
+        random = SimulatorRandom(seed: configuration.seed ^ 0x5EED, stream: UInt64(index) + 1000)
+        verifier = options.verifier ?? RejectAllVerifier()
+    }
+
+    deinit {
+        states.deinitialize(count: headPool.capacity)
+        states.deallocate()
+        responses.deallocate()
+        headerScratch.deallocate()
+        if !acceptArmed { Sockets.close(listenerFD) }
+    }
+
+    /// Runs once on the worker's thread (IOThread setup).
+    func attach(to loop: IOLoop) {
+        self.loop = loop
+        waker = loop.waker
+        handlerID = loop.register(self)
+        loop.addTickHandler(handlerID)
+        loop.setWakeHandler(handlerID, tag: Tag.wake.rawValue)
+        armAccept()
+    }
+
+    private func armAccept() {
+        guard !stopping else { return }
+        acceptArmed = true
+        loop.acceptMultishot(fd: listenerFD, handler: handlerID, tag: Tag.accept.rawValue)
+    }
+
+    // MARK: - Control from other threads
+
+    func requestStop() {
+        stopRequested.store(true, ordering: .releasing)
+        waker?.wake()
+    }
+
+    var isStopped: Bool { stoppedFlag.load(ordering: .acquiring) }
+
+    func requestGoAway(reason: APNsReason?) {
+        let code = reason.map { (APNsReason.allCases.firstIndex(of: $0) ?? 0) + 2 } ?? 1
+        goAwayRequested.store(code, ordering: .releasing)
+        waker?.wake()
+    }
+
+    func publishedStats() -> SimulatorStats {
+        published.withLock { $0 }
+    }
+
+    func flushLog() {
+        try? log?.flush()
+    }
+
+    // MARK: - IOHandler
+
+    func ioCompleted(tag: UInt8, result: Int32, flags: UInt32, loop: IOLoop) {
+        switch Tag(rawValue: tag) {
+        case .accept:
+            if result >= 0 {
+                accept(fd: result)
+            } else if result != -ECANCELED && !stopping {
+                acceptErrors += 1
+            }
+            if flags & IOLoop.completionFlagMore == 0 {
+                acceptArmed = false
+                if !stopping { armAccept() }
+            }
+        case .wake, nil:
+            break
+        }
+    }
+
+    func timerFired(tag: UInt8, cookie: UInt64, loop: IOLoop) {}
+
+    func tick(loop: IOLoop) {
+        if !stopping && stopRequested.load(ordering: .acquiring) { beginStop() }
+        let goAway = goAwayRequested.exchange(0, ordering: .acquiring)
+        if goAway != 0 {
+            let reason = goAway >= 2 ? APNsReason.allCases[goAway - 2] : nil
+            for connection in connections.values { connection.sendGoAway(reason: reason) }
+        }
+        if loop.now &- lastPublish > 20_000_000 || stopping {
+            lastPublish = loop.now
+            let snapshot = stats
+            published.withLock { $0 = snapshot }
+        }
+        if stopping && connections.isEmpty && !acceptArmed && !stoppedFlag.load(ordering: .relaxed) {
+            try? log?.flush()
+            stoppedFlag.store(true, ordering: .releasing)
+        }
+    }
+
+    private func beginStop() {
+        stopping = true
+        if acceptArmed { loop.cancel(fd: listenerFD) }
+        for connection in connections.values {
+            connection.sendGoAway(reason: .shutdown)
+            connection.transport.close()
+        }
+    }
+
+    // MARK: - Connections
+
+    private func accept(fd: Int32) {
+        guard !stopping else {
+            Sockets.close(fd)
+            return
+        }
+        let tls: TLSConnection
+        do {
+            tls = try TLSConnection(server: options.tls)
+        } catch {
+            Sockets.close(fd)
+            return
+        }
+        let serial = nextSerial
+        nextSerial = nextSerial == UInt32.max ? 1 : nextSerial + 1
+        let connection = SimulatorConnection(worker: self, serial: serial, tls: tls)
+        connections[serial] = connection
+        let remote = Sockets.peerAddress(of: fd)?.description ?? "unknown peer"
+        connection.start(fd: fd, remote: remote)
+    }
+
+    func connectionClosed(_ connection: SimulatorConnection) {
+        connections.removeValue(forKey: connection.serial)
+    }
+
+    func makeAuthState() -> ConnectionAuthState {
+        let policy = ProviderTokenPolicy(
+            keyID: configuration.keyID, teamID: configuration.teamID, tokenMaxAge: configuration.tokenMaxAge,
+            maxClockSkew: configuration.maxTokenClockSkew, minTokenRefreshInterval: configuration.minTokenRefreshInterval,
+            wedgeAfterExpiredToken: configuration.wedgeAfterExpiredToken)
+        return ConnectionAuthState(policy: policy, verifier: verifier)
+    }
+
+    // MARK: - Streams
+
+    func acquireStream(connection: SimulatorConnection, streamID: Int32) -> Int? {
+        guard let slot = headPool.acquire() else {
+            stats.streamsRefused += 1
+            return nil
+        }
+        states[slot] = StreamState(owner: connection.serial, streamID: streamID)
+        return slot
+    }
+
+    func releaseStream(_ slot: Int) {
+        states[slot] = StreamState()
+        headPool.release(slot)
+    }
+
+    /// Frees the heads of every stream of a connection that is going away.
+    func releaseAllStreams(of connection: SimulatorConnection, session: OpaquePointer) {
+        for slot in 0..<headPool.capacity where states[slot].owner == connection.serial {
+            nghttp2_session_set_stream_user_data(session, states[slot].streamID, nil)
+            releaseStream(slot)
+        }
+    }
+
+    func streamState(_ slot: Int) -> UnsafeMutablePointer<StreamState> { states + slot }
+
+    func responseBody(_ slot: Int) -> UnsafeMutableRawPointer {
+        responses + slot * Self.responseStride + Self.bodyOffset
+    }
+
+    func sampleLatency() -> UInt64 {
+        UInt64(max(0, configuration.latency.sample(using: &random)))
+    }
+
+    /// Decides the stream's answer and prepares its response bytes (apns-id echo, error JSON).
+    func decide(slot: Int, connection: SimulatorConnection) -> SimulatorDecision {
+        if wallClock.nanosecondsSinceEpoch == 0 || loop.now != lastClockTick {
+            wallClock = SimulatorInstant.now()
+            lastClockTick = loop.now
+        }
+        let head = headPool.head(at: slot)
+        let decision = validator.decide(head.pointee, auth: connection.auth, now: wallClock)
+        stats.record(decision, bodyBytes: head.pointee.bodyByteCount)
+        let state = states + slot
+        state.pointee.status = Int16(decision.status)
+        let base = responses + slot * Self.responseStride
+        // apns-id: echo a valid one from the request, otherwise generate one (APNs does the same).
+        let apnsID = UnsafeMutableRawBufferPointer(start: base + Self.apnsIDOffset, count: 36)
+        if let sent = head.pointee.value(.apnsID), APNsIDGenerator.isValidAPNsID(sent) {
+            apnsID.copyMemory(from: sent)
+            for index in 0..<36 where apnsID[index] >= 0x41 && apnsID[index] <= 0x46 { apnsID[index] += 0x20 }
+        } else {
+            MessageIDWriter.writeRandomUUID(into: apnsID, using: &random)
+        }
+        switch decision {
+        case .accept:
+            state.pointee.accepted = true
+            state.pointee.bodyCount = 0
+            if configuration.environment == .sandbox {
+                MessageIDWriter.writeRandomUUID(
+                    into: UnsafeMutableRawBufferPointer(start: base + Self.uniqueIDOffset, count: 36), using: &random)
+            }
+            if let log { try? log.append(head.pointee, apnsID: UnsafeRawBufferPointer(apnsID), now: wallClock) }
+        case .reject:
+            state.pointee.accepted = false
+            let body = UnsafeMutableRawBufferPointer(start: base + Self.bodyOffset, count: Self.responseStride - Self.bodyOffset)
+            state.pointee.bodyCount = Int32(ErrorResponseBodies.shared.write(decision, into: body))
+        }
+        return decision
+    }
+    private var lastClockTick: UInt64 = 0
+
+    /// Fills the header scratch for the stream's response; returns the header count.
+    func responseHeaders(slot: Int) -> (UnsafeMutablePointer<nghttp2_nv>, Int) {
+        let state = states[slot]
+        let base = responses + slot * Self.responseStride
+        var count = 0
+        headerScratch[count] = HTTP2.header(":status", StatusText.pointer(Int(state.status)), 3)
+        count += 1
+        headerScratch[count] = HTTP2.header("apns-id", base + Self.apnsIDOffset, 36, noIndex: true)
+        count += 1
+        if state.accepted && configuration.environment == .sandbox {
+            headerScratch[count] = HTTP2.header("apns-unique-id", base + Self.uniqueIDOffset, 36, noIndex: true)
+            count += 1
+        }
+        if state.bodyCount > 0 {
+            headerScratch[count] = HTTP2.header("content-type", "application/json")
+            count += 1
+        }
+        return (headerScratch, count)
+    }
+}
+
+/// `:status` values as static three-byte strings (nghttp2 reads them without copying).
+enum StatusText {
+    nonisolated(unsafe) private static let table: UnsafeMutablePointer<UInt8> = {
+        let pointer = UnsafeMutablePointer<UInt8>.allocate(capacity: 600 * 3)
+        for status in 0..<600 {
+            pointer[status * 3] = UInt8(48 + status / 100)
+            pointer[status * 3 + 1] = UInt8(48 + (status / 10) % 10)
+            pointer[status * 3 + 2] = UInt8(48 + status % 10)
+        }
+        return pointer
+    }()
+
+    static func pointer(_ status: Int) -> UnsafeRawPointer {
+        precondition(status >= 100 && status < 600)
+        return UnsafeRawPointer(table + status * 3)
+    }
+}
+
+/// Used when the simulator has no provider public key: every JWT is invalid.
+struct RejectAllVerifier: ProviderTokenVerifying {
+    func verify(jwt: UnsafeRawBufferPointer) -> VerifiedProviderToken? { nil }
+}

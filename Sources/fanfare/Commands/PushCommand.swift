@@ -1,0 +1,99 @@
+import ArgumentParser
+import FanfareClient
+import FanfareCore
+import Foundation
+
+/// `fanfare push`: one Live Activity push from flags; exit 0 only on 200.
+struct PushCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "push",
+        abstract: "Send one Live Activity push and print APNs' answer.",
+        discussion: """
+            Exits 0 and prints the apns-id when APNs answers 200. Otherwise prints the status, the reason and \
+            what to do about it (drop the token, retry later, fix the configuration, ...) and exits non-zero: \
+            1 rejected by APNs, 2 no answer (connection or deadline), 64 bad flags or files.
+            """
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+    @OptionGroup var payload: PayloadOptions
+
+    @Option(help: "The device / activity push token in hex (32 to 100 bytes).")
+    var token: String
+
+    @Flag(help: "Print the encoded JSON payload before sending.")
+    var showPayload = false
+
+    func run() async throws {
+        let job: PushJob
+        let client: APNsClient
+        do {
+            job = try makeJob()
+            client = try APNsClient(configuration: connection.makeClientConfiguration())
+        } catch {
+            printError("\(error)")
+            throw ExitCode(64)
+        }
+        if showPayload {
+            print(String(decoding: job.payload.bytes, as: UTF8.self))
+        }
+        let result = try await client.send(job)
+        let connectionError = client.lastConnectionError
+        client.shutdown()
+        switch result.disposition {
+        case .delivered:
+            print("200 delivered apns-id: \(result.apnsID)")
+        case .rejected(let status, let reason, let rawReason, let action, let timestamp):
+            var line = "\(status) \(reason?.rawValue ?? rawReason ?? "(no reason given)") apns-id: \(result.apnsID) action: \(action.rawValue)"
+            if let timestamp { line += " token-inactive-since-ms: \(timestamp)" }
+            printError(line)
+            printError("what to do: \(Self.advice(for: action))")
+            throw ExitCode(1)
+        case .failed(let failure):
+            var line = "no answer from APNs: \(failure)"
+            if let connectionError { line += "; last connection error: \(connectionError)" }
+            printError(line)
+            throw ExitCode(2)
+        }
+    }
+
+    private func makeJob() throws -> PushJob {
+        let token: DeviceToken
+        do {
+            token = try DeviceToken(hex: self.token)
+        } catch {
+            throw UsageError("--token: \(error)")
+        }
+        let content = try payload.makeContent(now: Int64(Date().timeIntervalSince1970))
+        let bytes: PushPayload
+        do {
+            bytes = try PushPayload(liveActivity: content)
+        } catch {
+            throw UsageError("payload: \(error)")
+        }
+        var apnsID: PushIdentifier?
+        if let text = payload.apnsId {
+            guard let parsed = PushIdentifier(text) else { throw UsageError("--apns-id '\(text)' is not a UUID (8-4-4-4-12 hex)") }
+            apnsID = parsed
+        }
+        return PushJob(
+            token: token, payload: bytes, priority: try payload.makePriority(), expiration: payload.expiration,
+            collapseID: try payload.validatedCollapseID(), apnsID: apnsID)
+    }
+
+    static func advice(for action: PushAction) -> String {
+        switch action {
+        case .delivered: return "nothing"
+        case .dropToken: return "remove this token; it will not work again (unless re-registered after the timestamp)"
+        case .retryLater: return "send again later (with back-off), preferably the newest state"
+        case .retryOnNewConnection: return "send again on a new connection"
+        case .refreshProviderToken: return "mint a new provider token and send again on a new connection"
+        case .fixConfiguration: return "fix the request or the configuration; sending it again as-is fails again"
+        case .discardMessage: return "this message cannot be delivered; change the payload"
+        }
+    }
+}
+
+func printError(_ line: String) {
+    FileHandle.standardError.write(Data(("fanfare: " + line + "\n").utf8))
+}

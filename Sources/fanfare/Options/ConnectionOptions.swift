@@ -1,0 +1,72 @@
+import ArgumentParser
+import FanfareClient
+import FanfareCore
+import FanfareTLS
+
+/// Where to send and how to authenticate; shared by every command that talks to APNs.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: "APNs endpoint as https://host[:port] (default: Apple's production host).")
+    var endpoint: String?
+
+    @Flag(help: "Use Apple's development host api.sandbox.push.apple.com.")
+    var sandbox = false
+
+    @Option(help: "A PEM file of extra CA certificates to trust (e.g. the simulator's ca.pem).")
+    var caFile: String?
+
+    @Option(help: "The provider key (.p8) used to sign JWTs (token authentication).")
+    var authKey: String?
+
+    @Option(help: "The 10-character key ID of --auth-key.")
+    var keyId: String?
+
+    @Option(help: "The 10-character Apple team ID.")
+    var teamId: String?
+
+    @Option(help: "The app's bundle ID; the topic becomes <bundle>.push-type.liveactivity.")
+    var bundleId: String
+
+    @Option(help: "Client certificate (PEM) for certificate authentication (not accepted by APNs for Live Activities).")
+    var clientCert: String?
+
+    @Option(help: "Private key (PEM) of --client-cert.")
+    var clientKey: String?
+
+    @Option(help: "Seconds to wait for APNs' answer to each push.")
+    var timeout: Double = 30
+
+    func resolvedEndpoint() throws(UsageError) -> Endpoint {
+        if let endpoint {
+            if sandbox { throw UsageError("give either --endpoint or --sandbox, not both") }
+            return try Endpoint(parsing: endpoint)
+        }
+        return sandbox ? .sandbox : .production
+    }
+
+    /// Builds the client configuration, checking every file and identifier with a clear message.
+    func makeClientConfiguration() throws -> ClientConfiguration {
+        let endpoint = try resolvedEndpoint()
+        guard timeout > 0 && timeout <= 3600 else { throw UsageError("--timeout must be between 0 and 3600 seconds") }
+        guard !bundleId.isEmpty, !bundleId.contains(where: { $0 == " " || $0 == "/" }) else {
+            throw UsageError("--bundle-id '\(bundleId)' is not a bundle identifier (e.g. com.example.app)")
+        }
+        if (clientCert == nil) != (clientKey == nil) {
+            throw UsageError("--client-cert and --client-key go together")
+        }
+        let tls = try TLSContext.client(caFile: caFile, certificateFile: clientCert, privateKeyFile: clientKey)
+        var tokens: ProviderTokenSource?
+        if let authKey {
+            guard let keyId else { throw UsageError("--auth-key needs --key-id (the 10-character key ID)") }
+            guard let teamId else { throw UsageError("--auth-key needs --team-id (the 10-character team ID)") }
+            let signer = try ProviderTokenSigner(privateKeyPEMFile: authKey, keyID: keyId, teamID: teamId)
+            tokens = ProviderTokenSource(signer: signer)
+        } else if clientCert == nil {
+            throw UsageError("give --auth-key with --key-id and --team-id (token authentication), or --client-cert")
+        }
+        var configuration = ClientConfiguration(
+            host: endpoint.host, port: endpoint.port, tls: tls, providerTokens: tokens,
+            topic: Topic.liveActivity(bundleID: bundleId))
+        configuration.requestTimeout = .milliseconds(Int64(timeout * 1000))
+        return configuration
+    }
+}

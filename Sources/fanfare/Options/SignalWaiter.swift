@@ -1,0 +1,41 @@
+import Foundation
+import Glibc
+
+/// Waits for SIGINT/SIGTERM (or a timeout) without running a handler on a random thread.
+///
+/// Call `blockTerminationSignals()` before starting any thread: threads inherit the mask, so the signal
+/// stays pending until `wait` takes it on the main thread.
+enum SignalWaiter {
+    private static func terminationSignals() -> sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGTERM)
+        return set
+    }
+
+    static func blockTerminationSignals() {
+        var set = terminationSignals()
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+    }
+
+    /// Returns true if a signal arrived, false on timeout.
+    @discardableResult
+    static func wait(seconds: Double?) -> Bool {
+        var set = terminationSignals()
+        if let seconds {
+            var timeout = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
+            return sigtimedwait(&set, nil, &timeout) > 0
+        }
+        var signal: Int32 = 0
+        sigwait(&set, &signal)
+        return true
+    }
+
+    /// Non-blocking check (for loops that also do work).
+    static func poll() -> Bool {
+        var set = terminationSignals()
+        var zero = timespec(tv_sec: 0, tv_nsec: 0)
+        return sigtimedwait(&set, nil, &zero) > 0
+    }
+}
