@@ -51,8 +51,12 @@ let package = Package(
         .testTarget(name: "FanfareTLSTests", dependencies: ["FanfareTLS", "FanfareCore", "COpenSSL"]),
         .testTarget(name: "FanfareSimulatorTests", dependencies: ["FanfareSimulator", "FanfareCore", "FanfareTLS"]),
         .testTarget(
+            name: "InteropTests",
+            dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO"]
+        ),
+        .testTarget(
             name: "EndToEndTests",
-            dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS"]
+            dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO"]
         ),
     ]
 )

@@ -109,6 +109,10 @@ final class EchoServer: IOHandler {
     }
 
     func timerFired(tag: UInt8, cookie: UInt64, loop: IOLoop) {}
+
+    deinit {
+        if id != nil { Sockets.close(listenFD) }  // never stopped: the loop is gone, close it here
+    }
 }
 
 /// One accepted connection of `EchoServer`: recv, send it all back, recv again; close on EOF.
@@ -127,7 +131,12 @@ final class EchoConnection: IOHandler {
         self.server = server
     }
 
-    deinit { buffer.deallocate() }
+    deinit {
+        buffer.deallocate()
+        if !closed { Sockets.close(fd) }
+    }
+
+    private var closed = false
 
     func start(loop: IOLoop) {
         let id = loop.register(self)
@@ -160,6 +169,7 @@ final class EchoConnection: IOHandler {
                 loop.recv(fd: fd, into: buffer, handler: id, tag: Tag.recv.rawValue)
             }
         case .close:
+            closed = true
             server.finished += 1
             loop.unregister(id)
             self.id = nil

@@ -162,12 +162,12 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
 
     private func refreshAuthorizationIfNeeded() {
         guard let source = worker.configuration.providerTokens else { return }
-        let generation = source.generation
-        guard authorization == nil || generation != authorizationGeneration else { return }
-        let token = source.current()
+        guard authorization == nil || source.generation != authorizationGeneration else { return }
+        // Token and generation read together, so a re-mint in between cannot pair them wrongly.
+        let (token, generation) = source.snapshot()
         previousAuthorization = authorization
         authorization = StableBytes(token.authorizationHeaderValue)
-        authorizationGeneration = source.generation
+        authorizationGeneration = generation
     }
 
     static func writeDecimal(_ value: Int64, to destination: UnsafeMutableRawPointer) -> Int {
@@ -276,7 +276,8 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
         }
         // Every push still here was not answered: hand it back for a resend on another connection.
         let cause = goAwayReason ?? reason.description
-        slots.forEachInUse { index, slot in
+        for index in 0..<slots.capacity where slots.isInUse(index) {
+            let slot = slots[index]
             if let job = slot.pointee.job, !slot.pointee.abandoned {
                 worker.resend(job, cause: cause)
             }

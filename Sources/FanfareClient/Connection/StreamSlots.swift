@@ -80,6 +80,10 @@ struct StreamSlots: ~Copyable {
         return arena + index * Self.stride + offset
     }
 
+    func isInUse(_ index: Int) -> Bool {
+        slots[index].job != nil || slots[index].streamID != 0
+    }
+
     /// Calls `body` for every slot holding a job (deadline sweeps, teardown).
     func forEachInUse(_ body: (Int, UnsafeMutablePointer<Slot>) -> Void) {
         for index in 0..<capacity where slots[index].job != nil || slots[index].streamID != 0 {

@@ -120,7 +120,9 @@ final class Tally: PushResultHandler {
         let key: String
         switch result.disposition {
         case .delivered: key = "200 delivered"
-        default: key = result.disposition.description
+        case .rejected(let status, let reason, let raw, let action, _):
+            key = "\(status) \(reason?.rawValue ?? raw ?? "?") -> \(action.rawValue)"
+        case .failed(let failure): key = "failed: \(failure)"
         }
         counts.withLock { $0[key, default: 0] += 1 }
         done.add(1, ordering: .relaxed)

@@ -184,7 +184,7 @@ struct SimulateCommand: ParsableCommand {
 
 /// `host:port`, `[v6]:port`; resolves names like `localhost`.
 func parseListenAddress(_ text: String) throws -> SocketAddress {
-    let endpoint = try Endpoint(parsing: text.contains("://") ? text : "https://" + text)
+    let endpoint = try Endpoint(parsing: text.contains("://") ? text : "https://" + text, allowPortZero: true)
     if let literal = try? SocketAddress(ip: endpoint.host, port: endpoint.port) { return literal }
     guard let first = try SocketResolver.resolve(host: endpoint.host, port: endpoint.port).first else {
         throw UsageError("cannot resolve '\(endpoint.host)'")

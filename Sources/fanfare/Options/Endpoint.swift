@@ -9,7 +9,8 @@ struct Endpoint: Sendable, CustomStringConvertible {
     static let sandbox = Endpoint(host: "api.sandbox.push.apple.com", port: 443)
 
     /// Parses `https://host[:port]`, `host[:port]` or `[v6]:port`.
-    init(parsing text: String) throws(UsageError) {
+    init(parsing text: String, allowPortZero: Bool = false) throws(UsageError) {
+        let minimumPort: UInt16 = allowPortZero ? 0 : 1
         var rest = Substring(text)
         if rest.hasPrefix("https://") {
             rest = rest.dropFirst(8)
@@ -25,14 +26,14 @@ struct Endpoint: Sendable, CustomStringConvertible {
             host = rest[rest.index(after: rest.startIndex)..<close]
             let after = rest[rest.index(after: close)...]
             if after.hasPrefix(":") {
-                guard let value = UInt16(after.dropFirst()), value > 0 else { throw UsageError("--endpoint '\(text)': bad port") }
+                guard let value = UInt16(after.dropFirst()), value >= minimumPort else { throw UsageError("--endpoint '\(text)': bad port") }
                 port = value
             } else if !after.isEmpty {
                 throw UsageError("--endpoint '\(text)': unexpected text after the IPv6 address")
             }
         } else if let colon = rest.lastIndex(of: ":") {
             host = rest[..<colon]
-            guard let value = UInt16(rest[rest.index(after: colon)...]), value > 0 else {
+            guard let value = UInt16(rest[rest.index(after: colon)...]), value >= minimumPort else {
                 throw UsageError("--endpoint '\(text)': the port must be a number from 1 to 65535")
             }
             port = value
