@@ -13,6 +13,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
     ],
     targets: [
         // C libraries: one shim header each, installed from Debian by the README commands.
@@ -38,10 +39,15 @@ let package = Package(
             name: "FanfareSimulator",
             dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CNghttp2", "CURing"]
         ),
+        // Load generation and measurement (`fanfare load`): closed/open loop, HdrHistogram latency.
+        .target(
+            name: "FanfareLoad",
+            dependencies: ["FanfareClient", "FanfareCore", "FanfareIO", .product(name: "Histogram", package: "hdrhistogram-swift")]
+        ),
         .executableTarget(
             name: "fanfare",
             dependencies: [
-                "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS",
+                "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareLoad",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -50,6 +56,10 @@ let package = Package(
         .testTarget(name: "FanfareIOTests", dependencies: ["FanfareIO", "CURing"]),
         .testTarget(name: "FanfareTLSTests", dependencies: ["FanfareTLS", "FanfareCore", "COpenSSL"]),
         .testTarget(name: "FanfareSimulatorTests", dependencies: ["FanfareSimulator", "FanfareCore", "FanfareTLS"]),
+        .testTarget(
+            name: "LoadTests",
+            dependencies: ["FanfareLoad", "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO"]
+        ),
         .testTarget(
             name: "InteropTests",
             dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO"]

@@ -65,7 +65,9 @@ public final class SecureTransport: IOHandler {
     private enum Tag: UInt8 {
         case connect = 1, recv, send, close
     }
-    private enum TimerTag: UInt8 { case handshake = 1 }
+    private enum TimerTag: UInt8 { case handshake = 1, linger }
+    /// How long a local close waits for its last bytes (final frames, close_notify) to reach the kernel.
+    static let lingerLimit: UInt64 = 1_000_000_000
 
     public enum State: Equatable {
         case idle, connecting, handshaking, established, closing, closed
@@ -80,6 +82,10 @@ public final class SecureTransport: IOHandler {
     private var handlerID: IOHandlerID?
     private var handshakeTimer: IOTimerID?
     private var closeReason: TransportCloseReason = .localClose
+    /// A local close is sending what was queued before it (last responses, GOAWAY, close_notify); the socket
+    /// closes once that is out, or after `lingerLimit`.
+    private var lingering = false
+    private var lingerTimer: IOTimerID?
 
     private let receiveBuffer: UnsafeMutableRawBufferPointer
     private let plaintextIn: UnsafeMutableRawBufferPointer
@@ -203,12 +209,17 @@ public final class SecureTransport: IOHandler {
     /// Asks for a flush at the end of this tick (the delegate has frames to send).
     public func setNeedsFlush() { needsFlush = true }
 
-    /// Sends a TLS close_notify and then closes the socket.
+    /// Sends what is queued (frames written so far, then a TLS close_notify) and then closes the socket.
+    ///
+    /// A send may be in flight at this moment: the rest goes out when it completes (bounded by
+    /// `lingerLimit`), so the peer gets the final frames (last responses, GOAWAY) rather than a bare
+    /// disconnect.
     public func close() {
         guard state != .closing && state != .closed else { return }
         if state == .established {
             _ = encryptStaging()
             tls.shutdown()
+            lingering = true
             flushCiphertext()
         }
         beginClose(.localClose)
@@ -231,6 +242,11 @@ public final class SecureTransport: IOHandler {
     }
 
     public func timerFired(tag: UInt8, cookie: UInt64, loop: IOLoop) {
+        if tag == TimerTag.linger.rawValue {
+            lingerTimer = nil
+            stopLingering()  // the peer is not reading: give up on the last bytes
+            return
+        }
         guard tag == TimerTag.handshake.rawValue else { return }
         handshakeTimer = nil
         if state == .connecting || state == .handshaking {
@@ -284,7 +300,22 @@ public final class SecureTransport: IOHandler {
 
     private func sendCompleted(_ result: Int32) {
         sendInFlight = false
-        if state == .closing || state == .closed { finishIfDrained(); return }
+        if state == .closing || state == .closed {
+            if lingering && state == .closing && result > 0 {
+                bytesSent &+= UInt64(result)
+                ciphertextOutStart += Int(result)
+                ciphertextOutCount -= Int(result)
+                assert(ciphertextOutCount >= 0)
+                if ciphertextOutCount > 0 {
+                    submitSend()
+                } else {
+                    flushCiphertext()  // whatever the TLS layer still holds (close_notify)
+                }
+                if sendInFlight { return }
+            }
+            stopLingering()
+            return
+        }
         if result < 0 {
             if result == -EINTR || result == -EAGAIN { submitSend(); return }
             beginClose(result == -EPIPE || result == -ECONNRESET ? .peerClosed : .socketError(operation: "send", errno: -result))
@@ -414,15 +445,33 @@ public final class SecureTransport: IOHandler {
         state = .closing
         if let handshakeTimer { loop.cancelTimer(handshakeTimer) }
         handshakeTimer = nil
+        if lingering {
+            if reason == .localClose, sendInFlight, let handlerID {
+                // Let the in-flight send (and what follows it) finish; the receive is cancelled afterwards.
+                lingerTimer = loop.schedule(
+                    at: loop.now &+ Self.lingerLimit, handler: handlerID, tag: TimerTag.linger.rawValue, cookie: 0)
+                return
+            }
+            lingering = false
+        }
         if fd >= 0 {
-            // Let a queued close_notify or alert go out only if nothing else is pending; then cancel and close.
+            // Cancel what is pending (a handshake alert may not make it; a local close lingered above).
             if recvInFlight || sendInFlight || connectInFlight { loop.cancel(fd: fd) }
         }
         finishIfDrained()
     }
 
+    /// The last bytes are out (or abandoned): cancel what is left on the socket and close it.
+    private func stopLingering() {
+        lingering = false
+        if let lingerTimer { loop.cancelTimer(lingerTimer) }
+        lingerTimer = nil
+        if state == .closing, fd >= 0, recvInFlight || sendInFlight || connectInFlight { loop.cancel(fd: fd) }
+        finishIfDrained()
+    }
+
     private func finishIfDrained() {
-        guard state == .closing else { return }
+        guard state == .closing, !lingering else { return }
         // The kernel may still own our buffers: wait for every in-flight operation to complete.
         if recvInFlight || sendInFlight || connectInFlight { return }
         if fd >= 0 {

@@ -3,9 +3,11 @@ import Glibc
 
 /// Which io_uring setup flags to ask for.
 public enum IORingSetup: Sendable {
-    /// The best the kernel offers: SINGLE_ISSUER + DEFER_TASKRUN (6.1), else COOP_TASKRUN (5.19), else
-    /// plain flags. Each step down happens only when the kernel rejects the flags with EINVAL.
+    /// SINGLE_ISSUER + COOP_TASKRUN (6.0), else COOP_TASKRUN (5.19), else plain flags. Each step down happens
+    /// only when the kernel rejects the flags with EINVAL.
     case automatic
+    /// Try SINGLE_ISSUER + DEFER_TASKRUN (6.1) first, then as `automatic` (opt-in: see RingSetup.create).
+    case deferTaskrun
     /// Skip SINGLE_ISSUER and DEFER_TASKRUN (what a 5.19/6.0 kernel gets); for tests and comparisons.
     case compatible
     /// CQSIZE only: the most widely supported ring.
@@ -42,8 +44,21 @@ enum RingSetup {
         let coop = Attempt(flags: IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN, name: "COOP_TASKRUN")
         let plain = Attempt(flags: 0, name: "plain")
         let attempts: [Attempt]
+        // FANFARE_RING_SETUP=automatic|compatible|plain overrides the caller (for comparisons on a given kernel).
+        var setup = setup
+        switch getenv("FANFARE_RING_SETUP").map({ String(cString: $0) }) {
+        case "compatible": setup = .compatible
+        case "plain": setup = .plain
+        case "automatic": setup = .automatic
+        case "defer": setup = .deferTaskrun
+        default: break
+        }
         switch setup {
-        case .automatic: attempts = [best, singleIssuerCoop, coop, plain]
+        // DEFER_TASKRUN is opt-in: measured here (kernel 6.18, loopback TLS+HTTP/2 ping-pong) it delayed
+        // socket completions until the next timed wake-up and halved throughput (22k vs 47k pushes/s on one
+        // connection x 100 streams). SINGLE_ISSUER + COOP_TASKRUN keeps the wake-ups prompt.
+        case .automatic: attempts = [singleIssuerCoop, coop, plain]
+        case .deferTaskrun: attempts = [best, singleIssuerCoop, coop, plain]
         case .compatible: attempts = [coop, plain]
         case .plain: attempts = [plain]
         }

@@ -5,6 +5,6 @@ struct Fanfare: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fanfare",
         abstract: "Send iOS Live Activity pushes through APNs over io_uring + TLS + HTTP/2, and simulate APNs.",
-        subcommands: [PushCommand.self, SimulateCommand.self, KeygenCommand.self, DemoCommand.self]
+        subcommands: [PushCommand.self, SimulateCommand.self, LoadCommand.self, KeygenCommand.self, TokenCommand.self, DemoCommand.self]
     )
 }

@@ -32,7 +32,10 @@ public final class APNsClient: Sendable {
     private let nextTicket = Atomic<UInt64>(1)
 
     /// Starts the worker threads; connections open in the background (with back-off on failure).
-    public init(configuration: ClientConfiguration, resultHandler: PushResultHandler? = nil) throws {
+    /// - Parameter producers: optional, one per worker: each worker pulls pushes from its producer on its own
+    ///   thread as streams free up (see `PushProducer`); `submit` still works alongside.
+    public init(configuration: ClientConfiguration, resultHandler: PushResultHandler? = nil, producers: [PushProducer]? = nil) throws {
+        precondition(producers == nil || producers!.count == configuration.workerCount, "one producer per worker")
         precondition(configuration.workerCount > 0 && configuration.connectionsPerWorker > 0)
         precondition(configuration.maxConcurrentStreamsPerConnection > 0)
         self.configuration = configuration
@@ -40,7 +43,8 @@ public final class APNsClient: Sendable {
         self.dispatcher = dispatcher
         var workers: [PushWorker] = []
         for index in 0..<configuration.workerCount {
-            workers.append(PushWorker(index: index, configuration: configuration, resultHandler: dispatcher))
+            workers.append(
+                PushWorker(index: index, configuration: configuration, resultHandler: dispatcher, producer: producers?[index]))
         }
         self.workers = workers
         var threads: [IOThread] = []
@@ -62,7 +66,7 @@ public final class APNsClient: Sendable {
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
         var job = job
         let now = IOLoop.monotonicNanoseconds()
-        job.submittedAt = now
+        job.submittedAt = job.scheduledAt ?? now
         let timeout = (job.timeout ?? configuration.requestTimeout).nanoseconds
         job.deadline = timeout == 0 ? 0 : now &+ timeout
         let worker = workers[Int(job.token.shardHash % UInt64(workers.count))]
@@ -74,9 +78,10 @@ public final class APNsClient: Sendable {
     /// Sends one push and waits for its result (convenience for one-off sends and tests).
     public func send(_ job: PushJob) async throws(SubmitError) -> PushResult {
         var job = job
+        // The cookie carries the ticket through the worker; the caller's own cookie is put back on the result.
+        let callerCookie = job.cookie
         let ticket = nextTicket.add(1, ordering: .relaxed).newValue | (1 << 63)
         job.cookie = ticket
-        let original = job
         let result: Result<PushResult, SubmitError> = await withCheckedContinuation { continuation in
             dispatcher.register(ticket: ticket, continuation: continuation)
             do throws(SubmitError) {
@@ -87,8 +92,14 @@ public final class APNsClient: Sendable {
             }
         }
         var value = try result.get()
-        value.cookie = original.cookie == ticket ? value.cookie : value.cookie
+        assert(value.cookie == ticket)
+        value.cookie = callerCookie
         return value
+    }
+
+    /// True once every worker's producer said `.finished` (false when there are no producers).
+    public var producersFinished: Bool {
+        workers.allSatisfy { $0.isProducerFinished }
     }
 
     /// A snapshot of the counters of all workers.

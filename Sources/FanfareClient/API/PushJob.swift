@@ -51,6 +51,9 @@ public struct PushJob: Sendable {
     public var cookie: UInt64
     /// Overrides the client's request timeout.
     public var timeout: Duration?
+    /// When the push was meant to be sent (monotonic ns, `IOLoop.monotonicNanoseconds()`); latency is measured
+    /// from here when set, so an open-loop load test is not fooled by its own stalls (coordinated omission).
+    public var scheduledAt: UInt64?
 
     // Filled in by the client.
     var deadline: UInt64 = 0

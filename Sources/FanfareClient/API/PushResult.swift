@@ -9,8 +9,11 @@ public struct PushResult: Sendable {
     public var apnsID: PushIdentifier
     /// How many times the push was re-sent after a connection refused or lost it unprocessed.
     public var resends: Int
-    /// From submission to the answer, in nanoseconds.
+    /// From submission (or `PushJob.scheduledAt`) to the answer, in nanoseconds.
     public var latencyNanoseconds: UInt64
+    /// The worker thread that finished the push (`0..<workerCount`): handlers can keep per-worker state
+    /// without locks, since a worker calls its handler from one thread only.
+    public var worker: Int
 
     public var isDelivered: Bool {
         if case .delivered = disposition { return true }

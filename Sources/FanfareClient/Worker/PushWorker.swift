@@ -9,7 +9,7 @@ import Synchronization
 /// thread. Each tick drains the inbox into a bounded pending FIFO and admits pushes onto connections with
 /// stream credits; results go to the handler on this thread.
 final class PushWorker: IOHandler, @unchecked Sendable {
-    private enum TimerTag: UInt8 { case reconnect = 1, sweep }
+    private enum TimerTag: UInt8 { case reconnect = 1, sweep, producer }
 
     let index: Int
     let configuration: ClientConfiguration
@@ -36,7 +36,18 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     }
     private var random = SystemRandomNumberGenerator()
 
-    init(index: Int, configuration: ClientConfiguration, resultHandler: PushResultHandler) {
+    /// Pulled on this thread when connections have free streams (see `PushProducer`).
+    private let producer: PushProducer?
+    private var producerWaitUntil: UInt64 = 0
+    private var producerFinished = false {
+        didSet { producerFinishedFlag.store(producerFinished, ordering: .releasing) }
+    }
+    private let producerFinishedFlag = Atomic<Bool>(false)
+    /// Any thread.
+    var isProducerFinished: Bool { producerFinishedFlag.load(ordering: .acquiring) }
+
+    init(index: Int, configuration: ClientConfiguration, resultHandler: PushResultHandler, producer: PushProducer? = nil) {
+        self.producer = producer
         self.index = index
         self.configuration = configuration
         self.resultHandler = resultHandler
@@ -194,6 +205,36 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         }
     }
 
+    /// Takes pushes from the producer up to the streams the connections can open now (nothing queues).
+    private func pullFromProducer() {
+        guard let producer else { return }
+        let now = loop.now
+        if producerWaitUntil > now { return }
+        var room = 0
+        for connection in connections { room += connection?.credits ?? 0 }
+        room -= pending.count
+        let timeout = configuration.requestTimeout.nanoseconds
+        while room > 0 {
+            switch producer.poll(now: now) {
+            case .push(var job):
+                job.submittedAt = job.scheduledAt ?? now
+                job.deadline = now &+ (job.timeout?.nanoseconds ?? timeout)
+                counters.submitted.add(1, ordering: .relaxed)
+                let stored = pending.pushBack(job)
+                assert(stored, "pending has room for every free stream")
+                room -= 1
+                needsAdmission = true
+            case .wait(let until):
+                producerWaitUntil = until
+                loop.schedule(at: until, handler: handlerID, tag: TimerTag.producer.rawValue, cookie: 0)
+                return
+            case .finished:
+                producerFinished = true
+                return
+            }
+        }
+    }
+
     /// Sends `job` again on another connection (it was never processed), or gives up after `maxResends`.
     func resend(_ job: PushJob, cause: String) {
         var job = job
@@ -220,9 +261,20 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         let now = loop.now
         let result = PushResult(
             cookie: job.cookie, token: job.token, disposition: disposition, apnsID: job.apnsID ?? PushIdentifier(),
-            resends: job.resends, latencyNanoseconds: now >= job.submittedAt ? now - job.submittedAt : 0)
+            resends: job.resends, latencyNanoseconds: now >= job.submittedAt ? now - job.submittedAt : 0, worker: index)
         resultHandler.pushCompleted(result)
     }
+
+    /// Asks the shared provider-token source for its token about once a second so that it re-mints on
+    /// schedule (inside APNs' 20–60 minute window). Connections only read the source again when its generation
+    /// changes, so without this nobody would ask and every connection would run into ExpiredProviderToken.
+    /// A lock once a second per worker, never per push.
+    private func checkProviderToken(now: UInt64) {
+        guard let source = configuration.providerTokens, now >= nextProviderTokenCheck else { return }
+        nextProviderTokenCheck = now &+ 1_000_000_000
+        _ = source.current()
+    }
+    private var nextProviderTokenCheck: UInt64 = 0
 
     private func sweepPending(now: UInt64) {
         guard !pending.isEmpty else { return }
@@ -249,8 +301,11 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         case .reconnect:
             let slot = Int(cookie)
             if connections[slot] == nil { openConnection(slot) } else { reconnectScheduled[slot] = false }
+        case .producer:
+            producerWaitUntil = 0
         case .sweep:
             sweepPending(now: loop.now)
+            checkProviderToken(now: loop.now)
             if !stopping {
                 loop.schedule(at: loop.now &+ sweepInterval, handler: handlerID, tag: TimerTag.sweep.rawValue, cookie: 0)
             }
@@ -262,6 +317,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     func tick(loop: IOLoop) {
         if !stopping && stopRequested.load(ordering: .acquiring) { beginStop() }
         drainInbox()
+        if producer != nil && !producerFinished && !stopping { pullFromProducer() }
         if needsAdmission || !pending.isEmpty { admit() }
         counters.pending.store(pending.count + inbox.approximateCount, ordering: .relaxed)
         var inFlight = 0

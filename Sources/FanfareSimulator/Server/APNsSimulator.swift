@@ -82,6 +82,17 @@ public final class APNsSimulator: @unchecked Sendable {
         return total
     }
 
+    /// The most streams any one connection had open at once, and before its first 200 (merged over workers).
+    public func streamConcurrency() -> SimulatorStreamConcurrency {
+        var total = SimulatorStreamConcurrency()
+        for worker in workers {
+            let seen = worker.publishedStreamConcurrency()
+            total.maxOpenStreams = max(total.maxOpenStreams, seen.maxOpenStreams)
+            total.maxOpenStreamsBeforeFirstAccept = max(total.maxOpenStreamsBeforeFirstAccept, seen.maxOpenStreamsBeforeFirstAccept)
+        }
+        return total
+    }
+
     /// Sends GOAWAY on every open connection (clients must resend unanswered streams elsewhere).
     public func goAwayAllConnections(reason: APNsReason? = nil) {
         for worker in workers { worker.requestGoAway(reason: reason) }
@@ -91,12 +102,30 @@ public final class APNsSimulator: @unchecked Sendable {
     public func shutdown() {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         for worker in workers { worker.requestStop() }
+        let t0 = IOLoop.monotonicNanoseconds()
         let deadline = IOLoop.monotonicNanoseconds() &+ 5_000_000_000
         while !workers.allSatisfy(\.isStopped) && IOLoop.monotonicNanoseconds() < deadline { usleep(1000) }
+        let t1 = IOLoop.monotonicNanoseconds()
+        if t1 - t0 > 100_000_000 { print("DEBUG sim shutdown slow \((t1 - t0) / 1_000_000) ms, port \(boundAddress.port)") }
         for thread in threads {
             thread.stop()
             try? thread.join()
         }
         for worker in workers { worker.flushLog() }
+    }
+}
+
+/// How many request streams a client kept open at once on one connection (maxima over all connections).
+/// A client that follows APNs' rules opens one stream on a fresh connection and fans out only after its
+/// first 200: `maxOpenStreamsBeforeFirstAccept` then stays 1.
+public struct SimulatorStreamConcurrency: Sendable, Equatable {
+    /// Most streams open at once on any connection.
+    public var maxOpenStreams = 0
+    /// Most streams open at once on any connection before the simulator sent that connection's first 200.
+    public var maxOpenStreamsBeforeFirstAccept = 0
+
+    public init(maxOpenStreams: Int = 0, maxOpenStreamsBeforeFirstAccept: Int = 0) {
+        self.maxOpenStreams = maxOpenStreams
+        self.maxOpenStreamsBeforeFirstAccept = maxOpenStreamsBeforeFirstAccept
     }
 }

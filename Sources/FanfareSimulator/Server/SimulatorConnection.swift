@@ -19,8 +19,17 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
     private var timerDue: UInt64 = .max
     private var timer: IOTimerID?
     private var openStreams = 0
+    /// Most streams open at once on this connection, overall and before its first 200 was sent (a client
+    /// that honours APNs' one-stream start keeps the latter at 1).
+    private var maxOpenStreams = 0
+    private var maxOpenStreamsBeforeFirstAccept = 0
+    private var hasSentAccept = false
     private var streamPolicy: ConnectionStreamPolicy
     private var goAwaySent = false
+    /// The last-stream-id of the GOAWAY sent: streams above it are not processed (RFC 9113 §6.8).
+    private var goAwayLastStreamID = Int32.max
+    /// The highest stream id decided so far (a GOAWAY must not disown a stream already decided).
+    private var highestDecidedStreamID: Int32 = 0
     private(set) var closed = false
 
     init(worker: SimulatorWorker, serial: UInt32, tls: TLSConnection) {
@@ -115,6 +124,11 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
             return
         }
         openStreams += 1
+        if openStreams > maxOpenStreams {
+            maxOpenStreams = openStreams
+            if !hasSentAccept { maxOpenStreamsBeforeFirstAccept = openStreams }
+            worker.noteStreamConcurrency(open: maxOpenStreams, beforeFirstAccept: maxOpenStreamsBeforeFirstAccept)
+        }
         nghttp2_session_set_stream_user_data(session, streamID, UnsafeMutableRawPointer(bitPattern: slot + 1))
     }
 
@@ -126,8 +140,17 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
     /// The request's last frame arrived: decide like APNs, then answer now or after the modelled latency.
     func requestComplete(streamID: Int32, slot: Int) {
         guard let session else { return }
+        // A stream above the GOAWAY's last-stream-id was not processed: the client sends it again on another
+        // connection, so deciding (counting, logging) it here as well would accept the push twice.
+        if streamID > goAwayLastStreamID {
+            worker.stats.streamsRefused += 1
+            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_REFUSED_STREAM.rawValue))
+            transport.setNeedsFlush()
+            return
+        }
         let now = worker.loop.now
         let decision = worker.decide(slot: slot, connection: self)
+        highestDecidedStreamID = max(highestDecidedStreamID, streamID)
         // APNs raises the stream limit after the first valid push (and optionally drops it after a rejection).
         if let limit = streamPolicy.record(decision) {
             var settings = [entry(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, UInt32(limit))]
@@ -135,7 +158,8 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
             transport.setNeedsFlush()
         }
         if streamPolicy.shouldGoAway && !goAwaySent {
-            sendGoAway(lastStreamID: streamID, reason: nil)
+            // Streams decided out of order may have higher ids than this one: keep them all on this side.
+            sendGoAway(lastStreamID: highestDecidedStreamID, reason: nil)
         }
         let delay = worker.sampleLatency()
         if delay == 0 {
@@ -163,6 +187,7 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
             ? nghttp2_submit_response(session, streamID, headers, count, &provider)
             : nghttp2_submit_response(session, streamID, headers, count, nil)
         assert(result == 0 || result == NGHTTP2_ERR_INVALID_ARGUMENT.rawValue)
+        if result == 0 && state.pointee.accepted { hasSentAccept = true }
         transport.setNeedsFlush()
     }
 
@@ -185,12 +210,22 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
         worker.releaseStream(slot)
     }
 
+    /// The simulator is stopping: GOAWAY `Shutdown`, written out before the socket closes (a GOAWAY only
+    /// queued in the session would never leave, and clients would see a bare disconnect). Not called from
+    /// inside an nghttp2 callback, so the session may send here.
+    func shutDown() {
+        sendGoAway(reason: .shutdown)
+        if let session, transport.state == .established { _ = nghttp2_session_send(session) }
+        transport.close()
+    }
+
     /// Sends GOAWAY: streams above `lastStreamID` are refused (clients resend them elsewhere).
     func sendGoAway(lastStreamID: Int32? = nil, reason: APNsReason?) {
         guard let session, !goAwaySent else { return }
         goAwaySent = true
         worker.stats.goAwaysSent += 1
         let last = lastStreamID ?? nghttp2_session_get_last_proc_stream_id(session)
+        goAwayLastStreamID = last
         var debug: [UInt8] = []
         if let reason { debug = Array("{\"reason\":\"\(reason.rawValue)\"}".utf8) }
         nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), last, UInt32(NGHTTP2_NO_ERROR.rawValue), debug, debug.count)

@@ -36,6 +36,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     private var handlerID: IOHandlerID!
     private let listenerFD: Int32
     private var acceptArmed = false
+    private var listenerClosed = false
     let headPool: RequestHeadPool
     private let states: UnsafeMutablePointer<StreamState>
     private let responses: UnsafeMutableRawPointer
@@ -47,6 +48,10 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     var stats = SimulatorStats()
     private(set) var acceptErrors = 0
     private let published = Mutex(SimulatorStats())
+    /// High-water marks over this worker's connections (see `SimulatorStreamConcurrency`); written by the
+    /// worker only when a connection sets a new record, read by any thread.
+    private let maxOpenStreams = Atomic<Int>(0)
+    private let maxOpenStreamsBeforeFirstAccept = Atomic<Int>(0)
     private var lastPublish: UInt64 = 0
     private var connections: [UInt32: SimulatorConnection] = [:]
     private var nextSerial: UInt32 = 1
@@ -81,7 +86,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         states.deallocate()
         responses.deallocate()
         headerScratch.deallocate()
-        if !acceptArmed { Sockets.close(listenerFD) }
+        if !acceptArmed { closeListener() }
     }
 
     /// Runs once on the worker's thread (IOThread setup).
@@ -119,6 +124,21 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         published.withLock { $0 }
     }
 
+    /// Any thread: the stream high-water marks so far.
+    func publishedStreamConcurrency() -> SimulatorStreamConcurrency {
+        SimulatorStreamConcurrency(
+            maxOpenStreams: maxOpenStreams.load(ordering: .relaxed),
+            maxOpenStreamsBeforeFirstAccept: maxOpenStreamsBeforeFirstAccept.load(ordering: .relaxed))
+    }
+
+    /// A connection reached a new per-connection record of open streams (worker thread only).
+    func noteStreamConcurrency(open: Int, beforeFirstAccept: Int) {
+        if open > maxOpenStreams.load(ordering: .relaxed) { maxOpenStreams.store(open, ordering: .relaxed) }
+        if beforeFirstAccept > maxOpenStreamsBeforeFirstAccept.load(ordering: .relaxed) {
+            maxOpenStreamsBeforeFirstAccept.store(beforeFirstAccept, ordering: .relaxed)
+        }
+    }
+
     func flushLog() {
         try? log?.flush()
     }
@@ -135,7 +155,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
             }
             if flags & IOLoop.completionFlagMore == 0 {
                 acceptArmed = false
-                if !stopping { armAccept() }
+                if !stopping { armAccept() } else { closeListener() }
             }
         case .wake, nil:
             break
@@ -164,11 +184,16 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
 
     private func beginStop() {
         stopping = true
-        if acceptArmed { loop.cancel(fd: listenerFD) }
-        for connection in connections.values {
-            connection.sendGoAway(reason: .shutdown)
-            connection.transport.close()
-        }
+        // The listener closes once its accept is cancelled, so clients connecting now are refused at once
+        // instead of waiting in the backlog of a simulator that will never accept them.
+        if acceptArmed { loop.cancel(fd: listenerFD) } else { closeListener() }
+        for connection in connections.values { connection.shutDown() }
+    }
+
+    private func closeListener() {
+        guard !listenerClosed else { return }
+        listenerClosed = true
+        Sockets.close(listenerFD)
     }
 
     // MARK: - Connections

@@ -1,0 +1,106 @@
+import FanfareClient
+import FanfareCore
+import FanfareIO
+import Glibc
+import Histogram
+
+/// What a load run sends and how fast.
+public struct LoadPlan: Sendable {
+    /// Total pushes; nil runs until `duration` ends.
+    public var pushes: Int?
+    public var duration: Duration?
+    /// Open loop: pushes per second over all workers; nil = closed loop (as fast as streams allow).
+    public var rate: Double?
+    public var tokens: [DeviceToken]
+    public var payload: LoadPayload
+    public var priority: PushPriority = .normal
+    /// How often `progress` is called.
+    public var progressInterval: Duration = .seconds(1)
+
+    public init(pushes: Int?, duration: Duration?, rate: Double?, tokens: [DeviceToken], payload: LoadPayload) {
+        precondition(pushes != nil || duration != nil, "a load plan needs a push count or a duration")
+        precondition(!tokens.isEmpty)
+        self.pushes = pushes
+        self.duration = duration
+        self.rate = rate
+        self.tokens = tokens
+        self.payload = payload
+    }
+}
+
+/// One progress sample, for a live display.
+public struct LoadProgress: Sendable {
+    public var elapsedSeconds: Double
+    public var completed: Int
+    public var errors: Int
+    public var inFlight: Int
+    public var pushesPerSecond: Double      // over the last interval
+    public var p99Milliseconds: Double      // over the whole run so far
+}
+
+/// Drives a load plan through a real `APNsClient` and reports what happened.
+public enum LoadRunner {
+    public static func run(
+        client configuration: ClientConfiguration, plan: LoadPlan, progress: ((LoadProgress) -> Void)? = nil,
+        shouldStop: () -> Bool = { false }
+    ) throws -> LoadReport {
+        let workers = configuration.workerCount
+        let recorder = LoadRecorder(workers: workers)
+        let start = IOLoop.monotonicNanoseconds()
+        let interval = plan.rate.map { UInt64(1e9 * Double(workers) / $0) }
+        var generators: [LoadGenerator] = []
+        for worker in 0..<workers {
+            var quota: Int?
+            if let total = plan.pushes {
+                quota = total / workers + (worker < total % workers ? 1 : 0)
+            }
+            generators.append(
+                LoadGenerator(
+                    worker: worker, workers: workers, tokens: plan.tokens, payload: plan.payload, priority: plan.priority,
+                    quota: quota, duration: plan.duration?.nanosecondsValue, interval: interval, startTime: start,
+                    wallClockSeconds: { Int64(time(nil)) }))
+        }
+        let client = try APNsClient(configuration: configuration, resultHandler: recorder, producers: generators)
+
+        var lastSample = (time: start, completed: 0)
+        let progressEvery = plan.progressInterval.nanosecondsValue
+        var stopped = false
+        while true {
+            usleep(20_000)
+            let produced = generators.reduce(0) { $0 + $1.producedCount }
+            if client.producersFinished && recorder.completed >= produced { break }
+            let now = IOLoop.monotonicNanoseconds()
+            if let progress, now &- lastSample.time >= progressEvery {
+                let completed = recorder.completed
+                let rate = Double(completed - lastSample.completed) / (Double(now &- lastSample.time) / 1e9)
+                let snapshot = recorder.snapshot()
+                progress(
+                    LoadProgress(
+                        elapsedSeconds: Double(now &- start) / 1e9, completed: completed, errors: recorder.errors,
+                        inFlight: client.statistics.inFlight, pushesPerSecond: rate,
+                        p99Milliseconds: Double(snapshot.latency.valueAtPercentile(99)) / 1000))
+                lastSample = (now, completed)
+            }
+            if !stopped && shouldStop() {
+                stopped = true
+                break
+            }
+        }
+        let end = IOLoop.monotonicNanoseconds()
+        client.shutdown()  // anything unanswered ends as failed(.shutdown) and is counted
+        let produced = generators.reduce(0) { $0 + $1.producedCount }
+        let snapshot = recorder.snapshot()
+        let stats = client.statistics
+        return LoadReport(
+            pushes: produced, completed: recorder.completed, seconds: Double(end - start) / 1e9, counts: snapshot.counts,
+            latencyMicroseconds: snapshot.latency, resends: snapshot.resends, connectionsOpened: stats.connectionsOpened,
+            interrupted: stopped, connectionError: client.lastConnectionError)
+    }
+}
+
+extension Duration {
+    var nanosecondsValue: UInt64 {
+        let (seconds, attoseconds) = components
+        return UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds) / 1_000_000_000)
+    }
+}

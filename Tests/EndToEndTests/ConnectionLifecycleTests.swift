@@ -1,0 +1,127 @@
+// Connections that end for reasons other than a push's answer: the server restarts, the client rotates
+// connections before stream ids run out, idle connections are kept alive with PINGs.
+import FanfareClient
+import FanfareCore
+import FanfareSimulator
+import Foundation
+import Testing
+
+@Suite struct ConnectionLifecycleTests {
+    @Test func serverRestartMidBurstLosesNoPush() async throws {
+        var simulator = SimulatorConfiguration()
+        simulator.latency = .uniform(minNanoseconds: 1_000_000, maxNanoseconds: 200_000_000)
+        simulator.initialMaxConcurrentStreams = 1000
+        let harness = try TestHarness(simulator)
+        defer { harness.shutdown() }
+        let collector = ResultCollector()
+        var configuration = try harness.clientConfiguration()
+        configuration.connectionsPerWorker = 2
+        configuration.firstRequestAlone = false
+        let client = try harness.startClient(configuration, collector: collector)
+        let payload = try updatePayload()
+        let count = 600
+        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        #expect(await eventually { collector.count > 0 && client.statistics.inFlight > 10 })
+
+        // APNs goes away with streams open (GOAWAY Shutdown, then the sockets close) and comes back.
+        let port = harness.port
+        harness.simulator.shutdown()
+        let restarted = try harness.startSimulator(port: port, log: "restarted.jsonl")
+
+        #expect(await collector.waitFor(count: count))
+        let results = collector.byCookie()
+        #expect(results.count == count)
+        let undelivered = results.values.filter { !$0.isDelivered }
+        #expect(undelivered.isEmpty, "\(undelivered.prefix(3).map(\.disposition))")
+        #expect(results.values.contains { $0.resends > 0 }, "pushes cut off by the restart were sent again")
+        #expect(client.statistics.connectionsOpened > 2)
+        harness.shutdown()
+        let first = harness.simulator.statistics().accepted
+        let second = restarted.statistics().accepted
+        #expect(second > 0)
+        // A push the first server accepted but never answered is sent again (APNs may see it twice).
+        #expect(first + second >= count)
+    }
+
+    @Test func connectionsRotateBeforeStreamIDsRunOut() async throws {
+        let harness = try TestHarness()
+        defer { harness.shutdown() }
+        let collector = ResultCollector()
+        var configuration = try harness.clientConfiguration()
+        configuration.rotateAfterStreams = 25
+        configuration.connectionsPerWorker = 2
+        let client = try harness.startClient(configuration, collector: collector)
+        let payload = try updatePayload()
+        let count = 300
+        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        #expect(await collector.waitFor(count: count))
+        let results = collector.byCookie()
+        #expect(results.count == count)
+        #expect(results.values.allSatisfy { $0.isDelivered && $0.resends == 0 })
+        #expect(client.statistics.connectionsOpened >= count / 25, "\(client.statistics.connectionsOpened) connections")
+        #expect(await eventually { client.statistics.connectionsClosed >= count / 25 - 2 }, "drained connections close")
+        harness.shutdown()
+        let stats = harness.simulator.statistics()
+        #expect(stats.accepted == count)
+        #expect(stats.goAwaysSent <= 2, "rotation is the client's doing, not the server's")
+    }
+
+    @Test func idleConnectionIsKeptAliveWithPings() async throws {
+        let harness = try TestHarness()
+        defer { harness.shutdown() }
+        let collector = ResultCollector()
+        var configuration = try harness.clientConfiguration()
+        configuration.pingInterval = .milliseconds(20)
+        configuration.pingTimeout = .milliseconds(500)
+        let client = try harness.startClient(configuration, collector: collector)
+        let payload = try updatePayload()
+        #expect(try await client.send(PushJob(token: makeToken(1), payload: payload)).isDelivered)
+        try await Task.sleep(for: .milliseconds(300))  // idle: several PINGs go out and are answered
+        #expect(try await client.send(PushJob(token: makeToken(2), payload: payload)).isDelivered)
+        #expect(client.statistics.connectionsOpened == 1, "the answered PINGs kept the connection")
+        #expect(client.statistics.connectionsClosed == 0)
+    }
+}
+
+@Suite struct SimulatorShutdownTests {
+    /// The simulator's GOAWAY(Shutdown) reaches the client before the socket closes, so a push it cut off
+    /// says why (with no resends allowed, it ends with that cause).
+    @Test func simulatorShutdownSendsGoAwayWithItsReason() async throws {
+        var simulator = SimulatorConfiguration()
+        simulator.latency = .fixed(nanoseconds: 5_000_000_000)
+        let harness = try TestHarness(simulator)
+        defer { harness.shutdown() }
+        let collector = ResultCollector()
+        var configuration = try harness.clientConfiguration()
+        configuration.maxResends = 0
+        let client = try harness.startClient(configuration, collector: collector)
+        try client.submit(PushJob(token: makeToken(1), payload: try updatePayload(), cookie: 1))
+        #expect(await eventually { client.statistics.inFlight == 1 })
+        harness.simulator.shutdown()
+        #expect(await collector.waitFor(count: 1))
+        let result = try #require(collector.all.first)
+        guard case .failed(.resendLimitReached(let cause)) = result.disposition else {
+            Issue.record("expected resendLimitReached, got \(result.disposition)")
+            return
+        }
+        #expect(cause.contains("GOAWAY") && cause.contains("Shutdown"), "cause: \(cause)")
+    }
+
+    /// A stopped simulator closes its listener: clients are refused at once rather than left in a TLS
+    /// handshake nobody will answer.
+    @Test func stoppedSimulatorRefusesNewConnections() async throws {
+        let harness = try TestHarness()
+        defer { harness.shutdown() }
+        harness.simulator.shutdown()
+        let collector = ResultCollector()
+        var configuration = try harness.clientConfiguration()
+        configuration.connectTimeout = .seconds(30)
+        configuration.requestTimeout = .milliseconds(500)
+        let client = try harness.startClient(configuration, collector: collector)
+        try client.submit(PushJob(token: makeToken(1), payload: try updatePayload(), cookie: 1))
+        #expect(await collector.waitFor(count: 1))
+        #expect(collector.all.first?.disposition == .failed(.deadlineExceeded))
+        let error = try #require(client.lastConnectionError)
+        #expect(error.lowercased().contains("refused"), "\(error)")
+    }
+}

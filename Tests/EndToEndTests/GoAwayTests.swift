@@ -1,0 +1,78 @@
+// GOAWAY in the middle of a burst: streams above last-stream-id go to a new connection, the rest get their
+// answers on the old one, and nothing is delivered twice or lost (apns-spec.md §1.5).
+import FanfareClient
+import FanfareCore
+import FanfareSimulator
+import Foundation
+import Testing
+
+@Suite struct GoAwayTests {
+    /// Checks that every push of `count` was delivered exactly once on both sides.
+    private func expectDeliveredExactlyOnce(
+        _ harness: TestHarness, _ collector: ResultCollector, count: Int, sourceLocation: SourceLocation = #_sourceLocation
+    ) throws {
+        let results = collector.byCookie(sourceLocation: sourceLocation)
+        #expect(collector.count == count, sourceLocation: sourceLocation)
+        #expect(results.count == count, sourceLocation: sourceLocation)
+        let undelivered = results.values.filter { !$0.isDelivered }
+        #expect(undelivered.isEmpty, "\(undelivered.prefix(3).map(\.disposition))", sourceLocation: sourceLocation)
+        let ids = results.values.map(\.apnsID.description)
+        #expect(Set(ids).count == count, "apns-ids are unique per push", sourceLocation: sourceLocation)
+
+        let stats = harness.simulator.statistics()
+        #expect(stats.accepted == count, "simulator accepted \(stats.accepted) for \(count) delivered", sourceLocation: sourceLocation)
+        #expect(stats.totalRejections == 0, sourceLocation: sourceLocation)
+        let logged = try harness.acceptedLog().compactMap { $0.string("apns-id") }
+        #expect(logged.count == count, "accepted-push log lines", sourceLocation: sourceLocation)
+        #expect(Set(logged).count == logged.count, "no push accepted twice", sourceLocation: sourceLocation)
+        #expect(Set(logged) == Set(ids), sourceLocation: sourceLocation)
+    }
+
+    @Test func goAwayAfterFiftyStreamsLosesAndDuplicatesNothing() async throws {
+        var simulator = SimulatorConfiguration()
+        simulator.goAwayAfterStreams = 50
+        let harness = try TestHarness(simulator)
+        defer { harness.shutdown() }
+        let collector = ResultCollector()
+        var configuration = try harness.clientConfiguration()
+        configuration.connectionsPerWorker = 2
+        configuration.maxResends = 20  // a push may be refused by several GOAWAYs in a row
+        let client = try harness.startClient(configuration, collector: collector)
+        let payload = try updatePayload()
+        let count = 1000
+        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0)) })
+        #expect(await collector.waitFor(count: count))
+        let opened = client.statistics.connectionsOpened
+        harness.shutdown()
+        // Every connection but the last one of each slot decided 50 pushes before its GOAWAY (and the
+        // simulator's own shutdown may add a GOAWAY to each of those last ones).
+        let goAways = harness.simulator.statistics().goAwaysSent
+        #expect(goAways >= count / 50 - 2, "\(goAways) GOAWAYs")
+        #expect(opened >= count / 50, "the client opened a successor after each GOAWAY (\(opened) opened)")
+        try expectDeliveredExactlyOnce(harness, collector, count: count)
+    }
+
+    @Test func goAwayOnEveryConnectionDuringABurst() async throws {
+        var simulator = SimulatorConfiguration()
+        simulator.latency = .uniform(minNanoseconds: 1_000_000, maxNanoseconds: 5_000_000)
+        let harness = try TestHarness(simulator)
+        defer { harness.shutdown() }
+        let collector = ResultCollector()
+        var configuration = try harness.clientConfiguration()
+        configuration.connectionsPerWorker = 2
+        let client = try harness.startClient(configuration, collector: collector)
+        let payload = try updatePayload()
+        let count = 2000
+        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0)) })
+        // Wait until the burst is on the wire, then ask the simulator to GOAWAY everything, twice.
+        #expect(await eventually { client.statistics.inFlight > 0 || collector.count > 0 })
+        harness.simulator.goAwayAllConnections()
+        #expect(await eventually { collector.count >= count / 2 || collector.count == count })
+        harness.simulator.goAwayAllConnections(reason: .shutdown)
+        #expect(await collector.waitFor(count: count))
+        #expect(client.statistics.connectionsOpened > 2, "the client opened successors")
+        harness.shutdown()
+        #expect(harness.simulator.statistics().goAwaysSent >= 2)
+        try expectDeliveredExactlyOnce(harness, collector, count: count)
+    }
+}

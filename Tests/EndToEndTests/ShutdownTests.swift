@@ -1,0 +1,62 @@
+// Shutting the client down with pushes queued and in flight reports every one of them.
+import FanfareClient
+import FanfareCore
+import FanfareSimulator
+import Foundation
+import Testing
+
+@Suite struct ShutdownTests {
+    @Test func shutdownWithPushesInFlightReportsEveryPush() async throws {
+        var simulator = SimulatorConfiguration()
+        // Answers spread over ten seconds: at any moment of the test some pushes are answered, most are not.
+        simulator.latency = .uniform(minNanoseconds: 1_000_000, maxNanoseconds: 10_000_000_000)
+        simulator.initialMaxConcurrentStreams = 1000
+        let harness = try TestHarness(simulator)
+        defer { harness.shutdown() }
+        let collector = ResultCollector()
+        var configuration = try harness.clientConfiguration()
+        configuration.connectionsPerWorker = 2
+        configuration.firstRequestAlone = false  // the whole burst goes out at once
+        let client = try harness.startClient(configuration, collector: collector)
+        let payload = try updatePayload()
+        let count = 500
+        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        #expect(await eventually { collector.count > 0 && client.statistics.inFlight > 10 })
+
+        client.shutdown()
+        // shutdown() returns after the workers reported everything: no waiting needed.
+        let results = collector.byCookie()
+        #expect(collector.count == count, "every push reported by the time shutdown() returns")
+        #expect(results.count == count)
+        var shutDown = 0
+        for result in results.values {
+            switch result.disposition {
+            case .delivered: break
+            case .failed(.shutdown): shutDown += 1
+            default: Issue.record("\(result.cookie): unexpected \(result.disposition)")
+            }
+        }
+        #expect(shutDown > 0, "pushes in flight ended as .shutdown")
+        #expect(shutDown < count, "pushes answered before the shutdown kept their answer")
+        #expect(throws: SubmitError.self) { try client.submit(PushJob(token: makeToken(1), payload: payload)) }
+        let stats = client.statistics
+        #expect(stats.completed == count && stats.inFlight == 0)
+
+        harness.shutdown()
+        #expect(harness.simulator.statistics().accepted >= results.values.filter(\.isDelivered).count)
+    }
+
+    @Test func shutdownWhileUnableToConnectFailsQueuedPushes() async throws {
+        let harness = try TestHarness()
+        defer { harness.shutdown() }
+        let refusing = try RefusingPort()
+        let collector = ResultCollector()
+        let client = try harness.startClient(try harness.clientConfiguration(port: refusing.port), collector: collector)
+        let payload = try updatePayload()
+        try await submitAll(client, (0..<50).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        client.shutdown()
+        #expect(collector.count == 50)
+        #expect(collector.all.allSatisfy { $0.disposition == .failed(.shutdown) })
+        withExtendedLifetime(refusing) {}
+    }
+}

@@ -1,0 +1,280 @@
+// Shared set-up for the end-to-end tests: a real APNsSimulator on 127.0.0.1:<ephemeral> with a fresh CA,
+// server certificate and provider key in a temp directory, and real APNsClients pointed at it over
+// loopback TLS + HTTP/2. Every test builds its own harness, so tests can run in parallel.
+import FanfareClient
+import FanfareCore
+import FanfareIO
+import FanfareSimulator
+import FanfareTLS
+import Foundation
+import Synchronization
+import Testing
+
+/// The identity the simulator is configured with by default (`SimulatorConfiguration` defaults).
+enum Fixture {
+    static let bundleID = "com.example.fanfare"
+    static let teamID = "TEAMID0001"
+    static let keyID = "KEYID00001"
+    static var topic: String { Topic.liveActivity(bundleID: bundleID) }
+}
+
+/// A simulator plus everything a client needs to reach it. Call `shutdown()` at the end of the test
+/// (clients first, then the simulator); `deinit` does it too and removes the directory.
+final class TestHarness: @unchecked Sendable {
+    let directory: String
+    let caFile: String
+    /// The provider key whose public half the simulator's verifier trusts.
+    let privateKeyFile: String
+    let publicKeyFile: String
+    let acceptedLogPath: String
+    private let certificateFile: String
+    private let certificateKeyFile: String
+    private let verifier: ObservingVerifier
+    let simulator: APNsSimulator
+    private let extraSimulators = Mutex<[APNsSimulator]>([])
+    private let clients = Mutex<[APNsClient]>([])
+    private let isShutDown = Atomic<Bool>(false)
+
+    /// `observeTokens` sees every provider token the simulator verified (on its thread, before it applies
+    /// the age and binding rules).
+    init(
+        _ configuration: SimulatorConfiguration = SimulatorConfiguration(), threads: Int = 1,
+        observeTokens: (@Sendable (VerifiedProviderToken) -> Void)? = nil
+    ) throws {
+        directory = NSTemporaryDirectory() + "fanfare-e2e-" + UUID().uuidString
+        let chain = try CertificateAuthority.generateLocalhostChain(in: directory)
+        caFile = chain.caCertificateFile
+        privateKeyFile = directory + "/AuthKey_\(Fixture.keyID).p8"
+        publicKeyFile = directory + "/AuthKey_\(Fixture.keyID).pub.pem"
+        try ProviderKeyGenerator.generate(privateKeyFile: privateKeyFile, publicKeyFile: publicKeyFile)
+        acceptedLogPath = directory + "/accepted.jsonl"
+        certificateFile = chain.certificateFile
+        certificateKeyFile = chain.privateKeyFile
+        verifier = ObservingVerifier(
+            inner: ES256ProviderTokenVerifier(try ProviderTokenVerifier(publicKeyPEMFile: publicKeyFile)),
+            observe: observeTokens)
+        simulator = try Self.makeSimulator(
+            configuration, threads: threads, port: 0, certificateFile: certificateFile, keyFile: certificateKeyFile,
+            verifier: verifier, log: acceptedLogPath)
+    }
+
+    private static func makeSimulator(
+        _ configuration: SimulatorConfiguration, threads: Int, port: UInt16, certificateFile: String, keyFile: String,
+        verifier: ObservingVerifier, log: String
+    ) throws -> APNsSimulator {
+        var options = APNsSimulator.Options(
+            listen: try SocketAddress(ip: "127.0.0.1", port: port),
+            tls: try TLSContext.server(certificateFile: certificateFile, privateKeyFile: keyFile),
+            verifier: verifier)
+        options.threads = threads
+        options.acceptedLogPath = log
+        return try APNsSimulator(configuration: configuration, options: options)
+    }
+
+    /// Another simulator on `port` (e.g. the first one's, after it stopped: a restarted APNs), with the same
+    /// certificate and provider key and its own accepted-push log. `shutdown()` stops it too.
+    func startSimulator(
+        _ configuration: SimulatorConfiguration = SimulatorConfiguration(), port: UInt16, log: String
+    ) throws -> APNsSimulator {
+        let simulator = try Self.makeSimulator(
+            configuration, threads: 1, port: port, certificateFile: certificateFile, keyFile: certificateKeyFile,
+            verifier: verifier, log: directory + "/" + log)
+        extraSimulators.withLock { $0.append(simulator) }
+        return simulator
+    }
+
+    deinit {
+        shutdown()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    var port: UInt16 { simulator.boundAddress.port }
+
+    /// A signer with the trusted key (or `privateKeyFile`), under the given key and team IDs.
+    func signer(keyID: String = Fixture.keyID, teamID: String = Fixture.teamID, privateKeyFile: String? = nil) throws
+        -> ProviderTokenSigner
+    {
+        try ProviderTokenSigner(privateKeyPEMFile: privateKeyFile ?? self.privateKeyFile, keyID: keyID, teamID: teamID)
+    }
+
+    /// A second key pair the simulator knows nothing about.
+    func unknownKeyFile() throws -> String {
+        let file = directory + "/AuthKey_UNKNOWN.p8"
+        try ProviderKeyGenerator.generate(privateKeyFile: file, publicKeyFile: directory + "/AuthKey_UNKNOWN.pub.pem")
+        return file
+    }
+
+    /// A client configuration aimed at this simulator, with test-sized buffers, queues and back-off.
+    func clientConfiguration(
+        topic: String = Fixture.topic, tokens: ProviderTokenSource? = nil, port: UInt16? = nil
+    ) throws -> ClientConfiguration {
+        var configuration = ClientConfiguration(
+            host: "127.0.0.1", port: port ?? self.port, tls: try TLSContext.client(caFile: caFile),
+            providerTokens: try tokens ?? ProviderTokenSource(signer: signer()), topic: topic)
+        configuration.requestTimeout = .seconds(20)
+        configuration.connectTimeout = .seconds(5)
+        configuration.reconnectBackoffMinimum = .milliseconds(5)
+        configuration.reconnectBackoffMaximum = .milliseconds(100)
+        configuration.pendingCapacityPerWorker = 1 << 12
+        configuration.inboxCapacityPerWorker = 1 << 12
+        configuration.buffers = .small
+        return configuration
+    }
+
+    /// Starts a client whose results go to `collector`; `shutdown()` stops it.
+    func startClient(_ configuration: ClientConfiguration, collector: ResultCollector) throws -> APNsClient {
+        let client = try APNsClient(configuration: configuration, resultHandler: collector)
+        clients.withLock { $0.append(client) }
+        return client
+    }
+
+    /// Stops every client (pushes still open end as `.failed(.shutdown)`), then the simulator (which flushes
+    /// the accepted-push log). Idempotent.
+    func shutdown() {
+        guard !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let t0 = ContinuousClock.now
+        for client in clients.withLock({ $0 }) { client.shutdown() }
+        let t1 = ContinuousClock.now
+        simulator.shutdown()
+        for extra in extraSimulators.withLock({ $0 }) { extra.shutdown() }
+        let t2 = ContinuousClock.now
+        if t2 - t0 > .milliseconds(200) { print("DEBUG slow shutdown client \(t1 - t0) sim \(t2 - t1)") }
+    }
+
+    /// The simulator's accepted-push log as raw lines and parsed objects (call after `shutdown()`).
+    func acceptedLog() throws -> [AcceptedRecord] {
+        guard FileManager.default.fileExists(atPath: acceptedLogPath) else { return [] }
+        let text = try String(contentsOfFile: acceptedLogPath, encoding: .utf8)
+        return try text.split(separator: "\n").map { line in
+            let object = try JSONSerialization.jsonObject(with: Data(line.utf8))
+            return AcceptedRecord(line: String(line), fields: try #require(object as? [String: Any]))
+        }
+    }
+}
+
+/// The real ES256 verifier, reporting what it verified.
+struct ObservingVerifier: ProviderTokenVerifying {
+    let inner: ES256ProviderTokenVerifier
+    let observe: (@Sendable (VerifiedProviderToken) -> Void)?
+
+    func verify(jwt: UnsafeRawBufferPointer) -> VerifiedProviderToken? {
+        let verified = inner.verify(jwt: jwt)
+        if let verified { observe?(verified) }
+        return verified
+    }
+}
+
+/// One line of the simulator's accepted-push log.
+struct AcceptedRecord: @unchecked Sendable {
+    let line: String
+    let fields: [String: Any]
+
+    func string(_ key: String) -> String? { fields[key] as? String }
+    func int(_ key: String) -> Int? { (fields[key] as? NSNumber)?.intValue }
+    func isNull(_ key: String) -> Bool { fields[key] is NSNull }
+    /// The payload exactly as the simulator re-emitted it (the last field of the line).
+    func hasPayload(_ json: String) -> Bool { line.hasSuffix(",\"payload\":" + json + "}") }
+}
+
+/// Collects every result the client reports, from any worker thread.
+final class ResultCollector: PushResultHandler {
+    private let results = Mutex<[PushResult]>([])
+
+    func pushCompleted(_ result: PushResult) {
+        results.withLock { $0.append(result) }
+    }
+
+    var all: [PushResult] { results.withLock { $0 } }
+    var count: Int { results.withLock { $0.count } }
+
+    /// Waits until at least `count` results arrived; false if `timeout` passed first (a hang guard, not a
+    /// timing assertion).
+    func waitFor(count: Int, timeout: Duration = .seconds(30)) async -> Bool {
+        await eventually(timeout: timeout) { self.count >= count }
+    }
+
+    /// Results by cookie; records a test issue for any cookie reported twice.
+    func byCookie(sourceLocation: SourceLocation = #_sourceLocation) -> [UInt64: PushResult] {
+        var map: [UInt64: PushResult] = [:]
+        for result in all {
+            if map.updateValue(result, forKey: result.cookie) != nil {
+                Issue.record("cookie \(result.cookie) reported twice", sourceLocation: sourceLocation)
+            }
+        }
+        return map
+    }
+}
+
+/// Polls `condition` every few milliseconds until it holds or `timeout` passes.
+func eventually(timeout: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
+    let clock = ContinuousClock()
+    let deadline = clock.now.advanced(by: timeout)
+    var last = clock.now
+    while !condition() {
+        if clock.now >= deadline { return false }
+        try? await Task.sleep(for: .milliseconds(2))
+        if clock.now - last > .milliseconds(500) { print("DEBUG poll gap \(clock.now - last)") }
+        last = clock.now
+    }
+    return true
+}
+
+/// A deterministic, distinct 32-byte token per index (`salt` separates groups).
+func makeToken(_ index: Int, salt: UInt64 = 0) -> DeviceToken {
+    var state = UInt64(truncatingIfNeeded: index) &* 0x9E37_79B9_7F4A_7C15 ^ salt ^ 0xD1B5_4A32_D192_ED03
+    var bytes: [UInt8] = []
+    for _ in 0..<4 {
+        // splitmix64
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        z ^= z >> 31
+        withUnsafeBytes(of: z.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+    return try! DeviceToken(bytes: bytes)
+}
+
+/// A small Live Activity update payload.
+func updatePayload(minute: Int = 63) throws -> PushPayload {
+    var content = LiveActivityContent(event: .update, timestamp: Int64(Date().timeIntervalSince1970))
+    content.contentState = try RawJSON(validating: #"{"home":1,"away":0,"minute":\#(minute)}"#)
+    return try PushPayload(liveActivity: content)
+}
+
+/// Submits every job, waiting out back-pressure (the inbox is bounded; a full one is not a failure here).
+func submitAll(_ client: APNsClient, _ jobs: [PushJob]) async throws {
+    for job in jobs {
+        while true {
+            do {
+                try client.submit(job)
+                break
+            } catch .backPressure {
+                try await Task.sleep(for: .milliseconds(1))
+            }
+        }
+    }
+}
+
+/// The text of an encoded payload (for comparing with the accepted-push log).
+extension PushPayload {
+    var text: String { String(decoding: bytes, as: UTF8.self) }
+}
+
+extension PushDisposition {
+    var rejectionReason: APNsReason? {
+        if case .rejected(_, let reason, _, _, _) = self { return reason }
+        return nil
+    }
+    var status: Int? {
+        switch self {
+        case .delivered: return 200
+        case .rejected(let status, _, _, _, _): return status
+        case .failed: return nil
+        }
+    }
+    var failure: PushFailure? {
+        if case .failed(let failure) = self { return failure }
+        return nil
+    }
+}
