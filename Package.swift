@@ -47,7 +47,7 @@ let package = Package(
         .executableTarget(
             name: "fanfare",
             dependencies: [
-                "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareLoad",
+                "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareLoad", "FanfareIO", "CURing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

@@ -5,6 +5,7 @@
 // module, types such as fd_set differ from the copies in Swift's Glibc and every other C module, and clang
 // refuses to import both. So include the glibc headers first, in their default mode; liburing's later
 // defines then find them already parsed. (cpu_set_t is defined by <sched.h> in every mode.)
+#include <stdio.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -45,5 +46,8 @@ static inline int capns_pin_current_thread(int cpu) {
 }
 
 static inline int capns_errno(void) { return errno; }
+
+/// Line-buffered stdout even into a pipe or file (Swift 6 cannot touch the C global `stdout` itself).
+static inline void capns_line_buffer_stdout(void) { setvbuf(stdout, NULL, _IOLBF, 0); }
 
 #endif

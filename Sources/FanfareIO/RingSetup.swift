@@ -3,9 +3,11 @@ import Glibc
 
 /// Which io_uring setup flags to ask for.
 public enum IORingSetup: Sendable {
-    /// SINGLE_ISSUER + COOP_TASKRUN (6.0), else COOP_TASKRUN (5.19), else plain flags. Each step down happens
-    /// only when the kernel rejects the flags with EINVAL.
+    /// Plain flags (CQSIZE only): the fastest measured here for request/response traffic (see RingSetup.create).
     case automatic
+    /// SINGLE_ISSUER + COOP_TASKRUN (6.0), else COOP_TASKRUN (5.19), else plain. Each step down happens only
+    /// when the kernel rejects the flags with EINVAL.
+    case cooperative
     /// Try SINGLE_ISSUER + DEFER_TASKRUN (6.1) first, then as `automatic` (opt-in: see RingSetup.create).
     case deferTaskrun
     /// Skip SINGLE_ISSUER and DEFER_TASKRUN (what a 5.19/6.0 kernel gets); for tests and comparisons.
@@ -50,14 +52,17 @@ enum RingSetup {
         case "compatible": setup = .compatible
         case "plain": setup = .plain
         case "automatic": setup = .automatic
+        case "cooperative": setup = .cooperative
         case "defer": setup = .deferTaskrun
         default: break
         }
         switch setup {
-        // DEFER_TASKRUN is opt-in: measured here (kernel 6.18, loopback TLS+HTTP/2 ping-pong) it delayed
-        // socket completions until the next timed wake-up and halved throughput (22k vs 47k pushes/s on one
-        // connection x 100 streams). SINGLE_ISSUER + COOP_TASKRUN keeps the wake-ups prompt.
-        case .automatic: attempts = [singleIssuerCoop, coop, plain]
+        // Task-run modes are opt-in. Measured here (kernel 6.18, loopback TLS + HTTP/2, one connection x 100
+        // streams, 3 runs each): plain 42-51k pushes/s; SINGLE_ISSUER+COOP_TASKRUN 26-30k; COOP_TASKRUN 13-32k;
+        // DEFER_TASKRUN 14-27k. Deferred or cooperative task work delays socket completions until the next
+        // kernel entry, which in a request/response ping-pong shows up as idle time on both ends.
+        case .automatic: attempts = [plain]
+        case .cooperative: attempts = [singleIssuerCoop, coop, plain]
         case .deferTaskrun: attempts = [best, singleIssuerCoop, coop, plain]
         case .compatible: attempts = [coop, plain]
         case .plain: attempts = [plain]

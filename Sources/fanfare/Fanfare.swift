@@ -1,10 +1,35 @@
 import ArgumentParser
+import CURing
+import Dispatch
+import Glibc
 
+/// Process entry: set up signals and output on the main thread before any other thread starts, then run
+/// the command on the concurrency pool while the main thread waits.
 @main
+enum FanfareMain {
+    static func main() {
+        // Every thread created from here on inherits this mask, so SIGINT/SIGTERM stay pending until a
+        // command takes them with SignalWaiter (and prints its summary) instead of killing the process.
+        SignalWaiter.blockTerminationSignals()
+        // Line-buffered stdout even into a pipe or file: progress and banners appear as they happen.
+        capns_line_buffer_stdout()
+        let done = DispatchSemaphore(value: 0)
+        // Detached: the main thread is blocked below, so the command must not run on the main actor.
+        Task.detached {
+            await Fanfare.main()  // exits the process with the command's status
+            done.signal()
+        }
+        done.wait()
+    }
+}
+
 struct Fanfare: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fanfare",
         abstract: "Send iOS Live Activity pushes through APNs over io_uring + TLS + HTTP/2, and simulate APNs.",
-        subcommands: [PushCommand.self, SimulateCommand.self, LoadCommand.self, KeygenCommand.self, TokenCommand.self, DemoCommand.self]
+        subcommands: [
+            PushCommand.self, SimulateCommand.self, LoadCommand.self, KeygenCommand.self, TokenCommand.self,
+            DemoCommand.self,
+        ]
     )
 }

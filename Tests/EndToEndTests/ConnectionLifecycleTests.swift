@@ -9,7 +9,8 @@ import Testing
 @Suite struct ConnectionLifecycleTests {
     @Test func serverRestartMidBurstLosesNoPush() async throws {
         var simulator = SimulatorConfiguration()
-        simulator.latency = .uniform(minNanoseconds: 1_000_000, maxNanoseconds: 200_000_000)
+        // Answers spread over five seconds: whenever the test looks, some pushes are answered, most are not.
+        simulator.latency = .uniform(minNanoseconds: 1_000_000, maxNanoseconds: 5_000_000_000)
         simulator.initialMaxConcurrentStreams = 1000
         let harness = try TestHarness(simulator)
         defer { harness.shutdown() }
@@ -26,7 +27,9 @@ import Testing
         // APNs goes away with streams open (GOAWAY Shutdown, then the sockets close) and comes back.
         let port = harness.port
         harness.simulator.shutdown()
-        let restarted = try harness.startSimulator(port: port, log: "restarted.jsonl")
+        var quick = simulator
+        quick.latency = .none
+        let restarted = try harness.startSimulator(quick, port: port, log: "restarted.jsonl")
 
         #expect(await collector.waitFor(count: count))
         let results = collector.byCookie()
@@ -88,7 +91,7 @@ import Testing
     /// says why (with no resends allowed, it ends with that cause).
     @Test func simulatorShutdownSendsGoAwayWithItsReason() async throws {
         var simulator = SimulatorConfiguration()
-        simulator.latency = .fixed(nanoseconds: 5_000_000_000)
+        simulator.latency = .fixed(nanoseconds: 10_000_000_000)  // never answered before the shutdown
         let harness = try TestHarness(simulator)
         defer { harness.shutdown() }
         let collector = ResultCollector()

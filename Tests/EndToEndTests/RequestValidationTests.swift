@@ -111,7 +111,7 @@ import Testing
     @Test func tokenSignedWithAnUnknownKeyIsInvalid() async throws {
         let harness = try TestHarness()
         defer { harness.shutdown() }
-        let stranger = try harness.signer(privateKeyFile: try harness.unknownKeyFile())
+        let stranger = try harness.signer(privateKeyFile: harness.keys.unknownPrivateKeyFile)
         let results = try await sendOne(
             harness, configuration: try harness.clientConfiguration(tokens: ProviderTokenSource(signer: stranger)))
         expectRejected(results[0], status: 403, reason: .invalidProviderToken, action: .fixConfiguration)

@@ -1,6 +1,6 @@
-// Shared set-up for the end-to-end tests: a real APNsSimulator on 127.0.0.1:<ephemeral> with a fresh CA,
-// server certificate and provider key in a temp directory, and real APNsClients pointed at it over
-// loopback TLS + HTTP/2. Every test builds its own harness, so tests can run in parallel.
+// Shared set-up for the end-to-end tests: a real APNsSimulator on 127.0.0.1:<ephemeral> and real APNsClients
+// pointed at it over loopback TLS + HTTP/2. Every test builds its own harness (its own simulator, port and
+// log), so tests can run in parallel.
 import FanfareClient
 import FanfareCore
 import FanfareIO
@@ -18,17 +18,56 @@ enum Fixture {
     static var topic: String { Topic.liveActivity(bundleID: bundleID) }
 }
 
-/// A simulator plus everything a client needs to reach it. Call `shutdown()` at the end of the test
-/// (clients first, then the simulator); `deinit` does it too and removes the directory.
-final class TestHarness: @unchecked Sendable {
+/// A fresh CA, localhost server certificate and provider key pair (plus a second key pair the simulator does
+/// not trust), made once per test process in a temp directory, with the TLS contexts, verifier and signer
+/// loaded from them. Shared because OpenSSL 3.0 decodes PEM keys slowly and under a lock: thirty tests doing
+/// it at once would keep the test threads busy for seconds.
+final class SharedKeys: Sendable {
+    static let shared: SharedKeys = {
+        do {
+            let keys = try SharedKeys()
+            atexit { try? FileManager.default.removeItem(atPath: SharedKeys.shared.directory) }
+            return keys
+        } catch {
+            fatalError("cannot create the end-to-end test keys: \(error)")
+        }
+    }()
+
     let directory: String
     let caFile: String
     /// The provider key whose public half the simulator's verifier trusts.
     let privateKeyFile: String
-    let publicKeyFile: String
+    /// A provider key the simulator knows nothing about.
+    let unknownPrivateKeyFile: String
+    let serverTLS: TLSContext
+    let clientTLS: TLSContext
+    let verifier: ES256ProviderTokenVerifier
+    /// Signs with the trusted key as `Fixture.keyID` / `Fixture.teamID`.
+    let signer: ProviderTokenSigner
+
+    private init() throws {
+        directory = NSTemporaryDirectory() + "fanfare-e2e-keys-" + UUID().uuidString
+        let chain = try CertificateAuthority.generateLocalhostChain(in: directory)
+        caFile = chain.caCertificateFile
+        privateKeyFile = directory + "/AuthKey_\(Fixture.keyID).p8"
+        let publicKeyFile = directory + "/AuthKey_\(Fixture.keyID).pub.pem"
+        try ProviderKeyGenerator.generate(privateKeyFile: privateKeyFile, publicKeyFile: publicKeyFile)
+        unknownPrivateKeyFile = directory + "/AuthKey_UNKNOWN.p8"
+        try ProviderKeyGenerator.generate(privateKeyFile: unknownPrivateKeyFile, publicKeyFile: directory + "/AuthKey_UNKNOWN.pub.pem")
+        serverTLS = try TLSContext.server(certificateFile: chain.certificateFile, privateKeyFile: chain.privateKeyFile)
+        clientTLS = try TLSContext.client(caFile: caFile)
+        verifier = ES256ProviderTokenVerifier(try ProviderTokenVerifier(publicKeyPEMFile: publicKeyFile))
+        signer = try ProviderTokenSigner(privateKeyPEMFile: privateKeyFile, keyID: Fixture.keyID, teamID: Fixture.teamID)
+    }
+}
+
+/// A simulator plus everything a client needs to reach it. Call `shutdown()` at the end of the test
+/// (clients first, then the simulator); `deinit` does it too and removes the directory.
+final class TestHarness: @unchecked Sendable {
+    /// This test's own directory (accepted-push logs).
+    let directory: String
     let acceptedLogPath: String
-    private let certificateFile: String
-    private let certificateKeyFile: String
+    let keys = SharedKeys.shared
     private let verifier: ObservingVerifier
     let simulator: APNsSimulator
     private let extraSimulators = Mutex<[APNsSimulator]>([])
@@ -42,30 +81,17 @@ final class TestHarness: @unchecked Sendable {
         observeTokens: (@Sendable (VerifiedProviderToken) -> Void)? = nil
     ) throws {
         directory = NSTemporaryDirectory() + "fanfare-e2e-" + UUID().uuidString
-        let chain = try CertificateAuthority.generateLocalhostChain(in: directory)
-        caFile = chain.caCertificateFile
-        privateKeyFile = directory + "/AuthKey_\(Fixture.keyID).p8"
-        publicKeyFile = directory + "/AuthKey_\(Fixture.keyID).pub.pem"
-        try ProviderKeyGenerator.generate(privateKeyFile: privateKeyFile, publicKeyFile: publicKeyFile)
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         acceptedLogPath = directory + "/accepted.jsonl"
-        certificateFile = chain.certificateFile
-        certificateKeyFile = chain.privateKeyFile
-        verifier = ObservingVerifier(
-            inner: ES256ProviderTokenVerifier(try ProviderTokenVerifier(publicKeyPEMFile: publicKeyFile)),
-            observe: observeTokens)
-        simulator = try Self.makeSimulator(
-            configuration, threads: threads, port: 0, certificateFile: certificateFile, keyFile: certificateKeyFile,
-            verifier: verifier, log: acceptedLogPath)
+        verifier = ObservingVerifier(inner: SharedKeys.shared.verifier, observe: observeTokens)
+        simulator = try Self.makeSimulator(configuration, threads: threads, port: 0, verifier: verifier, log: acceptedLogPath)
     }
 
     private static func makeSimulator(
-        _ configuration: SimulatorConfiguration, threads: Int, port: UInt16, certificateFile: String, keyFile: String,
-        verifier: ObservingVerifier, log: String
+        _ configuration: SimulatorConfiguration, threads: Int, port: UInt16, verifier: ObservingVerifier, log: String
     ) throws -> APNsSimulator {
         var options = APNsSimulator.Options(
-            listen: try SocketAddress(ip: "127.0.0.1", port: port),
-            tls: try TLSContext.server(certificateFile: certificateFile, privateKeyFile: keyFile),
-            verifier: verifier)
+            listen: try SocketAddress(ip: "127.0.0.1", port: port), tls: SharedKeys.shared.serverTLS, verifier: verifier)
         options.threads = threads
         options.acceptedLogPath = log
         return try APNsSimulator(configuration: configuration, options: options)
@@ -76,9 +102,7 @@ final class TestHarness: @unchecked Sendable {
     func startSimulator(
         _ configuration: SimulatorConfiguration = SimulatorConfiguration(), port: UInt16, log: String
     ) throws -> APNsSimulator {
-        let simulator = try Self.makeSimulator(
-            configuration, threads: 1, port: port, certificateFile: certificateFile, keyFile: certificateKeyFile,
-            verifier: verifier, log: directory + "/" + log)
+        let simulator = try Self.makeSimulator(configuration, threads: 1, port: port, verifier: verifier, log: directory + "/" + log)
         extraSimulators.withLock { $0.append(simulator) }
         return simulator
     }
@@ -94,14 +118,8 @@ final class TestHarness: @unchecked Sendable {
     func signer(keyID: String = Fixture.keyID, teamID: String = Fixture.teamID, privateKeyFile: String? = nil) throws
         -> ProviderTokenSigner
     {
-        try ProviderTokenSigner(privateKeyPEMFile: privateKeyFile ?? self.privateKeyFile, keyID: keyID, teamID: teamID)
-    }
-
-    /// A second key pair the simulator knows nothing about.
-    func unknownKeyFile() throws -> String {
-        let file = directory + "/AuthKey_UNKNOWN.p8"
-        try ProviderKeyGenerator.generate(privateKeyFile: file, publicKeyFile: directory + "/AuthKey_UNKNOWN.pub.pem")
-        return file
+        if keyID == Fixture.keyID && teamID == Fixture.teamID && privateKeyFile == nil { return keys.signer }
+        return try ProviderTokenSigner(privateKeyPEMFile: privateKeyFile ?? keys.privateKeyFile, keyID: keyID, teamID: teamID)
     }
 
     /// A client configuration aimed at this simulator, with test-sized buffers, queues and back-off.
@@ -109,7 +127,7 @@ final class TestHarness: @unchecked Sendable {
         topic: String = Fixture.topic, tokens: ProviderTokenSource? = nil, port: UInt16? = nil
     ) throws -> ClientConfiguration {
         var configuration = ClientConfiguration(
-            host: "127.0.0.1", port: port ?? self.port, tls: try TLSContext.client(caFile: caFile),
+            host: "127.0.0.1", port: port ?? self.port, tls: keys.clientTLS,
             providerTokens: try tokens ?? ProviderTokenSource(signer: signer()), topic: topic)
         configuration.requestTimeout = .seconds(20)
         configuration.connectTimeout = .seconds(5)
@@ -132,13 +150,9 @@ final class TestHarness: @unchecked Sendable {
     /// the accepted-push log). Idempotent.
     func shutdown() {
         guard !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let t0 = ContinuousClock.now
         for client in clients.withLock({ $0 }) { client.shutdown() }
-        let t1 = ContinuousClock.now
         simulator.shutdown()
         for extra in extraSimulators.withLock({ $0 }) { extra.shutdown() }
-        let t2 = ContinuousClock.now
-        if t2 - t0 > .milliseconds(200) { print("DEBUG slow shutdown client \(t1 - t0) sim \(t2 - t1)") }
     }
 
     /// The simulator's accepted-push log as raw lines and parsed objects (call after `shutdown()`).

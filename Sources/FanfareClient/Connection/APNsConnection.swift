@@ -14,7 +14,9 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
     enum State: Equatable { case connecting, ready, draining, closed }
     private enum TimerTag: UInt8 { case keepAlive = 1, sweep }
 
-    unowned let worker: PushWorker
+    unowned(unsafe) let worker: PushWorker  // the worker owns its connections and outlives them
+    /// Held strongly: the session's memory lives in it, so it must outlive the session.
+    private let memoryPool: HTTP2MemoryPool
     let index: Int
     let transport: SecureTransport
     private(set) var state: State = .connecting
@@ -42,6 +44,7 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
 
     init(worker: PushWorker, index: Int, tls: TLSConnection) {
         self.worker = worker
+        self.memoryPool = worker.http2Pool
         self.index = index
         let configuration = worker.configuration
         transport = SecureTransport(loop: worker.loop, tls: tls, buffers: configuration.buffers)
@@ -221,7 +224,9 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
         assert(session == nil)
         var newSession: OpaquePointer?
         let userData = Unmanaged.passUnretained(self).toOpaque()
-        let result = nghttp2_session_client_new2(&newSession, ClientCallbacks.shared.pointer, userData, ClientCallbacks.shared.option)
+        // nghttp2's per-stream allocations come from the worker's pool (no malloc per push in steady state).
+        let result = nghttp2_session_client_new3(
+            &newSession, ClientCallbacks.shared.pointer, userData, ClientCallbacks.shared.option, memoryPool.allocator)
         guard result == 0, let newSession else {
             transport.close()
             return

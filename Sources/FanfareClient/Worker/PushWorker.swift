@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareHTTP2
 import FanfareIO
 import FanfareTLS
 import Synchronization
@@ -20,6 +21,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     private var handlerID: IOHandlerID!
     var identifiers = APNsIDGenerator()
     let sweepInterval: UInt64
+    /// nghttp2's allocator for every session of this worker (thread-confined, like the sessions).
+    let http2Pool = HTTP2MemoryPool()
 
     private var pending: PendingQueue<PushJob>
     private var connections: [APNsConnection?]

@@ -102,11 +102,8 @@ public final class APNsSimulator: @unchecked Sendable {
     public func shutdown() {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
         for worker in workers { worker.requestStop() }
-        let t0 = IOLoop.monotonicNanoseconds()
         let deadline = IOLoop.monotonicNanoseconds() &+ 5_000_000_000
         while !workers.allSatisfy(\.isStopped) && IOLoop.monotonicNanoseconds() < deadline { usleep(1000) }
-        let t1 = IOLoop.monotonicNanoseconds()
-        if t1 - t0 > 100_000_000 { print("DEBUG sim shutdown slow \((t1 - t0) / 1_000_000) ms, port \(boundAddress.port)") }
         for thread in threads {
             thread.stop()
             try? thread.join()

@@ -9,7 +9,9 @@ import FanfareTLS
 /// Requests are collected into pooled `RequestHead`s (no allocation per request), decided by the
 /// `RequestValidator` when the stream ends, then answered at once or after the latency model's delay.
 final class SimulatorConnection: SecureTransportDelegate, IOHandler {
-    unowned let worker: SimulatorWorker
+    unowned(unsafe) let worker: SimulatorWorker  // the worker owns its connections and outlives them
+    /// Held strongly: the session's memory lives in it, so it must outlive the session.
+    private let memoryPool: HTTP2MemoryPool
     let serial: UInt32
     let transport: SecureTransport
     let auth: ConnectionAuthState
@@ -34,6 +36,7 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
 
     init(worker: SimulatorWorker, serial: UInt32, tls: TLSConnection) {
         self.worker = worker
+        self.memoryPool = worker.http2Pool
         self.serial = serial
         transport = SecureTransport(loop: worker.loop, tls: tls, buffers: worker.bufferSizes)
         auth = worker.makeAuthState()
@@ -56,7 +59,8 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
     func transportEstablished(_ transport: SecureTransport) {
         var newSession: OpaquePointer?
         let userData = Unmanaged.passUnretained(self).toOpaque()
-        guard nghttp2_session_server_new2(&newSession, ServerCallbacks.shared.pointer, userData, ServerCallbacks.shared.option) == 0,
+        guard nghttp2_session_server_new3(
+            &newSession, ServerCallbacks.shared.pointer, userData, ServerCallbacks.shared.option, memoryPool.allocator) == 0,
             let newSession
         else {
             transport.close()

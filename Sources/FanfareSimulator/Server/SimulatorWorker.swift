@@ -38,6 +38,8 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     private var acceptArmed = false
     private var listenerClosed = false
     let headPool: RequestHeadPool
+    /// nghttp2's allocator for every session of this worker (thread-confined, like the sessions).
+    let http2Pool = HTTP2MemoryPool()
     private let states: UnsafeMutablePointer<StreamState>
     private let responses: UnsafeMutableRawPointer
     private var headerScratch: UnsafeMutablePointer<nghttp2_nv>
