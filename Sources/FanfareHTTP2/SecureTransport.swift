@@ -313,7 +313,11 @@ public final class SecureTransport: IOHandler {
     private func sendCompleted(_ result: Int32) {
         sendInFlight = false
         if state == .closing || state == .closed {
-            if lingering && state == .closing && result > 0 {
+            guard lingering else {
+                finishIfDrained()
+                return
+            }
+            if state == .closing && result > 0 {
                 bytesSent &+= UInt64(result)
                 ciphertextOutStart += Int(result)
                 ciphertextOutCount -= Int(result)
@@ -325,7 +329,7 @@ public final class SecureTransport: IOHandler {
                 }
                 if sendInFlight { return }
             }
-            stopLingering()
+            stopLingering()  // all out, or the send failed: close now
             return
         }
         if result < 0 {

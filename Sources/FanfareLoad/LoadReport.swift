@@ -15,6 +15,8 @@ public struct LoadReport: Sendable {
     public let connectionsOpened: Int
     public let interrupted: Bool
     public let connectionError: String?
+    /// Why the run ended before its plan was done (e.g. no connection could be made), if it did.
+    public let stopReason: String?
 
     public var delivered: Int { counts[.delivered] ?? 0 }
     public var pushesPerSecond: Double { seconds > 0 ? Double(completed) / seconds : 0 }
@@ -43,6 +45,7 @@ public struct LoadReport: Sendable {
         lines.append("connections opened: \(connectionsOpened)")
         if let connectionError, delivered < completed { lines.append("last connection error: \(connectionError)") }
         if interrupted { lines.append("interrupted: pushes still unanswered were ended as 'shut down'") }
+        if let stopReason { lines.append("stopped early: \(stopReason)") }
         return lines.joined(separator: "\n")
     }
 
@@ -52,7 +55,7 @@ public struct LoadReport: Sendable {
         let object: [String: Any] = [
             "pushes": pushes, "completed": completed, "delivered": delivered, "seconds": seconds,
             "pushes_per_second": pushesPerSecond, "resends": resends, "connections_opened": connectionsOpened,
-            "interrupted": interrupted, "outcomes": outcomes,
+            "interrupted": interrupted, "outcomes": outcomes, "stop_reason": stopReason ?? NSNull(),
             "latency_ms": [
                 "min": Double(latencyMicroseconds.min) / 1000, "p50": percentile(50), "p90": percentile(90),
                 "p99": percentile(99), "p99_9": percentile(99.9), "max": Double(latencyMicroseconds.max) / 1000,

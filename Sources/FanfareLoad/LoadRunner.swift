@@ -65,11 +65,24 @@ public enum LoadRunner {
         var lastSample = (time: start, completed: 0)
         let progressEvery = plan.progressInterval.nanosecondsValue
         var stopped = false
+        var stopReason: String?
+        // Pushes are only produced when a connection has free streams, so an endpoint that never accepts a
+        // connection would stall the run forever: give up after one request timeout without any progress.
+        var lastProgress = (time: start, produced: 0, completed: 0)
+        let stallLimit = configuration.requestTimeout.nanosecondsValue &+ configuration.connectTimeout.nanosecondsValue
         while true {
             usleep(20_000)
             let produced = generators.reduce(0) { $0 + $1.producedCount }
             if client.producersFinished && recorder.completed >= produced { break }
             let now = IOLoop.monotonicNanoseconds()
+            if produced != lastProgress.produced || recorder.completed != lastProgress.completed {
+                lastProgress = (now, produced, recorder.completed)
+            } else if now &- lastProgress.time > stallLimit, produced == recorder.completed,
+                let error = client.lastConnectionError
+            {
+                stopReason = "no connection to the endpoint: \(error)"
+                break
+            }
             if let progress, now &- lastSample.time >= progressEvery {
                 let completed = recorder.completed
                 let rate = Double(completed - lastSample.completed) / (Double(now &- lastSample.time) / 1e9)
@@ -94,7 +107,7 @@ public enum LoadRunner {
         return LoadReport(
             pushes: produced, completed: recorder.completed, seconds: Double(end - start) / 1e9, counts: snapshot.counts,
             latencyMicroseconds: snapshot.latency, resends: snapshot.resends, connectionsOpened: stats.connectionsOpened,
-            interrupted: stopped, connectionError: client.lastConnectionError)
+            interrupted: stopped, connectionError: client.lastConnectionError, stopReason: stopReason)
     }
 }
 

@@ -22,14 +22,14 @@ import Testing
         let payload = try updatePayload()
         let count = 600
         try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
-        #expect(await eventually { collector.count > 0 && client.statistics.inFlight > 10 })
-
         // APNs goes away with streams open (GOAWAY Shutdown, then the sockets close) and comes back.
         let port = harness.port
-        harness.simulator.shutdown()
-        var quick = simulator
-        quick.latency = .none
-        let restarted = try harness.startSimulator(quick, port: port, log: "restarted.jsonl")
+        let quick = { var quick = simulator; quick.latency = .none; return quick }()
+        let restart = try await perform(when: { collector.count > 0 && client.statistics.inFlight > 10 }) {
+            harness.simulator.shutdown()
+            return try harness.startSimulator(quick, port: port, log: "restarted.jsonl")
+        }
+        let restarted = try #require(restart, "no moment with pushes both answered and in flight")
 
         #expect(await collector.waitFor(count: count))
         let results = collector.byCookie()
@@ -99,7 +99,7 @@ import Testing
         configuration.maxResends = 0
         let client = try harness.startClient(configuration, collector: collector)
         try client.submit(PushJob(token: makeToken(1), payload: try updatePayload(), cookie: 1))
-        #expect(await eventually { client.statistics.inFlight == 1 })
+        #expect(await eventually { harness.simulator.streamConcurrency().maxOpenStreams == 1 }, "the simulator has the request")
         harness.simulator.shutdown()
         #expect(await collector.waitFor(count: 1))
         let result = try #require(collector.all.first)

@@ -144,4 +144,37 @@ import Testing
         #expect(results.count == 50)
         #expect(results.values.allSatisfy { $0.disposition.rejectionReason == .invalidProviderToken })
     }
+
+    /// `apns-collapse-id` is sent as given: 64 bytes arrive intact, a longer one gets APNs' BadCollapseId
+    /// (never a silently shortened id that would collapse with other pushes).
+    @Test func collapseIDLimitIsAPNsToEnforce() async throws {
+        let harness = try TestHarness()
+        defer { harness.shutdown() }
+        let collector = ResultCollector()
+        let client = try harness.startClient(try harness.clientConfiguration(), collector: collector)
+        let payload = try updatePayload()
+        let longest = String(repeating: "é", count: 32)  // 64 bytes of UTF-8
+        let fits = try await client.send(PushJob(token: makeToken(1), payload: payload, collapseID: longest))
+        #expect(fits.isDelivered)
+        let tooLong = try await client.send(PushJob(token: makeToken(2), payload: payload, collapseID: longest + "x"))
+        expectRejected(tooLong, status: 400, reason: .badCollapseId, action: .fixConfiguration)
+        harness.shutdown()
+        let log = try harness.acceptedLog()
+        #expect(log.count == 1)
+        #expect(log.first?.string("collapse-id") == longest)
+    }
+
+    /// The simulator's per-token rate limit answers 429 TooManyRequests (retry later) past N pushes a second.
+    @Test func tooManyPushesToOneTokenAreThrottled() async throws {
+        var simulator = SimulatorConfiguration()
+        simulator.perTokenRateLimit = 5
+        let harness = try TestHarness(simulator)
+        defer { harness.shutdown() }
+        let results = try await sendOne(harness, configuration: try harness.clientConfiguration(), tokens: Array(repeating: makeToken(7), count: 20))
+        let delivered = results.values.filter { $0.isDelivered }.count
+        let throttled = results.values.filter { $0.disposition.rejectionReason == .tooManyRequests }
+        #expect(delivered + throttled.count == 20)
+        #expect(delivered >= 5 && delivered <= 10, "5 per one-second window (the burst may straddle two): \(delivered)")
+        #expect(throttled.allSatisfy { $0.disposition.status == 429 && $0.disposition.action == .retryLater })
+    }
 }

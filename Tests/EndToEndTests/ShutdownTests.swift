@@ -3,6 +3,7 @@ import FanfareClient
 import FanfareCore
 import FanfareSimulator
 import Foundation
+import Synchronization
 import Testing
 
 @Suite struct ShutdownTests {
@@ -21,9 +22,9 @@ import Testing
         let payload = try updatePayload()
         let count = 500
         try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
-        #expect(await eventually { collector.count > 0 && client.statistics.inFlight > 10 })
-
-        client.shutdown()
+        let stopped: Void? = try await perform(when: { collector.count > 0 && client.statistics.inFlight > 10 }) { client.shutdown() }
+        #expect(stopped != nil, "no moment with pushes both answered and in flight")
+        client.shutdown()  // (already done by then; shutdown is idempotent)
         // shutdown() returns after the workers reported everything: no waiting needed.
         let results = collector.byCookie()
         #expect(collector.count == count, "every push reported by the time shutdown() returns")
@@ -58,5 +59,47 @@ import Testing
         #expect(collector.count == 50)
         #expect(collector.all.allSatisfy { $0.disposition == .failed(.shutdown) })
         withExtendedLifetime(refusing) {}
+    }
+
+    /// Threads still submitting while the client shuts down: every submit that returned normally gets
+    /// exactly one result; the rest are refused with `.shutDown` or `.backPressure`.
+    @Test func submittersRacingShutdownLoseNothing() async throws {
+        var simulator = SimulatorConfiguration()
+        simulator.latency = .uniform(minNanoseconds: 0, maxNanoseconds: 20_000_000)
+        let harness = try TestHarness(simulator)
+        defer { harness.shutdown() }
+        let collector = ResultCollector()
+        var configuration = try harness.clientConfiguration()
+        configuration.workerCount = 2
+        let client = try harness.startClient(configuration, collector: collector)
+        let payload = try updatePayload()
+        let accepted = Atomic<Int>(0)
+        let submitters = 2
+        let finished = Atomic<Int>(0)
+        for submitter in 0..<submitters {
+            Thread {
+                var index = 0
+                while true {
+                    index += 1
+                    let job = PushJob(token: makeToken(index % 500, salt: UInt64(submitter)), payload: payload, cookie: UInt64(submitter << 32 | index))
+                    do throws(SubmitError) {
+                        try client.submit(job)
+                        accepted.add(1, ordering: .relaxed)
+                    } catch .backPressure {
+                        usleep(100)
+                    } catch {
+                        break  // .shutDown
+                    }
+                }
+                finished.add(1, ordering: .releasing)
+            }.start()
+        }
+        let stopped: Void? = try await perform(when: { collector.count > 200 }) { client.shutdown() }
+        #expect(stopped != nil)
+        #expect(await eventually { finished.load(ordering: .acquiring) == submitters })
+        let submitted = accepted.load(ordering: .relaxed)
+        #expect(collector.count == submitted, "\(submitted) accepted, \(collector.count) results")
+        #expect(collector.byCookie().count == submitted)
+        #expect(client.statistics.submitted == submitted)
     }
 }

@@ -74,25 +74,32 @@ final class TestHarness: @unchecked Sendable {
     private let clients = Mutex<[APNsClient]>([])
     private let isShutDown = Atomic<Bool>(false)
 
+    /// `streamsPerWorker` bounds the requests each simulator thread holds at once (preallocated, about 7 KB
+    /// each: the default of eight full connections' worth would make every test allocate 56 MB).
     /// `observeTokens` sees every provider token the simulator verified (on its thread, before it applies
     /// the age and binding rules).
     init(
-        _ configuration: SimulatorConfiguration = SimulatorConfiguration(), threads: Int = 1,
+        _ configuration: SimulatorConfiguration = SimulatorConfiguration(), threads: Int = 1, streamsPerWorker: Int = 2500,
         observeTokens: (@Sendable (VerifiedProviderToken) -> Void)? = nil
     ) throws {
         directory = NSTemporaryDirectory() + "fanfare-e2e-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         acceptedLogPath = directory + "/accepted.jsonl"
         verifier = ObservingVerifier(inner: SharedKeys.shared.verifier, observe: observeTokens)
-        simulator = try Self.makeSimulator(configuration, threads: threads, port: 0, verifier: verifier, log: acceptedLogPath)
+        self.streamsPerWorker = streamsPerWorker
+        simulator = try Self.makeSimulator(
+            configuration, threads: threads, port: 0, streamsPerWorker: streamsPerWorker, verifier: verifier, log: acceptedLogPath)
     }
+    private let streamsPerWorker: Int
 
     private static func makeSimulator(
-        _ configuration: SimulatorConfiguration, threads: Int, port: UInt16, verifier: ObservingVerifier, log: String
+        _ configuration: SimulatorConfiguration, threads: Int, port: UInt16, streamsPerWorker: Int, verifier: ObservingVerifier,
+        log: String
     ) throws -> APNsSimulator {
         var options = APNsSimulator.Options(
             listen: try SocketAddress(ip: "127.0.0.1", port: port), tls: SharedKeys.shared.serverTLS, verifier: verifier)
         options.threads = threads
+        options.streamsPerWorker = streamsPerWorker
         options.acceptedLogPath = log
         return try APNsSimulator(configuration: configuration, options: options)
     }
@@ -102,7 +109,8 @@ final class TestHarness: @unchecked Sendable {
     func startSimulator(
         _ configuration: SimulatorConfiguration = SimulatorConfiguration(), port: UInt16, log: String
     ) throws -> APNsSimulator {
-        let simulator = try Self.makeSimulator(configuration, threads: 1, port: port, verifier: verifier, log: directory + "/" + log)
+        let simulator = try Self.makeSimulator(
+            configuration, threads: 1, port: port, streamsPerWorker: streamsPerWorker, verifier: verifier, log: directory + "/" + log)
         extraSimulators.withLock { $0.append(simulator) }
         return simulator
     }
@@ -223,14 +231,36 @@ final class ResultCollector: PushResultHandler {
 func eventually(timeout: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
     let clock = ContinuousClock()
     let deadline = clock.now.advanced(by: timeout)
-    var last = clock.now
     while !condition() {
         if clock.now >= deadline { return false }
         try? await Task.sleep(for: .milliseconds(2))
-        if clock.now - last > .milliseconds(500) { print("DEBUG poll gap \(clock.now - last)") }
-        last = clock.now
     }
     return true
+}
+
+/// Runs `action` on a thread of its own the moment `condition` holds (polled about every half millisecond)
+/// and returns its result; nil if `timeout` passed first. For acting on a passing state (a burst in flight):
+/// tests share a few cooperative threads that parallel tests can keep busy for seconds, so a task's
+/// `eventually` may look too late.
+func perform<T: Sendable>(
+    when condition: @escaping @Sendable () -> Bool, timeout: Duration = .seconds(30), _ action: @escaping @Sendable () throws -> T
+) async throws -> T? {
+    let outcome: Result<T, any Error>? = await withCheckedContinuation { continuation in
+        let thread = Thread {
+            let clock = ContinuousClock()
+            let deadline = clock.now.advanced(by: timeout)
+            while !condition() {
+                if clock.now >= deadline {
+                    continuation.resume(returning: nil)
+                    return
+                }
+                usleep(500)
+            }
+            continuation.resume(returning: Result { try action() })
+        }
+        thread.start()
+    }
+    return try outcome?.get()
 }
 
 /// A deterministic, distinct 32-byte token per index (`salt` separates groups).

@@ -131,8 +131,12 @@ public final class APNsClient: Sendable {
         }
         for thread in threads {
             thread.stop()
-            try? thread.join()
+            thread.join()
         }
+        // The threads are gone, so this thread may touch their state: a submit that passed the shut-down
+        // check just before it was set (and enqueued after its worker's last drain), or work left behind if
+        // the stop timed out, still gets its result.
+        for worker in workers { worker.finishRemainingAfterStop() }
     }
 
     /// The most recent connection failure of any worker (for messages when pushes get no answer).

@@ -132,7 +132,8 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
         if let collapseID = job.collapseID {
             let text = slots.bytes(slotIndex, offset: StreamSlots.collapseOffset)
             var count = 0
-            for byte in collapseID.utf8 where count < 64 {
+            for byte in collapseID.utf8 {
+                guard count < StreamSlots.collapseCapacity else { break }
                 text.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
                 count += 1
             }
@@ -357,7 +358,12 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
         guard let disposition else {
             // No response: refused (GOAWAY above last-stream-id, REFUSED_STREAM) or reset. APNs never
             // processed it, so it goes to another connection.
-            worker.resend(job, cause: "stream closed unanswered (\(HTTP2.describeErrorCode(errorCode)))")
+            // (Resends are rare: building the cause text here is not steady-state work.)
+            if let goAwayReason {
+                worker.resend(job, cause: "\(goAwayReason) (stream not processed)")
+            } else {
+                worker.resend(job, cause: "stream closed unanswered (\(HTTP2.describeErrorCode(errorCode)))")
+            }
             return
         }
         switch disposition {
@@ -408,7 +414,7 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
         case .delivered:
             return .delivered
         case .failed(let status, let reason, let rawReason, let action, let timestamp):
-            return .rejected(status: status, reason: reason, rawReason: reason == nil ? rawReason : nil, action: action, timestamp: timestamp)
+            return .rejected(status: status, reason: reason, rawReason: reason == nil && !(rawReason ?? "").isEmpty ? rawReason : nil, action: action, timestamp: timestamp)
         }
     }
 
@@ -451,6 +457,15 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
             scheduleSweep()
         case nil:
             assertionFailure("unknown timer tag")
+        }
+    }
+
+    /// The worker's thread exited before this connection closed: hands every unanswered push to `body`, once.
+    func abandonInFlight(_ body: (PushJob) -> Void) {
+        slots.forEachInUse { _, slot in
+            guard !slot.pointee.abandoned, let job = slot.pointee.job else { return }
+            slot.pointee.abandoned = true
+            body(job)
         }
     }
 

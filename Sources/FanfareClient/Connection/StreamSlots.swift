@@ -10,7 +10,10 @@ struct StreamSlots: ~Copyable {
     static let apnsIDOffset = pathCapacity
     static let expirationOffset = apnsIDOffset + 40
     static let collapseOffset = expirationOffset + 24
-    static let bodyOffset = collapseOffset + 64
+    /// APNs allows 64 bytes; one more is kept so a longer id reaches APNs as too long (400 BadCollapseId)
+    /// instead of being cut to 64 bytes that might collapse with other pushes.
+    static let collapseCapacity = 65
+    static let bodyOffset = collapseOffset + 72
     static let bodyCapacity = 256          // error JSON is tiny; longer bodies are truncated
     static let stride = bodyOffset + bodyCapacity
 

@@ -254,6 +254,17 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         }
     }
 
+    /// Called after the worker's thread has exited (the caller joined it): every push still held ends as
+    /// `.shutdown`, on the caller's thread.
+    func finishRemainingAfterStop() {
+        precondition(stopRequested.load(ordering: .acquiring), "the worker was not stopped")
+        while let job = inbox.dequeue() { finish(job, .failed(.shutdown)) }
+        while let job = pending.popFront() { finish(job, .failed(.shutdown)) }
+        for connection in connections.compactMap({ $0 }) + retiring {
+            connection.abandonInFlight { finish($0, .failed(.shutdown)) }
+        }
+    }
+
     /// Every push ends here exactly once.
     func finish(_ job: PushJob, _ disposition: PushDisposition) {
         switch disposition {

@@ -20,6 +20,10 @@ public final class APNsSimulator: @unchecked Sendable {
         public var cpuAffinity: [Int]? = nil
         /// JSON-lines log of accepted pushes (one file; each worker buffers and appends whole lines).
         public var acceptedLogPath: String? = nil
+        /// Requests one worker thread holds at once over all its connections (each a preallocated head of
+        /// about 7 KB); streams beyond it are refused with REFUSED_STREAM. nil = 8 connections' worth
+        /// (8 × `maxConcurrentStreams`, at most 65536).
+        public var streamsPerWorker: Int? = nil
 
         public init(listen: SocketAddress, tls: TLSContext, verifier: (any ProviderTokenVerifying)?) {
             self.listen = listen
@@ -106,7 +110,7 @@ public final class APNsSimulator: @unchecked Sendable {
         while !workers.allSatisfy(\.isStopped) && IOLoop.monotonicNanoseconds() < deadline { usleep(1000) }
         for thread in threads {
             thread.stop()
-            try? thread.join()
+            thread.join()
         }
         for worker in workers { worker.flushLog() }
     }

@@ -72,8 +72,12 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         self.log = log
         bufferSizes = TransportBufferSizes()
         // Enough heads for a few connections at the full stream limit; more streams are refused, not queued.
-        let capacity = max(64, min(1 << 16, configuration.maxConcurrentStreams * 8))
-        headPool = RequestHeadPool(capacity: capacity)
+        let capacity = options.streamsPerWorker ?? max(64, min(1 << 16, configuration.maxConcurrentStreams * 8))
+        precondition(capacity > 0, "streamsPerWorker must be positive")
+        // Heads sized by the configuration: payload limits above the defaults still get their JSON checked.
+        headPool = RequestHeadPool(
+            capacity: capacity, arenaCapacity: configuration.requestHeadArenaBytes,
+            bodyCapacity: configuration.requestBodyCapacity)
         states = .allocate(capacity: capacity)
         states.initialize(repeating: StreamState(), count: capacity)
         responses = .allocate(byteCount: capacity * Self.responseStride, alignment: 64)

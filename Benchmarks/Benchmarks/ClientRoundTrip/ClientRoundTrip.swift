@@ -1,0 +1,47 @@
+// A full push through the real data plane: PushProducer → PushWorker → APNsConnection (nghttp2 client
+// session, TLS over io_uring) → loopback → APNsSimulator → 200 → PushResultHandler. Each iteration sends 1000
+// pushes over one warmed-up connection with 100 streams in flight and waits until all 1000 are answered, so every
+// row is per 1000 pushes (a per-push malloc count is a fraction today and would round to 0 in a per-push table).
+//
+// The malloc interposer counts the whole process, so two variants:
+// - 1000PushesInProcessSimulator: the simulator runs in this process (as the brief and the end-to-end tests set it
+//   up): mallocs are client + simulator.
+// - 1000PushesSimulatorInChildProcess: the same simulator runs in a child process (this executable started again
+//   in simulator mode), so mallocs are the client's alone: the steady-state allocation count of one push.
+// The target for both is 0. Today (nghttp2 already on the pooled allocator) OpenSSL still allocates in
+// SSL_read_ex/SSL_write_ex, so the committed thresholds hold the measured counts (see README.md) and fail on an
+// increase.
+import Benchmark
+
+let benchmarks: @Sendable () -> Void = {
+    if let directory = SimulatorChild.requestedDirectory {
+        SimulatorChild.run(directory: directory)  // this process is the child: serve until stdin closes, then exit
+    }
+
+    let configuration = Benchmark.Configuration(
+        metrics: [.wallClock, .throughput, .mallocCountTotal],
+        warmupIterations: 5,
+        scalingFactor: .one,
+        maxDuration: .seconds(2),
+        maxIterations: 400,
+        // The count can move a little with how writes batch (OpenSSL allocates per SSL_read/SSL_write call, not
+        // per push), so allow 50 per 1000 pushes: one new allocation per push (+1000) still fails the check.
+        thresholds: [.mallocCountTotal: BenchmarkThresholds(absolute: [.p90: 50])]
+    )
+
+    Benchmark("1000PushesInProcessSimulator", configuration: configuration) { benchmark, rig in
+        rig.send(pushes: RoundTripRig.pushesPerIteration, benchmark: benchmark)
+    } setup: {
+        try RoundTripRig(simulator: .inProcess)
+    } teardown: {
+        RoundTripRig.shutDownAll()
+    }
+
+    Benchmark("1000PushesSimulatorInChildProcess", configuration: configuration) { benchmark, rig in
+        rig.send(pushes: RoundTripRig.pushesPerIteration, benchmark: benchmark)
+    } setup: {
+        try RoundTripRig(simulator: .childProcess)
+    } teardown: {
+        RoundTripRig.shutDownAll()
+    }
+}
