@@ -50,7 +50,7 @@ import Testing
 
     @Test func clientIdentityNeedsBothFiles() throws {
         #expect(throws: TLSSetupError.incompleteClientIdentity) {
-            try TLSContext.client(certificateFile: "/tmp/cert.pem")
+            try TLSContext.client(certificateFile: "client-cert.pem")
         }
     }
 
