@@ -86,10 +86,8 @@ struct H2LoadValidPushTests {
         #expect(stats.accepted == summary.status2xx, "simulator and h2load disagree:\n\(stats.summary())\n\(summary)")
         #expect(stats.totalRejections == 0, "simulator summary:\n\(stats.summary())")
         #expect(stats.connectionsOpened == Self.clients)
-        // Known gap: streams above the not-yet-acknowledged SETTINGS limit are refused by nghttp2 itself
-        // (before on_begin_headers), and the simulator counts only the refusals it makes, so this reads 0.
-        withKnownIssue("SimulatorStats.streamsRefused misses nghttp2's own REFUSED_STREAM resets", isIntermittent: true) {
-            #expect(stats.streamsRefused == summary.errored, "h2load saw \(summary.errored) refused streams")
-        }
+        // Streams above the not-yet-acknowledged SETTINGS limit are refused by nghttp2 itself; the simulator
+        // counts every REFUSED_STREAM reset it sends.
+        #expect(stats.streamsRefused == summary.errored, "h2load saw \(summary.errored) refused streams")
     }
 }

@@ -192,10 +192,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
                 continue
             }
             idleRounds = 0
-            // Fill this connection's free streams, up to a fair share per pass.
-            var budget = max(1, connection.credits)
-            while budget > 0, connection.credits > 0, let job = pending.popFront() {
-                budget -= 1
+            // Fill this connection's free streams.
+            while connection.credits > 0, let job = pending.popFront() {
                 if job.deadline != 0 && loop.now >= job.deadline {
                     finish(job, .failed(.deadlineExceeded))
                     continue

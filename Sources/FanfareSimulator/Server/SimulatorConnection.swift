@@ -147,7 +147,6 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
         // A stream above the GOAWAY's last-stream-id was not processed: the client sends it again on another
         // connection, so deciding (counting, logging) it here as well would accept the push twice.
         if streamID > goAwayLastStreamID {
-            worker.stats.streamsRefused += 1
             nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_REFUSED_STREAM.rawValue))
             transport.setNeedsFlush()
             return
@@ -337,6 +336,18 @@ private func simulatorReadBody(
     return simulatorConnection(userData).readBody(slot: slot, into: buffer!, length: length, flags: flags!)
 }
 
+/// Counts every REFUSED_STREAM reset that leaves, ours and the ones nghttp2 sends by itself for streams above
+/// a SETTINGS limit the client has not acknowledged yet (those never reach on_begin_headers).
+private func simulatorOnFrameSent(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
+    guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_RST_STREAM.rawValue),
+        frame.pointee.rst_stream.error_code == UInt32(NGHTTP2_REFUSED_STREAM.rawValue)
+    else { return 0 }
+    simulatorConnection(userData).worker.stats.streamsRefused += 1
+    return 0
+}
+
 /// nghttp2's server callback table and options, built once per process.
 struct ServerCallbacks: @unchecked Sendable {
     let pointer: OpaquePointer
@@ -351,6 +362,7 @@ struct ServerCallbacks: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, simulatorOnData)
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, simulatorOnFrame)
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, simulatorOnStreamClose)
+        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, simulatorOnFrameSent)
         var option: OpaquePointer?
         nghttp2_option_new(&option)
         nghttp2_option_set_no_closed_streams(option, 1)

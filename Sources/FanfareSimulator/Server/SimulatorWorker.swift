@@ -239,10 +239,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     // MARK: - Streams
 
     func acquireStream(connection: SimulatorConnection, streamID: Int32) -> Int? {
-        guard let slot = headPool.acquire() else {
-            stats.streamsRefused += 1
-            return nil
-        }
+        guard let slot = headPool.acquire() else { return nil }  // refused; counted when the reset is sent
         states[slot] = StreamState(owner: connection.serial, streamID: streamID)
         return slot
     }

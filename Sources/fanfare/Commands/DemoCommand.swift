@@ -2,10 +2,10 @@ import ArgumentParser
 import FanfareClient
 import FanfareCore
 import FanfareIO
+import FanfareLoad
 import FanfareSimulator
 import FanfareTLS
 import Foundation
-import Synchronization
 
 /// `fanfare demo`: the README's main job on embedded defaults. Starts the APNs simulator on loopback,
 /// then sends a burst of Live Activity updates through the real client and prints what happened.
@@ -60,75 +60,29 @@ struct DemoCommand: AsyncParsableCommand {
         configuration.connectionsPerWorker = connections
         configuration.maxConcurrentStreamsPerConnection = streams
         configuration.cpuAffinity = [0]
-        let tally = Tally()
-        let client = try APNsClient(configuration: configuration, resultHandler: tally)
 
-        // 3. One encoded payload shared by every push (encode once, send many).
+        // 3. One encoded payload shared by every push (encode once, send many), through the same load
+        //    runner as `fanfare load`: every push is counted once in the report.
         var content = LiveActivityContent(event: .update, timestamp: Int64(Date().timeIntervalSince1970))
         content.contentState = try RawJSON(validating: #"{"home":1,"away":0,"minute":63}"#)
-        let payload = try PushPayload(liveActivity: content)
-        var tokenList: [DeviceToken] = []
-        var generator = SystemRandomNumberGenerator()
-        for _ in 0..<tokens {
-            tokenList.append(try DeviceToken(bytes: (0..<80).map { _ in UInt8.random(in: 0...255, using: &generator) }))
-        }
-
+        let plan = LoadPlan(
+            pushes: pushes, duration: nil, rate: nil, tokens: TokenList.generate(count: tokens, byteLength: 80),
+            payload: .fixed(try PushPayload(liveActivity: content)))
         print("sending \(pushes) pushes to \(tokens) tokens over \(connections) connections x \(streams) streams")
-        let start = IOLoop.monotonicNanoseconds()
-        var sent = 0
-        var lastReport = start
-        while sent < pushes || tally.completed < pushes {
-            while sent < pushes {
-                let job = PushJob(token: tokenList[sent % tokenList.count], payload: payload, priority: .normal, cookie: UInt64(sent))
-                do {
-                    try client.submit(job)
-                    sent += 1
-                } catch {
-                    break  // back-pressure: let the worker catch up
-                }
-            }
-            try await Task.sleep(for: .milliseconds(2))
-            let now = IOLoop.monotonicNanoseconds()
-            if now - lastReport > 500_000_000 {
-                lastReport = now
-                let stats = client.statistics
-                let seconds = Double(now - start) / 1e9
-                print(String(format: "  %6.1fs  completed %d/%d  in flight %d  %.0f pushes/s", seconds, tally.completed, pushes, stats.inFlight, Double(tally.completed) / seconds))
-            }
-            if SignalWaiter.poll() { break }
-        }
-        let elapsed = Double(IOLoop.monotonicNanoseconds() - start) / 1e9
-        client.shutdown()
+        let report = try LoadRunner.run(
+            client: configuration, plan: plan,
+            progress: { sample in
+                print(
+                    String(
+                        format: "  %6.1fs  completed %d/%d  in flight %d  %.0f pushes/s  p99 %.1f ms", sample.elapsedSeconds,
+                        sample.completed, pushes, sample.inFlight, sample.pushesPerSecond, sample.p99Milliseconds))
+            },
+            shouldStop: { SignalWaiter.poll() })
         simulator.shutdown()
         print("")
-        print(String(format: "%d pushes in %.2f s: %.0f pushes/s", tally.completed, elapsed, Double(tally.completed) / elapsed))
-        for (line, count) in tally.lines() { print("  \(line): \(count)") }
+        print(report.text())
         print("")
         print("simulator saw:")
         print(simulator.statistics().summary())
-    }
-}
-
-/// Counts results by disposition (worker threads call it; a lock per result is fine for a demo).
-final class Tally: PushResultHandler {
-    private let counts = Mutex<[String: Int]>([:])
-    private let done = Atomic<Int>(0)
-
-    var completed: Int { done.load(ordering: .relaxed) }
-
-    func pushCompleted(_ result: PushResult) {
-        let key: String
-        switch result.disposition {
-        case .delivered: key = "200 delivered"
-        case .rejected(let status, let reason, let raw, let action, _):
-            key = "\(status) \(reason?.rawValue ?? raw ?? "?") -> \(action.rawValue)"
-        case .failed(let failure): key = "failed: \(failure)"
-        }
-        counts.withLock { $0[key, default: 0] += 1 }
-        done.add(1, ordering: .relaxed)
-    }
-
-    func lines() -> [(String, Int)] {
-        counts.withLock { $0.sorted { $0.value > $1.value }.map { ($0.key, $0.value) } }
     }
 }
