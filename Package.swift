@@ -10,10 +10,13 @@ let package = Package(
         .library(name: "FanfareClient", targets: ["FanfareClient"]),
         .library(name: "FanfareSimulator", targets: ["FanfareSimulator"]),
         .library(name: "FanfareCore", targets: ["FanfareCore"]),
+        .library(name: "FanfareRegistry", targets: ["FanfareRegistry"]),
+        .library(name: "FanfareFanout", targets: ["FanfareFanout"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // C libraries: one shim header each, installed from Debian by the README commands.
@@ -44,10 +47,15 @@ let package = Package(
             name: "FanfareLoad",
             dependencies: ["FanfareClient", "FanfareCore", "FanfareIO", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
+        // The token registry: activities, update and push-to-start tokens, channels. SQLite (GRDB) by default.
+        .target(name: "FanfareRegistry", dependencies: ["FanfareCore", .product(name: "GRDB", package: "GRDB.swift")]),
+        // The fan-out engine: sharded token tables, lock-free command queues, priority budget, latest state wins.
+        .target(name: "FanfareFanout", dependencies: ["FanfareClient", "FanfareRegistry", "FanfareCore", "FanfareIO"]),
         .executableTarget(
             name: "fanfare",
             dependencies: [
                 "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareLoad", "FanfareIO", "CURing",
+                "FanfareRegistry", "FanfareFanout",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -64,9 +72,14 @@ let package = Package(
             name: "InteropTests",
             dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO"]
         ),
+        .testTarget(name: "FanfareRegistryTests", dependencies: ["FanfareRegistry", "FanfareCore"]),
+        // Fan-out engine parts in isolation (queue under contention, budgets, lanes, tables).
+        .testTarget(name: "FanoutTests", dependencies: ["FanfareFanout", "FanfareRegistry", "FanfareClient", "FanfareCore"]),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO"]
+            dependencies: [
+                "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareFanout", "FanfareRegistry",
+            ]
         ),
     ]
 )

@@ -69,7 +69,7 @@ public final class APNsClient: Sendable {
         job.submittedAt = job.scheduledAt ?? now
         let timeout = (job.timeout ?? configuration.requestTimeout).nanoseconds
         job.deadline = timeout == 0 ? 0 : now &+ timeout
-        let worker = workers[Int(job.token.shardHash % UInt64(workers.count))]
+        let worker = workers[Self.workerIndex(for: job.token, workerCount: workers.count)]
         guard worker.inbox.enqueue(job) else { throw .backPressure(worker: worker.index) }
         worker.counters.submitted.add(1, ordering: .relaxed)
         worker.waker?.wake()
@@ -95,6 +95,18 @@ public final class APNsClient: Sendable {
         assert(value.cookie == ticket)
         value.cookie = callerCookie
         return value
+    }
+
+    /// Any thread: tells worker `index`'s producer it has new work, so the worker polls it now even if it last
+    /// answered `.wait` (a fan-out shard calls this after queueing a command). Lock-free; one eventfd write.
+    public func kickProducer(worker index: Int) {
+        workers[index].kickProducer()
+    }
+
+    /// Which worker (and so which producer) handles `token`: `submit` routes by this, and a fan-out shard
+    /// that owns a token's state must be the same worker.
+    public static func workerIndex(for token: DeviceToken, workerCount: Int) -> Int {
+        Int(token.shardHash % UInt64(workerCount))
     }
 
     /// True once every worker's producer said `.finished` (false when there are no producers).

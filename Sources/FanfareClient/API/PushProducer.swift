@@ -6,6 +6,14 @@ public protocol PushProducer: AnyObject {
     /// Called on the worker thread with the loop's monotonic clock. Return the next push, a time to ask
     /// again, or `.finished` once there will never be another push.
     func poll(now: UInt64) -> ProducerPoll
+
+    /// Called on the worker thread once per loop iteration, whether or not streams are free: a producer with
+    /// its own inbox (a fan-out shard's command queue) takes commands here so they never wait for a stream.
+    func service(now: UInt64)
+}
+
+extension PushProducer {
+    public func service(now: UInt64) {}
 }
 
 public enum ProducerPoll {

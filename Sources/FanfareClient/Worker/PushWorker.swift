@@ -46,6 +46,14 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         didSet { producerFinishedFlag.store(producerFinished, ordering: .releasing) }
     }
     private let producerFinishedFlag = Atomic<Bool>(false)
+    /// Set by `kickProducer()` from any thread: the producer has new work, so poll it now instead of waiting.
+    private let producerKicked = Atomic<Bool>(false)
+
+    /// Any thread: the producer has new work (its `.wait` no longer holds); wakes the loop.
+    func kickProducer() {
+        producerKicked.store(true, ordering: .releasing)
+        waker?.wake()
+    }
     /// Any thread.
     var isProducerFinished: Bool { producerFinishedFlag.load(ordering: .acquiring) }
 
@@ -329,7 +337,13 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     func tick(loop: IOLoop) {
         if !stopping && stopRequested.load(ordering: .acquiring) { beginStop() }
         drainInbox()
-        if producer != nil && !producerFinished && !stopping { pullFromProducer() }
+        if let producer, !producerFinished, !stopping {
+            if producerKicked.load(ordering: .relaxed) && producerKicked.exchange(false, ordering: .acquiring) {
+                producerWaitUntil = 0
+            }
+            producer.service(now: loop.now)
+            pullFromProducer()
+        }
         if needsAdmission || !pending.isEmpty { admit() }
         counters.pending.store(pending.count + inbox.approximateCount, ordering: .relaxed)
         var inFlight = 0

@@ -1,0 +1,300 @@
+import FanfareClient
+import FanfareCore
+import FanfareIO
+import FanfareRegistry
+import Synchronization
+import Glibc
+
+/// Why the engine refused a registration or could not start.
+public enum FanoutError: Error, Sendable, CustomStringConvertible {
+    case registry(RegistryError)
+    /// The registration is for another app or environment than this engine serves.
+    case wrongApp(index: Int, bundleID: String, environment: APNsEnvironment)
+    case shutDown
+    case client(String)
+
+    public var description: String {
+        switch self {
+        case .registry(let error): return "\(error)"
+        case .wrongApp(let index, let bundleID, let environment):
+            return "registration #\(index) is for \(bundleID) (\(environment)); this engine serves another app"
+        case .shutDown: return "the engine is shut down"
+        case .client(let message): return "could not start the APNs client: \(message)"
+        }
+    }
+}
+
+/// The fan-out engine: a channel update reaches every token that follows the channel, sharded over the
+/// client's worker threads, with per-activity priority budgets, latest state wins, and dead-token pruning.
+///
+/// Control-plane calls (`register`, `unregister`, `publish`) may come from any thread. They are durable or
+/// refused before they return, and reach the shards through each shard's lock-free command queue; the
+/// per-push work runs on the worker threads without locks (see docs/architecture.md).
+public final class FanoutEngine: Sendable {
+    public let configuration: FanoutConfiguration
+    let shards: [Shard]
+    private let client: APNsClient
+    private let store: TokenStore
+    private let registryWorker: RegistryWorker
+    private let router: ResultRouter
+    private let control = Mutex(ControlState())
+    private let isShutDown = Atomic<Bool>(false)
+
+    private struct ControlState {
+        var nextWaveID: UInt64 = 1
+        var nextSequence: UInt64 = 1
+        /// The newest timestamp published per channel (older updates are refused).
+        var latestTimestamp: [String: Int64] = [:]
+        var waves: [Wave] = []
+        /// Channels whose `end` went out: retire their update tokens at this UNIX time.
+        var pendingRetirements: [(channel: String, at: Int64)] = []
+    }
+
+    /// Loads the app's tokens from `store` into the shards, then starts the workers.
+    /// - Parameter onInvalidation: called on the registry thread after a dead token was durably removed.
+    public init(
+        configuration: FanoutConfiguration, store: TokenStore,
+        onInvalidation: (@Sendable (InvalidationReport) -> Void)? = nil
+    ) throws(FanoutError) {
+        precondition(configuration.client.workerCount > 0)
+        self.configuration = configuration
+        self.store = store
+        let retirement = RetirementBox()
+        let registryWorker = RegistryWorker(
+            store: store, maintenanceInterval: configuration.maintenanceInterval, onInvalidation: onInvalidation,
+            maintenance: { retirement.engine?.runMaintenance() })
+        self.registryWorker = registryWorker
+        let settings = ShardSettings(
+            standardBudget: configuration.standardBudget, frequentBudget: configuration.frequentBudget,
+            minimumInterval: configuration.minimumInterval.map { Self.nanoseconds($0) } ?? 0,
+            retryDelays: configuration.retryDelays.map { Self.nanoseconds($0) })
+        let shards = (0..<configuration.client.workerCount).map {
+            Shard(index: $0, settings: settings, commandCapacity: configuration.commandQueueCapacity, invalidations: registryWorker)
+        }
+        self.shards = shards
+        try Self.load(from: store, into: shards, configuration: configuration)
+        router = ResultRouter(shards: shards)
+        do {
+            client = try APNsClient(configuration: configuration.client, resultHandler: router, producers: shards)
+        } catch {
+            throw .client("\(error)")
+        }
+        retirement.engine = self
+        registryWorker.start()
+    }
+
+    deinit { shutdown() }
+
+    private static func load(from store: TokenStore, into shards: [Shard], configuration: FanoutConfiguration) throws(FanoutError) {
+        let shardCount = shards.count
+        do {
+            try store.forEachRegistration(bundleID: configuration.bundleID, environment: configuration.environment) {
+                registration in
+                let shard = shards[APNsClient.workerIndex(for: registration.token, workerCount: shardCount)]
+                shard.register(Self.entry(registration))
+            }
+        } catch {
+            throw .registry(error)
+        }
+    }
+
+    static func entry(_ registration: TokenRegistration) -> RegistrationBatch.Entry {
+        RegistrationBatch.Entry(
+            token: registration.token, pushToStart: registration.kind == .pushToStart,
+            frequentUpdates: registration.frequentUpdates,
+            registeredAt: UInt32(clamping: registration.lastSeenAt / 1000), channels: registration.channels)
+    }
+
+    static func nanoseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        guard seconds >= 0 else { return 0 }
+        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+
+    // MARK: - Registration
+
+    /// Registers (or refreshes) tokens: durable in the registry when this returns, then applied to the shards.
+    public func register(_ registrations: [TokenRegistration]) throws(FanoutError) {
+        guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
+        for (index, registration) in registrations.enumerated()
+        where registration.bundleID != configuration.bundleID || registration.environment != configuration.environment {
+            throw .wrongApp(index: index, bundleID: registration.bundleID, environment: registration.environment)
+        }
+        do { try store.register(registrations) } catch { throw .registry(error) }
+        var perShard = Array(repeating: [RegistrationBatch.Entry](), count: shards.count)
+        for registration in registrations {
+            perShard[APNsClient.workerIndex(for: registration.token, workerCount: shards.count)].append(Self.entry(registration))
+        }
+        control.withLock { _ in
+            for (index, entries) in perShard.enumerated() where !entries.isEmpty {
+                enqueueWaiting(.register(RegistrationBatch(entries)), shard: index)
+            }
+        }
+    }
+
+    /// Removes tokens from the registry (durably) and the shards. Returns how many were registered.
+    @discardableResult
+    public func unregister(_ tokens: [DeviceToken]) throws(FanoutError) -> Int {
+        guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
+        let removed: Int
+        do { removed = try store.unregister(tokens) } catch { throw .registry(error) }
+        applyRemoval(tokens)
+        return removed
+    }
+
+    private func applyRemoval(_ tokens: [DeviceToken]) {
+        var perShard = Array(repeating: [DeviceToken](), count: shards.count)
+        for token in tokens { perShard[APNsClient.workerIndex(for: token, workerCount: shards.count)].append(token) }
+        control.withLock { _ in
+            for (index, batch) in perShard.enumerated() where !batch.isEmpty {
+                enqueueWaiting(.unregister(TokenBatch(batch)), shard: index)
+            }
+        }
+    }
+
+    /// Durable work already happened, so the command must get through: wait for room (shards drain their
+    /// queues every loop iteration, so this waits only under a burst of control traffic). Holding `control`.
+    private func enqueueWaiting(_ command: ShardCommand, shard index: Int) {
+        while !shards[index].commands.enqueue(command) {
+            usleep(200)
+        }
+        client.kickProducer(worker: index)
+    }
+
+    // MARK: - Publishing
+
+    /// Starts a wave: encodes the update once and hands it to every shard. Returns at once; the `Wave` counts
+    /// its progress and completes when every targeted token has its outcome.
+    public func publish(_ update: ChannelUpdate) throws(PublishError) -> Wave {
+        guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
+        guard !update.channel.isEmpty else { throw .emptyChannel }
+        if let collapseID = update.collapseID, collapseID.utf8.count > 64 {
+            throw .collapseIDTooLong(bytes: collapseID.utf8.count)
+        }
+        let wallNow = configuration.wallClock()
+        if let freshUntil = update.freshUntil, freshUntil <= wallNow {
+            throw .alreadyExpired(freshUntil: freshUntil, now: wallNow)
+        }
+        let payload: PushPayload
+        do { payload = try PushPayload(liveActivity: update.content) } catch { throw .invalidPayload(error) }
+        let publishedAt = monotonicNow()
+        let deadline = update.freshUntil.map { publishedAt &+ UInt64($0 - wallNow) * 1_000_000_000 } ?? 0
+
+        return try control.withLock { state throws(PublishError) -> Wave in
+            if let current = state.latestTimestamp[update.channel], update.content.timestamp < current {
+                throw .olderThanCurrent(channel: update.channel, timestamp: update.content.timestamp, current: current)
+            }
+            // Every command producer holds this lock, so checking room first means either every shard takes
+            // the update or none does (the shards only ever make room meanwhile).
+            for shard in shards where shard.commands.approximateCount >= shard.commands.capacity - 1 {
+                throw .backPressure(shard: shard.index)
+            }
+            let wave = Wave(
+                id: state.nextWaveID, update: update, shardCount: shards.count, publishedAt: publishedAt,
+                onComplete: { [weak self] wave in self?.waveCompleted(wave) })
+            state.nextWaveID += 1
+            let published = PublishedUpdate(
+                wave: wave, update: update, sequence: state.nextSequence, payload: payload, deadline: deadline)
+            state.nextSequence += 1
+            state.latestTimestamp[update.channel] = update.content.timestamp
+            state.waves.append(wave)
+            for shard in shards {
+                let taken = shard.commands.enqueue(.publish(published))
+                precondition(taken, "a shard queue filled up while the control lock was held")
+                client.kickProducer(worker: shard.index)
+            }
+            return wave
+        }
+    }
+
+    /// Every wave published so far, oldest first.
+    public var waves: [Wave] { control.withLock { $0.waves } }
+
+    private func waveCompleted(_ wave: Wave) {
+        guard wave.event == .end else { return }
+        // The activities of an ended channel go away after their dismissal window: retire its update tokens.
+        let at = wave.dismissalDate ?? (configuration.wallClock() + Int64(Self.nanoseconds(configuration.defaultDismissalWindow) / 1_000_000_000))
+        control.withLock { $0.pendingRetirements.append((wave.channel, at)) }
+    }
+
+    // MARK: - Maintenance
+
+    /// On the registry thread: retires ended channels whose dismissal window passed and activities older than
+    /// ActivityKit's lifetime. Also callable directly (tests, operators).
+    public func runMaintenance() {
+        let now = configuration.wallClock()
+        let due = control.withLock { state -> [String] in
+            let due = state.pendingRetirements.filter { $0.at <= now }.map(\.channel)
+            state.pendingRetirements.removeAll { $0.at <= now }
+            return due
+        }
+        for channel in due {
+            do {
+                _ = try store.retireUpdateTokens(following: channel)
+                control.withLock { _ in
+                    for shard in shards { enqueueWaiting(.retireChannel(channel), shard: shard.index) }
+                }
+            } catch {
+                registryWorker.noteError("retiring channel \(channel): \(error)")
+            }
+        }
+        let lifetime = Int64(Self.nanoseconds(configuration.activityLifetime) / 1_000_000)
+        do {
+            let old = try store.retireUpdateTokens(createdBefore: now * 1000 - lifetime)
+            if !old.isEmpty { applyRemoval(old) }
+        } catch {
+            registryWorker.noteError("retiring old activities: \(error)")
+        }
+    }
+
+    // MARK: - State
+
+    public var statistics: FanoutStatistics {
+        var stats = FanoutStatistics(client: client.statistics)
+        stats.invalidationsPersisted = registryWorker.persisted.load(ordering: .relaxed)
+        stats.invalidationsKept = registryWorker.keptAfterReRegistration.load(ordering: .relaxed)
+        stats.registryErrors = registryWorker.storageErrors.load(ordering: .relaxed)
+        stats.lastRegistryError = registryWorker.lastError
+        stats.lastConnectionError = client.lastConnectionError
+        return stats
+    }
+
+    /// Stops the workers; every wave completes (outcomes still open end as failed: Shutdown) and every
+    /// invalidation already reported is written to the registry.
+    public func shutdown() {
+        guard !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        client.shutdown()
+        for shard in shards { shard.abandonAfterStop() }
+        registryWorker.stop()
+    }
+
+    /// Tokens loaded per shard and bytes of shard memory (after shutdown, or for tests; reads shard state).
+    public var shardFootprint: [(tokens: Int, bytes: Int)] {
+        shards.map { ($0.tokens.aliveCount, $0.memoryBytes) }
+    }
+}
+
+/// Totals of the engine and its client.
+public struct FanoutStatistics: Sendable {
+    public var client: ClientStatistics
+    public var invalidationsPersisted = 0
+    public var invalidationsKept = 0
+    public var registryErrors = 0
+    public var lastRegistryError: String?
+    public var lastConnectionError: String?
+}
+
+/// Sends each result to the shard that owns its token, on the worker thread that finished it (the same one).
+final class ResultRouter: PushResultHandler, @unchecked Sendable {
+    private let shards: [Shard]
+    init(shards: [Shard]) { self.shards = shards }
+
+    func pushCompleted(_ result: PushResult) {
+        shards[result.worker].pushCompleted(result, now: monotonicNow())
+    }
+}
+
+/// Lets the registry thread reach the engine without keeping it alive.
+private final class RetirementBox: @unchecked Sendable {
+    weak var engine: FanoutEngine?
+}

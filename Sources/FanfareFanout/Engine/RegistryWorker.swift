@@ -1,0 +1,126 @@
+import FanfareClient
+import FanfareCore
+import FanfareRegistry
+import Synchronization
+import Glibc
+
+/// The engine's background thread for durable work that must not run on a worker: deleting tokens APNs
+/// called dead (then reporting them), and retiring ended channels and expired activities.
+///
+/// Shards hand it invalidations through a lock-free queue; an overflow list behind a lock catches the rare
+/// burst beyond its capacity, so no invalidation is ever dropped.
+final class RegistryWorker: InvalidationSink, @unchecked Sendable {
+    struct Invalidation: Sendable {
+        let token: DeviceToken
+        let reason: APNsReason?
+        let invalidSince: Int64?
+    }
+
+    private let store: TokenStore
+    private let queue = BoundedMPSCQueue<Invalidation>(capacity: 1 << 14)
+    private let overflow = Mutex<[Invalidation]>([])
+    private let stopRequested = Atomic<Bool>(false)
+    private let onInvalidation: (@Sendable (InvalidationReport) -> Void)?
+    private let maintenance: @Sendable () -> Void
+    private let maintenanceInterval: UInt64
+    private var thread: pthread_t?
+
+    /// Counters for statistics.
+    let persisted = Atomic<Int>(0)
+    let keptAfterReRegistration = Atomic<Int>(0)
+    let storageErrors = Atomic<Int>(0)
+    private let lastErrorBox = Mutex<String?>(nil)
+    var lastError: String? { lastErrorBox.withLock { $0 } }
+
+    init(
+        store: TokenStore, maintenanceInterval: Duration, onInvalidation: (@Sendable (InvalidationReport) -> Void)?,
+        maintenance: @escaping @Sendable () -> Void
+    ) {
+        self.store = store
+        self.onInvalidation = onInvalidation
+        self.maintenance = maintenance
+        let (seconds, attoseconds) = maintenanceInterval.components
+        self.maintenanceInterval = UInt64(max(1, seconds)) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+    }
+
+    func start() {
+        let box = Unmanaged.passRetained(self)
+        var handle = pthread_t()
+        let status = pthread_create(&handle, nil, { context in
+            let worker = Unmanaged<RegistryWorker>.fromOpaque(context!).takeRetainedValue()
+            worker.run()
+            return nil
+        }, box.toOpaque())
+        precondition(status == 0, "could not start the registry thread (errno \(status))")
+        thread = handle
+    }
+
+    /// Any thread (a shard's, on its hot path for failures only): never blocks for long, never drops.
+    func tokenInvalidated(_ token: DeviceToken, reason: APNsReason?, invalidSince: Int64?) {
+        let item = Invalidation(token: token, reason: reason, invalidSince: invalidSince)
+        if !queue.enqueue(item) { overflow.withLock { $0.append(item) } }
+    }
+
+    /// Stops the thread after it has written every invalidation handed to it.
+    func stop() {
+        stopRequested.store(true, ordering: .releasing)
+        if let thread { pthread_join(thread, nil) }
+        thread = nil
+    }
+
+    private func run() {
+        var nextMaintenance = monotonicNow() &+ maintenanceInterval
+        while true {
+            let stopping = stopRequested.load(ordering: .acquiring)
+            var batch: [Invalidation] = []
+            while batch.count < 4096, let item = queue.dequeue() { batch.append(item) }
+            batch += overflow.withLock { list in
+                defer { list.removeAll() }
+                return list
+            }
+            if !batch.isEmpty { write(batch) }
+            if stopping && batch.isEmpty && queue.approximateCount == 0 { return }
+            let now = monotonicNow()
+            if now >= nextMaintenance && !stopping {
+                maintenance()
+                nextMaintenance = now &+ maintenanceInterval
+            }
+            if batch.isEmpty { usleep(2000) }
+        }
+    }
+
+    private func write(_ batch: [Invalidation]) {
+        for item in batch {
+            do {
+                let removed = try store.invalidate(item.token, invalidSince: item.invalidSince)
+                if removed {
+                    persisted.add(1, ordering: .relaxed)
+                } else {
+                    keptAfterReRegistration.add(1, ordering: .relaxed)
+                }
+                onInvalidation?(
+                    InvalidationReport(token: item.token, reason: item.reason, invalidSince: item.invalidSince, removed: removed))
+            } catch {
+                storageErrors.add(1, ordering: .relaxed)
+                lastErrorBox.withLock { $0 = "\(error)" }
+            }
+        }
+    }
+
+    func noteError(_ message: String) {
+        storageErrors.add(1, ordering: .relaxed)
+        lastErrorBox.withLock { $0 = message }
+    }
+}
+
+/// A token APNs reported dead, after the registry durably removed it (or kept it, if the app registered it
+/// again after APNs' timestamp).
+public struct InvalidationReport: Sendable {
+    public let token: DeviceToken
+    /// BadDeviceToken, DeviceTokenNotForTopic, Unregistered or ExpiredToken.
+    public let reason: APNsReason?
+    /// From a 410: since when APNs considers the token dead (UNIX ms).
+    public let invalidSince: Int64?
+    /// False when the registry kept the token because it was registered again after `invalidSince`.
+    public let removed: Bool
+}

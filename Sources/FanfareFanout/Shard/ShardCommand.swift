@@ -1,0 +1,80 @@
+import FanfareClient
+import FanfareCore
+
+/// What other threads ask of a shard, through its lock-free command queue.
+enum ShardCommand {
+    /// Start a wave on this shard's part of the channel's audience.
+    case publish(PublishedUpdate)
+    /// Add or replace tokens (already durable in the registry).
+    case register(RegistrationBatch)
+    /// Remove tokens (unregistered, or retired by age).
+    case unregister(TokenBatch)
+    /// The channel's activities ended and their dismissal window passed: drop its update tokens.
+    case retireChannel(String)
+}
+
+/// One published update, shared by every shard: the payload is encoded once and its bytes sent by every
+/// stream.
+final class PublishedUpdate: Sendable {
+    let wave: Wave
+    let channel: String
+    let kind: Audience.Kind
+    let sequence: UInt64
+    let payload: PushPayload
+    let priority: UpdatePriority
+    let hasAlert: Bool
+    /// `apns-expiration` (UNIX seconds), and the same moment on the monotonic clock (0 = none).
+    let expiration: Int64?
+    let deadline: UInt64
+    let collapseID: String?
+
+    init(
+        wave: Wave, update: ChannelUpdate, sequence: UInt64, payload: PushPayload, deadline: UInt64
+    ) {
+        self.wave = wave
+        channel = update.channel
+        kind = update.audience
+        self.sequence = sequence
+        self.payload = payload
+        priority = update.priority
+        hasAlert = update.hasAlert
+        expiration = update.freshUntil
+        self.deadline = deadline
+        collapseID = update.collapseID
+    }
+}
+
+/// Registrations routed to one shard, in the compact form the shard stores.
+final class RegistrationBatch: Sendable {
+    struct Entry: Sendable {
+        let token: DeviceToken
+        let pushToStart: Bool
+        let frequentUpdates: Bool
+        /// UNIX seconds.
+        let registeredAt: UInt32
+        let channels: [String]
+    }
+
+    let entries: [Entry]
+    init(_ entries: [Entry]) { self.entries = entries }
+}
+
+final class TokenBatch: Sendable {
+    let tokens: [DeviceToken]
+    init(_ tokens: [DeviceToken]) { self.tokens = tokens }
+}
+
+/// A shard's view of one wave: the shared update, this shard's tally, and what is left to account for.
+struct ShardWave {
+    var update: PublishedUpdate
+    var tally: WaveTally
+    var channel: Int
+    var kind: Audience.Kind
+    /// The shard's wave epoch at the start: tokens that died at or after it were targeted.
+    var epoch: UInt32
+    /// Targeted members without an outcome yet (unvisited, in flight, or owed).
+    var outstanding: Int
+    /// Targeted members the cursor has not reached yet.
+    var unvisited: Int
+    var cursorDone: Bool
+}

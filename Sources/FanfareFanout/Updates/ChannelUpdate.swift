@@ -1,0 +1,71 @@
+import FanfareCore
+
+/// Which priority a channel update asks for. The engine decides per activity at send time (apns-spec.md §4).
+public enum UpdatePriority: String, Sendable, CaseIterable {
+    /// Alert-bearing updates (and `start`) at 10 while the activity's budget allows, else 5; everything else
+    /// at 5. The recommended policy.
+    case auto
+    /// 10 while the budget allows; over budget the push goes at 5 and counts as downgraded.
+    case immediate
+    /// Always 5 (clock ticks, minor changes): never spends the budget.
+    case normal
+}
+
+/// One new state of a live event, for everyone who follows its channel.
+///
+/// `start` goes to the channel's push-to-start tokens; `update` and `end` to its activities' update tokens.
+/// Updates of a channel are ordered by `content.timestamp` (UNIX seconds; equal timestamps by arrival):
+/// a newer one supersedes an older one that has not reached a token yet.
+public struct ChannelUpdate: Sendable {
+    public var channel: String
+    public var content: LiveActivityContent
+    public var priority: UpdatePriority
+    /// UNIX seconds after which this state is not worth showing: not sent (counted as expired) and used as
+    /// `apns-expiration`. nil: no local deadline and no expiration header (APNs stores it as usual).
+    public var freshUntil: Int64?
+    /// `apns-collapse-id` (≤ 64 bytes), optional.
+    public var collapseID: String?
+
+    public init(
+        channel: String, content: LiveActivityContent, priority: UpdatePriority = .auto, freshUntil: Int64? = nil,
+        collapseID: String? = nil
+    ) {
+        self.channel = channel
+        self.content = content
+        self.priority = priority
+        self.freshUntil = freshUntil
+        self.collapseID = collapseID
+    }
+
+    var audience: Audience.Kind { content.event == .start ? .pushToStart : .update }
+    var hasAlert: Bool { content.alert != nil || content.event == .start }
+}
+
+/// Why `publish` refused an update. A refused update was never taken: nothing of it is sent.
+public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
+    case emptyChannel
+    /// The payload does not encode (too large, breaks a Live Activity rule).
+    case invalidPayload(PayloadError)
+    /// An update with a newer timestamp was already published on this channel.
+    case olderThanCurrent(channel: String, timestamp: Int64, current: Int64)
+    /// `freshUntil` is already in the past.
+    case alreadyExpired(freshUntil: Int64, now: Int64)
+    /// A shard's command queue is full: slow down and publish again.
+    case backPressure(shard: Int)
+    case collapseIDTooLong(bytes: Int)
+    case shutDown
+
+    public var description: String {
+        switch self {
+        case .emptyChannel: return "the update names no channel"
+        case .invalidPayload(let error): return "\(error)"
+        case .olderThanCurrent(let channel, let timestamp, let current):
+            return "channel \(channel) already has an update with timestamp \(current); \(timestamp) is older"
+        case .alreadyExpired(let freshUntil, let now):
+            return "freshUntil \(freshUntil) is in the past (now \(now))"
+        case .backPressure(let shard): return "shard \(shard) is full (back-pressure); publish again later"
+        case .collapseIDTooLong(let bytes): return "apns-collapse-id is \(bytes) bytes; APNs allows at most 64"
+        case .shutDown: return "the engine is shut down"
+        }
+    }
+}

@@ -1,0 +1,145 @@
+import FanfareCore
+import Synchronization
+import Glibc
+
+/// One update × its audience: the unit of accounting. Every token the wave targets ends in exactly one of
+/// delivered, failed (by reason), superseded, expired or invalidated; `sent`, `downgraded` and `retried`
+/// count attempts, not outcomes.
+public final class Wave: Sendable {
+    public let id: UInt64
+    public let channel: String
+    public let event: LiveActivityEvent
+    public let timestamp: Int64
+    /// The update's `dismissal-date` (UNIX seconds), if any: an `end` wave retires its channel after it.
+    public let dismissalDate: Int64?
+    /// Monotonic ns (`IOLoop.monotonicNanoseconds()`) when `publish` accepted it.
+    public let publishedAt: UInt64
+    let tallies: [WaveTally]
+    private let unfinishedShards: Atomic<Int>
+    private let waiters = Mutex<[CheckedContinuation<Void, Never>]>([])
+    private let onComplete: (@Sendable (Wave) -> Void)?
+
+    init(id: UInt64, update: ChannelUpdate, shardCount: Int, publishedAt: UInt64, onComplete: (@Sendable (Wave) -> Void)?) {
+        self.id = id
+        channel = update.channel
+        event = update.content.event
+        timestamp = update.content.timestamp
+        dismissalDate = update.content.dismissalDate
+        self.publishedAt = publishedAt
+        tallies = (0..<shardCount).map { _ in WaveTally() }
+        unfinishedShards = Atomic(shardCount)
+        self.onComplete = onComplete
+    }
+
+    /// True once every shard has accounted for every token it targeted.
+    public var isComplete: Bool { unfinishedShards.load(ordering: .acquiring) == 0 }
+
+    /// A consistent-enough snapshot for progress displays (counters move while a wave runs).
+    public var report: WaveReport { WaveReport(self) }
+
+    /// Returns once the wave is complete.
+    public func completion() async {
+        if isComplete { return }
+        await withCheckedContinuation { continuation in
+            let ready = waiters.withLock { list -> Bool in
+                if isComplete { return true }
+                list.append(continuation)
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    /// Blocks the calling thread until the wave completes or `timeout` passes; returns whether it completed.
+    public func waitUntilComplete(timeout: Duration) -> Bool {
+        let (seconds, attoseconds) = timeout.components
+        let deadline = monotonicNow() &+ UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds) / 1_000_000_000)
+        while !isComplete {
+            if monotonicNow() >= deadline { return false }
+            usleep(1000)
+        }
+        return true
+    }
+
+    /// Called by a shard's thread once, when its part is done.
+    func shardFinished(_ shard: Int) {
+        assert(!tallies[shard].finished.load(ordering: .relaxed), "shard finished a wave twice")
+        tallies[shard].finished.store(true, ordering: .releasing)
+        guard unfinishedShards.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+        let continuations = waiters.withLock { list in
+            defer { list.removeAll() }
+            return list
+        }
+        for continuation in continuations { continuation.resume() }
+        onComplete?(self)
+    }
+}
+
+@inline(__always)
+func monotonicNow() -> UInt64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &spec)
+    return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
+}
+
+/// A wave's counters summed over shards.
+public struct WaveReport: Sendable, Equatable {
+    public var id: UInt64
+    public var channel: String
+    public var event: LiveActivityEvent
+    public var timestamp: Int64
+    public var targeted = 0
+    public var sent = 0
+    public var delivered = 0
+    public var failed = 0
+    public var superseded = 0
+    public var downgraded = 0
+    public var expired = 0
+    public var invalidated = 0
+    public var retried = 0
+    /// Failed outcomes by reason (APNs reason string, or DeadlineExceeded / ResendLimitReached / Shutdown).
+    public var failedByReason: [String: Int] = [:]
+    /// From publish to the first and to the last answer from APNs (makespan), in ns; nil before any answer.
+    public var timeToFirstAck: UInt64?
+    public var makespan: UInt64?
+    public var isComplete = false
+
+    init(_ wave: Wave) {
+        id = wave.id
+        channel = wave.channel
+        event = wave.event
+        timestamp = wave.timestamp
+        isComplete = wave.isComplete
+        var firstAck: UInt64 = .max
+        var lastAck: UInt64 = 0
+        for tally in wave.tallies {
+            targeted += tally.targeted.load(ordering: .relaxed)
+            sent += tally.sent.load(ordering: .relaxed)
+            delivered += tally.delivered.load(ordering: .relaxed)
+            failed += tally.failed.load(ordering: .relaxed)
+            superseded += tally.superseded.load(ordering: .relaxed)
+            downgraded += tally.downgraded.load(ordering: .relaxed)
+            expired += tally.expired.load(ordering: .relaxed)
+            invalidated += tally.invalidated.load(ordering: .relaxed)
+            retried += tally.retried.load(ordering: .relaxed)
+            let first = tally.firstAck.load(ordering: .relaxed)
+            if first != 0 { firstAck = min(firstAck, first) }
+            lastAck = max(lastAck, tally.lastAck.load(ordering: .relaxed))
+            for reason in 0..<FailureReason.count {
+                let count = tally.failures(reason: reason)
+                if count > 0 { failedByReason[FailureReason.name(reason), default: 0] += count }
+            }
+        }
+        if firstAck != .max { timeToFirstAck = firstAck > wave.publishedAt ? firstAck - wave.publishedAt : 0 }
+        if lastAck != 0 { makespan = lastAck > wave.publishedAt ? lastAck - wave.publishedAt : 0 }
+    }
+
+    /// Outcomes so far; equals `targeted` once the wave is complete.
+    public var accounted: Int { delivered + failed + superseded + expired + invalidated }
+
+    /// Answers per second over the makespan (pushes APNs answered, delivered or not).
+    public var pushesPerSecond: Double {
+        guard let makespan, makespan > 0 else { return 0 }
+        return Double(delivered + failed + invalidated) / (Double(makespan) / 1e9)
+    }
+}

@@ -1,0 +1,39 @@
+import FanfareClient
+import FanfareCore
+
+/// Why a targeted token's push failed for good, as a small index so per-wave counters are a flat array.
+/// The APNs reasons come first (in `APNsReason.allCases` order), then the local ones.
+enum FailureReason {
+    static let apnsReasons = APNsReason.allCases
+    static let unknownAPNsReason = apnsReasons.count
+    static let deadlineExceeded = apnsReasons.count + 1
+    static let resendLimitReached = apnsReasons.count + 2
+    static let shutdown = apnsReasons.count + 3
+    static let count = apnsReasons.count + 4
+
+    static func index(of reason: APNsReason) -> Int {
+        // APNsReason is a String enum: find it once per failure (rare), not per push.
+        apnsReasons.firstIndex(of: reason)!
+    }
+
+    static func index(of disposition: PushDisposition) -> Int {
+        switch disposition {
+        case .delivered: preconditionFailure("a delivered push has no failure reason")
+        case .rejected(_, let reason, _, _, _): return reason.map(index(of:)) ?? unknownAPNsReason
+        case .failed(.deadlineExceeded): return deadlineExceeded
+        case .failed(.resendLimitReached): return resendLimitReached
+        case .failed(.shutdown): return shutdown
+        }
+    }
+
+    static func name(_ index: Int) -> String {
+        if index < apnsReasons.count { return apnsReasons[index].rawValue }
+        switch index {
+        case unknownAPNsReason: return "UnknownReason"
+        case deadlineExceeded: return "DeadlineExceeded"
+        case resendLimitReached: return "ResendLimitReached"
+        case shutdown: return "Shutdown"
+        default: preconditionFailure("no failure reason \(index)")
+        }
+    }
+}

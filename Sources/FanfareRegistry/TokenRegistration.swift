@@ -1,0 +1,110 @@
+import FanfareCore
+
+/// Which kind of Live Activity token a registration holds (apns-spec.md §5).
+public enum TokenKind: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    /// One activity instance's update token: receives `update` and `end` events.
+    case update = 0
+    /// A device's push-to-start token for one ActivityAttributes type: receives `start` events.
+    case pushToStart = 1
+
+    public var description: String { self == .update ? "update" : "push-to-start" }
+}
+
+/// The APNs environment a token belongs to (a sandbox token sent to production is a BadDeviceToken).
+public enum APNsEnvironment: UInt8, Sendable, CaseIterable, CustomStringConvertible {
+    case production = 0
+    case sandbox = 1
+
+    public var description: String { self == .production ? "production" : "sandbox" }
+}
+
+/// One registered token and what it follows. The token itself is the key: registering it again replaces the
+/// other fields and the channel list, keeps `createdAt`, and moves `lastSeenAt` forward.
+public struct TokenRegistration: Sendable, Equatable {
+    public var token: DeviceToken
+    public var kind: TokenKind
+    /// Update tokens: the activity instance (the app's id for it).
+    public var activityID: String?
+    /// Push-to-start tokens: the device and the ActivityAttributes type the token starts.
+    public var deviceID: String?
+    public var attributesType: String?
+    public var bundleID: String
+    public var environment: APNsEnvironment
+    /// The app reported `frequentPushesEnabled`: the activity gets the frequent-updates priority-10 budget.
+    public var frequentUpdates: Bool
+    /// Channels (live events, e.g. one match) this token follows; at least one.
+    public var channels: [String]
+    /// UNIX milliseconds.
+    public var createdAt: Int64
+    public var lastSeenAt: Int64
+
+    public init(
+        token: DeviceToken, kind: TokenKind, activityID: String? = nil, deviceID: String? = nil,
+        attributesType: String? = nil, bundleID: String, environment: APNsEnvironment, frequentUpdates: Bool = false,
+        channels: [String], createdAt: Int64, lastSeenAt: Int64? = nil
+    ) {
+        self.token = token
+        self.kind = kind
+        self.activityID = activityID
+        self.deviceID = deviceID
+        self.attributesType = attributesType
+        self.bundleID = bundleID
+        self.environment = environment
+        self.frequentUpdates = frequentUpdates
+        self.channels = channels
+        self.createdAt = createdAt
+        self.lastSeenAt = lastSeenAt ?? createdAt
+    }
+}
+
+/// Why the registry refused or failed an operation. Nothing is half-applied: a failed batch changes nothing.
+public enum RegistryError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// A registration is malformed (index in the batch, what is wrong).
+    case invalidRegistration(index: Int, reason: String)
+    /// The database could not be opened, read or written.
+    case storage(String)
+
+    public var description: String {
+        switch self {
+        case .invalidRegistration(let index, let reason): return "registration #\(index) is invalid: \(reason)"
+        case .storage(let message): return "token registry: \(message)"
+        }
+    }
+}
+
+/// What the fan-out engine needs from durable storage. SQLite is the embedded default
+/// (`SQLiteTokenStore`); a server database can take its place by implementing this.
+///
+/// Every mutating call is durable when it returns (committed and synced), so an acknowledged registration
+/// survives a crash. Calls may come from any thread; implementations serialise writes themselves.
+public protocol TokenStore: AnyObject, Sendable {
+    /// Inserts or replaces registrations in one transaction. Validates every entry first (non-empty bundle id
+    /// and channel list, activity id for update tokens, device id and attributes type for push-to-start tokens)
+    /// and throws `.invalidRegistration` for the first bad one without writing anything.
+    func register(_ registrations: [TokenRegistration]) throws(RegistryError)
+
+    /// Removes tokens (all their channels). Returns how many were registered. Unknown tokens are ignored.
+    func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int
+
+    /// Removes a token APNs reported dead (410, BadDeviceToken, DeviceTokenNotForTopic), unless it was
+    /// registered again after `invalidSince` (UNIX ms, from a 410's `timestamp`; nil removes it regardless).
+    /// Returns true if the token was removed.
+    func invalidate(_ token: DeviceToken, invalidSince: Int64?) throws(RegistryError) -> Bool
+
+    /// Calls `body` for every registration of one app (bundle id and environment), in no particular order.
+    /// Used once at start-up to fill the in-memory shard tables.
+    func forEachRegistration(
+        bundleID: String, environment: APNsEnvironment, _ body: (TokenRegistration) throws -> Void
+    ) throws(RegistryError)
+
+    /// Removes the update tokens that follow `channel` (its activities ended and were dismissed); push-to-start
+    /// tokens stay. Returns the removed tokens.
+    func retireUpdateTokens(following channel: String) throws(RegistryError) -> [DeviceToken]
+
+    /// Removes update tokens created before `createdBefore` (UNIX ms): activities past ActivityKit's 8 + 4 hour
+    /// lifetime. Returns the removed tokens.
+    func retireUpdateTokens(createdBefore: Int64) throws(RegistryError) -> [DeviceToken]
+
+    /// Number of registered tokens (all apps).
+    func count() throws(RegistryError) -> Int
+}

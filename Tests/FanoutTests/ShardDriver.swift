@@ -1,0 +1,113 @@
+// Drives one real Shard by hand: the test plays the worker (service + poll) and APNs (the results), so the
+// fan-out state machine can be checked step by step and deterministically. The network path is covered by
+// the end-to-end fan-out tests against the simulator.
+@testable import FanfareClient
+import FanfareCore
+@testable import FanfareFanout
+import Synchronization
+import Testing
+
+final class RecordingInvalidations: InvalidationSink, @unchecked Sendable {
+    private let list = Mutex<[(DeviceToken, APNsReason?, Int64?)]>([])
+    func tokenInvalidated(_ token: DeviceToken, reason: APNsReason?, invalidSince: Int64?) {
+        list.withLock { $0.append((token, reason, invalidSince)) }
+    }
+    var tokens: [DeviceToken] { list.withLock { $0.map(\.0) } }
+}
+
+final class ShardDriver {
+    let shard: Shard
+    let invalidations = RecordingInvalidations()
+    private var sequence: UInt64 = 0
+    private var nextWaveID: UInt64 = 1
+    /// The test's clock (monotonic ns); tests move it forward by hand.
+    var now: UInt64
+
+    init(
+        minimumInterval: UInt64 = 0, retryDelays: [UInt64] = [1_000_000, 2_000_000],
+        standard: PriorityBudgetProfile = .standard, frequent: PriorityBudgetProfile = .frequent
+    ) {
+        let settings = ShardSettings(
+            standardBudget: standard, frequentBudget: frequent, minimumInterval: minimumInterval, retryDelays: retryDelays)
+        shard = Shard(index: 0, settings: settings, commandCapacity: 64, invalidations: invalidations)
+        now = monotonicNow()
+    }
+
+    func register(_ tokens: [DeviceToken], channel: String = "match", frequent: Bool = false, pushToStart: Bool = false, at: UInt32 = 1_700_000_000) {
+        for token in tokens {
+            shard.register(
+                RegistrationBatch.Entry(token: token, pushToStart: pushToStart, frequentUpdates: frequent, registeredAt: at, channels: [channel]))
+        }
+    }
+
+    /// Publishes through the shard's command queue, as the engine does.
+    @discardableResult
+    func publish(
+        channel: String = "match", timestamp: Int64, event: LiveActivityEvent = .update, alert: Bool = false,
+        priority: UpdatePriority = .auto, deadline: UInt64 = 0
+    ) throws -> Wave {
+        var content = LiveActivityContent(event: event, timestamp: timestamp)
+        content.contentState = try RawJSON(validating: #"{"t":\#(timestamp)}"#)
+        if alert || event == .start { content.alert = LiveActivityAlert(title: .plain("Goal"), body: .plain("1-0")) }
+        if event == .start {
+            content.attributesType = "MatchAttributes"
+            content.attributes = try RawJSON(validating: #"{"id":"m1"}"#)
+        }
+        let update = ChannelUpdate(channel: channel, content: content, priority: priority)
+        let wave = Wave(id: nextWaveID, update: update, shardCount: 1, publishedAt: now, onComplete: nil)
+        nextWaveID += 1
+        sequence += 1
+        let published = PublishedUpdate(
+            wave: wave, update: update, sequence: sequence, payload: try PushPayload(liveActivity: content), deadline: deadline)
+        #expect(shard.commands.enqueue(.publish(published)))
+        shard.service(now: now)
+        return wave
+    }
+
+    /// Polls up to `limit` pushes (as a worker with that many free streams would).
+    func take(_ limit: Int = .max) -> [PushJob] {
+        var jobs: [PushJob] = []
+        while jobs.count < limit, case .push(let job) = shard.poll(now: now) { jobs.append(job) }
+        return jobs
+    }
+
+    func answer(_ job: PushJob, _ disposition: PushDisposition) {
+        let result = PushResult(
+            cookie: job.cookie, token: job.token, disposition: disposition, apnsID: PushIdentifier(), resends: 0,
+            latencyNanoseconds: 0, worker: 0)
+        shard.pushCompleted(result, now: now)
+    }
+
+    func deliver(_ jobs: [PushJob]) { for job in jobs { answer(job, .delivered) } }
+
+    static func rejected(_ reason: APNsReason, timestamp: Int64? = nil) -> PushDisposition {
+        .rejected(status: reason.status, reason: reason, rawReason: nil, action: reason.action, timestamp: timestamp)
+    }
+}
+
+/// The timestamp inside a job's payload (`{"aps":{"timestamp":N,...`), to tell waves apart.
+func payloadTimestamp(_ job: PushJob) -> Int64 {
+    let text = String(decoding: job.payload.bytes, as: UTF8.self)
+    guard let range = text.range(of: "\"timestamp\":") else { return -1 }
+    return Int64(text[range.upperBound...].prefix { $0.isNumber }) ?? -1
+}
+
+/// Distinct deterministic 80-byte tokens (the size Live Activity tokens are seen at).
+func makeToken(_ index: Int, salt: UInt64 = 0) -> DeviceToken {
+    var state = UInt64(truncatingIfNeeded: index) &* 0x9E37_79B9_7F4A_7C15 ^ salt ^ 0xD1B5_4A32_D192_ED03
+    var bytes: [UInt8] = []
+    for _ in 0..<10 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        z ^= z >> 31
+        withUnsafeBytes(of: z.littleEndian) { bytes.append(contentsOf: $0) }
+    }
+    return try! DeviceToken(bytes: bytes)
+}
+
+extension WaveReport {
+    /// Every targeted token has exactly one outcome.
+    var balanced: Bool { accounted == targeted }
+}
