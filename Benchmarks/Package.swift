@@ -33,5 +33,6 @@ let package = Package(
         benchmarkTarget("QueueHandoff", ["FanfareClient", "FanfareCore"]),
         benchmarkTarget("ResponseParsing", ["FanfareCore"]),
         benchmarkTarget("ClientRoundTrip", ["FanfareClient", "FanfareSimulator", "FanfareCore"]),
+        benchmarkTarget("FanoutShard", ["FanfareFanout"]),
     ]
 )

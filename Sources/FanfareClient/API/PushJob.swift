@@ -80,7 +80,8 @@ public struct PushIdentifier: Sendable, Equatable, CustomStringConvertible {
     public static let byteCount = 36
     var storage: (UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0)
 
-    init() {}
+    /// An empty identifier (no apns-id yet).
+    public init() {}
 
     /// Parses a canonical 8-4-4-4-12 UUID; stored lowercase.
     public init?(_ text: String) {

@@ -15,6 +15,19 @@ public struct PushResult: Sendable {
     /// without locks, since a worker calls its handler from one thread only.
     public var worker: Int
 
+    public init(
+        cookie: UInt64, token: DeviceToken, disposition: PushDisposition, apnsID: PushIdentifier, resends: Int,
+        latencyNanoseconds: UInt64, worker: Int
+    ) {
+        self.cookie = cookie
+        self.token = token
+        self.disposition = disposition
+        self.apnsID = apnsID
+        self.resends = resends
+        self.latencyNanoseconds = latencyNanoseconds
+        self.worker = worker
+    }
+
     public var isDelivered: Bool {
         if case .delivered = disposition { return true }
         return false

@@ -88,6 +88,9 @@ public final class FanoutEngine: Sendable {
     private static func load(from store: TokenStore, into shards: [Shard], configuration: FanoutConfiguration) throws(FanoutError) {
         let shardCount = shards.count
         do {
+            // Room for everything in the store up front (an upper bound: other apps' tokens are counted too).
+            let expected = try store.count()
+            for shard in shards { shard.reserve(tokens: expected / shardCount + expected / (shardCount * 16) + 16) }
             try store.forEachRegistration(bundleID: configuration.bundleID, environment: configuration.environment) {
                 registration in
                 let shard = shards[APNsClient.workerIndex(for: registration.token, workerCount: shardCount)]

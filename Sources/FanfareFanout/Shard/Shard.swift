@@ -67,10 +67,17 @@ final class Shard: PushProducer, @unchecked Sendable {
 
     /// Before the worker starts (one thread), or on the shard thread: adds or replaces one token.
     func register(_ entry: RegistrationBatch.Entry) {
-        var channels: [UInt16] = []
-        channels.reserveCapacity(entry.channels.count)
-        for name in entry.channels { channels.append(UInt16(channelID(name))) }
-        let set = channelSets.intern(channels)
+        let set: UInt32
+        if entry.channels.count == 1, let known = singleChannelSets[entry.channels[0]] {
+            // Most tokens follow one channel: one lookup instead of channel ids, a sort and an intern.
+            set = known
+        } else {
+            var channels: [UInt16] = []
+            channels.reserveCapacity(entry.channels.count)
+            for name in entry.channels { channels.append(UInt16(channelID(name))) }
+            set = channelSets.intern(channels)
+            if entry.channels.count == 1 { singleChannelSets[entry.channels[0]] = set }
+        }
         var flags: TokenTable.Flags = []
         if entry.pushToStart { flags.insert(.pushToStart) }
         if entry.frequentUpdates { flags.insert(.frequentUpdates) }
@@ -98,8 +105,12 @@ final class Shard: PushProducer, @unchecked Sendable {
         }
     }
 
+    /// Channel name → interned set of just that channel.
+    private var singleChannelSets: [String: UInt32] = [:]
+
     /// Reserves room before a bulk load.
     func reserve(tokens count: Int) {
+        precondition(tokens.count == 0, "reserve before the first token")
         tokens.reserve(count, tokenBytes: 80)
         tokenIndex = TokenIndex(capacity: count)
     }

@@ -1,88 +1,242 @@
 import ArgumentParser
 import FanfareClient
 import FanfareCore
+import FanfareFanout
 import FanfareIO
-import FanfareLoad
+import FanfareRegistry
 import FanfareSimulator
 import FanfareTLS
 import Foundation
 
 /// `fanfare demo`: the README's main job on embedded defaults. Starts the APNs simulator on loopback,
-/// then sends a burst of Live Activity updates through the real client and prints what happened.
-struct DemoCommand: AsyncParsableCommand {
+/// registers a million tokens across a few matches in a fresh SQLite registry, plays a short match through
+/// the fan-out engine, and prints what every wave did.
+struct DemoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Start the built-in APNs simulator on loopback and push a burst of Live Activity updates to it."
+        abstract: "Play a match to a million Live Activity tokens through the fan-out engine and the built-in APNs simulator.",
+        discussion: """
+            Everything is local: the simulator listens on 127.0.0.1 with realistic latency and a few injected \
+            failures, the registry is a fresh SQLite file, and the engine pushes over real TLS + HTTP/2. \
+            `--scenario wave` sends one update to every token instead (the fan-out benchmark).
+            """
     )
 
-    @Option(help: "Pushes to send.")
-    var pushes: Int = 200_000
+    enum Scenario: String, ExpressibleByArgument, CaseIterable {
+        case match, wave
+    }
 
-    @Option(help: "Distinct activity tokens (80 bytes each, like real Live Activity tokens).")
-    var tokens: Int = 10_000
+    @Option(help: "What to play: match (kick-off, goals, a burst of overlapping goals, full time) or wave (one update to every token).")
+    var scenario: Scenario = .match
 
-    @Option(help: "Client connections.")
+    @Option(help: "Tokens to register (80 bytes each).")
+    var tokens: Int = 1_000_000
+
+    @Option(help: "Matches (channels) the tokens follow.")
+    var matches: Int = 3
+
+    @Option(help: "The registry file; it is deleted and created afresh.")
+    var database: String = "fanfare-demo.db"
+
+    @Option(help: "Engine worker threads (shards).")
+    var workers: Int = 1
+
+    @Option(help: "Connections per worker.")
     var connections: Int = 4
 
     @Option(help: "Streams in flight per connection (the simulator allows 1000).")
     var streams: Int = 1000
 
-    @Option(help: "Simulated APNs latency (e.g. 0, 20ms, uniform:10ms-30ms, longtail:20ms,200ms).")
-    var latency: String = "uniform:5ms-25ms"
+    @Option(help: "Simulated APNs latency (e.g. 20ms, uniform:10ms-30ms, longtail:20ms,200ms).")
+    var latency: String = "uniform:10ms-30ms"
 
     @Option(help: "Inject failures: Reason:probability (repeatable).")
-    var fault: [String] = ["Unregistered:0.001", "TooManyRequests:0.001"]
+    var fault: [String] = ["Unregistered:0.0005", "TooManyRequests:0.001", "InternalServerError:0.0005"]
 
-    func run() async throws {
-        SignalWaiter.blockTerminationSignals()
-        guard pushes > 0, tokens > 0, connections > 0, streams > 0 else {
-            printError("--pushes, --tokens, --connections and --streams must be positive")
-            throw ExitCode(64)
+    @Option(help: "Minimum seconds between two pushes to one activity (0 turns it off).")
+    var minimumInterval: Double = 1
+
+    func validate() throws {
+        guard tokens > 0, matches > 0, workers > 0, connections > 0, streams > 0 else {
+            throw ValidationError("--tokens, --matches, --workers, --connections and --streams must be positive")
         }
+        guard minimumInterval >= 0 else { throw ValidationError("--minimum-interval must be 0 or more") }
+    }
+
+    func run() throws {
+        SignalWaiter.blockTerminationSignals()
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("fanfare-demo-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: state) }
+        let bundleID = "com.example.fanfare"
+        let cpus = CPUAffinity.cpuCount
+        let channels = scenario == .wave ? ["final"] : (1...matches).map { "match-\($0)" }
 
-        // 1. The simulator, with a fresh CA, server certificate and provider key.
+        // 1. The simulator on its own core, with a fresh CA, server certificate and provider key.
         let simulate = try SimulateCommand.parse([
-            "--listen", "127.0.0.1:0", "--state-dir", state, "--latency", latency, "--cpus", CPUAffinity.cpuCount > 1 ? "1" : "0",
-        ] + fault.flatMap { ["--fault", $0] })
+            "--listen", "127.0.0.1:0", "--state-dir", state, "--latency", latency, "--cpus", cpus > 1 ? "\(cpus - 1)" : "0",
+            "--bundle-id", bundleID,
+        ] + (scenario == .wave ? [] : fault.flatMap { ["--fault", $0] }))
         let simulator = try simulate.start()
+        defer { simulator.shutdown() }
         let port = simulator.boundAddress.port
-        print("simulator: https://127.0.0.1:\(port) latency \(latency), faults \(fault.joined(separator: " "))")
+        print("simulator   https://127.0.0.1:\(port)  latency \(latency)\(scenario == .wave ? "" : "  faults \(fault.joined(separator: " "))")")
 
-        // 2. The client, authenticating with a provider token signed by the generated key.
+        // 2. A fresh registry with the demo's tokens.
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
+        let store = try SQLiteTokenStore(path: database)
+        let weights = Self.weights(channels.count)
+        let registry = DemoRegistry(
+            bundleID: bundleID, channels: channels, weights: weights, pushToStartShare: scenario == .wave ? 0 : 0.1,
+            frequentShare: 0.3)
+        let progress = ProgressLine()
+        let rate = try registry.fill(store, total: tokens) { done, rate in
+            progress.update("registering  \(WaveTable.group(done))/\(WaveTable.group(tokens)) tokens  \(WaveTable.group(Int(rate)))/s")
+        }
+        progress.finish(
+            "registered   \(WaveTable.group(tokens)) tokens in \(database) at \(WaveTable.group(Int(rate))) registrations/s (durable, WAL + fsync)")
+
+        // 3. The engine: loads the registry into its shards and connects to the simulator.
         let keyPath = (state as NSString).appendingPathComponent("AuthKey_FANFARE001.p8")
         let caPath = (state as NSString).appendingPathComponent("ca.pem")
         let signer = try ProviderTokenSigner(privateKeyPEMFile: keyPath, keyID: "FANFARE001", teamID: "TEAMID0001")
-        var configuration = ClientConfiguration(
+        var client = ClientConfiguration(
             host: "127.0.0.1", port: port, tls: try TLSContext.client(caFile: caPath),
-            providerTokens: ProviderTokenSource(signer: signer), topic: Topic.liveActivity(bundleID: "com.example.fanfare"))
-        configuration.connectionsPerWorker = connections
-        configuration.maxConcurrentStreamsPerConnection = streams
-        configuration.cpuAffinity = [0]
+            providerTokens: ProviderTokenSource(signer: signer), topic: Topic.liveActivity(bundleID: bundleID))
+        client.workerCount = workers
+        client.connectionsPerWorker = connections
+        client.maxConcurrentStreamsPerConnection = streams
+        client.cpuAffinity = cpus > 1 ? Array(0..<max(1, cpus - 1)) : [0]
+        var configuration = FanoutConfiguration(client: client, bundleID: bundleID)
+        configuration.minimumInterval = minimumInterval > 0 ? .milliseconds(Int64(minimumInterval * 1000)) : nil
+        configuration.maintenanceInterval = .seconds(1)
+        let invalidated = InvalidationCounter()
+        let loadStarted = Date()
+        let engine = try FanoutEngine(configuration: configuration, store: store, onInvalidation: { invalidated.add($0) })
+        let loadSeconds = Date().timeIntervalSince(loadStarted)
+        let footprint = engine.shardFootprint
+        let loaded = footprint.reduce(0) { $0 + $1.tokens }
+        let bytes = footprint.reduce(0) { $0 + $1.bytes }
+        print(
+            String(
+                format: "engine      loaded %@ tokens into %d shard(s) in %.2f s, %.0f bytes of shard memory per token",
+                WaveTable.group(loaded), workers, loadSeconds, Double(bytes) / Double(max(1, loaded))))
 
-        // 3. One encoded payload shared by every push (encode once, send many), through the same load
-        //    runner as `fanfare load`: every push is counted once in the report.
-        var content = LiveActivityContent(event: .update, timestamp: Int64(Date().timeIntervalSince1970))
-        content.contentState = try RawJSON(validating: #"{"home":1,"away":0,"minute":63}"#)
-        let plan = LoadPlan(
-            pushes: pushes, duration: nil, rate: nil, tokens: TokenList.generate(count: tokens, byteLength: 80),
-            payload: .fixed(try PushPayload(liveActivity: content)))
-        print("sending \(pushes) pushes to \(tokens) tokens over \(connections) connections x \(streams) streams")
-        let report = try LoadRunner.run(
-            client: configuration, plan: plan,
-            progress: { sample in
-                print(
-                    String(
-                        format: "  %6.1fs  completed %d/%d  in flight %d  %.0f pushes/s  p99 %.1f ms", sample.elapsedSeconds,
-                        sample.completed, pushes, sample.inFlight, sample.pushesPerSecond, sample.p99Milliseconds))
-            },
-            shouldStop: { SignalWaiter.poll() })
-        simulator.shutdown()
+        // 4. Play.
+        let script = scenario == .wave ? MatchScript.singleWave(channel: channels[0]) : MatchScript.match(channels: channels, dismissAfter: 2)
+        var labels: [UInt64: String] = [:]
+        let playStarted = Date()
+        var interrupted = false
+        var nextStep = 0
+        var lastCompleted = 0
+        var lastSample = Date()
+        var lastRate = 0.0
+        while true {
+            let elapsed = Date().timeIntervalSince(playStarted)
+            while nextStep < script.steps.count && script.steps[nextStep].at <= elapsed {
+                let step = script.steps[nextStep]
+                nextStep += 1
+                do {
+                    let wave = try engine.publish(try step.make(Int64(Date().timeIntervalSince1970)))
+                    labels[wave.id] = step.label
+                    progress.finish(String(format: "%6.1fs  wave %d  %@: %@", elapsed, Int(wave.id), step.channel, step.label))
+                } catch {
+                    progress.finish("\(step.channel): \(step.label) refused: \(error)")
+                }
+            }
+            let waves = engine.waves
+            let reports = waves.map(\.report)
+            let stats = engine.statistics.client
+            let now = Date()
+            if now.timeIntervalSince(lastSample) >= 0.5 {
+                lastRate = Double(stats.completed - lastCompleted) / now.timeIntervalSince(lastSample)
+                lastCompleted = stats.completed
+                lastSample = now
+            }
+            progress.update(
+                String(
+                    format: "%6.1fs  waves done %d/%d  delivered %@  superseded %@  in flight %@  %@ pushes/s",
+                    elapsed, reports.filter(\.isComplete).count, script.steps.count,
+                    WaveTable.group(reports.reduce(0) { $0 + $1.delivered }),
+                    WaveTable.group(reports.reduce(0) { $0 + $1.superseded }), WaveTable.group(stats.inFlight),
+                    WaveTable.group(Int(lastRate))))
+            if nextStep == script.steps.count && waves.allSatisfy(\.isComplete) { break }
+            if SignalWaiter.poll() {
+                interrupted = true
+                break
+            }
+            usleep(50_000)
+        }
+        let playSeconds = Date().timeIntervalSince(playStarted)
+        progress.finish(String(format: "%6.1fs  %@", playSeconds, interrupted ? "interrupted: stopping" : "every wave complete"))
+
+        // Ended matches leave the registry after their dismissal window (2 s in the demo).
+        if scenario == .match && !interrupted {
+            usleep(2_500_000)
+            engine.runMaintenance()
+        }
+        let statistics = engine.statistics
+        engine.shutdown()
+        let reports = engine.waves.map(\.report)
         print("")
-        print(report.text())
+        print(WaveTable.render(reports, labels: labels))
+        print("")
+        let pushes = statistics.client.completed
+        let balanced = reports.allSatisfy { $0.accounted == $0.targeted }
+        print(
+            String(
+                format: "%@ pushes in %.2f s (%@ pushes/s); every targeted token accounted for in every wave: %@",
+                WaveTable.group(pushes), playSeconds, WaveTable.group(Int(Double(pushes) / max(playSeconds, 1e-9))),
+                balanced ? "yes" : "NO"))
+        print(
+            "invalidated tokens removed from the registry: \(WaveTable.group(invalidated.count)); "
+                + "registry now holds \(WaveTable.group(try store.count())) tokens")
+        if let error = statistics.lastRegistryError { print("registry error: \(error)") }
         print("")
         print("simulator saw:")
         print(simulator.statistics().summary())
+        if !balanced { throw ExitCode(1) }
+    }
+
+    /// The first match is the big one: 50%, 30%, 20% for three; equal shares beyond.
+    static func weights(_ count: Int) -> [Double] {
+        switch count {
+        case 1: return [1]
+        case 2: return [0.6, 0.4]
+        case 3: return [0.5, 0.3, 0.2]
+        default: return Array(repeating: 1 / Double(count), count: count)
+        }
+    }
+}
+
+/// Counts invalidation reports from the engine's registry thread.
+final class InvalidationCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+    func add(_ report: InvalidationReport) { lock.withLock { if report.removed { value += 1 } } }
+    var count: Int { lock.withLock { value } }
+}
+
+/// A progress line that rewrites itself on a terminal and prints about once a second otherwise.
+final class ProgressLine {
+    private let isTerminal = isatty(STDOUT_FILENO) != 0
+    private var lastPrinted = Date.distantPast
+    private var pending = false
+
+    func update(_ text: String) {
+        if isTerminal {
+            print("\r\u{1B}[K" + text, terminator: "")
+            fflush(nil)
+            pending = true
+        } else if Date().timeIntervalSince(lastPrinted) >= 1 {
+            print(text)
+            lastPrinted = Date()
+        }
+    }
+
+    /// Prints a line that stays.
+    func finish(_ text: String) {
+        if isTerminal && pending { print("\r\u{1B}[K", terminator: "") }
+        pending = false
+        print(text)
     }
 }

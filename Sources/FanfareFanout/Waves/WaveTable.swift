@@ -1,0 +1,53 @@
+/// Renders wave reports as a fixed-width text table (the demo's and operators' view of a match).
+public enum WaveTable {
+    /// One row per report; `labels` (by wave id) say what each update was.
+    public static func render(_ reports: [WaveReport], labels: [UInt64: String] = [:]) -> String {
+        let header = [
+            "wave", "channel", "update", "targeted", "delivered", "superseded", "downgraded", "invalidated", "failed",
+            "expired", "1st ack", "makespan", "pushes/s",
+        ]
+        var rows = [header]
+        for report in reports {
+            rows.append([
+                "\(report.id)\(report.isComplete ? "" : "*")", report.channel, labels[report.id] ?? report.event.rawValue,
+                group(report.targeted), group(report.delivered), group(report.superseded), group(report.downgraded),
+                group(report.invalidated), group(report.failed), group(report.expired), milliseconds(report.timeToFirstAck),
+                milliseconds(report.makespan), report.pushesPerSecond > 0 ? group(Int(report.pushesPerSecond)) : "-",
+            ])
+        }
+        var widths = Array(repeating: 0, count: header.count)
+        for row in rows { for (column, cell) in row.enumerated() { widths[column] = max(widths[column], cell.count) } }
+        let leftAligned: Set<Int> = [1, 2]
+        var lines: [String] = []
+        for (index, row) in rows.enumerated() {
+            var cells: [String] = []
+            for (column, cell) in row.enumerated() {
+                let padding = String(repeating: " ", count: widths[column] - cell.count)
+                cells.append(leftAligned.contains(column) ? cell + padding : padding + cell)
+            }
+            lines.append(cells.joined(separator: "  "))
+            if index == 0 { lines.append(String(repeating: "-", count: lines[0].count)) }
+        }
+        if reports.contains(where: { !$0.isComplete }) { lines.append("* still running") }
+        return lines.joined(separator: "\n")
+    }
+
+    /// 1234567 → "1,234,567".
+    public static func group(_ value: Int) -> String {
+        let digits = String(value.magnitude)
+        var out = ""
+        for (index, character) in digits.enumerated() {
+            if index > 0 && (digits.count - index) % 3 == 0 { out.append(",") }
+            out.append(character)
+        }
+        return value < 0 ? "-" + out : out
+    }
+
+    static func milliseconds(_ nanoseconds: UInt64?) -> String {
+        guard let nanoseconds else { return "-" }
+        let ms = Double(nanoseconds) / 1e6
+        return ms >= 1000 ? String(format: "%.2f s", ms / 1000) : String(format: "%.0f ms", ms)
+    }
+}
+
+import Foundation

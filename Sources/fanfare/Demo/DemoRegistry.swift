@@ -1,0 +1,75 @@
+import FanfareCore
+import FanfareFanout
+import FanfareRegistry
+import Foundation
+
+/// Fills a fresh registry with demo tokens: 80-byte tokens (like real Live Activity tokens), split over the
+/// matches with a few push-to-start tokens per match and some activities with frequent updates.
+struct DemoRegistry {
+    let bundleID: String
+    let channels: [String]
+    /// Share of tokens per channel (sums to 1).
+    let weights: [Double]
+    let pushToStartShare: Double
+    let frequentShare: Double
+
+    /// Registers `total` tokens in batches of 10,000, printing progress; returns registrations per second.
+    func fill(_ store: TokenStore, total: Int, progress: (Int, Double) -> Void) throws -> Double {
+        var random = SplitMix64(seed: 0x00FA_FA4E)
+        let batchSize = 10_000
+        let started = Date()
+        var done = 0
+        var batch: [TokenRegistration] = []
+        batch.reserveCapacity(batchSize)
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        while done < total {
+            batch.removeAll(keepingCapacity: true)
+            for index in done..<min(total, done + batchSize) {
+                var bytes = [UInt8](repeating: 0, count: 80)
+                for offset in stride(from: 0, to: 80, by: 8) {
+                    withUnsafeBytes(of: random.next()) { word in
+                        for byte in 0..<8 { bytes[offset + byte] = word[byte] }
+                    }
+                }
+                let channel = pick(random.nextUnit())
+                let pushToStart = random.nextUnit() < pushToStartShare
+                batch.append(
+                    TokenRegistration(
+                        token: try DeviceToken(bytes: bytes), kind: pushToStart ? .pushToStart : .update,
+                        activityID: pushToStart ? nil : "activity-\(index)", deviceID: pushToStart ? "device-\(index)" : nil,
+                        attributesType: pushToStart ? "MatchAttributes" : nil, bundleID: bundleID, environment: .production,
+                        frequentUpdates: !pushToStart && random.nextUnit() < frequentShare, channels: [channel], createdAt: now))
+            }
+            try store.register(batch)
+            done += batch.count
+            progress(done, Double(done) / max(1e-9, Date().timeIntervalSince(started)))
+        }
+        return Double(total) / max(1e-9, Date().timeIntervalSince(started))
+    }
+
+    private func pick(_ unit: Double) -> String {
+        var sum = 0.0
+        for (index, weight) in weights.enumerated() {
+            sum += weight
+            if unit < sum { return channels[index] }
+        }
+        return channels[channels.count - 1]
+    }
+}
+
+/// A small fast PRNG with a fixed seed, so every demo run registers the same tokens.
+struct SplitMix64 {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// Uniform in [0, 1).
+    mutating func nextUnit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+}

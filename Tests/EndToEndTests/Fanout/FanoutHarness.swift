@@ -1,0 +1,86 @@
+// A fan-out engine on a real SQLite registry file, pushing to the harness's real simulator over loopback.
+import FanfareClient
+import FanfareCore
+import FanfareFanout
+import FanfareRegistry
+import FanfareSimulator
+import Foundation
+import Synchronization
+import Testing
+
+/// Collects invalidation reports from the engine's registry thread.
+final class InvalidationCollector: Sendable {
+    private let reports = Mutex<[InvalidationReport]>([])
+    func record(_ report: InvalidationReport) { reports.withLock { $0.append(report) } }
+    var all: [InvalidationReport] { reports.withLock { $0 } }
+}
+
+struct FanoutFixture {
+    let harness: TestHarness
+    let databasePath: String
+    let store: SQLiteTokenStore
+    let invalidations = InvalidationCollector()
+
+    init(_ simulator: SimulatorConfiguration = SimulatorConfiguration(), databasePath: String? = nil) throws {
+        harness = try TestHarness(simulator)
+        self.databasePath = databasePath ?? harness.directory + "/fanfare.db"
+        store = try SQLiteTokenStore(path: self.databasePath)
+    }
+
+    /// An engine on this fixture's store and simulator: test-sized retries, no minimum interval unless asked.
+    func engine(
+        connections: Int = 2, streams: Int = 1000, minimumInterval: Duration? = nil,
+        retryDelays: [Duration] = [.milliseconds(10), .milliseconds(20), .milliseconds(40)],
+        configure: (inout FanoutConfiguration) -> Void = { _ in }
+    ) throws -> FanoutEngine {
+        var client = try harness.clientConfiguration()
+        client.connectionsPerWorker = connections
+        client.maxConcurrentStreamsPerConnection = streams
+        var configuration = FanoutConfiguration(client: client, bundleID: Fixture.bundleID, environment: .production)
+        configuration.minimumInterval = minimumInterval
+        configuration.retryDelays = retryDelays
+        configure(&configuration)
+        let invalidations = self.invalidations
+        return try FanoutEngine(configuration: configuration, store: store, onInvalidation: { invalidations.record($0) })
+    }
+
+    /// Update tokens (80 bytes) following `channel`.
+    static func registrations(
+        _ range: Range<Int>, channel: String, kind: TokenKind = .update, salt: UInt64 = 0, frequent: Bool = false
+    ) -> [TokenRegistration] {
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        return range.map { index in
+            TokenRegistration(
+                token: longToken(index, salt: salt), kind: kind, activityID: kind == .update ? "activity-\(index)" : nil,
+                deviceID: kind == .pushToStart ? "device-\(index)" : nil,
+                attributesType: kind == .pushToStart ? "MatchAttributes" : nil, bundleID: Fixture.bundleID,
+                environment: .production, frequentUpdates: frequent, channels: [channel], createdAt: now)
+        }
+    }
+}
+
+/// A distinct 80-byte token per index (the size Live Activity tokens are seen at).
+func longToken(_ index: Int, salt: UInt64 = 0) -> DeviceToken {
+    var bytes: [UInt8] = []
+    for part in 0..<3 {
+        makeToken(index, salt: salt &+ UInt64(part) &* 0x1234_5678_9ABC).withUnsafeBytes { bytes.append(contentsOf: $0) }
+    }
+    return try! DeviceToken(bytes: bytes.prefix(80))
+}
+
+func scoreUpdate(channel: String, timestamp: Int64, home: Int, away: Int, alert: Bool = false, priority: UpdatePriority = .auto)
+    throws -> ChannelUpdate
+{
+    var content = LiveActivityContent(event: .update, timestamp: timestamp)
+    content.contentState = try RawJSON(validating: #"{"home":\#(home),"away":\#(away)}"#)
+    if alert { content.alert = LiveActivityAlert(title: .plain("Goal!"), body: .plain("\(home)-\(away)")) }
+    return ChannelUpdate(channel: channel, content: content, priority: priority)
+}
+
+extension AcceptedRecord {
+    /// The `timestamp` inside the accepted payload.
+    var payloadTimestamp: Int? {
+        guard let range = line.range(of: "\"timestamp\":") else { return nil }
+        return Int(line[range.upperBound...].prefix { $0.isNumber })
+    }
+}
