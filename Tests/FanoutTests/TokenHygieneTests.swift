@@ -1,6 +1,7 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import Synchronization
 import Testing
 
 @Suite struct TokenHygieneTests {
@@ -69,4 +70,34 @@ import Testing
         driver.deliver(jobs)
         #expect(onB.report.delivered == 1)
     }
+}
+
+@Suite struct SinglePushTests {
+    @Test func aSinglePushGoesFirstSpendsTheBudgetAndPrunesADeadToken() throws {
+        let driver = ShardDriver(standard: PriorityBudgetProfile(perHour: 12, burst: 1))
+        let token = makeToken(1)
+        driver.register([token, makeToken(2)])
+        _ = try driver.publish(timestamp: 1)
+        let results = ResultBox()
+        for _ in 0..<2 {
+            let job = PushJob(token: token, payload: try PushPayload(#"{"aps":{"timestamp":9,"event":"update","content-state":{}}}"#), priority: .immediate, cookie: 77)
+            #expect(driver.shard.commands.enqueue(.push(SinglePush(job: job) { results.append($0) })))
+        }
+        driver.shard.service(now: driver.now)
+        let jobs = driver.take(2)
+        // Single pushes come before wave members; the second is over the activity's budget of one.
+        #expect(jobs.map(\.priority) == [.immediate, .normal])
+        #expect(jobs.allSatisfy { payloadTimestamp($0) == 9 })
+        driver.answer(jobs[0], .delivered)
+        driver.answer(jobs[1], ShardDriver.rejected(.unregistered))
+        #expect(results.all.map(\.cookie) == [77, 77])
+        #expect(results.all.map(\.isDelivered) == [true, false])
+        #expect(driver.invalidations.tokens == [token])
+    }
+}
+
+final class ResultBox: @unchecked Sendable {
+    private let lock = Mutex<[PushResult]>([])
+    func append(_ result: PushResult) { lock.withLock { $0.append(result) } }
+    var all: [PushResult] { lock.withLock { $0 } }
 }

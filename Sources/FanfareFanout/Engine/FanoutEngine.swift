@@ -39,6 +39,7 @@ public final class FanoutEngine: Sendable {
     private let router: ResultRouter
     private let control = Mutex(ControlState())
     private let isShutDown = Atomic<Bool>(false)
+    private let enqueuingPushes = Atomic<Int>(0)
 
     private struct ControlState {
         var nextWaveID: UInt64 = 1
@@ -57,6 +58,7 @@ public final class FanoutEngine: Sendable {
         onInvalidation: (@Sendable (InvalidationReport) -> Void)? = nil
     ) throws(FanoutError) {
         precondition(configuration.client.workerCount > 0)
+        precondition(configuration.commandQueueCapacity > 2 * Self.controlReserve, "commandQueueCapacity is too small")
         self.configuration = configuration
         self.store = store
         let retirement = RetirementBox()
@@ -210,6 +212,44 @@ public final class FanoutEngine: Sendable {
         }
     }
 
+    /// Sends one push to one token outside any channel, through the token's shard (lock-free: no control lock).
+    /// A registered token's priority-10 budget applies (`.immediate` over budget goes at 5), and a token APNs
+    /// reports dead is pruned like in a wave. The result comes back when APNs answered (or the push failed).
+    public func push(
+        _ content: LiveActivityContent, to token: DeviceToken, priority: PushPriority = .normal,
+        expiration: Int64? = nil, collapseID: String? = nil
+    ) async throws(PublishError) -> PushResult {
+        // Counted while it may enqueue, so `shutdown` can wait for it and then account for it.
+        enqueuingPushes.add(1, ordering: .acquiringAndReleasing)
+        var counted = true
+        defer { if counted { enqueuingPushes.subtract(1, ordering: .acquiringAndReleasing) } }
+        guard !isShutDown.load(ordering: .acquiring) else { throw .shutDown }
+        if let collapseID, collapseID.utf8.count > 64 { throw .collapseIDTooLong(bytes: collapseID.utf8.count) }
+        let payload: PushPayload
+        do { payload = try PushPayload(liveActivity: content) } catch { throw .invalidPayload(error) }
+        let shard = shards[APNsClient.workerIndex(for: token, workerCount: shards.count)]
+        // Lock-free producers leave the last slots to the control path (publishes, registrations).
+        guard shard.commands.approximateCount < shard.commands.capacity - Self.controlReserve else {
+            throw .backPressure(shard: shard.index)
+        }
+        let job = PushJob(token: token, payload: payload, priority: priority, expiration: expiration, collapseID: collapseID)
+        let result: PushResult? = await withCheckedContinuation { continuation in
+            let single = SinglePush(job: job) { continuation.resume(returning: $0) }
+            if shard.commands.enqueue(.push(single)) {
+                client.kickProducer(worker: shard.index)
+            } else {
+                continuation.resume(returning: nil)
+            }
+            enqueuingPushes.subtract(1, ordering: .acquiringAndReleasing)
+            counted = false
+        }
+        guard let result else { throw .backPressure(shard: shard.index) }
+        return result
+    }
+
+    /// Queue slots single pushes never take, so a publish finds room on every shard.
+    static let controlReserve = 64
+
     /// Every wave published so far, oldest first.
     public var waves: [Wave] { control.withLock { $0.waves } }
 
@@ -266,6 +306,7 @@ public final class FanoutEngine: Sendable {
     /// invalidation already reported is written to the registry.
     public func shutdown() {
         guard !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        while enqueuingPushes.load(ordering: .acquiring) > 0 { usleep(100) }
         client.shutdown()
         for shard in shards { shard.abandonAfterStop() }
         registryWorker.stop()

@@ -104,6 +104,11 @@ enum FanoutCookie {
         return member.raw | UInt64(wave) << 48
     }
 
+    /// The wave slot that marks a single push; the member bits then hold its slot in the shard's table.
+    static let singlePush = maximumWaves
+
+    static func single(_ slot: Int) -> UInt64 { UInt64(slot) | UInt64(singlePush) << 48 }
+
     static func member(_ cookie: UInt64) -> MemberRef { MemberRef(raw: cookie) }
     static func wave(_ cookie: UInt64) -> Int { Int(cookie >> 48 & 0x7FFF) }
 }

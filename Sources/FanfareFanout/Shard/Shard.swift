@@ -166,6 +166,7 @@ final class Shard: PushProducer, @unchecked Sendable {
             case .register(let batch): for entry in batch.entries { register(entry) }
             case .unregister(let batch): for token in batch.tokens { unregister(token) }
             case .retireChannel(let name): retireChannel(name)
+            case .push(let single): readySingles.append(single)
             }
         }
     }
@@ -259,6 +260,7 @@ final class Shard: PushProducer, @unchecked Sendable {
     // MARK: - Producing pushes
 
     func poll(now: UInt64) -> ProducerPoll {
+        if nextReadySingle < readySingles.count { return .push(sendSingle(now: now)) }
         // Members whose back-off or interval ended come first: they have waited longest.
         for lane in lanes.indices {
             while let raw = lanes[lane].popDue(now: now) {
@@ -427,12 +429,71 @@ final class Shard: PushProducer, @unchecked Sendable {
             expiration: update.expiration, collapseID: update.collapseID, cookie: FanoutCookie.make(ref, wave: waveSlot))
     }
 
+    // MARK: - Single pushes
+
+    /// Single pushes queued by `service`, sent before wave members (FIFO; the array is reset when drained).
+    private var readySingles: [SinglePush] = []
+    private var nextReadySingle = 0
+    /// Single pushes in flight, by the slot in their cookie.
+    private var singlesInFlight: [SinglePush?] = []
+    private var freeSingleSlots: [Int] = []
+
+    private func sendSingle(now: UInt64) -> PushJob {
+        let single = readySingles[nextReadySingle]
+        nextReadySingle += 1
+        if nextReadySingle == readySingles.count {
+            readySingles.removeAll(keepingCapacity: true)
+            nextReadySingle = 0
+        }
+        let slot: Int
+        if let free = freeSingleSlots.popLast() {
+            slot = free
+            singlesInFlight[slot] = single
+        } else {
+            slot = singlesInFlight.count
+            singlesInFlight.append(single)
+        }
+        var job = single.job
+        // A registered token's activity budget applies to single pushes too.
+        if let tokenSlot = tokenIndex.find(job.token, in: tokens) {
+            let index = Int(tokenSlot)
+            if job.priority == .immediate {
+                let budget = tokens.flags[index].contains(.frequentUpdates) ? frequentBudget : standardBudget
+                if !budget.trySpend(&tokens.budget[index], now: tenths(now)) { job.priority = .normal }
+            }
+            tokens.lastSentAt[index] = tenths(now)
+        }
+        single.job.priority = job.priority
+        job.cookie = FanoutCookie.single(slot)
+        return job
+    }
+
+    private func singleCompleted(_ result: PushResult) {
+        let slot = FanoutCookie.member(result.cookie).member
+        guard let single = singlesInFlight[slot] else {
+            assertionFailure("a result for a single push that is not in flight")
+            return
+        }
+        singlesInFlight[slot] = nil
+        freeSingleSlots.append(slot)
+        if result.disposition.action == .dropToken, let tokenSlot = tokenIndex.find(result.token, in: tokens) {
+            invalidate(tokenSlot, result: result)
+        }
+        var result = result
+        result.cookie = single.job.cookie  // the caller's own
+        single.completion(result)
+    }
+
     // MARK: - Results
 
-    /// On the worker thread: the push for one member of one wave ended.
+    /// On the worker thread: the push for one member of one wave (or a single push) ended.
     func pushCompleted(_ result: PushResult, now: UInt64) {
-        let ref = FanoutCookie.member(result.cookie)
         let waveSlot = FanoutCookie.wave(result.cookie)
+        if waveSlot == FanoutCookie.singlePush {
+            singleCompleted(result)
+            return
+        }
+        let ref = FanoutCookie.member(result.cookie)
         let audienceIndex = Self.audienceIndex(ref.channel, ref.kind)
         let member = ref.member
         assert(audiences[audienceIndex].states[member] == .inFlight, "a result for a member with nothing in flight")
@@ -526,6 +587,15 @@ final class Shard: PushProducer, @unchecked Sendable {
     /// failed (Shutdown), so every wave completes and every targeted token is accounted for.
     func abandonAfterStop() {
         service(now: monotonicNow(), commandLimit: .max)
+        for index in nextReadySingle..<readySingles.count {
+            let single = readySingles[index]
+            single.completion(
+                PushResult(
+                    cookie: single.job.cookie, token: single.job.token, disposition: .failed(.shutdown),
+                    apnsID: single.job.apnsID ?? PushIdentifier(), resends: 0, latencyNanoseconds: 0, worker: self.index))
+        }
+        readySingles.removeAll()
+        nextReadySingle = 0
         let reason = FailureReason.shutdown
         for audienceIndex in audiences.indices {
             for member in audiences[audienceIndex].owed.indices {

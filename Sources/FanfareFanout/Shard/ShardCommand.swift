@@ -11,6 +11,18 @@ enum ShardCommand {
     case unregister(TokenBatch)
     /// The channel's activities ended and their dismissal window passed: drop its update tokens.
     case retireChannel(String)
+    /// One push to one token, outside any wave (the token's budget still applies if it is registered).
+    case push(SinglePush)
+}
+
+/// A single push and where its result goes (called on the shard's worker thread).
+final class SinglePush: @unchecked Sendable {
+    var job: PushJob
+    let completion: @Sendable (PushResult) -> Void
+    init(job: PushJob, completion: @escaping @Sendable (PushResult) -> Void) {
+        self.job = job
+        self.completion = completion
+    }
 }
 
 /// One published update, shared by every shard: the payload is encoded once and its bytes sent by every

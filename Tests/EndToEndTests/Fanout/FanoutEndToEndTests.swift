@@ -55,11 +55,13 @@ import Testing
         defer { fixture.harness.shutdown() }
         let audience = 4_000
         try fixture.store.register(FanoutFixture.registrations(0..<audience, channel: "derby"))
-        // 100 streams at 20 ms: the first wave needs most of a second, so the second lands mid-way.
-        let engine = try fixture.engine(connections: 1, streams: 100)
+        // 50 streams at 20 ms: the first wave needs more than a second, so the second lands mid-way (published
+        // from a thread of its own the moment 500 pushes went out: the shared test threads may be busy).
+        let engine = try fixture.engine(connections: 1, streams: 50)
         let older = try engine.publish(try scoreUpdate(channel: "derby", timestamp: 1_800_000_001, home: 1, away: 0))
-        #expect(await eventually { older.report.sent >= 500 })
-        let newer = try engine.publish(try scoreUpdate(channel: "derby", timestamp: 1_800_000_002, home: 2, away: 0))
+        let newerUpdate = try scoreUpdate(channel: "derby", timestamp: 1_800_000_002, home: 2, away: 0)
+        let published = try await perform(when: { older.report.sent >= 500 }) { try engine.publish(newerUpdate) }
+        let newer = try #require(published)
         #expect(await older.completionWithin(.seconds(60)))
         #expect(await newer.completionWithin(.seconds(60)))
         let first = older.report
@@ -102,6 +104,7 @@ import Testing
         #expect(await wave.completionWithin(.seconds(30)))
         #expect(wave.report.delivered == 200)
         engine.shutdown()
+        try fixture.store.close()  // the registry keeps its file locked while open
 
         // A new store and engine on the same file see the same tokens.
         let reopened = try SQLiteTokenStore(path: fixture.databasePath)
@@ -165,6 +168,25 @@ import Testing
         let after = try engine.publish(try scoreUpdate(channel: "league", timestamp: start, home: 0, away: 0))
         #expect(await after.completionWithin(.seconds(30)))
         #expect(after.report.targeted == 0)
+    }
+
+    @Test func aSinglePushIsAnsweredAndADeadTokenIsPruned() async throws {
+        var simulator = SimulatorConfiguration()
+        let registrations = FanoutFixture.registrations(0..<2, channel: "solo")
+        simulator.knownTokens = [registrations[0].token.hexString]
+        let fixture = try FanoutFixture(simulator)
+        defer { fixture.harness.shutdown() }
+        try fixture.store.register(registrations)
+        let engine = try fixture.engine()
+        defer { engine.shutdown() }
+        var content = LiveActivityContent(event: .update, timestamp: 1_800_000_000)
+        content.contentState = try RawJSON(validating: #"{"home":0,"away":0}"#)
+        let delivered = try await engine.push(content, to: registrations[0].token, priority: .immediate)
+        #expect(delivered.isDelivered)
+        let dead = try await engine.push(content, to: registrations[1].token)
+        #expect(dead.disposition.rejectionReason == .unregistered)
+        #expect(await eventually { fixture.invalidations.all.count == 1 })
+        #expect(try fixture.store.count() == 1)
     }
 
     @Test func badRegistrationsAndUpdatesAreRefusedWithoutSideEffects() async throws {
