@@ -48,7 +48,10 @@ let package = Package(
             dependencies: ["FanfareClient", "FanfareCore", "FanfareIO", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         // The token registry: activities, update and push-to-start tokens, channels. SQLite (GRDB) by default.
-        .target(name: "FanfareRegistry", dependencies: ["FanfareCore", .product(name: "GRDB", package: "GRDB.swift")]),
+        .target(
+            name: "FanfareRegistry",
+            dependencies: ["FanfareCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]
+        ),
         // The fan-out engine: sharded token tables, lock-free command queues, priority budget, latest state wins.
         .target(name: "FanfareFanout", dependencies: ["FanfareClient", "FanfareRegistry", "FanfareCore", "FanfareIO"]),
         .executableTarget(

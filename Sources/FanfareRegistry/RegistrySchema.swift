@@ -1,0 +1,67 @@
+import GRDB
+
+/// The registry's tables, as versioned GRDB migrations. Add a new migration for every change; never edit one
+/// that has shipped (GRDB records applied migrations in `grdb_migrations`).
+enum RegistrySchema {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1: apps, channels, tokens, token_channels") { db in
+            // One row per (bundle id, environment). Tokens refer to it by a small integer instead of repeating
+            // the bundle id string in every row: smaller rows, and one integer compare to filter by app.
+            try db.execute(sql: """
+                CREATE TABLE apps (
+                    id INTEGER PRIMARY KEY,
+                    bundle_id TEXT NOT NULL,
+                    environment INTEGER NOT NULL,
+                    UNIQUE (bundle_id, environment)
+                )
+                """)
+            try db.execute(sql: "CREATE TABLE channels (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)")
+
+            // Rows get a sequential integer id, so new registrations append to the end of the table and of the
+            // membership tables. There is deliberately no index on `token`: random 80-byte keys made every
+            // registration a random B-tree insert, and the WAL traffic that caused capped registration at ~50k/s
+            // for a million tokens. The store finds rows through an in-memory map instead (TokenIndex), rebuilt
+            // from this table at open, and locks the file so no other process can change it underneath.
+            // No index on app_id: a deployment usually serves one app, and loading it at start-up is a full scan
+            // either way.
+            try db.execute(sql: """
+                CREATE TABLE tokens (
+                    id INTEGER PRIMARY KEY,
+                    token BLOB NOT NULL,
+                    kind INTEGER NOT NULL,
+                    activity_id TEXT,
+                    device_id TEXT,
+                    attributes_type TEXT,
+                    app_id INTEGER NOT NULL,
+                    frequent INTEGER NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    last_seen_at INTEGER NOT NULL
+                )
+                """)
+            // Age retirement deletes update tokens by creation time (appended in time order too).
+            try db.execute(sql: "CREATE INDEX tokens_by_kind_created_at ON tokens(kind, created_at)")
+
+            // Channel membership, keyed by token id first: a token's channels are contiguous and in the same
+            // order as the tokens, so start-up loading walks both tables side by side. The index on channel_id
+            // serves retirement by channel.
+            try db.execute(sql: """
+                CREATE TABLE token_channels (
+                    token_id INTEGER NOT NULL,
+                    channel_id INTEGER NOT NULL,
+                    PRIMARY KEY (token_id, channel_id)
+                ) WITHOUT ROWID
+                """)
+            try db.execute(sql: "CREATE INDEX token_channels_by_channel ON token_channels(channel_id)")
+            // No FOREIGN KEY clauses: enforcing them looked up the parent rows on every membership insert (about
+            // a tenth of the registration cost); the registry's own code is the only writer. Deleting a token
+            // deletes its memberships through this trigger instead of ON DELETE CASCADE.
+            try db.execute(sql: """
+                CREATE TRIGGER tokens_delete_memberships AFTER DELETE ON tokens BEGIN
+                    DELETE FROM token_channels WHERE token_id = OLD.id;
+                END
+                """)
+        }
+        return migrator
+    }
+}
