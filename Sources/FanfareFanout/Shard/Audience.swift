@@ -18,11 +18,11 @@ struct Audience {
         case waiting = 2
     }
 
-    var slots: [UInt32] = []
-    var states: [MemberState] = []
+    var slots = Column<UInt32>()
+    var states = Column<MemberState>()
     /// The wave this member still has to get (shard wave slot + 1; 0 = nothing owed).
-    var owed: [UInt16] = []
-    var attempts: [UInt8] = []
+    var owed = Column<UInt16>()
+    var attempts = Column<UInt8>()
 
     /// Members whose token is alive (what a new wave targets).
     var alive = 0
@@ -67,13 +67,22 @@ struct Audience {
             kept += 1
         }
         slots.removeLast(slots.count - kept)
-        states = Array(repeating: .idle, count: kept)
-        owed = Array(repeating: 0, count: kept)
-        attempts = Array(repeating: 0, count: kept)
+        // Nothing is busy, so every member is idle and owes nothing: only the counts shrink.
+        states.removeLast(states.count - kept)
+        owed.removeLast(owed.count - kept)
+        attempts.removeLast(attempts.count - kept)
+        for index in 0..<kept { attempts[index] = 0 }  // retry counts belonged to the old positions
         assert(kept == alive, "alive count drifted: \(kept) vs \(alive)")
     }
 
-    var bytesUsed: Int { slots.capacity * 4 + states.capacity + owed.capacity * 2 + attempts.capacity }
+    func deallocate() {
+        slots.deallocate()
+        states.deallocate()
+        owed.deallocate()
+        attempts.deallocate()
+    }
+
+    var bytesUsed: Int { slots.bytesUsed + states.bytesUsed + owed.bytesUsed + attempts.bytesUsed }
 }
 
 /// A member's address inside a shard, carried in push cookies and lanes:

@@ -27,6 +27,8 @@ final class Shard: PushProducer, @unchecked Sendable {
 
     // Waves.
     private var waves: [ShardWave?] = []
+    /// Keeps each running wave's update (and through it the wave and its tallies) alive; see `ShardWave`.
+    private var waveOwners: [PublishedUpdate?] = []
     private var freeWaves: [Int] = []
     /// Increments at every wave start (see `TokenTable.registeredOrDiedAt`).
     private var epoch: UInt32 = 1
@@ -53,6 +55,11 @@ final class Shard: PushProducer, @unchecked Sendable {
         lanes = [DueLane(delay: 0), DueLane(delay: settings.minimumInterval)]
             + settings.retryDelays.map { DueLane(delay: $0) }
         clockOrigin = monotonicNow()
+    }
+
+    deinit {
+        tokens.deallocate()
+        for index in audiences.indices { audiences[index].deallocate() }
     }
 
     private var maxRetries: Int { settings.retryDelays.count }
@@ -148,7 +155,7 @@ final class Shard: PushProducer, @unchecked Sendable {
     private func retireChannel(_ name: String) {
         guard let channel = channelIDs[name] else { return }
         let audience = audiences[Self.audienceIndex(channel, .update)]
-        for slot in audience.slots where tokens.isAlive(slot) { remove(slot) }
+        for member in audience.slots.indices where tokens.isAlive(audience.slots[member]) { remove(audience.slots[member]) }
     }
 
     // MARK: - Commands
@@ -205,6 +212,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         let targeted = audiences[audienceIndex].alive
         tally.targeted.store(targeted, ordering: .relaxed)
         let slot = allocateWaveSlot()
+        waveOwners[slot] = update
         waves[slot] = ShardWave(
             update: update, tally: tally, channel: channel, kind: update.kind, epoch: epoch, outstanding: targeted,
             unvisited: targeted, cursorDone: targeted == 0)
@@ -225,6 +233,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         if let slot = freeWaves.popLast() { return slot }
         precondition(waves.count < FanoutCookie.maximumWaves, "more than 32766 unfinished waves in one shard")
         waves.append(nil)
+        waveOwners.append(nil)
         return waves.count - 1
     }
 
@@ -255,6 +264,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         waves[slot] = nil
         freeWaves.append(slot)
         wave.update.wave.shardFinished(index)
+        waveOwners[slot] = nil  // last: `wave`'s unowned references are used above
     }
 
     // MARK: - Producing pushes

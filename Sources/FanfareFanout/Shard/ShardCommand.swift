@@ -77,9 +77,12 @@ final class TokenBatch: Sendable {
 }
 
 /// A shard's view of one wave: the shared update, this shard's tally, and what is left to account for.
+///
+/// The references are unowned(unsafe) so that reading a wave on the per-push path costs no reference
+/// counting; `Shard.waveOwners` keeps both alive from the wave's start until it finishes on this shard.
 struct ShardWave {
-    var update: PublishedUpdate
-    var tally: WaveTally
+    unowned(unsafe) var update: PublishedUpdate
+    unowned(unsafe) var tally: WaveTally
     var channel: Int
     var kind: Audience.Kind
     /// The shard's wave epoch at the start: tokens that died at or after it were targeted.

@@ -14,32 +14,44 @@ struct TokenTable {
     }
 
     /// Every token's raw bytes, back to back; `offsets[slot]`, `lengths[slot]` find one.
-    private(set) var arena: [UInt8] = []
-    private(set) var offsets: [UInt32] = []
-    private(set) var lengths: [UInt8] = []
-    var flags: [Flags] = []
+    private(set) var arena = Column<UInt8>(capacity: 1024)
+    private(set) var offsets = Column<UInt32>()
+    private(set) var lengths = Column<UInt8>()
+    var flags = Column<Flags>()
     /// Alive: when the token was last registered (UNIX seconds), to ignore a 410 older than a re-registration.
     /// Dead: the shard's wave epoch when it died, so a wave knows whether it had targeted the token.
-    var registeredOrDiedAt: [UInt32] = []
+    var registeredOrDiedAt = Column<UInt32>()
     /// The priority-10 budget state (GCRA arrival time, deciseconds on the shard clock).
-    var budget: [UInt32] = []
+    var budget = Column<UInt32>()
     /// When a push last went to this activity (deciseconds on the shard clock), for the minimum interval.
-    var lastSentAt: [UInt32] = []
+    var lastSentAt = Column<UInt32>()
     /// The interned channel set the token follows (`ChannelSets`).
-    var channelSet: [UInt32] = []
+    var channelSet = Column<UInt32>()
 
     var count: Int { offsets.count }
     private(set) var aliveCount = 0
 
     mutating func reserve(_ capacity: Int, tokenBytes: Int) {
-        arena.reserveCapacity(capacity * tokenBytes)
-        offsets.reserveCapacity(capacity)
-        lengths.reserveCapacity(capacity)
-        flags.reserveCapacity(capacity)
-        registeredOrDiedAt.reserveCapacity(capacity)
-        budget.reserveCapacity(capacity)
-        lastSentAt.reserveCapacity(capacity)
-        channelSet.reserveCapacity(capacity)
+        arena.reserve(capacity * tokenBytes)
+        offsets.reserve(capacity)
+        lengths.reserve(capacity)
+        flags.reserve(capacity)
+        registeredOrDiedAt.reserve(capacity)
+        budget.reserve(capacity)
+        lastSentAt.reserve(capacity)
+        channelSet.reserve(capacity)
+    }
+
+    /// Frees the columns (the owning shard's deinit; the table must not be used afterwards).
+    func deallocate() {
+        arena.deallocate()
+        offsets.deallocate()
+        lengths.deallocate()
+        flags.deallocate()
+        registeredOrDiedAt.deallocate()
+        budget.deallocate()
+        lastSentAt.deallocate()
+        channelSet.deallocate()
     }
 
     /// Adds a live token; returns its slot.
@@ -76,9 +88,7 @@ struct TokenTable {
     func token(_ slot: UInt32) -> DeviceToken {
         let index = Int(slot)
         let start = Int(offsets[index])
-        return arena.withUnsafeBufferPointer { all in
-            try! DeviceToken(bytes: UnsafeBufferPointer(rebasing: all[start..<start + Int(lengths[index])]))
-        }
+        return try! DeviceToken(bytes: UnsafeBufferPointer(start: arena.base + start, count: Int(lengths[index])))
     }
 
     /// Whether `slot` holds exactly `token`'s bytes.
@@ -87,17 +97,13 @@ struct TokenTable {
         let index = Int(slot)
         guard Int(lengths[index]) == token.byteCount else { return false }
         let start = Int(offsets[index])
-        return arena.withUnsafeBytes { all in
-            token.withUnsafeBytes { bytes in
-                memcmp(all.baseAddress! + start, bytes.baseAddress!, bytes.count) == 0
-            }
-        }
+        return token.withUnsafeBytes { bytes in memcmp(arena.base + start, bytes.baseAddress!, bytes.count) == 0 }
     }
 
     /// Bytes held per token (columns only), for the memory figures.
     var bytesUsed: Int {
-        arena.capacity + offsets.capacity * 4 + lengths.capacity + flags.capacity + registeredOrDiedAt.capacity * 4
-            + budget.capacity * 4 + lastSentAt.capacity * 4 + channelSet.capacity * 4
+        arena.bytesUsed + offsets.bytesUsed + lengths.bytesUsed + flags.bytesUsed + registeredOrDiedAt.bytesUsed
+            + budget.bytesUsed + lastSentAt.bytesUsed + channelSet.bytesUsed
     }
 }
 
