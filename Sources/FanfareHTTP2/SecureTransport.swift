@@ -212,6 +212,19 @@ public final class SecureTransport: IOHandler {
     /// Asks for a flush at the end of this tick (the delegate has frames to send).
     public func setNeedsFlush() { needsFlush = true }
 
+    /// Lets the delegate produce and puts a send in flight now rather than at the end of the tick (unless a
+    /// send is in flight already: the rest then follows its completion). For output made outside this
+    /// transport's own completions, e.g. in a timer. Not from inside the delegate's `transportProduce`.
+    public func flushNow() {
+        guard state == .established else {
+            needsFlush = true
+            return
+        }
+        let owner = delegate
+        defer { withExtendedLifetime(owner) {} }
+        flush()
+    }
+
     /// Sends what is queued (frames written so far, then a TLS close_notify) and then closes the socket.
     ///
     /// A send may be in flight at this moment: the rest goes out when it completes (bounded by

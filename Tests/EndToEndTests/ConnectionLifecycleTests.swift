@@ -99,8 +99,12 @@ import Testing
         configuration.maxResends = 0
         let client = try harness.startClient(configuration, collector: collector)
         try client.submit(PushJob(token: makeToken(1), payload: try updatePayload(), cookie: 1))
-        #expect(await eventually { harness.simulator.streamConcurrency().maxOpenStreams == 1 }, "the simulator has the request")
-        harness.simulator.shutdown()
+        // Shut down the moment the simulator has the request (on a thread of its own): a test task's
+        // `eventually` can resume seconds late under the parallel suite, and after 10 s the 200 would arrive.
+        let stopped: Void? = try await perform(when: { harness.simulator.streamConcurrency().maxOpenStreams == 1 }) {
+            harness.simulator.shutdown()
+        }
+        #expect(stopped != nil, "the simulator has the request")
         #expect(await collector.waitFor(count: 1))
         let result = try #require(collector.all.first)
         guard case .failed(.resendLimitReached(let cause)) = result.disposition else {

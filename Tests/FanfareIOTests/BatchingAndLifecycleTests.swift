@@ -1,5 +1,6 @@
 import CURing
 import FanfareIO
+import Glibc
 import Testing
 
 @Suite("IOLoop batching and handler lifecycle")
@@ -166,5 +167,49 @@ struct BatchingAndLifecycleTests {
         #expect(loop.ringDescription.hasPrefix("io_uring 16/64 entries"))
         let compatible = try IOLoop(entries: 16, ringSetup: .compatible)
         #expect(compatible.setupFlags & IORING_SETUP_DEFER_TASKRUN == 0)
+    }
+
+    /// Two sockets become readable in the same tick; the first completion's handler replies. With eager
+    /// submission the reply is in the kernel (and readable by the peer) before the second completion runs;
+    /// without it, the reply waits in the SQ until the tick is over.
+    @Test(arguments: [true, false])
+    func aReplyQueuedByAHandlerLeavesBeforeTheRestOfTheTick(eager: Bool) throws {
+        let loop = try IOLoop()
+        loop.submitsEagerly = eager
+        let (a1, b1) = try makeSocketPair()
+        let (a2, b2) = try makeSocketPair()
+        defer { for fd in [a1, b1, a2, b2] { Sockets.close(fd) } }
+        let inbox = UnsafeMutableRawBufferPointer.allocate(byteCount: 2 * 16, alignment: 16)
+        defer { inbox.deallocate() }
+        let reply = UnsafeMutableRawBufferPointer.allocate(byteCount: 4, alignment: 16)
+        defer { reply.deallocate() }
+        fillPattern(reply, seed: 9)
+        try loop.runOnce(maxWait: 0)  // settle the loop's own eventfd read
+
+        var byte: UInt8 = 1
+        for fd in [b1, b2] { #expect(Glibc.write(fd, &byte, 1) == 1) }
+        let recorder = Recorder()
+        let id = loop.register(recorder)
+        var queuedAtSecond = -1
+        var peerHadReplyAtSecond = false
+        recorder.onCompletion = { completion, loop in
+            guard completion.tag == 1 || completion.tag == 2 else { return }
+            if recorder.completions.count == 1 {
+                // Reply on the socket that just became readable.
+                loop.send(fd: completion.tag == 1 ? a1 : a2, from: UnsafeRawBufferPointer(reply), handler: id, tag: 3)
+            } else if queuedAtSecond < 0 {
+                queuedAtSecond = loop.queuedSubmissions
+                let peer = recorder.completions[0].tag == 1 ? b1 : b2
+                var scratch = (UInt32(0))
+                peerHadReplyAtSecond = withUnsafeMutableBytes(of: &scratch) { Glibc.recv(peer, $0.baseAddress, 4, Int32(MSG_DONTWAIT)) } == 4
+            }
+        }
+        loop.recv(fd: a1, into: UnsafeMutableRawBufferPointer(rebasing: inbox[0..<16]), handler: id, tag: 1)
+        loop.recv(fd: a2, into: UnsafeMutableRawBufferPointer(rebasing: inbox[16..<32]), handler: id, tag: 2)
+        #expect(try runLoop(loop) { queuedAtSecond >= 0 })
+        #expect(queuedAtSecond == (eager ? 0 : 1))
+        #expect(peerHadReplyAtSecond == eager)
+        #expect(try runLoop(loop) { !recorder.completions(tag: 3).isEmpty })
+        #expect(recorder.completions(tag: 3).first?.result == 4)
     }
 }

@@ -8,7 +8,8 @@ import Synchronization
 ///
 /// Other threads only touch `inbox` (lock-free) and `waker`; everything else is confined to the worker's
 /// thread. Each tick drains the inbox into a bounded pending FIFO and admits pushes onto connections with
-/// stream credits; results go to the handler on this thread.
+/// stream credits; a connection that reads responses also refills its freed streams at once (`refill`), so
+/// its next requests leave with that read's flush. Results go to the handler on this thread.
 final class PushWorker: IOHandler, @unchecked Sendable {
     private enum TimerTag: UInt8 { case reconnect = 1, sweep, producer }
 
@@ -211,6 +212,46 @@ final class PushWorker: IOHandler, @unchecked Sendable {
                     break
                 }
             }
+        }
+    }
+
+    /// A connection read responses and may have free streams again: fills them now, so the new requests go
+    /// out with the flush that follows this read, not at the end of the tick after every other connection's
+    /// reads. Pending pushes (resends, inbox) go first, then the producer. Not from inside an nghttp2 callback.
+    func refill(_ connection: APNsConnection) {
+        needsAdmission = true  // whatever is left, the tick admits
+        guard !stopping, connections[connection.index] === connection else { return }
+        while connection.credits > 0 {
+            guard let job = pending.popFront() ?? pollProducer() else { return }
+            if job.deadline != 0 && loop.now >= job.deadline {
+                finish(job, .failed(.deadlineExceeded))
+                continue
+            }
+            if let returned = connection.submit(job) {
+                _ = pending.pushFront(returned)
+                return
+            }
+        }
+    }
+
+    /// One push from the producer, if it has one due now.
+    private func pollProducer() -> PushJob? {
+        guard let producer, !producerFinished, !stopping else { return nil }
+        let now = loop.now
+        if producerWaitUntil > now { return nil }
+        switch producer.poll(now: now) {
+        case .push(var job):
+            job.submittedAt = job.scheduledAt ?? now
+            job.deadline = now &+ (job.timeout?.nanoseconds ?? configuration.requestTimeout.nanoseconds)
+            counters.submitted.add(1, ordering: .relaxed)
+            return job
+        case .wait(let until):
+            producerWaitUntil = until
+            loop.schedule(at: until, handler: handlerID, tag: TimerTag.producer.rawValue, cookie: 0)
+            return nil
+        case .finished:
+            producerFinished = true
+            return nil
         }
     }
 

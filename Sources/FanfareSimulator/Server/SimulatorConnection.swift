@@ -10,6 +10,10 @@ import FanfareTLS
 /// `RequestValidator` when the stream ends, then answered at once or after the latency model's delay.
 final class SimulatorConnection: SecureTransportDelegate, IOHandler {
     unowned(unsafe) let worker: SimulatorWorker  // the worker owns its connections and outlives them
+    /// The worker and its pool again, for the per-request paths: calls through these take no retain/release
+    /// (which `unowned(unsafe)` does not guarantee, and which cost several atomics per request).
+    private let workerRef: Unmanaged<SimulatorWorker>
+    private let headPool: Unmanaged<RequestHeadPool>
     /// Held strongly: the session's memory lives in it, so it must outlive the session.
     private let memoryPool: HTTP2MemoryPool
     let serial: UInt32
@@ -36,6 +40,8 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
 
     init(worker: SimulatorWorker, serial: UInt32, tls: TLSConnection) {
         self.worker = worker
+        self.workerRef = Unmanaged.passUnretained(worker)
+        self.headPool = Unmanaged.passUnretained(worker.headPool)
         self.memoryPool = worker.http2Pool
         self.serial = serial
         transport = SecureTransport(loop: worker.loop, tls: tls, buffers: worker.bufferSizes)
@@ -123,7 +129,7 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
 
     func beginRequest(streamID: Int32) {
         guard let session else { return }
-        guard !goAwaySent, let slot = worker.acquireStream(connection: self, streamID: streamID) else {
+        guard !goAwaySent, let slot = workerRef._withUnsafeGuaranteedRef({ $0.acquireStream(connection: self, streamID: streamID) }) else {
             nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_REFUSED_STREAM.rawValue))
             return
         }
@@ -134,6 +140,17 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
             worker.noteStreamConcurrency(open: maxOpenStreams, beforeFirstAccept: maxOpenStreamsBeforeFirstAccept)
         }
         nghttp2_session_set_stream_user_data(session, streamID, UnsafeMutableRawPointer(bitPattern: slot + 1))
+    }
+
+    /// A request header from nghttp2 (one call per header: kept free of reference counting).
+    func addHeader(streamID: Int32, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        guard let slot = slot(for: streamID) else { return }
+        headPool._withUnsafeGuaranteedRef { $0.head(at: slot) }.pointee.add(name: name, value: value)
+    }
+
+    func appendBody(streamID: Int32, _ data: UnsafeRawBufferPointer) {
+        guard let slot = slot(for: streamID) else { return }
+        headPool._withUnsafeGuaranteedRef { $0.head(at: slot) }.pointee.appendBody(data)
     }
 
     func slot(for streamID: Int32) -> Int? {
@@ -151,8 +168,7 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
             transport.setNeedsFlush()
             return
         }
-        let now = worker.loop.now
-        let decision = worker.decide(slot: slot, connection: self)
+        let (now, decision) = workerRef._withUnsafeGuaranteedRef { ($0.loop.now, $0.decide(slot: slot, connection: self)) }
         highestDecidedStreamID = max(highestDecidedStreamID, streamID)
         // APNs raises the stream limit after the first valid push (and optionally drops it after a rejection).
         if let limit = streamPolicy.record(decision) {
@@ -164,7 +180,7 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
             // Streams decided out of order may have higher ids than this one: keep them all on this side.
             sendGoAway(lastStreamID: highestDecidedStreamID, reason: nil)
         }
-        let delay = worker.sampleLatency()
+        let delay = workerRef._withUnsafeGuaranteedRef { $0.sampleLatency() }
         if delay == 0 {
             respond(streamID: streamID, slot: slot)
         } else {
@@ -179,9 +195,9 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
 
     private func respond(streamID: Int32, slot: Int) {
         guard let session else { return }
-        let state = worker.streamState(slot)
+        let state = workerRef._withUnsafeGuaranteedRef { $0.streamState(slot) }
         guard state.pointee.owner == serial, state.pointee.streamID == streamID else { return }  // stream reset meanwhile
-        let (headers, count) = worker.responseHeaders(slot: slot)
+        let (headers, count) = workerRef._withUnsafeGuaranteedRef { $0.responseHeaders(slot: slot) }
         let hasBody = state.pointee.bodyCount > 0
         var provider = nghttp2_data_provider()
         provider.source.ptr = UnsafeMutableRawPointer(bitPattern: slot + 1)
@@ -210,7 +226,7 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
         guard let slot = slot(for: streamID) else { return }
         openStreams -= 1
         if let session { nghttp2_session_set_stream_user_data(session, streamID, nil) }
-        worker.releaseStream(slot)
+        workerRef._withUnsafeGuaranteedRef { $0.releaseStream(slot) }
     }
 
     /// The simulator is stopping: GOAWAY `Shutdown`, written out before the socket closes (a GOAWAY only
@@ -250,28 +266,36 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
         timer = nil
         timerDue = .max
         let now = loop.now
+        var responded = false
         while let entry = delayed.popDue(now: now) {
             respond(streamID: entry.streamID, slot: Int(entry.slot))
+            responded = true
         }
         if let next = delayed.earliest { armTimer(next) }
+        // Send them now, not after every other connection's timers and the tick handlers.
+        if responded { transport.flushNow() }
     }
 }
 
 // MARK: - C callbacks (global functions; the connection comes back from user_data, unretained)
 
-private func simulatorConnection(_ userData: UnsafeMutableRawPointer?) -> SimulatorConnection {
-    Unmanaged<SimulatorConnection>.fromOpaque(userData!).takeUnretainedValue()
+/// Calls `body` with the connection behind `user_data` without retaining it: the session is deleted before
+/// its connection, and a retain/release pair per callback (one per header) was a measurable share of CPU.
+@inline(__always)
+private func withConnection<R>(_ userData: UnsafeMutableRawPointer?, _ body: (SimulatorConnection) -> R) -> R {
+    Unmanaged<SimulatorConnection>.fromOpaque(userData!)._withUnsafeGuaranteedRef(body)
 }
 
 private func simulatorSend(
     _ session: OpaquePointer?, _ data: UnsafePointer<UInt8>?, _ length: Int, _ flags: Int32, _ userData: UnsafeMutableRawPointer?
 ) -> Int {
-    let connection = simulatorConnection(userData)
-    if connection.transport.isBackedUp { return Int(NGHTTP2_ERR_WOULDBLOCK.rawValue) }
-    guard connection.transport.writePlaintext(UnsafeRawBufferPointer(start: data, count: length)) else {
-        return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+    withConnection(userData) { connection in
+        if connection.transport.isBackedUp { return Int(NGHTTP2_ERR_WOULDBLOCK.rawValue) }
+        guard connection.transport.writePlaintext(UnsafeRawBufferPointer(start: data, count: length)) else {
+            return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
+        }
+        return length
     }
-    return length
 }
 
 private func simulatorBeginHeaders(
@@ -280,7 +304,7 @@ private func simulatorBeginHeaders(
     guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue),
         frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST
     else { return 0 }
-    simulatorConnection(userData).beginRequest(streamID: frame.pointee.hd.stream_id)
+    withConnection(userData) { $0.beginRequest(streamID: frame.pointee.hd.stream_id) }
     return 0
 }
 
@@ -289,10 +313,11 @@ private func simulatorOnHeader(
     _ value: UnsafePointer<UInt8>?, _ valueLength: Int, _ flags: UInt8, _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
     guard let frame else { return 0 }
-    let connection = simulatorConnection(userData)
-    guard let slot = connection.slot(for: frame.pointee.hd.stream_id) else { return 0 }
-    connection.worker.headPool.head(at: slot).pointee.add(
-        name: UnsafeRawBufferPointer(start: name, count: nameLength), value: UnsafeRawBufferPointer(start: value, count: valueLength))
+    withConnection(userData) {
+        $0.addHeader(
+            streamID: frame.pointee.hd.stream_id, name: UnsafeRawBufferPointer(start: name, count: nameLength),
+            value: UnsafeRawBufferPointer(start: value, count: valueLength))
+    }
     return 0
 }
 
@@ -300,9 +325,7 @@ private func simulatorOnData(
     _ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32, _ data: UnsafePointer<UInt8>?, _ length: Int,
     _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    let connection = simulatorConnection(userData)
-    guard let slot = connection.slot(for: streamID) else { return 0 }
-    connection.worker.headPool.head(at: slot).pointee.appendBody(UnsafeRawBufferPointer(start: data, count: length))
+    withConnection(userData) { $0.appendBody(streamID: streamID, UnsafeRawBufferPointer(start: data, count: length)) }
     return 0
 }
 
@@ -314,17 +337,18 @@ private func simulatorOnFrame(
     guard type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue,
         frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
     else { return 0 }
-    let connection = simulatorConnection(userData)
     let streamID = frame.pointee.hd.stream_id
-    guard let slot = connection.slot(for: streamID) else { return 0 }
-    connection.requestComplete(streamID: streamID, slot: slot)
+    withConnection(userData) { connection in
+        guard let slot = connection.slot(for: streamID) else { return }
+        connection.requestComplete(streamID: streamID, slot: slot)
+    }
     return 0
 }
 
 private func simulatorOnStreamClose(
     _ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32, _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    simulatorConnection(userData).streamClosed(streamID: streamID)
+    withConnection(userData) { $0.streamClosed(streamID: streamID) }
     return 0
 }
 
@@ -333,7 +357,7 @@ private func simulatorReadBody(
     _ flags: UnsafeMutablePointer<UInt32>?, _ source: UnsafeMutablePointer<nghttp2_data_source>?, _ userData: UnsafeMutableRawPointer?
 ) -> Int {
     let slot = Int(bitPattern: source!.pointee.ptr) - 1
-    return simulatorConnection(userData).readBody(slot: slot, into: buffer!, length: length, flags: flags!)
+    return withConnection(userData) { $0.readBody(slot: slot, into: buffer!, length: length, flags: flags!) }
 }
 
 /// Counts every REFUSED_STREAM reset that leaves, ours and the ones nghttp2 sends by itself for streams above
@@ -344,7 +368,7 @@ private func simulatorOnFrameSent(
     guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_RST_STREAM.rawValue),
         frame.pointee.rst_stream.error_code == UInt32(NGHTTP2_REFUSED_STREAM.rawValue)
     else { return 0 }
-    simulatorConnection(userData).worker.stats.streamsRefused += 1
+    withConnection(userData) { $0.worker.stats.streamsRefused += 1 }
     return 0
 }
 
