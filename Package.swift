@@ -29,7 +29,9 @@ let package = Package(
         // io_uring event loop: rings, completions, timers, cross-thread wake-up.
         .target(name: "FanfareIO", dependencies: ["CURing"]),
         // OpenSSL: TLS over memory BIOs, ES256 provider tokens (JWT), key files.
-        .target(name: "FanfareTLS", dependencies: ["COpenSSL", "FanfareCore"]),
+        // OpenSSL's small allocations from a per-thread cache (installed when the program loads).
+        .target(name: "CFanfareCryptoPool", dependencies: ["COpenSSL"]),
+        .target(name: "FanfareTLS", dependencies: ["COpenSSL", "CFanfareCryptoPool", "FanfareCore"]),
         // Connections shared by the client and the simulator: TLS over io_uring sockets, nghttp2 glue.
         .target(name: "FanfareHTTP2", dependencies: ["CNghttp2", "FanfareCore", "FanfareIO", "FanfareTLS"]),
         // The APNs client data plane: workers, connections, streams.

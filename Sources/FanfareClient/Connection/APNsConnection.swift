@@ -415,7 +415,7 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
         case .delivered:
             return .delivered
         case .failed(let status, let reason, let rawReason, let action, let timestamp):
-            return .rejected(status: status, reason: reason, rawReason: reason == nil && !(rawReason ?? "").isEmpty ? rawReason : nil, action: action, timestamp: timestamp)
+            return .rejected(status: status, reason: reason, rawReason: reason == nil && !rawReason.isEmpty ? rawReason : nil, action: action, timestamp: timestamp)
         }
     }
 
