@@ -257,31 +257,14 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     /// Takes pushes from the producer up to the streams the connections can open now (nothing queues).
     private func pullFromProducer() {
-        guard let producer else { return }
-        let now = loop.now
-        if producerWaitUntil > now { return }
         var room = 0
         for connection in connections { room += connection?.credits ?? 0 }
         room -= pending.count
-        let timeout = configuration.requestTimeout.nanoseconds
-        while room > 0 {
-            switch producer.poll(now: now) {
-            case .push(var job):
-                job.submittedAt = job.scheduledAt ?? now
-                job.deadline = now &+ (job.timeout?.nanoseconds ?? timeout)
-                counters.submitted.add(1, ordering: .relaxed)
-                let stored = pending.pushBack(job)
-                assert(stored, "pending has room for every free stream")
-                room -= 1
-                needsAdmission = true
-            case .wait(let until):
-                producerWaitUntil = until
-                loop.schedule(at: until, handler: handlerID, tag: TimerTag.producer.rawValue, cookie: 0)
-                return
-            case .finished:
-                producerFinished = true
-                return
-            }
+        while room > 0, let job = pollProducer() {
+            let stored = pending.pushBack(job)
+            assert(stored, "pending has room for every free stream")
+            room -= 1
+            needsAdmission = true
         }
     }
 
