@@ -12,6 +12,8 @@ public enum FanoutError: Error, Sendable, CustomStringConvertible {
     case wrongApp(index: Int, bundleID: String, environment: APNsEnvironment)
     case shutDown
     case client(String)
+    /// A shard holds at most `FanoutEngine.maximumChannels` channels (15 bits of a push cookie).
+    case tooManyChannels(limit: Int)
 
     public var description: String {
         switch self {
@@ -20,6 +22,9 @@ public enum FanoutError: Error, Sendable, CustomStringConvertible {
             return "registration #\(index) is for \(bundleID) (\(environment)); this engine serves another app"
         case .shutDown: return "the engine is shut down"
         case .client(let message): return "could not start the APNs client: \(message)"
+        case .tooManyChannels(let limit):
+            return "more than \(limit) channels since the engine started; a channel no token follows any more is "
+                + "forgotten at the next start (end it and let retirement remove its tokens, then restart)"
         }
     }
 }
@@ -41,7 +46,12 @@ public final class FanoutEngine: Sendable {
     private let isShutDown = Atomic<Bool>(false)
     private let enqueuingPushes = Atomic<Int>(0)
 
+    /// Channels one engine tracks (every shard knows every channel it has seen).
+    public static let maximumChannels = FanoutCookie.maximumWaves
+
     private struct ControlState {
+        /// Every channel a registration or publish has named, to refuse the one past `maximumChannels`.
+        var channels: Set<String> = []
         var nextWaveID: UInt64 = 1
         var nextSequence: UInt64 = 1
         /// The newest timestamp published per channel (older updates are refused).
@@ -74,7 +84,8 @@ public final class FanoutEngine: Sendable {
             Shard(index: $0, settings: settings, commandCapacity: configuration.commandQueueCapacity, invalidations: registryWorker)
         }
         self.shards = shards
-        try Self.load(from: store, into: shards, configuration: configuration)
+        let loadedChannels = try Self.load(from: store, into: shards, configuration: configuration)
+        control.withLock { $0.channels = loadedChannels }
         router = ResultRouter(shards: shards)
         do {
             client = try APNsClient(configuration: configuration.client, resultHandler: router, producers: shards)
@@ -87,20 +98,43 @@ public final class FanoutEngine: Sendable {
 
     deinit { shutdown() }
 
-    private static func load(from store: TokenStore, into shards: [Shard], configuration: FanoutConfiguration) throws(FanoutError) {
+    /// Fills the shards; returns the channels seen.
+    private static func load(
+        from store: TokenStore, into shards: [Shard], configuration: FanoutConfiguration
+    ) throws(FanoutError) -> Set<String> {
         let shardCount = shards.count
+        var channels = Set<String>()
+        var tooMany = false
         do {
             // Room for everything in the store up front (an upper bound: other apps' tokens are counted too).
             let expected = try store.count()
             for shard in shards { shard.reserve(tokens: expected / shardCount + expected / (shardCount * 16) + 16) }
             try store.forEachRegistration(bundleID: configuration.bundleID, environment: configuration.environment) {
                 registration in
+                for channel in registration.channels where !channels.contains(channel) {
+                    guard channels.count < maximumChannels else {
+                        tooMany = true
+                        return
+                    }
+                    channels.insert(channel)
+                }
+                guard !tooMany else { return }
                 let shard = shards[APNsClient.workerIndex(for: registration.token, workerCount: shardCount)]
                 shard.register(Self.entry(registration))
             }
         } catch {
             throw .registry(error)
         }
+        if tooMany { throw .tooManyChannels(limit: maximumChannels) }
+        return channels
+    }
+
+    /// Holding `control`: admits `names` to the channel set, or refuses all of them.
+    private static func admitChannels(_ names: some Sequence<String>, into state: inout ControlState) -> Bool {
+        let new = Set(names).subtracting(state.channels)
+        guard state.channels.count + new.count <= maximumChannels else { return false }
+        state.channels.formUnion(new)
+        return true
     }
 
     static func entry(_ registration: TokenRegistration) -> RegistrationBatch.Entry {
@@ -125,6 +159,8 @@ public final class FanoutEngine: Sendable {
         where registration.bundleID != configuration.bundleID || registration.environment != configuration.environment {
             throw .wrongApp(index: index, bundleID: registration.bundleID, environment: registration.environment)
         }
+        let admitted = control.withLock { Self.admitChannels(registrations.lazy.flatMap(\.channels), into: &$0) }
+        guard admitted else { throw .tooManyChannels(limit: Self.maximumChannels) }
         do { try store.register(registrations) } catch { throw .registry(error) }
         var perShard = Array(repeating: [RegistrationBatch.Entry](), count: shards.count)
         for registration in registrations {
@@ -188,6 +224,9 @@ public final class FanoutEngine: Sendable {
         return try control.withLock { state throws(PublishError) -> Wave in
             if let current = state.latestTimestamp[update.channel], update.content.timestamp < current {
                 throw .olderThanCurrent(channel: update.channel, timestamp: update.content.timestamp, current: current)
+            }
+            guard Self.admitChannels(CollectionOfOne(update.channel), into: &state) else {
+                throw .tooManyChannels(limit: Self.maximumChannels)
             }
             // Every command producer holds this lock, so checking room first means either every shard takes
             // the update or none does (the shards only ever make room meanwhile).

@@ -53,6 +53,8 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A shard's command queue is full: slow down and publish again.
     case backPressure(shard: Int)
     case collapseIDTooLong(bytes: Int)
+    /// The engine already tracks `FanoutEngine.maximumChannels` channels.
+    case tooManyChannels(limit: Int)
     case shutDown
 
     public var description: String {
@@ -65,6 +67,8 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
             return "freshUntil \(freshUntil) is in the past (now \(now))"
         case .backPressure(let shard): return "shard \(shard) is full (back-pressure); publish again later"
         case .collapseIDTooLong(let bytes): return "apns-collapse-id is \(bytes) bytes; APNs allows at most 64"
+        case .tooManyChannels(let limit):
+            return "more than \(limit) channels since the engine started; channels no token follows are forgotten at the next start"
         case .shutDown: return "the engine is shut down"
         }
     }

@@ -189,6 +189,28 @@ import Testing
         #expect(try fixture.store.count() == 1)
     }
 
+    @Test func channelsPastTheLimitAreRefusedBeforeAnythingIsWritten() async throws {
+        let fixture = try FanoutFixture()
+        defer { fixture.harness.shutdown() }
+        let engine = try fixture.engine()
+        defer { engine.shutdown() }
+        let limit = FanoutEngine.maximumChannels
+        var registrations = FanoutFixture.registrations(0..<limit, channel: "")
+        for index in registrations.indices { registrations[index].channels = ["league-\(index)"] }
+        try engine.register(registrations)
+        #expect(try fixture.store.count() == limit)
+        let extra = FanoutFixture.registrations(limit..<limit + 1, channel: "one-too-many")
+        #expect(throws: FanoutError.self) { try engine.register(extra) }
+        #expect(try fixture.store.count() == limit, "a refused registration was written")
+        #expect(throws: PublishError.self) {
+            try engine.publish(try scoreUpdate(channel: "another-new-one", timestamp: 1, home: 0, away: 0))
+        }
+        // A known channel still works.
+        let wave = try engine.publish(try scoreUpdate(channel: "league-7", timestamp: 1, home: 0, away: 0))
+        #expect(await wave.completionWithin(.seconds(30)))
+        #expect(wave.report.delivered == 1)
+    }
+
     @Test func badRegistrationsAndUpdatesAreRefusedWithoutSideEffects() async throws {
         let fixture = try FanoutFixture()
         defer { fixture.harness.shutdown() }
