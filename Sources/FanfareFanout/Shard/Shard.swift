@@ -169,7 +169,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         while budget > 0, let command = commands.dequeue() {
             budget -= 1
             switch command {
-            case .publish(let update): start(update, now: now)
+            case .publish(let update): start(update)
             case .register(let batch): for entry in batch.entries { register(entry) }
             case .unregister(let batch): for token in batch.tokens { unregister(token) }
             case .retireChannel(let name): retireChannel(name)
@@ -180,7 +180,7 @@ final class Shard: PushProducer, @unchecked Sendable {
 
     // MARK: - Waves
 
-    private func start(_ update: PublishedUpdate, now: UInt64) {
+    private func start(_ update: PublishedUpdate) {
         let tally = update.wave.tallies[index]
         let channel = channelID(update.channel)
         let audienceIndex = Self.audienceIndex(channel, update.kind)
@@ -226,7 +226,6 @@ final class Shard: PushProducer, @unchecked Sendable {
             activeAudiences.append(audienceIndex)
         }
         settleIfDone(slot)
-        _ = now
     }
 
     private func allocateWaveSlot() -> Int {
@@ -343,10 +342,9 @@ final class Shard: PushProducer, @unchecked Sendable {
             return nil
         case .idle:
             assert(audiences[audienceIndex].owed[member] == 0, "an idle member owes nothing")
-            if let until = heldByInterval(audiences[audienceIndex].slots[member], now: now) {
+            if heldByInterval(audiences[audienceIndex].slots[member], now: now) {
                 audiences[audienceIndex].owed[member] = UInt16(waveSlot + 1)
                 park(member, of: audienceIndex, lane: Self.intervalLane, now: now)
-                _ = until
                 return nil
             }
             return send(waveSlot, to: member, of: audienceIndex, now: now)
@@ -355,11 +353,11 @@ final class Shard: PushProducer, @unchecked Sendable {
 
     /// Whether the activity got a push less than the minimum interval ago.
     @inline(__always)
-    private func heldByInterval(_ tokenSlot: UInt32, now: UInt64) -> UInt64? {
-        guard settings.minimumInterval != 0 else { return nil }
+    private func heldByInterval(_ tokenSlot: UInt32, now: UInt64) -> Bool {
+        guard settings.minimumInterval != 0 else { return false }
         let last = tokens.lastSentAt[Int(tokenSlot)]
         let intervalTenths = UInt32(settings.minimumInterval / 100_000_000)
-        return tenths(now) &- last < intervalTenths ? now &+ settings.minimumInterval : nil
+        return tenths(now) &- last < intervalTenths
     }
 
     private func park(_ member: Int, of audienceIndex: Int, lane: Int, now: UInt64) {
@@ -400,7 +398,7 @@ final class Shard: PushProducer, @unchecked Sendable {
             settle(owedSlot)
             return nil
         }
-        if heldByInterval(tokenSlot, now: now) != nil {
+        if heldByInterval(tokenSlot, now: now) {
             park(member, of: audienceIndex, lane: Self.intervalLane, now: now)
             return nil
         }
