@@ -2,12 +2,20 @@
 // Fanfare: iOS Live Activity pushes through APNs over io_uring + TLS (OpenSSL) + HTTP/2 (nghttp2).
 import PackageDescription
 
+/// Release builds of the per-push modules skip Swift's runtime exclusivity checks: their state is confined
+/// to one worker thread, and the checks on class properties cost about 15% of the fan-out engine's per-push
+/// CPU (Benchmarks/FanoutShard) and 5% of the client's (perf record of `fanfare load`). Debug builds, which
+/// the tests run, keep them.
+let threadConfined: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "Fanfare",
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "fanfare", targets: ["fanfare"]),
         .library(name: "FanfareClient", targets: ["FanfareClient"]),
+        // The client's HTTP/2 framing and HPACK, for the benchmarks and anyone framing their own requests.
+        .library(name: "FanfareHTTP2", targets: ["FanfareHTTP2"]),
         .library(name: "FanfareSimulator", targets: ["FanfareSimulator"]),
         .library(name: "FanfareCore", targets: ["FanfareCore"]),
         .library(name: "FanfareRegistry", targets: ["FanfareRegistry"]),
@@ -32,12 +40,14 @@ let package = Package(
         // OpenSSL's small allocations from a per-thread cache (installed when the program loads).
         .target(name: "CFanfareCryptoPool", dependencies: ["COpenSSL"]),
         .target(name: "FanfareTLS", dependencies: ["COpenSSL", "CFanfareCryptoPool", "FanfareCore"]),
-        // Connections shared by the client and the simulator: TLS over io_uring sockets, nghttp2 glue.
-        .target(name: "FanfareHTTP2", dependencies: ["CNghttp2", "FanfareCore", "FanfareIO", "FanfareTLS"]),
+        // Connections shared by the client and the simulator: TLS over io_uring sockets, the client's own
+        // HTTP/2 framing and HPACK, nghttp2 glue for the simulator.
+        .target(name: "FanfareHTTP2", dependencies: ["CNghttp2", "FanfareCore", "FanfareIO", "FanfareTLS"], swiftSettings: threadConfined),
         // The APNs client data plane: workers, connections, streams.
         .target(
             name: "FanfareClient",
-            dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CNghttp2", "CURing"]
+            dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CURing"],
+            swiftSettings: threadConfined
         ),
         // The APNs simulator: same stack, server side.
         .target(
@@ -47,7 +57,8 @@ let package = Package(
         // Load generation and measurement (`fanfare load`): closed/open loop, HdrHistogram latency.
         .target(
             name: "FanfareLoad",
-            dependencies: ["FanfareClient", "FanfareCore", "FanfareIO", .product(name: "Histogram", package: "hdrhistogram-swift")]
+            dependencies: ["FanfareClient", "FanfareCore", "FanfareIO", .product(name: "Histogram", package: "hdrhistogram-swift")],
+            swiftSettings: threadConfined
         ),
         // The token registry: activities, update and push-to-start tokens, channels. SQLite (GRDB) by default.
         .target(
@@ -58,10 +69,7 @@ let package = Package(
         .target(
             name: "FanfareFanout",
             dependencies: ["FanfareClient", "FanfareRegistry", "FanfareCore", "FanfareIO"],
-            // A shard's state is confined to its worker thread, so the runtime exclusivity checks on its class
-            // properties (about 15% of the engine's per-push CPU, measured with Benchmarks/FanoutShard) buy
-            // nothing; debug builds (the tests) keep them.
-            swiftSettings: [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+            swiftSettings: threadConfined
         ),
         .executableTarget(
             name: "fanfare",
@@ -75,6 +83,8 @@ let package = Package(
         .testTarget(name: "FanfareCoreTests", dependencies: ["FanfareCore"]),
         .testTarget(name: "FanfareIOTests", dependencies: ["FanfareIO", "CURing"]),
         .testTarget(name: "FanfareTLSTests", dependencies: ["FanfareTLS", "FanfareCore", "COpenSSL"]),
+        // HPACK and HTTP/2 framing, checked against nghttp2's own encoder and decoder.
+        .testTarget(name: "FanfareHTTP2Tests", dependencies: ["FanfareHTTP2", "CNghttp2"]),
         .testTarget(name: "FanfareSimulatorTests", dependencies: ["FanfareSimulator", "FanfareCore", "FanfareTLS"]),
         .testTarget(
             name: "LoadTests",

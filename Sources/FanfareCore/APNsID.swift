@@ -55,15 +55,37 @@ public struct APNsIDGenerator: Sendable {
         // RFC 4122 variant: the top two bits of byte 8 are 10.
         let high = next() & ~0xF000 | 0x4000
         let low = next() & ~(0xC0 << 56) | (0x80 << 56)
-        Self.writeHex(high, nibbles: 0..<8, to: destination)
-        destination.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 8, as: UInt8.self)
-        Self.writeHex(high, nibbles: 8..<12, to: destination + 9)
-        destination.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 13, as: UInt8.self)
-        Self.writeHex(high, nibbles: 12..<16, to: destination + 14)
-        destination.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 18, as: UInt8.self)
-        Self.writeHex(low, nibbles: 0..<4, to: destination + 19)
-        destination.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 23, as: UInt8.self)
-        Self.writeHex(low, nibbles: 4..<16, to: destination + 24)
+        // The 32 digits side by side, then cut into 8-4-4-4-12 around the hyphens.
+        var digits: (UInt64, UInt64, UInt64, UInt64) = (
+            Self.hexDigits(UInt32(truncatingIfNeeded: high >> 32)), Self.hexDigits(UInt32(truncatingIfNeeded: high)),
+            Self.hexDigits(UInt32(truncatingIfNeeded: low >> 32)), Self.hexDigits(UInt32(truncatingIfNeeded: low))
+        )
+        withUnsafeBytes(of: &digits) { hex in
+            let source = hex.baseAddress!
+            destination.copyMemory(from: source, byteCount: 8)
+            destination.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 8, as: UInt8.self)
+            (destination + 9).copyMemory(from: source + 8, byteCount: 4)
+            destination.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 13, as: UInt8.self)
+            (destination + 14).copyMemory(from: source + 12, byteCount: 4)
+            destination.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 18, as: UInt8.self)
+            (destination + 19).copyMemory(from: source + 16, byteCount: 4)
+            destination.storeBytes(of: UInt8(ascii: "-"), toByteOffset: 23, as: UInt8.self)
+            (destination + 24).copyMemory(from: source + 20, byteCount: 12)
+        }
+    }
+
+    /// The 8 lowercase hex digits of `value`, most significant first in memory order, computed in one
+    /// register (no per-digit branch): the nibbles are spread one per byte, then `'0'` is added to each and
+    /// 39 more to those ≥ 10 (`'a'` − `'0'` − 10).
+    @inlinable
+    static func hexDigits(_ value: UInt32) -> UInt64 {
+        var spread = UInt64(value)
+        spread = (spread | spread << 16) & 0x0000_FFFF_0000_FFFF
+        spread = (spread | spread << 8) & 0x00FF_00FF_00FF_00FF
+        spread = (spread | spread << 4) & 0x0F0F_0F0F_0F0F_0F0F
+        let letters = ((spread &+ 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101
+        let ascii = spread &+ 0x3030_3030_3030_3030 &+ letters &* 39
+        return ascii.bigEndian  // byte 7 holds the first digit: store it first
     }
 
     /// A fresh id as a `String` (control plane; allocates).
@@ -71,19 +93,6 @@ public struct APNsIDGenerator: Sendable {
         String(unsafeUninitializedCapacity: Self.byteCount) { buffer in
             write(to: UnsafeMutableRawPointer(buffer.baseAddress!))
             return Self.byteCount
-        }
-    }
-
-    /// Writes nibbles `nibbles` of `value` (0 = most significant) as lowercase hex.
-    @inlinable
-    static func writeHex(_ value: UInt64, nibbles: Range<Int>, to destination: UnsafeMutableRawPointer) {
-        assert(nibbles.lowerBound >= 0 && nibbles.upperBound <= 16)
-        var out = 0
-        for nibbleIndex in nibbles {
-            let nibble = UInt8(truncatingIfNeeded: value >> UInt64(60 - 4 * nibbleIndex)) & 0x0F
-            let digit = nibble < 10 ? nibble &+ UInt8(ascii: "0") : nibble &+ (UInt8(ascii: "a") &- 10)
-            destination.storeBytes(of: digit, toByteOffset: out, as: UInt8.self)
-            out += 1
         }
     }
 

@@ -61,7 +61,7 @@ public struct TransportBufferSizes: Sendable {
 /// The kernel does the socket work (one recv and at most one send in flight), OpenSSL only encrypts
 /// through memory BIOs, and the delegate (nghttp2) only frames. Output is batched: frames written during a
 /// tick are encrypted together and sent with one SQE at the end of the tick.
-public final class SecureTransport: IOHandler {
+public final class SecureTransport: HTTP2FrameSink, IOHandler {
     private enum Tag: UInt8 {
         case connect = 1, recv, send, close
     }
@@ -187,7 +187,7 @@ public final class SecureTransport: IOHandler {
     public var plaintextRoom: Int { plaintextOut.count - plaintextOutCount }
 
     /// True when enough ciphertext is waiting that the producer should pause (back-pressure into nghttp2).
-    public var isBackedUp: Bool {
+    public override var isBackedUp: Bool {
         tls.pendingCiphertextCount + plaintextOutCount >= ciphertextBacklogLimit
     }
 
@@ -209,8 +209,29 @@ public final class SecureTransport: IOHandler {
         return true
     }
 
+    /// The plaintext staging buffer's size: the most one `reservePlaintext` can ask for.
+    public override var plaintextCapacity: Int { plaintextOut.count }
+
+    /// Room for `count` bytes of frames written in place (no copy); follow with `commitPlaintext`. Encrypts
+    /// what is staged first when the room is short. Nil once the connection is closing.
+    public override func reservePlaintext(_ count: Int) -> UnsafeMutableRawPointer? {
+        precondition(count <= plaintextOut.count, "a reservation larger than the plaintext buffer")
+        guard state == .established else { return nil }
+        if plaintextRoom < count {
+            guard encryptStaging() else { return nil }
+        }
+        return plaintextOut.baseAddress! + plaintextOutCount
+    }
+
+    /// Adds `count` bytes written after `reservePlaintext` to what the next flush sends.
+    public override func commitPlaintext(_ count: Int) {
+        assert(count >= 0 && count <= plaintextRoom)
+        plaintextOutCount += count
+        needsFlush = true
+    }
+
     /// Asks for a flush at the end of this tick (the delegate has frames to send).
-    public func setNeedsFlush() { needsFlush = true }
+    public override func setNeedsFlush() { needsFlush = true }
 
     /// Lets the delegate produce and puts a send in flight now rather than at the end of the tick (unless a
     /// send is in flight already: the rest then follows its completion). For output made outside this

@@ -25,6 +25,19 @@ struct APNsIDTests {
         }
     }
 
+    @Test("the branch-free digit conversion matches String(radix: 16) for every nibble pattern")
+    func hexDigitConversion() {
+        var values: [UInt32] = [0, 1, 0x9, 0xA, 0xF, 0x10, 0xFFFF_FFFF, 0x0123_4567, 0x89AB_CDEF, 0xA0A0_A0A0, 0x9F9F_9F9F]
+        var generator = APNsIDGenerator(seed: 7)
+        for _ in 0..<1000 { values.append(UInt32(truncatingIfNeeded: generator.next())) }
+        for value in values {
+            var digits = APNsIDGenerator.hexDigits(value)
+            let text = withUnsafeBytes(of: &digits) { String(decoding: $0, as: UTF8.self) }
+            let expected = String(repeating: "0", count: 8 - String(value, radix: 16).count) + String(value, radix: 16)
+            #expect(text == expected, "\(value)")
+        }
+    }
+
     @Test("10,000 ids are all different")
     func uniqueness() {
         var generator = APNsIDGenerator()

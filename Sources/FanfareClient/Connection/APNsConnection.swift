@@ -1,26 +1,26 @@
-import CNghttp2
 import FanfareCore
 import FanfareHTTP2
 import FanfareIO
 import FanfareTLS
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// One HTTP/2 connection to APNs: TLS over an io_uring socket, an nghttp2 client session, and a fixed pool
-/// of stream slots. Owned by one `PushWorker` and touched only on its thread.
+/// One HTTP/2 connection to APNs: TLS over an io_uring socket, Fanfare's client HTTP/2 session, and a fixed
+/// pool of stream slots. Owned by one `PushWorker` and touched only on its thread.
 ///
 /// Life: connecting → ready (admits pushes while it has stream credits) → draining (GOAWAY, rotation or a
 /// stale provider token: no new streams, in-flight ones finish) → closed. Every push it accepted ends in
 /// `PushWorker.finish` or goes back to the worker for a resend; none is dropped.
-final class APNsConnection: SecureTransportDelegate, IOHandler {
+final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate, IOHandler {
     enum State: Equatable { case connecting, ready, draining, closed }
     private enum TimerTag: UInt8 { case keepAlive = 1, sweep }
 
     unowned(unsafe) let worker: PushWorker  // the worker owns its connections and outlives them
-    /// Held strongly: the session's memory lives in it, so it must outlive the session.
-    private let memoryPool: HTTP2MemoryPool
     let index: Int
     let transport: SecureTransport
     private(set) var state: State = .connecting
-    private var session: OpaquePointer?
+    private var session: HTTP2ClientSession?
     private var slots: StreamSlots
     private var handlerID: IOHandlerID?
 
@@ -33,32 +33,41 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
 
     private var lastReceiveAt: UInt64 = 0
     private var pingSentAt: UInt64 = 0
-    private var authorization: StableBytes?
-    private var previousAuthorization: StableBytes?  // frames queued before a refresh may still point at it
     private var authorizationGeneration: UInt64 = 0
-    private let authority: StableBytes
-    private let topic: StableBytes
-    private let pushType: StableBytes
-    private var headerScratch: UnsafeMutablePointer<nghttp2_nv>
-    private static let headerScratchCapacity = 12
+    private var hasAuthorization = false
+    /// Read on every push: kept here rather than reached through `worker.configuration` (a struct full of
+    /// references, whose copies cost retains).
+    private let providerTokens: ProviderTokenSource?
+    /// The same source, for the per-push generation check without a retain (`providerTokens` keeps it alive).
+    private let providerTokensReference: Unmanaged<ProviderTokenSource>?
+    private let sendsFirstRequestAlone: Bool
+    private let rotateAfterStreams: Int
+
+    /// Fields that repeat on every request: after their first use each goes out as a one-byte HPACK index.
+    private struct RepeatedFields {
+        var authority: HPACKCachedField
+        var authorization: HPACKCachedField?
+        var pushType: HPACKCachedField
+        var topic: HPACKCachedField
+        // One per apns-priority value (trivial fields, no array: copying this struct costs no retain).
+        var priorityPowerSaving: HPACKCachedField
+        var priorityNormal: HPACKCachedField
+        var priorityImmediate: HPACKCachedField
+    }
+    private var repeated: RepeatedFields?
 
     init(worker: PushWorker, index: Int, tls: TLSConnection) {
         self.worker = worker
-        self.memoryPool = worker.http2Pool
         self.index = index
         let configuration = worker.configuration
         transport = SecureTransport(loop: worker.loop, tls: tls, buffers: configuration.buffers)
         slots = StreamSlots(capacity: configuration.maxConcurrentStreamsPerConnection)
-        authority = StableBytes(configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)")
-        topic = StableBytes(configuration.topic)
-        pushType = StableBytes(configuration.pushType)
-        headerScratch = .allocate(capacity: Self.headerScratchCapacity)
+        providerTokens = configuration.providerTokens
+        providerTokensReference = configuration.providerTokens.map { Unmanaged.passUnretained($0) }
+        sendsFirstRequestAlone = configuration.firstRequestAlone && configuration.providerTokens != nil
+        rotateAfterStreams = configuration.rotateAfterStreams
+        super.init()
         transport.delegate = self
-    }
-
-    deinit {
-        if let session { nghttp2_session_del(session) }
-        headerScratch.deallocate()
     }
 
     func start(address: SocketAddress) {
@@ -74,7 +83,7 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
     var credits: Int {
         guard state == .ready, session != nil else { return 0 }
         var limit = min(remoteMaxStreams, slots.capacity)
-        if worker.configuration.firstRequestAlone && worker.configuration.providerTokens != nil && !hasSucceeded {
+        if sendsFirstRequestAlone && !hasSucceeded {
             limit = 1
         }
         return max(0, limit - slots.inUseCount)
@@ -82,96 +91,97 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
 
     var inFlight: Int { slots.inUseCount }
 
-    /// Opens a stream for `job`. The caller checked `credits > 0`. On failure the job comes back.
+    /// Queues `job` on a new stream. The caller checked `credits > 0`. On failure the job comes back.
     func submit(_ job: consuming PushJob) -> PushJob? {
         assert(credits > 0)
-        guard let session, let slotIndex = slots.acquire() else { return job }
-        let slot = slots[slotIndex]
+        guard let session, slots.freeCount > 0 else { return job }
         refreshAuthorizationIfNeeded()
-
-        // :path = /3/device/<lowercase hex token>
-        let path = slots.bytes(slotIndex, offset: 0)
-        let prefix: StaticString = "/3/device/"
-        path.copyMemory(from: prefix.utf8Start, byteCount: prefix.utf8CodeUnitCount)
-        let hexCount = job.token.writeLowercaseHex(to: path + prefix.utf8CodeUnitCount)
-        slot.pointee.pathCount = Int32(prefix.utf8CodeUnitCount + hexCount)
-
-        let apnsID = slots.bytes(slotIndex, offset: StreamSlots.apnsIDOffset)
         if job.apnsID == nil {
             var identifier = PushIdentifier()
             identifier.withUnsafeMutableBytes { worker.identifiers.write(to: $0.baseAddress!) }
             job.apnsID = identifier
         }
-        job.apnsID!.withUnsafeBytes { apnsID.copyMemory(from: $0.baseAddress!, byteCount: PushIdentifier.byteCount) }
-
-        var headerCount = 0
-        func add(_ header: nghttp2_nv) {
-            assert(headerCount < Self.headerScratchCapacity)
-            headerScratch[headerCount] = header
-            headerCount += 1
-        }
-        add(HTTP2.header(":method", "POST"))
-        add(HTTP2.header(":scheme", "https"))
-        add(HTTP2.header(":path", path, Int(slot.pointee.pathCount), noIndex: true))
-        add(HTTP2.header(":authority", authority.pointer, authority.count))
-        if let authorization { add(HTTP2.header("authorization", authorization.pointer, authorization.count)) }
-        add(HTTP2.header("apns-push-type", pushType.pointer, pushType.count))
-        add(HTTP2.header("apns-topic", topic.pointer, topic.count))
-        switch job.priority {
-        case .immediate: add(HTTP2.header("apns-priority", "10"))
-        case .normal: add(HTTP2.header("apns-priority", "5"))
-        case .powerSaving: add(HTTP2.header("apns-priority", "1"))
-        }
-        add(HTTP2.header("apns-id", apnsID, PushIdentifier.byteCount, noIndex: true))
-        if let expiration = job.expiration {
-            let text = slots.bytes(slotIndex, offset: StreamSlots.expirationOffset)
-            let count = Self.writeDecimal(expiration, to: text)
-            slot.pointee.expirationCount = Int32(count)
-            add(HTTP2.header("apns-expiration", text, count, noIndex: true))
-        }
-        if let collapseID = job.collapseID {
-            let text = slots.bytes(slotIndex, offset: StreamSlots.collapseOffset)
-            var count = 0
-            for byte in collapseID.utf8 {
-                guard count < StreamSlots.collapseCapacity else { break }
-                text.storeBytes(of: byte, toByteOffset: count, as: UInt8.self)
-                count += 1
-            }
-            slot.pointee.collapseCount = Int32(count)
-            add(HTTP2.header("apns-collapse-id", text, count, noIndex: true))
-        }
-
-        var provider = nghttp2_data_provider()
-        provider.source.ptr = UnsafeMutableRawPointer(bitPattern: slotIndex + 1)
-        provider.read_callback = apnsReadPayload
-        let streamID = nghttp2_submit_request(
-            session, nil, headerScratch, headerCount, &provider, UnsafeMutableRawPointer(bitPattern: slotIndex + 1))
-        if streamID < 0 {
-            slots.release(slotIndex)
+        let slotIndex = slots.acquire(job, tokenGeneration: authorizationGeneration)
+        guard session.submit(request: slotIndex) else {
+            let returned = slots.release(slotIndex)!
             // Out of stream ids or GOAWAY already received: stop admitting here and let the worker resend.
-            if streamID == NGHTTP2_ERR_STREAM_ID_NOT_AVAILABLE.rawValue { beginDraining(reason: "stream ids exhausted") }
-            else { beginDraining(reason: HTTP2.describe(streamID)) }
-            return job
+            beginDraining(reason: session.goAwayReceived ? (goAwayReason ?? "GOAWAY") : "stream ids exhausted")
+            return returned
         }
-        slot.pointee.streamID = streamID
-        slot.pointee.tokenGeneration = authorizationGeneration
-        slot.pointee.job = job
         streamsOpened += 1
-        if streamsOpened >= worker.configuration.rotateAfterStreams {
+        if streamsOpened >= rotateAfterStreams {
             beginDraining(reason: "rotating after \(streamsOpened) streams")
         }
-        transport.setNeedsFlush()
         return nil
     }
 
     private func refreshAuthorizationIfNeeded() {
-        guard let source = worker.configuration.providerTokens else { return }
-        guard authorization == nil || source.generation != authorizationGeneration else { return }
+        guard let reference = providerTokensReference else { return }
+        if hasAuthorization && reference._withUnsafeGuaranteedRef({ $0.generation }) == authorizationGeneration { return }
+        guard let source = providerTokens, let session, let field = repeated?.authorization else { return }
         // Token and generation read together, so a re-mint in between cannot pair them wrongly.
         let (token, generation) = source.snapshot()
-        previousAuthorization = authorization
-        authorization = StableBytes(token.authorizationHeaderValue)
+        session.updateRepeatedField(field, value: token.authorizationHeaderValue)
         authorizationGeneration = generation
+        hasAuthorization = true
+    }
+
+    // MARK: - Request headers (HTTP2ClientSessionDelegate)
+
+    private static let pathPrefix: StaticString = "/3/device/"
+    /// Literal without indexing, new name "apns-id", then a raw 36-byte value's length (RFC 7541 §6.2.2).
+    private static let apnsIDFieldPrefix: StaticString = "\u{0}\u{7}apns-id\u{24}"
+    private static let expirationName: StaticString = "apns-expiration"
+    private static let collapseIDName: StaticString = "apns-collapse-id"
+    private static let statusName: StaticString = ":status"
+
+    override func http2WriteRequestHeaders(request: Int, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter) {
+        let job = slots.job(request)
+        guard let repeated else { preconditionFailure("headers requested before the session started") }
+        writer.writeIndexed(HPACKStaticTable.methodPOST)
+        writer.writeIndexed(HPACKStaticTable.schemeHTTPS)
+        // :path = /3/device/<lowercase hex token>, Huffman-coded straight from the token's bytes.
+        job.pointee.token.withUnsafeBytes { token in
+            writer.writeLiteralWithoutIndexing(nameIndex: HPACKStaticTable.path, valuePrefix: Self.bytes(Self.pathPrefix), hexOf: token)
+        }
+        table.write(repeated.authority, into: &writer)
+        if let authorization = repeated.authorization { table.write(authorization, into: &writer) }
+        table.write(repeated.pushType, into: &writer)
+        table.write(repeated.topic, into: &writer)
+        switch job.pointee.priority {
+        case .powerSaving: table.write(repeated.priorityPowerSaving, into: &writer)
+        case .normal: table.write(repeated.priorityNormal, into: &writer)
+        case .immediate: table.write(repeated.priorityImmediate, into: &writer)
+        }
+        // apns-id goes raw: Huffman would save 9 of its 36 bytes for more CPU than the rest of the block.
+        assert(PushIdentifier.byteCount == 0x24, "the prefix encodes a 36-byte value")
+        writer.writeRaw(Self.bytes(Self.apnsIDFieldPrefix))
+        job.pointee.apnsID!.withUnsafeBytes { writer.writeRaw($0) }
+        if let expiration = job.pointee.expiration {
+            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+            withUnsafeMutableBytes(of: &digits) { scratch in
+                let count = Self.writeDecimal(expiration, to: scratch.baseAddress!)
+                writer.writeLiteralWithoutIndexing(
+                    name: Self.bytes(Self.expirationName), value: UnsafeRawBufferPointer(rebasing: scratch[0..<count]))
+            }
+        }
+        if var collapseID = job.pointee.collapseID {
+            // APNs allows 64 bytes; one more is kept so a longer id reaches APNs as too long (400
+            // BadCollapseId) instead of being cut to 64 bytes that might collapse with other pushes.
+            collapseID.withUTF8 { utf8 in
+                let kept = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[0..<min(utf8.count, CollapseID.maximumByteCount + 1)])
+                writer.writeLiteralWithoutIndexing(name: Self.bytes(Self.collapseIDName), value: kept)
+            }
+        }
+    }
+
+    override func http2RequestBody(request: Int) -> UnsafeRawBufferPointer {
+        slots[request].pointee.requestBody
+    }
+
+    @inline(__always)
+    private static func bytes(_ string: StaticString) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: string.utf8Start, count: string.utf8CodeUnitCount)
     }
 
     static func writeDecimal(_ value: Int64, to destination: UnsafeMutableRawPointer) -> Int {
@@ -203,10 +213,7 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
 
     private func closeIfDrained() {
         guard state == .draining, slots.inUseCount == 0 else { return }
-        if let session {
-            nghttp2_session_terminate_session(session, UInt32(NGHTTP2_NO_ERROR.rawValue))
-            transport.setNeedsFlush()
-        }
+        session?.terminate()
         transport.close()
     }
 
@@ -223,23 +230,23 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
 
     func transportEstablished(_ transport: SecureTransport) {
         assert(session == nil)
-        var newSession: OpaquePointer?
-        let userData = Unmanaged.passUnretained(self).toOpaque()
-        // nghttp2's per-stream allocations come from the worker's pool (no malloc per push in steady state).
-        let result = nghttp2_session_client_new3(
-            &newSession, ClientCallbacks.shared.pointer, userData, ClientCallbacks.shared.option, memoryPool.allocator)
-        guard result == 0, let newSession else {
-            transport.close()
-            return
-        }
+        let configuration = worker.configuration
+        var settings = HTTP2ClientSession.LocalSettings()
+        settings.reportsOnlyStatus = true  // the outcome needs :status and the body, nothing else
+        let newSession = HTTP2ClientSession(transport: transport, delegate: self, capacity: slots.capacity, settings: settings)
+        let authority = configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
+        repeated = RepeatedFields(
+            authority: newSession.registerRepeatedField(nameIndex: HPACKStaticTable.authority, name: ":authority", value: authority),
+            authorization: configuration.providerTokens == nil
+                ? nil : newSession.registerRepeatedField(nameIndex: HPACKStaticTable.authorization, name: "authorization", value: ""),
+            pushType: newSession.registerRepeatedField(nameIndex: nil, name: "apns-push-type", value: configuration.pushType),
+            topic: newSession.registerRepeatedField(nameIndex: nil, name: "apns-topic", value: configuration.topic),
+            priorityPowerSaving: newSession.registerRepeatedField(nameIndex: nil, name: "apns-priority", value: "1"),
+            priorityNormal: newSession.registerRepeatedField(nameIndex: nil, name: "apns-priority", value: "5"),
+            priorityImmediate: newSession.registerRepeatedField(nameIndex: nil, name: "apns-priority", value: "10"))
         session = newSession
-        var settings = [
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_ENABLE_PUSH.rawValue), value: 0),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: 100),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
-        ]
-        nghttp2_submit_settings(newSession, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
-        nghttp2_session_set_local_window_size(newSession, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 1 << 24)
+        hasAuthorization = false
+        newSession.start()
         lastReceiveAt = worker.loop.now
         if state == .connecting { state = .ready }
         scheduleKeepAlive()
@@ -251,12 +258,12 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
         guard let session else { return false }
         lastReceiveAt = worker.loop.now
         pingSentAt = 0
-        let consumed = nghttp2_session_mem_recv(session, plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), plaintext.count)
-        if consumed < 0 {
-            goAwayReason = "HTTP/2 error: \(HTTP2.describe(Int32(consumed)))"
+        do {
+            try session.receive(plaintext)
+        } catch {
+            goAwayReason = "HTTP/2 error: \(error)"
             return false
         }
-        transport.setNeedsFlush()
         // Streams that just closed are refilled now, so their successors leave with this read's flush.
         worker.refill(self)
         return true
@@ -264,12 +271,8 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
 
     func transportProduce(_ transport: SecureTransport) {
         guard let session else { return }
-        let result = nghttp2_session_send(session)
-        if result != 0 {
-            goAwayReason = "HTTP/2 send error: \(HTTP2.describe(result))"
-            transport.close()
-        }
-        if state == .draining && slots.inUseCount == 0 && nghttp2_session_want_write(session) == 0 {
+        session.produce()
+        if state == .draining && slots.inUseCount == 0 && !session.wantsWrite {
             transport.close()
         }
     }
@@ -284,86 +287,53 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
         // Every push still here was not answered: hand it back for a resend on another connection.
         let cause = goAwayReason ?? reason.description
         for index in 0..<slots.capacity where slots.isInUse(index) {
-            let slot = slots[index]
-            if let job = slot.pointee.job, !slot.pointee.abandoned {
+            let abandoned = slots[index].pointee.abandoned
+            if let job = slots.release(index), !abandoned {
                 worker.resend(job, cause: cause)
             }
-            slots.release(index)
         }
-        if let session {
-            nghttp2_session_del(session)
-            self.session = nil
-        }
+        session = nil
         worker.connectionClosed(self, reason: cause, hadConnected: wasReady)
     }
 
-    // MARK: - nghttp2 callbacks (via the global C functions below)
+    // MARK: - Responses (HTTP2ClientSessionDelegate)
 
-    /// Writes frames into the TLS staging buffer; WOULDBLOCK pushes back into nghttp2 when it is full.
-    func sendCallback(_ data: UnsafePointer<UInt8>, _ length: Int) -> Int {
-        if transport.isBackedUp { return Int(NGHTTP2_ERR_WOULDBLOCK.rawValue) }
-        guard transport.writePlaintext(UnsafeRawBufferPointer(start: data, count: length)) else {
-            return Int(NGHTTP2_ERR_CALLBACK_FAILURE.rawValue)
-        }
-        return length
+    override func http2ResponseHeader(request: Int, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        // ":status" is the only field the outcome needs (the body carries the reason).
+        guard name.count == 7, memcmp(name.baseAddress!, Self.statusName.utf8Start, 7) == 0 else { return }
+        slots[request].pointee.status = Int32(HTTP2.parseDecimal(value.baseAddress!.assumingMemoryBound(to: UInt8.self), value.count))
     }
 
-    func readPayload(slotIndex: Int, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
-        let slot = slots[slotIndex]
-        guard let job = slot.pointee.job else {
-            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
-            return 0
-        }
-        let bytes = job.payload.bytes
-        let offset = Int(slot.pointee.payloadOffset)
-        let count = min(length, bytes.count - offset)
-        UnsafeMutableRawPointer(buffer).copyMemory(from: bytes.baseAddress! + offset, byteCount: count)
-        slot.pointee.payloadOffset = Int32(offset + count)
-        if offset + count == bytes.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
-        return count
-    }
-
-    func responseHeader(streamID: Int32, name: UnsafePointer<UInt8>, nameLength: Int, value: UnsafePointer<UInt8>, valueLength: Int) {
-        guard let slotIndex = slotIndex(for: streamID) else { return }
-        if HTTP2.equals(name, nameLength, ":status") {
-            slots[slotIndex].pointee.status = Int32(HTTP2.parseDecimal(value, valueLength))
-        }
-    }
-
-    func responseData(streamID: Int32, data: UnsafePointer<UInt8>, length: Int) {
-        guard let slotIndex = slotIndex(for: streamID) else { return }
-        let slot = slots[slotIndex]
+    override func http2ResponseData(request: Int, bytes: UnsafeRawBufferPointer) {
+        let slot = slots[request]
         let used = Int(slot.pointee.bodyCount)
-        let count = min(length, StreamSlots.bodyCapacity - used)
+        let count = min(bytes.count, StreamSlots.bodyCapacity - used)
         guard count > 0 else { return }
-        (slots.bytes(slotIndex, offset: StreamSlots.bodyOffset) + used).copyMemory(from: data, byteCount: count)
+        (slots.body(request) + used).copyMemory(from: bytes.baseAddress!, byteCount: count)
         slot.pointee.bodyCount = Int32(used + count)
     }
 
-    func streamClosed(streamID: Int32, errorCode: UInt32) {
-        guard let slotIndex = slotIndex(for: streamID) else { return }
+    override func http2StreamClosed(request slotIndex: Int, errorCode: UInt32, processed: Bool) {
         let slot = slots[slotIndex]
         let status = Int(slot.pointee.status)
         let abandoned = slot.pointee.abandoned
-        let job = slot.pointee.job
         let generation = slot.pointee.tokenGeneration
-        let body = UnsafeRawBufferPointer(start: slots.bytes(slotIndex, offset: StreamSlots.bodyOffset), count: Int(slot.pointee.bodyCount))
         var disposition: PushDisposition?
         if !abandoned, status > 0 {
+            let body = UnsafeRawBufferPointer(start: slots.body(slotIndex), count: Int(slot.pointee.bodyCount))
             disposition = Self.disposition(status: status, body: body)
         }
-        slots.release(slotIndex)
-        if let session { nghttp2_session_set_stream_user_data(session, streamID, nil) }
+        let job = slots.release(slotIndex)
         defer { closeIfDrained() }
         guard !abandoned, let job else { return }
         guard let disposition else {
-            // No response: refused (GOAWAY above last-stream-id, REFUSED_STREAM) or reset. APNs never
-            // processed it, so it goes to another connection.
+            // No response: refused (GOAWAY above last-stream-id, REFUSED_STREAM), never sent, or reset.
+            // APNs did not answer it, so it goes to another connection.
             // (Resends are rare: building the cause text here is not steady-state work.)
             if let goAwayReason {
                 worker.resend(job, cause: "\(goAwayReason) (stream not processed)")
             } else {
-                worker.resend(job, cause: "stream closed unanswered (\(HTTP2.describeErrorCode(errorCode)))")
+                worker.resend(job, cause: "stream closed unanswered (\(HTTP2ErrorCode.name(errorCode)))")
             }
             return
         }
@@ -383,29 +353,18 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
         worker.finish(job, disposition)
     }
 
-    func frameReceived(_ frame: UnsafePointer<nghttp2_frame>) {
-        guard let session else { return }
-        let type = UInt32(frame.pointee.hd.type)
-        if type == NGHTTP2_SETTINGS.rawValue && (frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue)) == 0 {
-            let value = nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
-            remoteMaxStreams = Int(min(value, UInt32(Int32.max)))
-            worker.connectionHasCredits(self)
-        } else if type == NGHTTP2_GOAWAY.rawValue {
-            let goaway = frame.pointee.goaway
-            var reason = "GOAWAY \(HTTP2.describeErrorCode(goaway.error_code))"
-            if goaway.opaque_data_len > 0, let data = goaway.opaque_data {
-                reason += " " + String(decoding: UnsafeRawBufferPointer(start: data, count: min(goaway.opaque_data_len, 256)), as: UTF8.self)
-            }
-            goAwayReason = reason
-            beginDraining(reason: reason)
-        }
+    override func http2RemoteSettingsChanged(maxConcurrentStreams: Int?) {
+        remoteMaxStreams = min(maxConcurrentStreams ?? Int(Int32.max), Int(Int32.max))
+        worker.connectionHasCredits(self)
     }
 
-    private func slotIndex(for streamID: Int32) -> Int? {
-        guard let session, let raw = nghttp2_session_get_stream_user_data(session, streamID) else { return nil }
-        let index = Int(bitPattern: raw) - 1
-        assert(index >= 0 && index < slots.capacity)
-        return index
+    override func http2GoAwayReceived(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer) {
+        var reason = "GOAWAY \(HTTP2ErrorCode.name(errorCode))"
+        if !debugData.isEmpty {
+            reason += " " + String(decoding: UnsafeRawBufferPointer(rebasing: debugData[0..<min(debugData.count, 256)]), as: UTF8.self)
+        }
+        goAwayReason = reason
+        beginDraining(reason: reason)
     }
 
     static func disposition(status: Int, body: UnsafeRawBufferPointer) -> PushDisposition {
@@ -448,7 +407,7 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
                 return
             }
             if pingSentAt == 0 && now &- lastReceiveAt > configuration.pingInterval.nanoseconds {
-                nghttp2_submit_ping(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), nil)
+                session.sendPing()
                 pingSentAt = now
                 transport.setNeedsFlush()
             }
@@ -463,103 +422,25 @@ final class APNsConnection: SecureTransportDelegate, IOHandler {
 
     /// The worker's thread exited before this connection closed: hands every unanswered push to `body`, once.
     func abandonInFlight(_ body: (PushJob) -> Void) {
-        slots.forEachInUse { _, slot in
-            guard !slot.pointee.abandoned, let job = slot.pointee.job else { return }
+        for index in 0..<slots.capacity where slots.isInUse(index) {
+            let slot = slots[index]
+            guard !slot.pointee.abandoned, slot.pointee.hasJob else { continue }
             slot.pointee.abandoned = true
-            body(job)
+            body(slots.job(index).pointee)
         }
     }
 
-    /// Resets streams whose push passed its deadline and reports them; the slot frees when the stream closes.
+    /// Reports pushes past their deadline and cancels their streams (RST_STREAM CANCEL if already sent);
+    /// the slot frees as the session closes the stream.
     private func expireDeadlines(now: UInt64) {
         guard let session else { return }
-        var expired = false
-        slots.forEachInUse { _, slot in
-            guard !slot.pointee.abandoned, let job = slot.pointee.job, job.deadline != 0, now >= job.deadline else { return }
+        // Cancelling releases the slot (in http2StreamClosed), so no closure may be reading `slots` meanwhile.
+        for slotIndex in 0..<slots.capacity where slots.isInUse(slotIndex) {
+            let slot = slots[slotIndex]
+            guard !slot.pointee.abandoned, slot.pointee.hasJob, slot.pointee.deadline != 0, now >= slot.pointee.deadline else { continue }
             slot.pointee.abandoned = true
-            worker.finish(job, .failed(.deadlineExceeded))
-            nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), slot.pointee.streamID, UInt32(NGHTTP2_CANCEL.rawValue))
-            expired = true
+            worker.finish(slots.job(slotIndex).pointee, .failed(.deadlineExceeded))
+            session.cancel(request: slotIndex)
         }
-        if expired { transport.setNeedsFlush() }
     }
-}
-
-// MARK: - C callbacks: plain global functions (never closures), recovering the connection from user_data.
-
-/// Calls `body` with the connection behind `user_data` without retaining it: the session is deleted before
-/// its connection, and a retain/release pair per callback (several per push) was a measurable share of CPU.
-@inline(__always)
-private func withConnection<R>(_ userData: UnsafeMutableRawPointer?, _ body: (APNsConnection) -> R) -> R {
-    Unmanaged<APNsConnection>.fromOpaque(userData!)._withUnsafeGuaranteedRef(body)
-}
-
-private func apnsSend(
-    _ session: OpaquePointer?, _ data: UnsafePointer<UInt8>?, _ length: Int, _ flags: Int32, _ userData: UnsafeMutableRawPointer?
-) -> Int {
-    withConnection(userData) { $0.sendCallback(data!, length) }
-}
-
-private func apnsReadPayload(
-    _ session: OpaquePointer?, _ streamID: Int32, _ buffer: UnsafeMutablePointer<UInt8>?, _ length: Int,
-    _ flags: UnsafeMutablePointer<UInt32>?, _ source: UnsafeMutablePointer<nghttp2_data_source>?, _ userData: UnsafeMutableRawPointer?
-) -> Int {
-    let slotIndex = Int(bitPattern: source!.pointee.ptr) - 1
-    return withConnection(userData) { $0.readPayload(slotIndex: slotIndex, into: buffer!, length: length, flags: flags!) }
-}
-
-private func apnsOnHeader(
-    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ name: UnsafePointer<UInt8>?, _ nameLength: Int,
-    _ value: UnsafePointer<UInt8>?, _ valueLength: Int, _ flags: UInt8, _ userData: UnsafeMutableRawPointer?
-) -> Int32 {
-    guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-    withConnection(userData) {
-        $0.responseHeader(
-            streamID: frame.pointee.hd.stream_id, name: name!, nameLength: nameLength, value: value!, valueLength: valueLength)
-    }
-    return 0
-}
-
-private func apnsOnData(
-    _ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32, _ data: UnsafePointer<UInt8>?, _ length: Int,
-    _ userData: UnsafeMutableRawPointer?
-) -> Int32 {
-    withConnection(userData) { $0.responseData(streamID: streamID, data: data!, length: length) }
-    return 0
-}
-
-private func apnsOnStreamClose(
-    _ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32, _ userData: UnsafeMutableRawPointer?
-) -> Int32 {
-    withConnection(userData) { $0.streamClosed(streamID: streamID, errorCode: errorCode) }
-    return 0
-}
-
-private func apnsOnFrameReceived(
-    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ userData: UnsafeMutableRawPointer?
-) -> Int32 {
-    withConnection(userData) { $0.frameReceived(frame!) }
-    return 0
-}
-
-/// The callback table and options, built once per process and shared by every client session.
-struct ClientCallbacks: @unchecked Sendable {
-    let pointer: OpaquePointer
-    let option: OpaquePointer
-
-    static let shared: ClientCallbacks = {
-        var callbacks: OpaquePointer?
-        nghttp2_session_callbacks_new(&callbacks)
-        nghttp2_session_callbacks_set_send_callback(callbacks, apnsSend)
-        nghttp2_session_callbacks_set_on_header_callback(callbacks, apnsOnHeader)
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, apnsOnData)
-        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, apnsOnStreamClose)
-        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, apnsOnFrameReceived)
-        var option: OpaquePointer?
-        nghttp2_option_new(&option)
-        // APNs starts token connections at one stream; assume that until its SETTINGS say otherwise.
-        nghttp2_option_set_peer_max_concurrent_streams(option, 1)
-        nghttp2_option_set_no_closed_streams(option, 1)
-        return ClientCallbacks(pointer: callbacks!, option: option!)
-    }()
 }

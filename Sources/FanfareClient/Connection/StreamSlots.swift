@@ -2,38 +2,34 @@ import FanfareCore
 
 /// The fixed pool of in-flight request slots of one connection.
 ///
-/// Slot `i` owns a region of a single arena holding the bytes nghttp2 reads without copying (`:path`,
-/// `apns-id`, `apns-expiration`, `apns-collapse-id`) plus the response body, so a request costs no allocation
-/// on our side. nghttp2 gets `i + 1` as the stream's user data, never an object reference.
+/// A slot's index is the request number the HTTP/2 session knows it by. Jobs live in their own array,
+/// not as `PushJob?` inside the slot: reading a field of an optional through a pointer copies the whole
+/// job (a 250-byte move and a retain of its payload), and the session reads a request's fields several
+/// times per push. What the hot path needs besides the token (body bytes, deadline, flags) is kept in the
+/// slot as plain values. Slot `i` also owns a region of one arena for the response body, so a request
+/// costs no allocation on our side.
 struct StreamSlots: ~Copyable {
-    static let pathCapacity = 224          // "/3/device/" + up to 200 hex characters
-    static let apnsIDOffset = pathCapacity
-    static let expirationOffset = apnsIDOffset + 40
-    static let collapseOffset = expirationOffset + 24
-    /// APNs allows 64 bytes; one more is kept so a longer id reaches APNs as too long (400 BadCollapseId)
-    /// instead of being cut to 64 bytes that might collapse with other pushes.
-    static let collapseCapacity = 65
-    static let bodyOffset = collapseOffset + 72
     static let bodyCapacity = 256          // error JSON is tiny; longer bodies are truncated
-    static let stride = bodyOffset + bodyCapacity
+    static let stride = bodyCapacity
 
     struct Slot {
-        var job: PushJob?
-        var streamID: Int32 = 0
-        var status: Int32 = 0
-        var bodyCount: Int32 = 0
-        var payloadOffset: Int32 = 0
-        var pathCount: Int32 = 0
-        var expirationCount: Int32 = 0
-        var collapseCount: Int32 = 0
-        var tokenGeneration: UInt64 = 0
+        var inUse = false
+        /// `jobs[i]` is initialized.
+        var hasJob = false
         /// The job was already reported (deadline); only the stream's close is awaited.
         var abandoned = false
+        var status: Int32 = 0
+        var bodyCount: Int32 = 0
+        /// The push's payload bytes (kept alive by the job's `PushPayload` while the slot holds it).
+        var requestBody = UnsafeRawBufferPointer(start: nil, count: 0)
+        var deadline: UInt64 = 0
+        var tokenGeneration: UInt64 = 0
     }
 
     let capacity: Int
     private let arena: UnsafeMutableRawPointer
     private let slots: UnsafeMutablePointer<Slot>
+    private let jobs: UnsafeMutablePointer<PushJob>
     private let freeList: UnsafeMutablePointer<Int32>
     private(set) var freeCount: Int
 
@@ -43,34 +39,48 @@ struct StreamSlots: ~Copyable {
         arena = .allocate(byteCount: capacity * Self.stride, alignment: 64)
         slots = .allocate(capacity: capacity)
         slots.initialize(repeating: Slot(), count: capacity)
+        jobs = .allocate(capacity: capacity)
         freeList = .allocate(capacity: capacity)
         for index in 0..<capacity { freeList[index] = Int32(capacity - 1 - index) }
         freeCount = capacity
     }
 
     deinit {
+        for index in 0..<capacity where slots[index].hasJob { (jobs + index).deinitialize(count: 1) }
         slots.deinitialize(count: capacity)
         slots.deallocate()
+        jobs.deallocate()
         freeList.deallocate()
         arena.deallocate()
     }
 
     var inUseCount: Int { capacity - freeCount }
 
-    mutating func acquire() -> Int? {
-        guard freeCount > 0 else { return nil }
+    /// A free slot (there must be one: check `freeCount`) now holding `job`.
+    mutating func acquire(_ job: consuming PushJob, tokenGeneration: UInt64) -> Int {
+        precondition(freeCount > 0, "no free stream slot")
         freeCount -= 1
         let index = Int(freeList[freeCount])
-        assert(slots[index].job == nil && slots[index].streamID == 0)
+        let slot = slots + index
+        assert(!slot.pointee.inUse && !slot.pointee.hasJob)
+        slot.pointee.inUse = true
+        slot.pointee.hasJob = true
+        slot.pointee.requestBody = job.payload.bytes
+        slot.pointee.deadline = job.deadline
+        slot.pointee.tokenGeneration = tokenGeneration
+        (jobs + index).initialize(to: job)
         return index
     }
 
-    mutating func release(_ index: Int) {
+    /// Frees slot `index`, handing back its job if it still held one.
+    mutating func release(_ index: Int) -> PushJob? {
         assert(index >= 0 && index < capacity)
-        assert(freeCount < capacity)
+        assert(freeCount < capacity && slots[index].inUse)
+        let job = slots[index].hasJob ? (jobs + index).move() : nil
         slots[index] = Slot()
         freeList[freeCount] = Int32(index)
         freeCount += 1
+        return job
     }
 
     subscript(index: Int) -> UnsafeMutablePointer<Slot> {
@@ -78,19 +88,16 @@ struct StreamSlots: ~Copyable {
         return slots + index
     }
 
-    func bytes(_ index: Int, offset: Int) -> UnsafeMutableRawPointer {
+    /// The job in slot `index` (which must hold one), read in place.
+    func job(_ index: Int) -> UnsafeMutablePointer<PushJob> {
+        assert(index >= 0 && index < capacity && slots[index].hasJob)
+        return jobs + index
+    }
+
+    func body(_ index: Int) -> UnsafeMutableRawPointer {
         assert(index >= 0 && index < capacity)
-        return arena + index * Self.stride + offset
+        return arena + index * Self.stride
     }
 
-    func isInUse(_ index: Int) -> Bool {
-        slots[index].job != nil || slots[index].streamID != 0
-    }
-
-    /// Calls `body` for every slot holding a job (deadline sweeps, teardown).
-    func forEachInUse(_ body: (Int, UnsafeMutablePointer<Slot>) -> Void) {
-        for index in 0..<capacity where slots[index].job != nil || slots[index].streamID != 0 {
-            body(index, slots + index)
-        }
-    }
+    func isInUse(_ index: Int) -> Bool { slots[index].inUse }
 }

@@ -23,7 +23,6 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     var identifiers = APNsIDGenerator()
     let sweepInterval: UInt64
     /// nghttp2's allocator for every session of this worker (thread-confined, like the sessions).
-    let http2Pool = HTTP2MemoryPool()
 
     private var pending: PendingQueue<PushJob>
     private var connections: [APNsConnection?]

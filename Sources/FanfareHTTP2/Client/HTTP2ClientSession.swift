@@ -1,0 +1,687 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What a client session reports to its owner (subclass it and override every method). Every call happens
+/// on the loop thread, from inside `HTTP2ClientSession.receive`, `produce` or `cancel`.
+///
+/// A class rather than a protocol: the session calls it several times per request through an unretained
+/// reference, and a protocol existential cannot be held that way (each call through one cost a
+/// retain/release pair). Requests are identified by the owner's own small integers (its slot indices,
+/// `0..<capacity`).
+open class HTTP2ClientSessionDelegate {
+    public init() {}
+
+    /// Writes the request's header fields into its HEADERS block (a pending table-size update is already in).
+    open func http2WriteRequestHeaders(request: Int, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter) {
+        fatalError("\(Self.self) must override http2WriteRequestHeaders")
+    }
+
+    /// The request body; it must stay unchanged until the stream closes.
+    open func http2RequestBody(request: Int) -> UnsafeRawBufferPointer {
+        fatalError("\(Self.self) must override http2RequestBody")
+    }
+
+    /// One field of a response header block (informational and trailer blocks included).
+    open func http2ResponseHeader(request: Int, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {}
+
+    open func http2ResponseData(request: Int, bytes: UnsafeRawBufferPointer) {}
+
+    /// The stream is over and the request number is free again. `errorCode` is NO_ERROR after a complete
+    /// response. `processed` is false when the server certainly did not act on the request: it was never
+    /// sent, refused (REFUSED_STREAM), or above the last stream id of a GOAWAY.
+    open func http2StreamClosed(request: Int, errorCode: UInt32, processed: Bool) {
+        fatalError("\(Self.self) must override http2StreamClosed")
+    }
+
+    /// The server's SETTINGS arrived (and were acknowledged); nil means no stream limit.
+    open func http2RemoteSettingsChanged(maxConcurrentStreams: Int?) {}
+
+    /// A GOAWAY arrived; streams above `lastStreamID` are closed unprocessed right after this call.
+    open func http2GoAwayReceived(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer) {}
+}
+
+/// The client side of one HTTP/2 connection (RFC 9113) over a `SecureTransport`, specialised for sending
+/// many small requests: frames are written straight into the transport's plaintext buffer, header blocks
+/// come from the owner through `HPACKBlockWriter` (so repeated fields go out as one-byte table indexes and
+/// the token is Huffman-coded from its bytes), and per-stream state lives in fixed arrays. In the steady
+/// state a request costs no allocation, no lock and no system call here.
+///
+/// Requests queue with `submit` and leave in `produce` (the transport's flush), in order, while the
+/// transport is not backed up and the server's stream limit and flow-control windows allow; a body the
+/// windows cannot take yet waits in a blocked list for WINDOW_UPDATE.
+public final class HTTP2ClientSession {
+    /// What this side announces.
+    public struct LocalSettings: Sendable {
+        /// Each response stream may carry this much before we must open its window (responses are small).
+        public var initialWindowSize = 1 << 20
+        /// The connection's receive window, opened right after the preface.
+        public var connectionWindowSize = 1 << 24
+        public var maxConcurrentStreams = 100
+        /// HPACK table size for the server's encoder (RFC 7541 default).
+        public var headerTableSize = 4096
+        public var maxHeaderListSize = 64 * 1024
+        /// Only `:status` is reported from responses: other literal fields the server does not index are
+        /// stepped over without Huffman-decoding them (an APNs client needs nothing else).
+        public var reportsOnlyStatus = false
+        public init() {}
+    }
+
+    /// Upper bound of one request header block; the owner's fields must fit (checked).
+    public static let maxRequestHeaderBlock = 2048
+    /// Header blocks split over CONTINUATION frames are gathered up to this size.
+    static let maxResponseHeaderBlock = 64 * 1024
+
+    // Held without reference counting (a retain/release pair per call was ~20% of the client's CPU): the
+    // owner keeps both alive for the session's whole life.
+    private let transportReference: Unmanaged<HTTP2FrameSink>
+    private let delegateReference: Unmanaged<HTTP2ClientSessionDelegate>
+    private let local: LocalSettings
+    private var streams: ClientStreamTable
+    private var sendQueue = RequestList()
+    private var blocked = RequestList()
+    private var encoderTable: HPACKEncoderTable
+    private var decoder: HPACKDecoder
+
+    private var nextStreamID: Int32 = 1
+    /// The highest stream id opened so far.
+    public private(set) var lastStreamID: Int32 = 0
+    private var connectionSendWindow = HTTP2Limits.defaultWindowSize
+    private var peerInitialWindow = HTTP2Limits.defaultWindowSize
+    private var peerMaxFrameSize = HTTP2Limits.defaultMaxFrameSize
+    public private(set) var peerMaxConcurrentStreams: Int?
+    public private(set) var goAwayReceived = false
+    private var goAwaySent = false
+    /// A connection error was found (and answered with GOAWAY): nothing more is read or sent.
+    public private(set) var failed = false
+    private var connectionReceivedUnacknowledged = 0
+
+    /// A frame split across reads is gathered here (we never raise SETTINGS_MAX_FRAME_SIZE, so ≤ 16 KiB).
+    private let frameBuffer: UnsafeMutableRawPointer
+    private var frameBufferCount = 0
+    private static let frameBufferCapacity = HTTP2Limits.frameHeaderSize + HTTP2Limits.defaultMaxFrameSize
+    /// A header block continued in CONTINUATION frames.
+    private let headerBlock: UnsafeMutableRawPointer
+    private var headerBlockCount = 0
+    private var headerBlockStream: Int32 = 0
+    private var headerBlockEndsStream = false
+    /// Requests to close after a GOAWAY (gathered first: the stream map cannot change while it is walked).
+    private let goAwayScratch: UnsafeMutablePointer<Int32>
+
+    /// `capacity` requests at most (numbered `0..<capacity`) may be queued or open at once.
+    public init(transport: HTTP2FrameSink, delegate: HTTP2ClientSessionDelegate, capacity: Int, settings: LocalSettings = LocalSettings()) {
+        precondition(settings.initialWindowSize > 0 && settings.initialWindowSize <= HTTP2Limits.maxWindowSize)
+        precondition(settings.connectionWindowSize >= HTTP2Limits.defaultWindowSize && settings.connectionWindowSize <= HTTP2Limits.maxWindowSize)
+        transportReference = Unmanaged.passUnretained(transport)
+        delegateReference = Unmanaged.passUnretained(delegate)
+        self.local = settings
+        streams = ClientStreamTable(capacity: capacity)
+        encoderTable = HPACKEncoderTable(maximumSize: 4096)
+        decoder = HPACKDecoder(maximumTableSize: settings.headerTableSize, maximumHeaderListSize: settings.maxHeaderListSize)
+        frameBuffer = .allocate(byteCount: Self.frameBufferCapacity, alignment: 16)
+        headerBlock = .allocate(byteCount: Self.maxResponseHeaderBlock, alignment: 16)
+        goAwayScratch = .allocate(capacity: capacity)
+    }
+
+    @inline(__always)
+    private func withTransport<R>(_ body: (HTTP2FrameSink) -> R) -> R {
+        transportReference._withUnsafeGuaranteedRef(body)
+    }
+
+    @inline(__always)
+    private func withDelegate<R>(_ body: (HTTP2ClientSessionDelegate) -> R) -> R {
+        delegateReference._withUnsafeGuaranteedRef(body)
+    }
+
+    deinit {
+        frameBuffer.deallocate()
+        headerBlock.deallocate()
+        goAwayScratch.deallocate()
+    }
+
+    /// Registers a header field that repeats on every request (sent indexed once the server has it).
+    public func registerRepeatedField(nameIndex: Int?, name: String, value: String) -> HPACKCachedField {
+        encoderTable.register(nameIndex: nameIndex, name: name, value: value)
+    }
+
+    /// Changes a repeated field's value (a new provider token); the next request inserts the new value.
+    public func updateRepeatedField(_ field: HPACKCachedField, value: String) {
+        encoderTable.update(field, value: value)
+    }
+
+    // MARK: - Starting and stopping
+
+    /// Writes the connection preface: the magic, our SETTINGS and the connection window.
+    public func start() {
+        let preface = HTTP2Limits.clientPreface
+        let settings: [(UInt16, UInt32)] = [
+            (HTTP2SettingID.enablePush, 0),
+            (HTTP2SettingID.maxConcurrentStreams, UInt32(local.maxConcurrentStreams)),
+            (HTTP2SettingID.initialWindowSize, UInt32(local.initialWindowSize)),
+            (HTTP2SettingID.headerTableSize, UInt32(local.headerTableSize)),
+            (HTTP2SettingID.maxHeaderListSize, UInt32(local.maxHeaderListSize)),
+        ]
+        let total = preface.utf8CodeUnitCount + 9 + 6 * settings.count + 13
+        guard let base = withTransport({ $0.reservePlaintext(total) }) else { return }
+        base.copyMemory(from: preface.utf8Start, byteCount: preface.utf8CodeUnitCount)
+        var cursor = base + preface.utf8CodeUnitCount
+        HTTP2FrameHeader.write(to: cursor, length: 6 * settings.count, type: .settings, flags: 0, streamID: 0)
+        cursor += 9
+        for (identifier, value) in settings {
+            HTTP2FrameHeader.writeUInt16(identifier, to: cursor)
+            HTTP2FrameHeader.writeUInt32(value, to: cursor + 2)
+            cursor += 6
+        }
+        HTTP2FrameHeader.write(to: cursor, length: 4, type: .windowUpdate, flags: 0, streamID: 0)
+        HTTP2FrameHeader.writeUInt32(UInt32(local.connectionWindowSize - HTTP2Limits.defaultWindowSize), to: cursor + 9)
+        cursor += 13
+        assert(cursor - base == total)
+        withTransport({ $0.commitPlaintext(total) })
+    }
+
+    /// Says goodbye with GOAWAY (no stream of the server's was processed: last stream id 0).
+    public func terminate(errorCode: UInt32 = HTTP2ErrorCode.noError, debug: String = "") {
+        guard !goAwaySent else { return }
+        writeGoAway(errorCode: errorCode, debug: debug)
+    }
+
+    /// Sends a PING (keep-alive); any frame that arrives afterwards shows the connection is alive.
+    public func sendPing() {
+        guard !failed else { return }
+        writeControlFrame(type: .ping, flags: 0, streamID: 0, payloadLength: 8) { $0.storeBytes(of: UInt64(0), as: UInt64.self) }
+    }
+
+    // MARK: - Requests
+
+    /// Streams that are open (HEADERS sent, not yet closed).
+    public var openStreamCount: Int { streams.openCount }
+    /// Requests waiting for `produce`.
+    public var queuedCount: Int { sendQueue.count }
+    /// True while something is waiting to be written that the windows allow.
+    public var wantsWrite: Bool { !sendQueue.isEmpty || (!blocked.isEmpty && connectionSendWindow > 0) }
+    /// False once no new stream can be opened here (GOAWAY either way, an error, or stream ids used up).
+    public var acceptsRequests: Bool {
+        !goAwayReceived && !goAwaySent && !failed && nextStreamID <= HTTP2Limits.maxStreamID - 2 * Int32(sendQueue.count)
+    }
+
+    /// Queues request `request`; it leaves in the next `produce`. Returns false (nothing queued) when the
+    /// session no longer accepts requests.
+    public func submit(request: Int) -> Bool {
+        guard acceptsRequests else { return false }
+        let entry = streams[request]
+        precondition(entry.pointee.phase == .idle, "request \(request) is already in use")
+        entry.pointee.phase = .queued
+        sendQueue.append(request, in: streams)
+        withTransport({ $0.setNeedsFlush() })
+        return true
+    }
+
+    /// Gives up on a request: a queued one leaves the queue, a sent one is reset with `errorCode`. Its
+    /// `http2StreamClosed` (processed: false) comes before this returns.
+    public func cancel(request: Int, errorCode: UInt32 = HTTP2ErrorCode.cancel) {
+        let entry = streams[request]
+        switch entry.pointee.phase {
+        case .idle:
+            return
+        case .queued:
+            sendQueue.remove(request, in: streams)
+            entry.pointee = ClientStreamTable.Entry()
+            withDelegate({ $0.http2StreamClosed(request: request, errorCode: errorCode, processed: false) })
+        case .blocked, .open:
+            let streamID = entry.pointee.streamID
+            writeControlFrame(type: .rstStream, flags: 0, streamID: streamID, payloadLength: 4) {
+                HTTP2FrameHeader.writeUInt32(errorCode, to: $0)
+            }
+            closeStream(request, errorCode: errorCode, processed: false)
+        }
+    }
+
+    /// Writes what is waiting: bodies whose windows opened, then new requests. Called from the transport's
+    /// flush (`transportProduce`); stops when the transport is backed up.
+    public func produce() {
+        guard !failed else { return }
+        if !blocked.isEmpty && connectionSendWindow > 0 { resumeBlocked() }
+        var opened = false
+        while !sendQueue.isEmpty && connectionSendWindow > 0 && !withTransport({ $0.isBackedUp }) {
+            if let limit = peerMaxConcurrentStreams, streams.openCount >= limit { break }
+            guard nextStreamID <= HTTP2Limits.maxStreamID, let request = sendQueue.popFirst(in: streams) else { break }
+            writeRequestHeaders(request)
+            opened = true
+        }
+        // The batch's bodies follow all of its HEADERS (as nghttp2 orders them too): every stream of the batch
+        // is open at the server before the first of them completes, so a server that lowers its stream limit
+        // on an answer (APNs may drop it to 1 after an error) does not refuse the rest of the batch.
+        if opened { resumeBlocked() }
+    }
+
+    /// Opens the request's stream with its HEADERS; its body waits in the blocked list for `resumeBlocked`.
+    private func writeRequestHeaders(_ request: Int) {
+        let entry = streams[request]
+        assert(entry.pointee.phase == .queued)
+        let streamID = nextStreamID
+        nextStreamID += 2
+        lastStreamID = streamID
+        entry.pointee.streamID = streamID
+        entry.pointee.sendWindow = Int32(peerInitialWindow)
+        entry.pointee.payloadSent = 0
+        entry.pointee.phase = .open
+        streams.bind(streamID, to: request)
+
+        let body = withDelegate({ $0.http2RequestBody(request: request) })
+        guard let base = withTransport({ $0.reservePlaintext(HTTP2Limits.frameHeaderSize + Self.maxRequestHeaderBlock) }) else { return }
+        var writer = HPACKBlockWriter(destination: base + HTTP2Limits.frameHeaderSize, capacity: Self.maxRequestHeaderBlock)
+        encoderTable.beginBlock(&writer)
+        withDelegate({ $0.http2WriteRequestHeaders(request: request, table: &encoderTable, writer: &writer) })
+        let blockLength = writer.count
+        precondition(blockLength <= min(peerMaxFrameSize, Self.maxRequestHeaderBlock), "request header block too large")
+        let flags = HTTP2FrameFlag.endHeaders | (body.count == 0 ? HTTP2FrameFlag.endStream : 0)
+        HTTP2FrameHeader.write(to: base, length: blockLength, type: .headers, flags: flags, streamID: streamID)
+        withTransport({ $0.commitPlaintext(HTTP2Limits.frameHeaderSize + blockLength) })
+        if body.count > 0 {
+            entry.pointee.phase = .blocked
+            blocked.append(request, in: streams)
+        }
+    }
+
+    /// Sends as much of the body as the windows allow; parks the rest in the blocked list.
+    private func sendBody(_ request: Int, _ body: UnsafeRawBufferPointer) {
+        let entry = streams[request]
+        var sent = Int(entry.pointee.payloadSent)
+        let largestChunk = min(peerMaxFrameSize, withTransport({ $0.plaintextCapacity }) - HTTP2Limits.frameHeaderSize)
+        while sent < body.count {
+            let chunk = min(body.count - sent, connectionSendWindow, Int(entry.pointee.sendWindow), largestChunk)
+            if chunk <= 0 {
+                if entry.pointee.phase != .blocked {
+                    entry.pointee.phase = .blocked
+                    blocked.append(request, in: streams)
+                }
+                entry.pointee.payloadSent = Int32(sent)
+                return
+            }
+            guard let base = withTransport({ $0.reservePlaintext(HTTP2Limits.frameHeaderSize + chunk) }) else { return }
+            let last = sent + chunk == body.count
+            HTTP2FrameHeader.write(
+                to: base, length: chunk, type: .data, flags: last ? HTTP2FrameFlag.endStream : 0, streamID: entry.pointee.streamID)
+            (base + HTTP2Limits.frameHeaderSize).copyMemory(from: body.baseAddress! + sent, byteCount: chunk)
+            withTransport({ $0.commitPlaintext(HTTP2Limits.frameHeaderSize + chunk) })
+            sent += chunk
+            connectionSendWindow -= chunk
+            entry.pointee.sendWindow -= Int32(chunk)
+        }
+        entry.pointee.payloadSent = Int32(sent)
+        if entry.pointee.phase == .blocked {
+            blocked.remove(request, in: streams)
+            entry.pointee.phase = .open
+        }
+    }
+
+    private func resumeBlocked() {
+        var cursor = blocked.head
+        while cursor >= 0 && connectionSendWindow > 0 && !withTransport({ $0.isBackedUp }) {
+            let request = Int(cursor)
+            cursor = streams[request].pointee.next
+            guard streams[request].pointee.sendWindow > 0 else { continue }
+            sendBody(request, withDelegate({ $0.http2RequestBody(request: request) }))
+        }
+    }
+
+    private func closeStream(_ request: Int, errorCode: UInt32, processed: Bool) {
+        let entry = streams[request]
+        assert(entry.pointee.phase == .open || entry.pointee.phase == .blocked)
+        if entry.pointee.phase == .blocked { blocked.remove(request, in: streams) }
+        streams.unbind(entry.pointee.streamID)
+        entry.pointee = ClientStreamTable.Entry()
+        withDelegate({ $0.http2StreamClosed(request: request, errorCode: errorCode, processed: processed) })
+    }
+
+    // MARK: - Receiving
+
+    /// Processes decrypted bytes from the server (any split). On a connection error the session sends
+    /// GOAWAY, stops, and throws; the owner then closes the connection.
+    public func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
+        guard !failed else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "the session already failed") }
+        do {
+            try receiveFrames(bytes)
+        } catch {
+            failed = true
+            writeGoAway(errorCode: error.code, debug: error.message)
+            throw error
+        }
+    }
+
+    private func receiveFrames(_ bytes: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
+        guard var cursor = bytes.baseAddress else { return }
+        var remaining = bytes.count
+        let header = HTTP2Limits.frameHeaderSize
+        if frameBufferCount > 0 {
+            // Finish the frame that straddled the previous read.
+            if frameBufferCount < header {
+                let take = min(header - frameBufferCount, remaining)
+                (frameBuffer + frameBufferCount).copyMemory(from: cursor, byteCount: take)
+                frameBufferCount += take
+                cursor += take
+                remaining -= take
+                if frameBufferCount < header { return }
+            }
+            let length = try checkedLength(frameBuffer)
+            let take = min(header + length - frameBufferCount, remaining)
+            (frameBuffer + frameBufferCount).copyMemory(from: cursor, byteCount: take)
+            frameBufferCount += take
+            cursor += take
+            remaining -= take
+            if frameBufferCount < header + length { return }
+            frameBufferCount = 0
+            try processFrame(UnsafeRawPointer(frameBuffer))
+        }
+        while remaining >= header {
+            let length = try checkedLength(cursor)
+            guard remaining >= header + length else { break }
+            try processFrame(cursor)
+            cursor += header + length
+            remaining -= header + length
+        }
+        if remaining > 0 {
+            frameBuffer.copyMemory(from: cursor, byteCount: remaining)
+            frameBufferCount = remaining
+        }
+    }
+
+    private func checkedLength(_ header: UnsafeRawPointer) throws(HTTP2ConnectionError) -> Int {
+        let length = HTTP2FrameHeader.read(header).length
+        guard length <= HTTP2Limits.defaultMaxFrameSize else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "a \(length)-byte frame exceeds our SETTINGS_MAX_FRAME_SIZE")
+        }
+        return length
+    }
+
+    private func processFrame(_ frame: UnsafeRawPointer) throws(HTTP2ConnectionError) {
+        let (length, typeByte, flags, streamID) = HTTP2FrameHeader.read(frame)
+        let payload = UnsafeRawBufferPointer(start: frame + HTTP2Limits.frameHeaderSize, count: length)
+        let type = HTTP2FrameType(rawValue: typeByte)
+        if headerBlockStream != 0 && (type != .continuation || streamID != headerBlockStream) {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "expected CONTINUATION for stream \(headerBlockStream)")
+        }
+        switch type {
+        case .data: try receiveData(payload, flags: flags, streamID: streamID)
+        case .headers: try receiveHeaders(payload, flags: flags, streamID: streamID)
+        case .continuation: try receiveContinuation(payload, flags: flags, streamID: streamID)
+        case .rstStream: try receiveReset(payload, streamID: streamID)
+        case .settings: try receiveSettings(payload, flags: flags, streamID: streamID)
+        case .ping: try receivePing(payload, flags: flags, streamID: streamID)
+        case .goAway: try receiveGoAway(payload, streamID: streamID)
+        case .windowUpdate: try receiveWindowUpdate(payload, streamID: streamID)
+        case .priority:
+            guard streamID != 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "PRIORITY on stream 0") }
+            guard length == 5 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "PRIORITY of \(length) bytes") }
+        case .pushPromise:
+            throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "PUSH_PROMISE although SETTINGS_ENABLE_PUSH is 0")
+        case nil:
+            break  // unknown frame types are ignored (RFC 9113 §5.5)
+        }
+    }
+
+    /// Strips PADDED (and PRIORITY) fields from a DATA or HEADERS payload.
+    private func unpadded(_ payload: UnsafeRawBufferPointer, flags: UInt8, priorityBytes: Int) throws(HTTP2ConnectionError) -> UnsafeRawBufferPointer {
+        var start = 0
+        var end = payload.count
+        if flags & HTTP2FrameFlag.padded != 0 {
+            guard end >= 1 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "padded frame without a pad length") }
+            let padding = Int(payload[0])
+            start = 1
+            guard padding <= end - start - priorityBytes else {
+                throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "padding longer than the frame")
+            }
+            end -= padding
+        }
+        guard end - start >= priorityBytes else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "frame too short for its priority fields") }
+        start += priorityBytes
+        return UnsafeRawBufferPointer(rebasing: payload[start..<end])
+    }
+
+    /// A frame on a stream we do not track: fine for one we closed (reset or answered), an error for one
+    /// never opened (the server cannot open streams: push is off).
+    private func checkClosedStream(_ streamID: Int32, _ what: StaticString) throws(HTTP2ConnectionError) {
+        if streamID & 1 == 0 || streamID > lastStreamID {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "\(what) on idle stream \(streamID)")
+        }
+    }
+
+    private func receiveData(_ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32) throws(HTTP2ConnectionError) {
+        guard streamID != 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "DATA on stream 0") }
+        // Flow control counts the whole payload, padding included (§6.9.1).
+        connectionReceivedUnacknowledged += payload.count
+        if connectionReceivedUnacknowledged >= local.connectionWindowSize / 2 {
+            let increment = connectionReceivedUnacknowledged
+            connectionReceivedUnacknowledged = 0
+            writeWindowUpdate(streamID: 0, increment: increment)
+        }
+        let data = try unpadded(payload, flags: flags, priorityBytes: 0)
+        guard let request = streams.request(for: streamID) else {
+            try checkClosedStream(streamID, "DATA")
+            return
+        }
+        let entry = streams[request]
+        entry.pointee.receivedUnacknowledged += Int32(payload.count)
+        if flags & HTTP2FrameFlag.endStream == 0 && Int(entry.pointee.receivedUnacknowledged) >= local.initialWindowSize / 2 {
+            writeWindowUpdate(streamID: streamID, increment: Int(entry.pointee.receivedUnacknowledged))
+            entry.pointee.receivedUnacknowledged = 0
+        }
+        if data.count > 0 { withDelegate({ $0.http2ResponseData(request: request, bytes: data) }) }
+        if flags & HTTP2FrameFlag.endStream != 0 { endResponse(request) }
+    }
+
+    private func receiveHeaders(_ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32) throws(HTTP2ConnectionError) {
+        guard streamID != 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "HEADERS on stream 0") }
+        let fragment = try unpadded(payload, flags: flags, priorityBytes: flags & HTTP2FrameFlag.priority != 0 ? 5 : 0)
+        let endsStream = flags & HTTP2FrameFlag.endStream != 0
+        if flags & HTTP2FrameFlag.endHeaders != 0 {
+            try decodeHeaderBlock(fragment, streamID: streamID, endsStream: endsStream)
+            return
+        }
+        headerBlockStream = streamID
+        headerBlockEndsStream = endsStream
+        headerBlockCount = 0
+        try appendHeaderFragment(fragment)
+    }
+
+    private func receiveContinuation(_ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32) throws(HTTP2ConnectionError) {
+        guard headerBlockStream != 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "CONTINUATION without HEADERS") }
+        try appendHeaderFragment(payload)
+        guard flags & HTTP2FrameFlag.endHeaders != 0 else { return }
+        let stream = headerBlockStream
+        headerBlockStream = 0
+        try decodeHeaderBlock(UnsafeRawBufferPointer(start: headerBlock, count: headerBlockCount), streamID: stream, endsStream: headerBlockEndsStream)
+    }
+
+    private func appendHeaderFragment(_ fragment: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
+        guard headerBlockCount + fragment.count <= Self.maxResponseHeaderBlock else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.enhanceYourCalm, "a response header block over \(Self.maxResponseHeaderBlock) bytes")
+        }
+        if let source = fragment.baseAddress, fragment.count > 0 {
+            (headerBlock + headerBlockCount).copyMemory(from: source, byteCount: fragment.count)
+        }
+        headerBlockCount += fragment.count
+    }
+
+    private func decodeHeaderBlock(_ block: UnsafeRawBufferPointer, streamID: Int32, endsStream: Bool) throws(HTTP2ConnectionError) {
+        let request = streams.request(for: streamID)
+        if request == nil { try checkClosedStream(streamID, "HEADERS") }
+        // Every block is decoded, even for a stream we reset: the HPACK table must stay in step.
+        do {
+            try decoder.decode(block, wantsValue: { [reportsOnlyStatus = local.reportsOnlyStatus] name in
+                !reportsOnlyStatus || Self.isStatus(name)
+            }) { name, value in
+                if let request { withDelegate({ $0.http2ResponseHeader(request: request, name: name, value: value) }) }
+            }
+        } catch {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.compressionError, error.description)
+        }
+        if endsStream, let request { endResponse(request) }
+    }
+
+    private static let statusName: StaticString = ":status"
+
+    @inline(__always)
+    private static func isStatus(_ name: UnsafeRawBufferPointer) -> Bool {
+        name.count == 7 && memcmp(name.baseAddress!, statusName.utf8Start, 7) == 0
+    }
+
+    /// The server finished its response. If our body was still owed (an early answer), stop sending it.
+    private func endResponse(_ request: Int) {
+        let entry = streams[request]
+        if entry.pointee.phase == .blocked {
+            writeControlFrame(type: .rstStream, flags: 0, streamID: entry.pointee.streamID, payloadLength: 4) {
+                HTTP2FrameHeader.writeUInt32(HTTP2ErrorCode.noError, to: $0)
+            }
+        }
+        closeStream(request, errorCode: HTTP2ErrorCode.noError, processed: true)
+    }
+
+    private func receiveReset(_ payload: UnsafeRawBufferPointer, streamID: Int32) throws(HTTP2ConnectionError) {
+        guard streamID != 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "RST_STREAM on stream 0") }
+        guard payload.count == 4 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "RST_STREAM of \(payload.count) bytes") }
+        let code = HTTP2FrameHeader.readUInt32(payload.baseAddress!)
+        guard let request = streams.request(for: streamID) else {
+            try checkClosedStream(streamID, "RST_STREAM")
+            return
+        }
+        closeStream(request, errorCode: code, processed: code != HTTP2ErrorCode.refusedStream)
+    }
+
+    private func receiveSettings(_ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32) throws(HTTP2ConnectionError) {
+        guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS on stream \(streamID)") }
+        if flags & HTTP2FrameFlag.ack != 0 {
+            guard payload.isEmpty else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "SETTINGS ACK with a payload") }
+            return
+        }
+        guard payload.count % 6 == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "SETTINGS of \(payload.count) bytes") }
+        var offset = 0
+        while offset < payload.count {
+            let identifier = HTTP2FrameHeader.readUInt16(payload.baseAddress! + offset)
+            let value = HTTP2FrameHeader.readUInt32(payload.baseAddress! + offset + 2)
+            offset += 6
+            switch identifier {
+            case HTTP2SettingID.headerTableSize:
+                // Our encoder only ever uses up to 4 KiB of the server's table.
+                encoderTable.setMaximumSize(Int(min(value, 4096)))
+            case HTTP2SettingID.enablePush:
+                guard value <= 1 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS_ENABLE_PUSH \(value)") }
+            case HTTP2SettingID.maxConcurrentStreams:
+                peerMaxConcurrentStreams = Int(value)
+            case HTTP2SettingID.initialWindowSize:
+                guard value <= UInt32(HTTP2Limits.maxWindowSize) else {
+                    throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "SETTINGS_INITIAL_WINDOW_SIZE \(value)")
+                }
+                try applyInitialWindow(Int(value))
+            case HTTP2SettingID.maxFrameSize:
+                guard value >= UInt32(HTTP2Limits.defaultMaxFrameSize) && value <= UInt32(HTTP2Limits.maxFrameSizeCeiling) else {
+                    throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS_MAX_FRAME_SIZE \(value)")
+                }
+                peerMaxFrameSize = Int(value)
+            default:
+                break  // SETTINGS_MAX_HEADER_LIST_SIZE is advisory; unknown settings are ignored
+            }
+        }
+        writeControlFrame(type: .settings, flags: HTTP2FrameFlag.ack, streamID: 0, payloadLength: 0) { _ in }
+        withDelegate({ $0.http2RemoteSettingsChanged(maxConcurrentStreams: peerMaxConcurrentStreams) })
+    }
+
+    /// A new SETTINGS_INITIAL_WINDOW_SIZE moves every open stream's window by the difference (§6.9.2).
+    private func applyInitialWindow(_ value: Int) throws(HTTP2ConnectionError) {
+        let delta = value - peerInitialWindow
+        peerInitialWindow = value
+        guard delta != 0 else { return }
+        var overflow = false
+        streams.forEachStream { _, entry in
+            let window = Int(entry.pointee.sendWindow) + delta
+            if window > HTTP2Limits.maxWindowSize { overflow = true; return }
+            entry.pointee.sendWindow = Int32(window)
+        }
+        if overflow { throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "a stream window passed 2^31-1") }
+        if delta > 0 && !blocked.isEmpty { withTransport({ $0.setNeedsFlush() }) }
+    }
+
+    private func receivePing(_ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32) throws(HTTP2ConnectionError) {
+        guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "PING on stream \(streamID)") }
+        guard payload.count == 8 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "PING of \(payload.count) bytes") }
+        guard flags & HTTP2FrameFlag.ack == 0 else { return }
+        writeControlFrame(type: .ping, flags: HTTP2FrameFlag.ack, streamID: 0, payloadLength: 8) {
+            $0.copyMemory(from: payload.baseAddress!, byteCount: 8)
+        }
+    }
+
+    private func receiveGoAway(_ payload: UnsafeRawBufferPointer, streamID: Int32) throws(HTTP2ConnectionError) {
+        guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "GOAWAY on stream \(streamID)") }
+        guard payload.count >= 8 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "GOAWAY of \(payload.count) bytes") }
+        let last = Int32(bitPattern: HTTP2FrameHeader.readUInt32(payload.baseAddress!) & 0x7fff_ffff)
+        let code = HTTP2FrameHeader.readUInt32(payload.baseAddress! + 4)
+        goAwayReceived = true
+        withDelegate({ $0.http2GoAwayReceived(lastStreamID: last, errorCode: code, debugData: UnsafeRawBufferPointer(rebasing: payload[8...])) })
+        // Streams above `last` were not processed, and queued requests never left: both go back unprocessed.
+        var count = 0
+        streams.forEachStream { request, entry in
+            if entry.pointee.streamID > last {
+                goAwayScratch[count] = Int32(request)
+                count += 1
+            }
+        }
+        for index in 0..<count {
+            closeStream(Int(goAwayScratch[index]), errorCode: HTTP2ErrorCode.refusedStream, processed: false)
+        }
+        while let request = sendQueue.popFirst(in: streams) {
+            streams[request].pointee = ClientStreamTable.Entry()
+            withDelegate({ $0.http2StreamClosed(request: request, errorCode: HTTP2ErrorCode.refusedStream, processed: false) })
+        }
+    }
+
+    private func receiveWindowUpdate(_ payload: UnsafeRawBufferPointer, streamID: Int32) throws(HTTP2ConnectionError) {
+        guard payload.count == 4 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "WINDOW_UPDATE of \(payload.count) bytes") }
+        let increment = Int(HTTP2FrameHeader.readUInt32(payload.baseAddress!) & 0x7fff_ffff)
+        guard increment > 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "WINDOW_UPDATE of 0 on stream \(streamID)") }
+        if streamID == 0 {
+            connectionSendWindow += increment
+            guard connectionSendWindow <= HTTP2Limits.maxWindowSize else {
+                throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "the connection window passed 2^31-1")
+            }
+        } else if let request = streams.request(for: streamID) {
+            let window = Int(streams[request].pointee.sendWindow) + increment
+            guard window <= HTTP2Limits.maxWindowSize else {
+                throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "stream \(streamID)'s window passed 2^31-1")
+            }
+            streams[request].pointee.sendWindow = Int32(window)
+        } else {
+            try checkClosedStream(streamID, "WINDOW_UPDATE")
+            return
+        }
+        if !blocked.isEmpty || !sendQueue.isEmpty { withTransport({ $0.setNeedsFlush() }) }
+    }
+
+    // MARK: - Control frames
+
+    private func writeWindowUpdate(streamID: Int32, increment: Int) {
+        writeControlFrame(type: .windowUpdate, flags: 0, streamID: streamID, payloadLength: 4) {
+            HTTP2FrameHeader.writeUInt32(UInt32(increment), to: $0)
+        }
+    }
+
+    private func writeGoAway(errorCode: UInt32, debug: String) {
+        goAwaySent = true
+        var debugBytes = Array(debug.utf8.prefix(256))
+        let length = 8 + debugBytes.count
+        writeControlFrame(type: .goAway, flags: 0, streamID: 0, payloadLength: length) { payload in
+            HTTP2FrameHeader.writeUInt32(0, to: payload)  // we process no server-initiated streams
+            HTTP2FrameHeader.writeUInt32(errorCode, to: payload + 4)
+            debugBytes.withUnsafeMutableBytes { if let base = $0.baseAddress { (payload + 8).copyMemory(from: base, byteCount: $0.count) } }
+        }
+    }
+
+    /// Writes one control frame at once (they go ahead of requests still queued) and asks for a flush.
+    private func writeControlFrame(
+        type: HTTP2FrameType, flags: UInt8, streamID: Int32, payloadLength: Int, _ payload: (UnsafeMutableRawPointer) -> Void
+    ) {
+        guard let base = withTransport({ $0.reservePlaintext(HTTP2Limits.frameHeaderSize + payloadLength) }) else { return }
+        HTTP2FrameHeader.write(to: base, length: payloadLength, type: type, flags: flags, streamID: streamID)
+        payload(base + HTTP2Limits.frameHeaderSize)
+        withTransport({ $0.commitPlaintext(HTTP2Limits.frameHeaderSize + payloadLength) })
+    }
+}
