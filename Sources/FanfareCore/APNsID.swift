@@ -18,15 +18,8 @@ public struct APNsIDGenerator: Sendable {
 
     /// A reproducible generator (tests, simulations): the seed is expanded with SplitMix64.
     public init(seed: UInt64) {
-        var mix = seed
-        func splitMix() -> UInt64 {
-            mix &+= 0x9E37_79B9_7F4A_7C15
-            var z = mix
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        self.init(state: (splitMix(), splitMix(), splitMix(), splitMix()))
+        var mix = SplitMix64(seed: seed)
+        self.init(state: (mix.next(), mix.next(), mix.next(), mix.next()))
     }
 
     init(state: (UInt64, UInt64, UInt64, UInt64)) {

@@ -1,6 +1,9 @@
 import CNghttp2
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// Small helpers over nghttp2 1.52 shared by the client and the simulator.
+/// Small helpers over nghttp2 1.52 (the simulator's framing) and header parsing shared with the client.
 public enum HTTP2 {
     /// nghttp2's text for one of its error codes.
     public static func describe(_ code: Int32) -> String {
@@ -49,23 +52,4 @@ public enum HTTP2 {
         }
         return value
     }
-}
-
-#if canImport(Glibc)
-import Glibc
-#endif
-
-/// An owned copy of bytes that must outlive the frames that point at them (header values sent NO_COPY).
-public final class StableBytes {
-    public let pointer: UnsafeMutableRawPointer
-    public let count: Int
-
-    public init(_ string: String) {
-        let utf8 = Array(string.utf8)
-        count = utf8.count
-        pointer = .allocate(byteCount: max(1, count), alignment: 8)
-        utf8.withUnsafeBytes { pointer.copyMemory(from: $0.baseAddress!, byteCount: count) }
-    }
-
-    deinit { pointer.deallocate() }
 }

@@ -11,19 +11,12 @@ public enum TokenList {
     public static func generate(count: Int, byteLength: Int = 80, seed: UInt64 = 1) -> [DeviceToken] {
         precondition(count > 0)
         precondition((DeviceToken.minimumByteCount...DeviceToken.maximumByteCount).contains(byteLength))
-        var state = seed == 0 ? 0x9E37_79B9_7F4A_7C15 : seed
+        var random = SplitMix64(seed: seed == 0 ? 0x9E37_79B9_7F4A_7C15 : seed)
         var tokens: [DeviceToken] = []
         tokens.reserveCapacity(count)
         var bytes = [UInt8](repeating: 0, count: byteLength)
         for _ in 0..<count {
-            for index in 0..<byteLength {
-                // splitmix64: cheap, well-mixed, deterministic.
-                state &+= 0x9E37_79B9_7F4A_7C15
-                var z = state
-                z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-                z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-                bytes[index] = UInt8(truncatingIfNeeded: z ^ (z >> 31))
-            }
+            for index in 0..<byteLength { bytes[index] = UInt8(truncatingIfNeeded: random.next()) }
             tokens.append(try! DeviceToken(bytes: bytes))
         }
         return tokens

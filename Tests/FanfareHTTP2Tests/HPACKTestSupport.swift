@@ -1,5 +1,6 @@
 import CNghttp2
 
+import FanfareCore
 @testable import FanfareHTTP2
 
 /// A decoded (or intended) header field, compared by octets.
@@ -22,20 +23,8 @@ struct Header: Equatable, CustomStringConvertible {
     }
 }
 
-/// SplitMix64: small, seeded, reproducible.
-struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
+/// Seeded, so a failing differential case replays.
+typealias SeededGenerator = SplitMix64
 
 enum HPACKTestSupport {
     /// Octets from hex text; spaces are ignored.

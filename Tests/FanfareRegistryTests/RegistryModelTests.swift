@@ -9,18 +9,6 @@ import Testing
 /// chunks, the same token several times in a batch, hash-index bookkeeping after deletes, and a reopen.
 @Suite("SQLiteTokenStore: agrees with a reference model")
 struct RegistryModelTests {
-    /// SplitMix64: a small deterministic generator, so a failure replays.
-    struct SeededGenerator: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// The protocol's rules, applied one registration at a time.
     struct Model {
         var registrations: [DeviceToken: TokenRegistration] = [:]
@@ -65,7 +53,7 @@ struct RegistryModelTests {
     ]
     static let channels = (0..<6).map { "match-\($0)" }
 
-    static func randomRegistration(_ generator: inout SeededGenerator) -> TokenRegistration {
+    static func randomRegistration(_ generator: inout SplitMix64) -> TokenRegistration {
         let number = Int.random(in: 0..<400, using: &generator)
         let (bundleID, environment) = apps.randomElement(using: &generator)!
         let channelCount = Int.random(in: 1...3, using: &generator)
@@ -103,7 +91,7 @@ struct RegistryModelTests {
         let path = directory.path("fanfare.db")
         var store: SQLiteTokenStore? = try SQLiteTokenStore(path: path)
         var model = Model()
-        var generator = SeededGenerator(state: seed)
+        var generator = SplitMix64(seed: seed)
 
         for step in 0..<150 {
             let current = store!

@@ -26,21 +26,20 @@ public enum HPACKHuffmanDecoder {
         var row = 0  // the current state's row offset
         var seen: UInt32 = 0  // OR of all transitions: for the fail bit
         var transition: UInt32 = 0
+        /// One nibble: follow the transition, store its symbol unconditionally, count it only if emitted.
+        @inline(__always)
+        func step(_ nibble: UInt8) {
+            transition = table.transition(rowOffset: row, nibble: Int(nibble))
+            output.storeBytes(
+                of: UInt8(truncatingIfNeeded: transition >> HuffmanDecodingTable.symbolShift), toByteOffset: written,
+                as: UInt8.self)
+            written &+= Int(truncatingIfNeeded: (transition >> HuffmanDecodingTable.emitShift) & 1)
+            seen |= transition
+            row = Int(truncatingIfNeeded: transition & HuffmanDecodingTable.rowOffsetMask)
+        }
         for byte in source {
-            transition = table.transition(rowOffset: row, nibble: Int(byte >> 4))
-            output.storeBytes(
-                of: UInt8(truncatingIfNeeded: transition >> HuffmanDecodingTable.symbolShift), toByteOffset: written,
-                as: UInt8.self)
-            written &+= Int(truncatingIfNeeded: (transition >> HuffmanDecodingTable.emitShift) & 1)
-            seen |= transition
-            row = Int(truncatingIfNeeded: transition & HuffmanDecodingTable.rowOffsetMask)
-            transition = table.transition(rowOffset: row, nibble: Int(byte & 0x0F))
-            output.storeBytes(
-                of: UInt8(truncatingIfNeeded: transition >> HuffmanDecodingTable.symbolShift), toByteOffset: written,
-                as: UInt8.self)
-            written &+= Int(truncatingIfNeeded: (transition >> HuffmanDecodingTable.emitShift) & 1)
-            seen |= transition
-            row = Int(truncatingIfNeeded: transition & HuffmanDecodingTable.rowOffsetMask)
+            step(byte >> 4)
+            step(byte & 0x0F)
         }
         guard seen & HuffmanDecodingTable.fails == 0, transition & HuffmanDecodingTable.accepts != 0 else {
             throw .invalidHuffman

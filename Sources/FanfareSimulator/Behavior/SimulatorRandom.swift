@@ -1,3 +1,5 @@
+import FanfareCore
+
 /// A small deterministic PRNG (xoshiro256**, seeded through SplitMix64) so that a run with the same
 /// `seed` injects the same faults and latencies. One instance per worker thread; not thread-safe.
 public struct SimulatorRandom: RandomNumberGenerator, Sendable {
@@ -8,20 +10,12 @@ public struct SimulatorRandom: RandomNumberGenerator, Sendable {
 
     /// `stream` separates workers that share a seed (worker index), so they draw different sequences.
     public init(seed: UInt64, stream: UInt64 = 0) {
-        var mixer = seed ^ (stream &* 0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03
-        s0 = Self.splitMix(&mixer)
-        s1 = Self.splitMix(&mixer)
-        s2 = Self.splitMix(&mixer)
-        s3 = Self.splitMix(&mixer)
+        var mixer = SplitMix64(seed: seed ^ (stream &* 0x9E37_79B9_7F4A_7C15) ^ 0xD1B5_4A32_D192_ED03)
+        s0 = mixer.next()
+        s1 = mixer.next()
+        s2 = mixer.next()
+        s3 = mixer.next()
         assert(s0 | s1 | s2 | s3 != 0, "xoshiro state must not be all zero")
-    }
-
-    private static func splitMix(_ state: inout UInt64) -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 
     public mutating func next() -> UInt64 {
