@@ -43,18 +43,8 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     private let sendsFirstRequestAlone: Bool
     private let rotateAfterStreams: Int
 
-    /// Fields that repeat on every request: after their first use each goes out as a one-byte HPACK index.
-    private struct RepeatedFields {
-        var authority: HPACKCachedField
-        var authorization: HPACKCachedField?
-        var pushType: HPACKCachedField
-        var topic: HPACKCachedField
-        // One per apns-priority value (trivial fields, no array: copying this struct costs no retain).
-        var priorityPowerSaving: HPACKCachedField
-        var priorityNormal: HPACKCachedField
-        var priorityImmediate: HPACKCachedField
-    }
-    private var repeated: RepeatedFields?
+    /// Fields that repeat on every request (registered with the session when it starts).
+    private var repeated: APNsRequestHeaders.RepeatedFields?
 
     init(worker: PushWorker, index: Int, tls: TLSConnection) {
         self.worker = worker
@@ -128,77 +118,13 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
 
     // MARK: - Request headers (HTTP2ClientSessionDelegate)
 
-    private static let pathPrefix: StaticString = "/3/device/"
-    /// Literal without indexing, new name "apns-id", then a raw 36-byte value's length (RFC 7541 §6.2.2).
-    private static let apnsIDFieldPrefix: StaticString = "\u{0}\u{7}apns-id\u{24}"
-    private static let expirationName: StaticString = "apns-expiration"
-    private static let collapseIDName: StaticString = "apns-collapse-id"
-    private static let statusName: StaticString = ":status"
-
     override func http2WriteRequestHeaders(request: Int, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter) {
-        let job = slots.job(request)
         guard let repeated else { preconditionFailure("headers requested before the session started") }
-        writer.writeIndexed(HPACKStaticTable.methodPOST)
-        writer.writeIndexed(HPACKStaticTable.schemeHTTPS)
-        // :path = /3/device/<lowercase hex token>, Huffman-coded straight from the token's bytes.
-        job.pointee.token.withUnsafeBytes { token in
-            writer.writeLiteralWithoutIndexing(nameIndex: HPACKStaticTable.path, valuePrefix: Self.bytes(Self.pathPrefix), hexOf: token)
-        }
-        table.write(repeated.authority, into: &writer)
-        if let authorization = repeated.authorization { table.write(authorization, into: &writer) }
-        table.write(repeated.pushType, into: &writer)
-        table.write(repeated.topic, into: &writer)
-        switch job.pointee.priority {
-        case .powerSaving: table.write(repeated.priorityPowerSaving, into: &writer)
-        case .normal: table.write(repeated.priorityNormal, into: &writer)
-        case .immediate: table.write(repeated.priorityImmediate, into: &writer)
-        }
-        // apns-id goes raw: Huffman would save 9 of its 36 bytes for more CPU than the rest of the block.
-        assert(PushIdentifier.byteCount == 0x24, "the prefix encodes a 36-byte value")
-        writer.writeRaw(Self.bytes(Self.apnsIDFieldPrefix))
-        job.pointee.apnsID!.withUnsafeBytes { writer.writeRaw($0) }
-        if let expiration = job.pointee.expiration {
-            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
-            withUnsafeMutableBytes(of: &digits) { scratch in
-                let count = Self.writeDecimal(expiration, to: scratch.baseAddress!)
-                writer.writeLiteralWithoutIndexing(
-                    name: Self.bytes(Self.expirationName), value: UnsafeRawBufferPointer(rebasing: scratch[0..<count]))
-            }
-        }
-        if var collapseID = job.pointee.collapseID {
-            // APNs allows 64 bytes; one more is kept so a longer id reaches APNs as too long (400
-            // BadCollapseId) instead of being cut to 64 bytes that might collapse with other pushes.
-            collapseID.withUTF8 { utf8 in
-                let kept = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[0..<min(utf8.count, CollapseID.maximumByteCount + 1)])
-                writer.writeLiteralWithoutIndexing(name: Self.bytes(Self.collapseIDName), value: kept)
-            }
-        }
+        APNsRequestHeaders.write(slots.job(request), fields: repeated, table: &table, writer: &writer)
     }
 
     override func http2RequestBody(request: Int) -> UnsafeRawBufferPointer {
         slots[request].pointee.requestBody
-    }
-
-    @inline(__always)
-    private static func bytes(_ string: StaticString) -> UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(start: string.utf8Start, count: string.utf8CodeUnitCount)
-    }
-
-    static func writeDecimal(_ value: Int64, to destination: UnsafeMutableRawPointer) -> Int {
-        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch, reversed digits
-        var remaining = UInt64(max(0, value))
-        var count = 0
-        withUnsafeMutableBytes(of: &digits) { scratch in
-            repeat {
-                scratch[count] = UInt8(48 + remaining % 10)
-                remaining /= 10
-                count += 1
-            } while remaining > 0
-            for index in 0..<count {
-                destination.storeBytes(of: scratch[count - 1 - index], toByteOffset: index, as: UInt8.self)
-            }
-        }
-        return count
     }
 
     // MARK: - Draining and closing
@@ -235,15 +161,9 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         settings.reportsOnlyStatus = true  // the outcome needs :status and the body, nothing else
         let newSession = HTTP2ClientSession(transport: transport, delegate: self, capacity: slots.capacity, settings: settings)
         let authority = configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
-        repeated = RepeatedFields(
-            authority: newSession.registerRepeatedField(nameIndex: HPACKStaticTable.authority, name: ":authority", value: authority),
-            authorization: configuration.providerTokens == nil
-                ? nil : newSession.registerRepeatedField(nameIndex: HPACKStaticTable.authorization, name: "authorization", value: ""),
-            pushType: newSession.registerRepeatedField(nameIndex: nil, name: "apns-push-type", value: configuration.pushType),
-            topic: newSession.registerRepeatedField(nameIndex: nil, name: "apns-topic", value: configuration.topic),
-            priorityPowerSaving: newSession.registerRepeatedField(nameIndex: nil, name: "apns-priority", value: "1"),
-            priorityNormal: newSession.registerRepeatedField(nameIndex: nil, name: "apns-priority", value: "5"),
-            priorityImmediate: newSession.registerRepeatedField(nameIndex: nil, name: "apns-priority", value: "10"))
+        repeated = APNsRequestHeaders.RepeatedFields(
+            authority: authority, usesProviderTokens: configuration.providerTokens != nil, pushType: configuration.pushType,
+            topic: configuration.topic, register: { newSession.registerRepeatedField(nameIndex: $0, name: $1, value: $2) })
         session = newSession
         hasAuthorization = false
         newSession.start()
@@ -297,6 +217,8 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     }
 
     // MARK: - Responses (HTTP2ClientSessionDelegate)
+
+    private static let statusName: StaticString = ":status"
 
     override func http2ResponseHeader(request: Int, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
         // ":status" is the only field the outcome needs (the body carries the reason).

@@ -1,0 +1,104 @@
+import FanfareCore
+import FanfareHTTP2
+
+/// The header block of one push request, exactly as every stream sends it (apns-spec §2). One function,
+/// used by `APNsConnection` and by the benchmarks, so what they measure is what is sent.
+@_spi(Benchmarks) public enum APNsRequestHeaders {
+    /// Fields that repeat on every request: after its first use each goes out as a one-byte HPACK index.
+    /// Trivial values only (no array), so copying this struct costs no retain.
+    public struct RepeatedFields: Sendable {
+        public let authority: HPACKCachedField
+        /// Nil with certificate authentication.
+        public let authorization: HPACKCachedField?
+        public let pushType: HPACKCachedField
+        public let topic: HPACKCachedField
+        public let priorityPowerSaving: HPACKCachedField
+        public let priorityNormal: HPACKCachedField
+        public let priorityImmediate: HPACKCachedField
+
+        /// Registers the fields with `register(nameIndex, name, value)` (a session's or a bare table's). The
+        /// authorization value is set later, per provider token.
+        public init(
+            authority: String, usesProviderTokens: Bool, pushType: String, topic: String,
+            register: (Int?, String, String) -> HPACKCachedField
+        ) {
+            self.authority = register(HPACKStaticTable.authority, ":authority", authority)
+            authorization = usesProviderTokens ? register(HPACKStaticTable.authorization, "authorization", "") : nil
+            self.pushType = register(nil, "apns-push-type", pushType)
+            self.topic = register(nil, "apns-topic", topic)
+            priorityPowerSaving = register(nil, "apns-priority", "1")
+            priorityNormal = register(nil, "apns-priority", "5")
+            priorityImmediate = register(nil, "apns-priority", "10")
+        }
+    }
+
+    static let pathPrefix: StaticString = "/3/device/"
+    /// Literal without indexing, new name "apns-id", then a raw 36-byte value's length (RFC 7541 §6.2.2).
+    static let apnsIDFieldPrefix: StaticString = "\u{0}\u{7}apns-id\u{24}"
+    static let expirationName: StaticString = "apns-expiration"
+    static let collapseIDName: StaticString = "apns-collapse-id"
+
+    /// Writes `job`'s request headers (its `apnsID` must be set). Read in place: `job` is not copied.
+    @inline(__always)
+    public static func write(
+        _ job: UnsafePointer<PushJob>, fields: RepeatedFields, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter
+    ) {
+        writer.writeIndexed(HPACKStaticTable.methodPOST)
+        writer.writeIndexed(HPACKStaticTable.schemeHTTPS)
+        // :path = /3/device/<lowercase hex token>, Huffman-coded straight from the token's bytes.
+        job.pointee.token.withUnsafeBytes { token in
+            writer.writeLiteralWithoutIndexing(nameIndex: HPACKStaticTable.path, valuePrefix: bytes(pathPrefix), hexOf: token)
+        }
+        table.write(fields.authority, into: &writer)
+        if let authorization = fields.authorization { table.write(authorization, into: &writer) }
+        table.write(fields.pushType, into: &writer)
+        table.write(fields.topic, into: &writer)
+        switch job.pointee.priority {
+        case .powerSaving: table.write(fields.priorityPowerSaving, into: &writer)
+        case .normal: table.write(fields.priorityNormal, into: &writer)
+        case .immediate: table.write(fields.priorityImmediate, into: &writer)
+        }
+        // apns-id goes raw: Huffman would save 9 of its 36 bytes for more CPU than the rest of the block.
+        assert(PushIdentifier.byteCount == 0x24, "the prefix encodes a 36-byte value")
+        writer.writeRaw(bytes(apnsIDFieldPrefix))
+        job.pointee.apnsID!.withUnsafeBytes { writer.writeRaw($0) }
+        if let expiration = job.pointee.expiration {
+            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+            withUnsafeMutableBytes(of: &digits) { scratch in
+                let count = writeDecimal(expiration, to: scratch.baseAddress!)
+                writer.writeLiteralWithoutIndexing(name: bytes(expirationName), value: UnsafeRawBufferPointer(rebasing: scratch[0..<count]))
+            }
+        }
+        if var collapseID = job.pointee.collapseID {
+            // APNs allows 64 bytes; one more is kept so a longer id reaches APNs as too long (400
+            // BadCollapseId) instead of being cut to 64 bytes that might collapse with other pushes.
+            collapseID.withUTF8 { utf8 in
+                let kept = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[0..<min(utf8.count, CollapseID.maximumByteCount + 1)])
+                writer.writeLiteralWithoutIndexing(name: bytes(collapseIDName), value: kept)
+            }
+        }
+    }
+
+    /// Writes `value` (negative values as 0) in decimal; returns the digit count (at most 19).
+    public static func writeDecimal(_ value: Int64, to destination: UnsafeMutableRawPointer) -> Int {
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch, reversed digits
+        var remaining = UInt64(max(0, value))
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { scratch in
+            repeat {
+                scratch[count] = UInt8(48 + remaining % 10)
+                remaining /= 10
+                count += 1
+            } while remaining > 0
+            for index in 0..<count {
+                destination.storeBytes(of: scratch[count - 1 - index], toByteOffset: index, as: UInt8.self)
+            }
+        }
+        return count
+    }
+
+    @inline(__always)
+    static func bytes(_ string: StaticString) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(start: string.utf8Start, count: string.utf8CodeUnitCount)
+    }
+}
