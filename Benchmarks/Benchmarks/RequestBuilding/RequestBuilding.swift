@@ -1,8 +1,16 @@
-// The per-push header values the client writes into a stream slot before nghttp2_submit_request:
-// `:path` = /3/device/<lowercase hex token>, a fresh `apns-id`, and `apns-expiration` in decimal.
+// What the client writes per push before its HEADERS frame leaves: a fresh `apns-id` and the request's complete
+// HPACK header block, written by Fanfare's own HTTP/2 client session (FanfareHTTP2: HPACKBlockWriter into the
+// TLS plaintext buffer, HPACKEncoderTable for the fields that repeat on every request). The block is written by
+// `APNsRequestHeaders.write`, the very function `APNsConnection.http2WriteRequestHeaders` calls (FanfareClient,
+// `@_spi(Benchmarks)`): :method POST and :scheme https indexed, :path as a literal whose value is the Huffman
+// code of "/3/device/" + the token's hex written straight from the token bytes, :authority, authorization,
+// apns-push-type, apns-topic and apns-priority from the encoder table (steady state: already in the server's
+// dynamic table, one index byte each), apns-id raw behind a precomputed prefix, and apns-expiration optionally.
 // Expected: 0 mallocs.
 import Benchmark
+@_spi(Benchmarks) import FanfareClient
 import FanfareCore
+import FanfareHTTP2
 
 let benchmarks: @Sendable () -> Void = {
     // 1000 operations per iteration (the `*` rows are per operation); about 1 s per benchmark.
@@ -15,74 +23,112 @@ let benchmarks: @Sendable () -> Void = {
         thresholds: [.mallocCountTotal: BenchmarkThresholds(absolute: [.p90: 0])]
     )
 
-    Benchmark("DevicePath", configuration: configuration) { benchmark, slot in
+    // One push's header block: apns-id generated (as `APNsConnection.submit` does for a push without one), then
+    // the block as `HTTP2ClientSession` + `http2WriteRequestHeaders` write it, without apns-expiration.
+    Benchmark("HeaderBlock", configuration: configuration) { benchmark, request in
         for _ in benchmark.scaledIterations {
-            let count = slot.writePath()
-            blackHole(slot.path.load(fromByteOffset: count - 1, as: UInt8.self))
+            let count = request.writeBlock(expiration: nil)
+            blackHole(request.block.load(fromByteOffset: count - 1, as: UInt8.self))
         }
     } setup: {
-        try HeaderSlot()
+        try RequestHeaders()
     }
 
-    Benchmark("APNsID", configuration: configuration) { benchmark, slot in
+    // The same with `apns-expiration` (a literal with a new name, Huffman-coded name and digits).
+    Benchmark("HeaderBlockWithExpiration", configuration: configuration) { benchmark, request in
+        for iteration in benchmark.scaledIterations {
+            let count = request.writeBlock(expiration: 1_735_689_600 + Int64(iteration))
+            blackHole(request.block.load(fromByteOffset: count - 1, as: UInt8.self))
+        }
+    } setup: {
+        try RequestHeaders()
+    }
+
+    Benchmark("APNsID", configuration: configuration) { benchmark, request in
         for _ in benchmark.scaledIterations {
-            slot.writeAPNsID()
-            blackHole(slot.apnsID.load(fromByteOffset: APNsIDGenerator.byteCount - 1, as: UInt8.self))
+            request.writeAPNsID()
+            blackHole(request.apnsID.load(fromByteOffset: APNsIDGenerator.byteCount - 1, as: UInt8.self))
         }
     } setup: {
-        try HeaderSlot()
+        try RequestHeaders()
     }
 
-    Benchmark("ExpirationDecimal", configuration: configuration) { benchmark, slot in
+    // The client's `apns-expiration` digits.
+    Benchmark("ExpirationDecimal", configuration: configuration) { benchmark, request in
         for iteration in benchmark.scaledIterations {
-            let count = slot.writeExpiration(1_735_689_600 + Int64(iteration))
-            blackHole(slot.expiration.load(fromByteOffset: count - 1, as: UInt8.self))
+            let count = APNsRequestHeaders.writeDecimal(1_735_689_600 + Int64(iteration), to: request.digits)
+            blackHole(request.digits.load(fromByteOffset: count - 1, as: UInt8.self))
         }
     } setup: {
-        try HeaderSlot()
-    }
-
-    Benchmark("AllHeaderValues", configuration: configuration) { benchmark, slot in
-        for iteration in benchmark.scaledIterations {
-            let pathCount = slot.writePath()
-            slot.writeAPNsID()
-            let expirationCount = slot.writeExpiration(1_735_689_600 + Int64(iteration))
-            blackHole(pathCount &+ expirationCount)
-            blackHole(slot.apnsID.load(fromByteOffset: APNsIDGenerator.byteCount - 1, as: UInt8.self))
-        }
-    } setup: {
-        try HeaderSlot()
+        try RequestHeaders()
     }
 }
 
-/// Stands in for one of `APNsConnection`'s stream slots: fixed buffers allocated once, written per push.
-final class HeaderSlot {
-    static let pathPrefix: StaticString = "/3/device/"
+/// Stands in for one `APNsConnection` with its `HTTP2ClientSession`: the encoder table with the repeated fields
+/// registered as `transportEstablished` registers them (token auth, as Live Activity providers use), a header
+/// block buffer the size the session reserves, and one stream slot's push job.
+final class RequestHeaders {
+    /// `HTTP2ClientSession.maxRequestHeaderBlock`: what the session reserves in the plaintext buffer per block.
+    static let blockCapacity = HTTP2ClientSession.maxRequestHeaderBlock
 
-    let token: DeviceToken
+    private var table: HPACKEncoderTable
+    private let fields: APNsRequestHeaders.RepeatedFields
+    /// The stream slot's job (`StreamSlots` keeps jobs in place too): an 80-byte token, the length Live Activity
+    /// tokens have in practice, and PushJob's default priority (immediate).
+    let job: UnsafeMutablePointer<PushJob>
     var identifiers = APNsIDGenerator(seed: 0xFA4FA4E)
-    let path = UnsafeMutableRawPointer.allocate(byteCount: 256, alignment: 64)
+    let block = UnsafeMutableRawPointer.allocate(byteCount: RequestHeaders.blockCapacity, alignment: 16)
     let apnsID = UnsafeMutableRawPointer.allocate(byteCount: 40, alignment: 8)
-    let expiration = UnsafeMutableRawBufferPointer.allocate(byteCount: 24, alignment: 8)
+    let digits = UnsafeMutableRawPointer.allocate(byteCount: 24, alignment: 8)
 
     init() throws {
-        // 80 bytes, the length Live Activity tokens have in practice.
-        token = try DeviceToken(bytes: (0..<80).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
-        precondition(Self.pathPrefix.utf8CodeUnitCount + token.hexCount <= 256)
+        let token = try DeviceToken(bytes: (0..<80).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) })
+        job = .allocate(capacity: 1)
+        job.initialize(to: PushJob(token: token, payload: try PushPayload(#"{"aps":{}}"#), apnsID: PushIdentifier()))
+        var table = HPACKEncoderTable(maximumSize: 4096)  // as HTTP2ClientSession.init
+        fields = APNsRequestHeaders.RepeatedFields(
+            authority: "api.push.apple.com", usesProviderTokens: true, pushType: "liveactivity",
+            topic: "com.example.app.push-type.liveactivity",
+            register: { table.register(nameIndex: $0, name: $1, value: $2) })
+        // A provider token's length (ES256 JWT: header.claims.signature, base64url), as `refreshAuthorization`
+        // sets it.
+        let jwt = "eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQzEyM0RFRkcifQ."
+            + "eyJpc3MiOiJERUYxMjNHSElKIiwiaWF0IjoxNzM1Njg5NjAwfQ."
+            + String(repeating: "MEUCIQDx7kbYz9", count: 6)
+        table.update(fields.authorization!, value: "bearer \(jwt)")
+        self.table = table
+
+        // The connection's first request inserts the repeated fields; every later one sends them indexed.
+        // Both blocks are checked with the session's own decoder (setup only, not measured).
+        var decoder = HPACKDecoder()
+        let first = try decodeBlock(writeBlock(expiration: nil), with: &decoder)
+        let firstID = job.pointee.apnsID!.description
+        let steady = try decodeBlock(writeBlock(expiration: 1_735_689_600), with: &decoder)
+        precondition(self.table.entryCount == 5, "the repeated fields are not indexed after one block")
+        // :method :scheme :path :authority authorization apns-push-type apns-topic apns-priority apns-id [expiration]
+        precondition(first.fields.count == 9 && steady.fields.count == 10 && steady.count < first.count)
+        precondition(Array(steady.fields[0..<8]) == Array(first.fields[0..<8]))
+        precondition(steady.fields[2] == ":path: /3/device/\(token.hexString)")
+        precondition(steady.fields[4] == "authorization: bearer \(jwt)" && steady.fields[7] == "apns-priority: 10")
+        precondition(first.fields[8] == "apns-id: \(firstID)" && steady.fields[8] == "apns-id: \(job.pointee.apnsID!)")
+        precondition(firstID != job.pointee.apnsID!.description && steady.fields[9] == "apns-expiration: 1735689600")
     }
 
     deinit {
-        path.deallocate()
+        job.deinitialize(count: 1)
+        job.deallocate()
+        block.deallocate()
         apnsID.deallocate()
-        expiration.deallocate()
+        digits.deallocate()
     }
 
-    /// As `APNsConnection.submit`: prefix, then the token's lowercase hex right after it.
-    @inline(__always)
-    func writePath() -> Int {
-        let prefixCount = Self.pathPrefix.utf8CodeUnitCount
-        path.copyMemory(from: Self.pathPrefix.utf8Start, byteCount: prefixCount)
-        return prefixCount + token.writeLowercaseHex(to: path + prefixCount)
+    /// The fields of the block just written (`count` bytes), decoded as "name: value".
+    private func decodeBlock(_ count: Int, with decoder: inout HPACKDecoder) throws -> (count: Int, fields: [String]) {
+        var fields: [String] = []
+        try decoder.decode(UnsafeRawBufferPointer(start: block, count: count)) { name, value in
+            fields.append(String(decoding: name, as: UTF8.self) + ": " + String(decoding: value, as: UTF8.self))
+        }
+        return (count, fields)
     }
 
     @inline(__always)
@@ -90,13 +136,17 @@ final class HeaderSlot {
         identifiers.write(to: apnsID)
     }
 
-    /// The client's own decimal writer (`APNsConnection.writeDecimal`) is internal, so this measures the public
-    /// allocation-free integer writer of the same digits (`JSONWriter.int`) instead.
+    /// One request's header block, as `HTTP2ClientSession` writes it; returns its length. First the apns-id, as
+    /// `APNsConnection.submit` gives a push without one a fresh id (written here into the job's identifier in
+    /// place: `PushIdentifier` is its 36 bytes of text, `withUnsafeMutableBytes` being internal), then
+    /// `beginBlock` and the delegate's `APNsRequestHeaders.write`.
     @inline(__always)
-    func writeExpiration(_ seconds: Int64) -> Int {
-        var writer = JSONWriter(buffer: expiration)
-        writer.int(seconds)
-        assert(!writer.overflowed)
+    func writeBlock(expiration: Int64?) -> Int {
+        withUnsafeMutableBytes(of: &job.pointee.apnsID!) { identifiers.write(to: $0.baseAddress!) }
+        job.pointee.expiration = expiration
+        var writer = HPACKBlockWriter(destination: block, capacity: Self.blockCapacity)
+        table.beginBlock(&writer)
+        APNsRequestHeaders.write(job, fields: fields, table: &table, writer: &writer)
         return writer.count
     }
 }

@@ -35,8 +35,10 @@ import FanfareHTTP2
     static let pathPrefix: StaticString = "/3/device/"
     /// Literal without indexing, new name "apns-id", then a raw 36-byte value's length (RFC 7541 §6.2.2).
     static let apnsIDFieldPrefix: StaticString = "\u{0}\u{7}apns-id\u{24}"
-    static let expirationName: StaticString = "apns-expiration"
-    static let collapseIDName: StaticString = "apns-collapse-id"
+    /// Literal without indexing, new name "apns-expiration" (15 bytes, sent raw); the value follows.
+    static let expirationFieldPrefix: StaticString = "\u{0}\u{F}apns-expiration"
+    /// Literal without indexing, new name "apns-collapse-id" (16 bytes, sent raw); the value follows.
+    static let collapseIDFieldPrefix: StaticString = "\u{0}\u{10}apns-collapse-id"
 
     /// Writes `job`'s request headers (its `apnsID` must be set). Read in place: `job` is not copied.
     @inline(__always)
@@ -65,8 +67,11 @@ import FanfareHTTP2
         if let expiration = job.pointee.expiration {
             var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
             withUnsafeMutableBytes(of: &digits) { scratch in
+                // The name is precomputed; the digits go raw (Huffman would save 2 or 3 of ~10 bytes).
                 let count = writeDecimal(expiration, to: scratch.baseAddress!)
-                writer.writeLiteralWithoutIndexing(name: bytes(expirationName), value: UnsafeRawBufferPointer(rebasing: scratch[0..<count]))
+                writer.writeRaw(bytes(expirationFieldPrefix))
+                writer.writeInteger(count, prefixBits: 7, firstByteFlags: 0)
+                writer.writeRaw(UnsafeRawBufferPointer(rebasing: scratch[0..<count]))
             }
         }
         if var collapseID = job.pointee.collapseID {
@@ -74,7 +79,9 @@ import FanfareHTTP2
             // BadCollapseId) instead of being cut to 64 bytes that might collapse with other pushes.
             collapseID.withUTF8 { utf8 in
                 let kept = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[0..<min(utf8.count, CollapseID.maximumByteCount + 1)])
-                writer.writeLiteralWithoutIndexing(name: bytes(collapseIDName), value: kept)
+                writer.writeRaw(bytes(collapseIDFieldPrefix))
+                writer.writeInteger(kept.count, prefixBits: 7, firstByteFlags: 0)
+                writer.writeRaw(kept)
             }
         }
     }
