@@ -92,6 +92,31 @@ struct HuffmanTests {
         }
     }
 
+    @Test("appendHexWithSlack(of:) writes what appendHex(of:) writes, after any prefix, and stays within its slack")
+    func appendHexWithSlack() throws {
+        var generator = SeededGenerator(seed: 48)
+        for length in 0...120 {
+            for prefixLength in [0, 1, 3, 10, 23] {
+                let bytes = Support.randomBytes(length, using: &generator)
+                let prefix = Support.randomBytes(prefixLength, using: &generator)
+                func encode(wide: Bool) -> [UInt8] {
+                    var output = [UInt8](repeating: 0xAA, count: 2 * (prefixLength * 4 + length * 2) + 32)
+                    let written = output.withUnsafeMutableBytes { destination in
+                        var writer = HuffmanBitWriter(destination: destination.baseAddress!)
+                        prefix.withUnsafeBytes { writer.append($0) }
+                        bytes.withUnsafeBytes { wide ? writer.appendHexWithSlack(of: $0) : writer.appendHex(of: $0) }
+                        writer.append(UInt8(ascii: "?"))
+                        return writer.finish()
+                    }
+                    // Slack stores may leave bytes behind, but never more than 8 past the string.
+                    #expect(output[(written + 8)...].allSatisfy { $0 == 0xAA }, "wrote past the slack")
+                    return Array(output[0..<written])
+                }
+                #expect(encode(wide: true) == encode(wide: false), "length \(length), prefix \(prefixLength)")
+            }
+        }
+    }
+
     @Test("the writer goes on after finish() with a new string")
     func consecutiveStrings() throws {
         var output = [UInt8](repeating: 0, count: 64)

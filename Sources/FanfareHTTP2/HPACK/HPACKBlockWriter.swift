@@ -3,6 +3,8 @@
 /// The caller sizes the destination (`literalBound` helps); every write checks the capacity with a
 /// precondition once, before it writes, so a short destination traps instead of corrupting memory.
 /// Strings are Huffman-coded only when that is strictly shorter (decided with `HPACKHuffman.bitCount`).
+/// Nothing is written past `capacity`; the up to 8 bytes after `count` may hold scratch from the hex fast
+/// path (when the capacity leaves that room), overwritten by whatever is written next.
 public struct HPACKBlockWriter {
     public let destination: UnsafeMutableRawPointer
     public let capacity: Int
@@ -96,7 +98,11 @@ public struct HPACKBlockWriter {
             storeInteger(huffmanCount, prefixBits: 7, firstByteFlags: 0x80)
             var bits = HuffmanBitWriter(destination: destination + count)
             bits.append(valuePrefix)
-            bits.appendHex(of: hexBytes)
+            if capacity - count >= huffmanCount + 8 {
+                bits.appendHexWithSlack(of: hexBytes)  // room for its 8-byte stores: the fast path
+            } else {
+                bits.appendHex(of: hexBytes)
+            }
             let written = bits.finish()
             assert(written == huffmanCount)
             count += written

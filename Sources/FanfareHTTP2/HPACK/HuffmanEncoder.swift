@@ -84,6 +84,43 @@ public struct HuffmanBitWriter {
         state.save(to: &self)
     }
 
+    /// `appendHex(of:)` four bytes (eight digits, at most 48 bits) per step, each step one unaligned 8-byte
+    /// store of everything pending. Stores reach up to 8 bytes past the last complete byte: the caller
+    /// guarantees that much slack after the string (`HPACKBlockWriter` checks it; later bytes overwrite it).
+    public mutating func appendHexWithSlack(of bytes: UnsafeRawBufferPointer) {
+        let hexPairs = HuffmanEncodingTable.shared.hexPairs
+        var cursor = self.cursor
+        var accumulator = self.accumulator
+        var pending = pendingBits
+        var position = 0
+        // Bring the pending bits under 8 first (exact mode keeps up to 31), so 48 more always fit.
+        while pending >= 8 {
+            pending -= 8
+            cursor.storeBytes(of: UInt8(truncatingIfNeeded: accumulator &>> UInt64(pending)), as: UInt8.self)
+            cursor += 1
+        }
+        while bytes.count - position >= 4 {
+            let p0 = hexPairs[Int(bytes[position])], p1 = hexPairs[Int(bytes[position + 1])]
+            let p2 = hexPairs[Int(bytes[position + 2])], p3 = hexPairs[Int(bytes[position + 3])]
+            let l1 = p1 & 0xFF, l2 = p2 & 0xFF, l3 = p3 & 0xFF
+            // Four codes of at most 12 bits each, combined independently of the accumulator.
+            let code = UInt64(p0 >> 8) &<< UInt64(l1 + l2 + l3) | UInt64(p1 >> 8) &<< UInt64(l2 + l3)
+                | UInt64(p2 >> 8) &<< UInt64(l3) | UInt64(p3 >> 8)
+            let length = Int(truncatingIfNeeded: (p0 & 0xFF) + l1 + l2 + l3)
+            accumulator = accumulator &<< UInt64(length) | code
+            pending += length
+            assert(pending <= 64)
+            cursor.storeBytes(of: (accumulator &<< UInt64(64 - pending)).bigEndian, as: UInt64.self)
+            cursor += pending >> 3
+            pending &= 7
+            position += 4
+        }
+        self.cursor = cursor
+        self.accumulator = accumulator
+        self.pendingBits = pending
+        if position < bytes.count { appendHex(of: UnsafeRawBufferPointer(rebasing: bytes[position...])) }
+    }
+
     /// Pads with 1-bits (EOS prefix) to a byte boundary, flushes, returns bytes written since init.
     /// The writer may go on with a new string after this.
     public mutating func finish() -> Int {
