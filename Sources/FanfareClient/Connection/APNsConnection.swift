@@ -181,8 +181,11 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         do {
             try session.receive(plaintext)
         } catch {
+            // The session queued a GOAWAY naming the error; a local close sends it before the socket closes
+            // (in-flight pushes are resent elsewhere with this reason).
             goAwayReason = "HTTP/2 error: \(error)"
-            return false
+            close()
+            return true
         }
         // Streams that just closed are refilled now, so their successors leave with this read's flush.
         worker.refill(self)
