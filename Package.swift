@@ -2,8 +2,8 @@
 // Fanfare: iOS Live Activity pushes through APNs over io_uring + TLS (OpenSSL) + HTTP/2 (nghttp2).
 import PackageDescription
 
-/// Release builds of the per-push modules skip Swift's runtime exclusivity checks: their state is confined
-/// to one worker thread, and the checks on class properties cost about 15% of the fan-out engine's per-push
+/// Release builds of the per-push modules (client, fan-out, simulator) skip Swift's runtime exclusivity
+/// checks: their state is confined to one worker thread, and the checks on class properties cost about 15% of the fan-out engine's per-push
 /// CPU (Benchmarks/FanoutShard) and 5% of the client's (perf record of `fanfare load`). Debug builds, which
 /// the tests run, keep them.
 let threadConfined: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
@@ -52,7 +52,8 @@ let package = Package(
         // The APNs simulator: same stack, server side.
         .target(
             name: "FanfareSimulator",
-            dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CNghttp2", "CURing"]
+            dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CNghttp2", "CURing"],
+            swiftSettings: threadConfined
         ),
         // Load generation and measurement (`fanfare load`): closed/open loop, HdrHistogram latency.
         .target(

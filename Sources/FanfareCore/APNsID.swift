@@ -90,18 +90,29 @@ public struct APNsIDGenerator: Sendable {
     }
 
     /// True for the canonical 8-4-4-4-12 form with hex digits of either case (what APNs accepts as
-    /// `apns-id`; the version and variant digits are not checked).
-    public static func isValidAPNsID(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    /// `apns-id`; the version and variant digits are not checked), or lowercase only when `requireLowercase`.
+    /// Branch-free per digit: every request the simulator answers runs through this.
+    public static func isValidAPNsID(_ bytes: UnsafeRawBufferPointer, requireLowercase: Bool = false) -> Bool {
         guard bytes.count == byteCount else { return false }
-        for (index, byte) in bytes.enumerated() {
-            switch index {
-            case 8, 13, 18, 23:
-                guard byte == UInt8(ascii: "-") else { return false }
-            default:
-                guard DeviceToken.nibble(byte) != nil else { return false }
+        let hyphen = UInt8(ascii: "-")
+        guard bytes[8] == hyphen, bytes[13] == hyphen, bytes[18] == hyphen, bytes[23] == hyphen else { return false }
+        // Each digit's class: bit 0 = digit or a-f, bit 1 = digit, a-f or A-F. AND over all 32 digits.
+        var classes: UInt8 = 0b11
+        @inline(__always)
+        func digits(_ range: Range<Int>) {
+            for index in range {
+                let byte = bytes[index]
+                let lower: UInt8 = (byte &- 0x30 < 10 ? 1 : 0) | (byte &- 0x61 < 6 ? 1 : 0)
+                let upper: UInt8 = byte &- 0x41 < 6 ? 1 : 0
+                classes &= lower | (lower | upper) << 1
             }
         }
-        return true
+        digits(0..<8)
+        digits(9..<13)
+        digits(14..<18)
+        digits(19..<23)
+        digits(24..<36)
+        return classes & (requireLowercase ? 0b01 : 0b10) != 0
     }
 
     public static func isValidAPNsID(_ text: some StringProtocol) -> Bool {

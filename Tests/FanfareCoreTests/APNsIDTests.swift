@@ -38,6 +38,39 @@ struct APNsIDTests {
         }
     }
 
+    @Test("isValidAPNsID agrees with a plain reference for every byte at every position, both modes")
+    func validationIsExhaustive() {
+        func reference(_ bytes: [UInt8], requireLowercase: Bool) -> Bool {
+            guard bytes.count == 36 else { return false }
+            for (index, byte) in bytes.enumerated() {
+                if [8, 13, 18, 23].contains(index) {
+                    if byte != UInt8(ascii: "-") { return false }
+                } else {
+                    let lowercase = (48...57).contains(byte) || (97...102).contains(byte)
+                    let uppercase = (65...70).contains(byte)
+                    if !(lowercase || (!requireLowercase && uppercase)) { return false }
+                }
+            }
+            return true
+        }
+        let base = Array("0aa1b2c3-d4e5-4607-9829-3a4b5c6d7e8f".utf8)
+        for position in 0..<36 {
+            for value in 0...255 {
+                var bytes = base
+                bytes[position] = UInt8(value)
+                for requireLowercase in [false, true] {
+                    let fast = bytes.withUnsafeBytes { APNsIDGenerator.isValidAPNsID($0, requireLowercase: requireLowercase) }
+                    #expect(fast == reference(bytes, requireLowercase: requireLowercase), "position \(position), byte \(value)")
+                }
+            }
+        }
+        #expect(!Array(base.dropLast()).withUnsafeBytes { APNsIDGenerator.isValidAPNsID($0) })
+        #expect(Array("0AA1B2C3-D4E5-4607-9829-3A4B5C6D7E8F".utf8).withUnsafeBytes { APNsIDGenerator.isValidAPNsID($0) })
+        #expect(!Array("0AA1B2C3-D4E5-4607-9829-3A4B5C6D7E8F".utf8).withUnsafeBytes {
+            APNsIDGenerator.isValidAPNsID($0, requireLowercase: true)
+        })
+    }
+
     @Test("10,000 ids are all different")
     func uniqueness() {
         var generator = APNsIDGenerator()

@@ -1,3 +1,5 @@
+import FanfareCore
+
 // Byte-level text checks used on the per-request path: no String, no allocation.
 
 #if canImport(Glibc)
@@ -107,23 +109,7 @@ enum HeaderSyntax {
     /// `8-4-4-4-12` hexadecimal digits. Apple documents lowercase; clients such as Foundation's
     /// `UUID().uuidString` send uppercase and APNs is reported to accept it, hence the switch.
     static func isCanonicalUUID(_ value: UnsafeRawBufferPointer, requireLowercase: Bool) -> Bool {
-        guard value.count == 36 else { return false }
-        var index = 0
-        while index < 36 {
-            let byte = value[index]
-            switch index {
-            case 8, 13, 18, 23:
-                if byte != UInt8(ascii: "-") { return false }
-            default:
-                if requireLowercase {
-                    if !ASCII.isLowercaseHex(byte) { return false }
-                } else if !ASCII.isHexDigit(byte) {
-                    return false
-                }
-            }
-            index += 1
-        }
-        return true
+        APNsIDGenerator.isValidAPNsID(value, requireLowercase: requireLowercase)
     }
 
     /// A non-negative decimal integer that fits in `Int64` (no sign, no spaces, at least one digit).
