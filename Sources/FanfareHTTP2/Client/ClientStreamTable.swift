@@ -16,9 +16,6 @@ struct ClientStreamTable: ~Copyable {
     /// One request's state. `next`/`previous` link it into the send queue or the blocked list (never both).
     struct Entry {
         var phase: Phase = .idle
-        /// Cancelled while still queued: dropped (and reported) when it reaches the head of the queue.
-        var cancelled = false
-        var responseEnded = false
         var streamID: Int32 = 0
         var sendWindow: Int32 = 0
         var payloadSent: Int32 = 0
