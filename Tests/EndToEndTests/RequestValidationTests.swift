@@ -33,6 +33,25 @@ import Testing
         #expect(result.disposition.action == action, sourceLocation: sourceLocation)
     }
 
+    /// A topic too long for a request's header block is refused when the client is made, with the sizes,
+    /// instead of trapping on the first push; a long but possible one still works.
+    @Test func topicTooLongForTheHeaderBlockIsRefusedUpFront() async throws {
+        let harness = try TestHarness()
+        defer { harness.shutdown() }
+        var configuration = try harness.clientConfiguration()
+        configuration.topic = String(repeating: "t", count: 2000) + ".push-type.liveactivity"
+        #expect {
+            _ = try APNsClient(configuration: configuration)
+        } throws: { error in
+            guard case .headersTooLarge(let bytes, let limit)? = error as? ClientConfigurationError else { return false }
+            return bytes > limit && "\(error)".contains("shorten the topic")
+        }
+        configuration.topic = String(repeating: "t", count: 1000) + ".push-type.liveactivity"
+        let results = try await sendOne(harness, configuration: configuration)
+        // The request went out whole: APNs (the simulator) answers it, for a topic that is not this app's.
+        expectRejected(results[0], status: 400, reason: .topicDisallowed, action: .fixConfiguration)
+    }
+
     @Test func topicOfAnotherAppIsDisallowed() async throws {
         let harness = try TestHarness()
         defer { harness.shutdown() }

@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareHTTP2
 import FanfareIO
 import Synchronization
 import Glibc
@@ -38,6 +39,7 @@ public final class APNsClient: Sendable {
         precondition(producers == nil || producers!.count == configuration.workerCount, "one producer per worker")
         precondition(configuration.workerCount > 0 && configuration.connectionsPerWorker > 0)
         precondition(configuration.maxConcurrentStreamsPerConnection > 0)
+        try Self.checkHeaderBlockFits(configuration)
         self.configuration = configuration
         let dispatcher = ResultDispatcher(forward: resultHandler)
         self.dispatcher = dispatcher
@@ -59,6 +61,19 @@ public final class APNsClient: Sendable {
 
     deinit {
         shutdown()
+    }
+
+    /// Every request's header block must fit the HTTP/2 session's fixed per-request room: a topic or host
+    /// too long for it is refused here, with its size, rather than failing on the first push.
+    private static func checkHeaderBlockFits(_ configuration: ClientConfiguration) throws(ClientConfigurationError) {
+        let authority = configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
+        // A JWT's length does not change between re-mints (same header and claims); 64 bytes of margin.
+        let authorizationLength = configuration.providerTokens.map { $0.current().authorizationHeaderValue.utf8.count + 64 } ?? 0
+        let largest = APNsRequestHeaders.largestBlock(
+            authority: authority, authorizationLength: authorizationLength, pushType: configuration.pushType, topic: configuration.topic)
+        guard largest <= HTTP2ClientSession.maxRequestHeaderBlock else {
+            throw .headersTooLarge(bytes: largest, limit: HTTP2ClientSession.maxRequestHeaderBlock)
+        }
     }
 
     /// Queues a push. Any thread; never blocks. A full worker inbox is reported, not dropped.

@@ -71,3 +71,17 @@ extension Duration {
         return whole.partialValue &+ UInt64(attoseconds / 1_000_000_000)
     }
 }
+
+/// A client configuration that cannot work, found when the client is created.
+public enum ClientConfigurationError: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The fixed header fields (host, topic, push type, provider token) leave no room in one request's
+    /// header block.
+    case headersTooLarge(bytes: Int, limit: Int)
+
+    public var description: String {
+        switch self {
+        case .headersTooLarge(let bytes, let limit):
+            return "request headers could take \(bytes) bytes, more than the \(limit) one request may use: shorten the topic or host"
+        }
+    }
+}

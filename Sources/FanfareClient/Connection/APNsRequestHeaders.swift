@@ -86,6 +86,25 @@ import FanfareHTTP2
         }
     }
 
+    /// The most bytes one request's header block can take with these repeated values, whatever the push
+    /// carries (a 100-byte token, a 65-byte collapse id, a 19-digit expiration, a pending table-size update).
+    public static func largestBlock(authority: String, authorizationLength: Int, pushType: String, topic: String) -> Int {
+        func literal(_ name: String, _ valueCount: Int) -> Int {
+            HPACKBlockWriter.literalBound(nameCount: name.utf8.count, valueCount: valueCount)
+        }
+        let tableSizeUpdates = 2 * HPACKBlockWriter.integerLength(HPACKEncoderTable.defaultDecoderMaximum, prefixBits: 5)
+        return tableSizeUpdates + 2  // :method, :scheme
+            + literal(":path", pathPrefix.utf8CodeUnitCount + 2 * DeviceToken.maximumByteCount)
+            + literal(":authority", authority.utf8.count)
+            + (authorizationLength > 0 ? literal("authorization", authorizationLength) : 0)
+            + literal("apns-push-type", pushType.utf8.count)
+            + literal("apns-topic", topic.utf8.count)
+            + literal("apns-priority", 2)
+            + apnsIDFieldPrefix.utf8CodeUnitCount + PushIdentifier.byteCount
+            + literal("apns-expiration", 19)
+            + literal("apns-collapse-id", CollapseID.maximumByteCount + 1)
+    }
+
     /// Writes `value` (negative values as 0) in decimal; returns the digit count (at most 19).
     public static func writeDecimal(_ value: Int64, to destination: UnsafeMutableRawPointer) -> Int {
         var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes of scratch, reversed digits
