@@ -39,21 +39,7 @@ import Testing
         for job in jobs {
             let result = try #require(results[job.cookie])
             let record = try #require(byID[result.apnsID.description], "push \(job.cookie) is not in the accepted log")
-            #expect(record.string("token") == job.token.hexString)
-            #expect(record.string("topic") == "\(Fixture.bundleID).push-type.liveactivity")
-            #expect(record.string("push-type") == "liveactivity")
-            #expect(record.int("priority") == job.priority.rawValue)
-            if let expiration = job.expiration {
-                #expect(record.int("expiration") == Int(expiration))
-            } else {
-                #expect(record.isNull("expiration"))
-            }
-            if let collapseID = job.collapseID {
-                #expect(record.string("collapse-id") == collapseID)
-            } else {
-                #expect(record.isNull("collapse-id"))
-            }
-            #expect(record.hasPayload(payload.text))
+            expectRecord(record, matches: job, payload: payload, "push \(job.cookie)")
         }
     }
 }

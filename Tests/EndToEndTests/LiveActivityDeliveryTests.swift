@@ -77,21 +77,7 @@ import Testing
         for item in cases {
             let result = try #require(results[item.name])
             let record = try #require(log.first { $0.string("apns-id") == result.apnsID.description }, "\(item.name) not in the log")
-            #expect(record.string("token") == item.job.token.hexString)
-            #expect(record.string("topic") == "\(Fixture.bundleID).push-type.liveactivity")
-            #expect(record.string("push-type") == "liveactivity")
-            #expect(record.int("priority") == item.job.priority.rawValue)
-            if let expiration = item.job.expiration {
-                #expect(record.int("expiration") == Int(expiration), "\(item.name)")
-            } else {
-                #expect(record.isNull("expiration"), "\(item.name)")
-            }
-            if let collapseID = item.job.collapseID {
-                #expect(record.string("collapse-id") == collapseID)
-            } else {
-                #expect(record.isNull("collapse-id"))
-            }
-            #expect(record.hasPayload(item.payload.text), "\(item.name): \(record.line) vs \(item.payload.text)")
+            expectRecord(record, matches: item.job, payload: item.payload, item.name)
         }
 
         // The payload shapes the spec asks for (§3.3), checked on what the simulator received.

@@ -198,6 +198,28 @@ struct AcceptedRecord: @unchecked Sendable {
     func hasPayload(_ json: String) -> Bool { line.hasSuffix(",\"payload\":" + json + "}") }
 }
 
+/// Checks that the simulator's accepted-log `record` carries `job`'s headers and `payload` exactly.
+func expectRecord(
+    _ record: AcceptedRecord, matches job: PushJob, payload: PushPayload, _ name: String = "",
+    sourceLocation: SourceLocation = #_sourceLocation
+) {
+    #expect(record.string("token") == job.token.hexString, "\(name)", sourceLocation: sourceLocation)
+    #expect(record.string("topic") == "\(Fixture.bundleID).push-type.liveactivity", "\(name)", sourceLocation: sourceLocation)
+    #expect(record.string("push-type") == "liveactivity", "\(name)", sourceLocation: sourceLocation)
+    #expect(record.int("priority") == job.priority.rawValue, "\(name)", sourceLocation: sourceLocation)
+    if let expiration = job.expiration {
+        #expect(record.int("expiration") == Int(expiration), "\(name)", sourceLocation: sourceLocation)
+    } else {
+        #expect(record.isNull("expiration"), "\(name)", sourceLocation: sourceLocation)
+    }
+    if let collapseID = job.collapseID {
+        #expect(record.string("collapse-id") == collapseID, "\(name)", sourceLocation: sourceLocation)
+    } else {
+        #expect(record.isNull("collapse-id"), "\(name)", sourceLocation: sourceLocation)
+    }
+    #expect(record.hasPayload(payload.text), "\(name): \(record.line) vs \(payload.text)", sourceLocation: sourceLocation)
+}
+
 /// Collects every result the client reports, from any worker thread.
 final class ResultCollector: PushResultHandler {
     private let results = Mutex<[PushResult]>([])
