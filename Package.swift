@@ -25,6 +25,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // Logs and metrics of long-running work (connections, waves, the invalid-token breaker): the
+        // ecosystem's facades, so an application chooses the backends (swift-log's handler, Prometheus).
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // C libraries: one shim header each, installed from Debian by the README commands.
@@ -46,7 +50,10 @@ let package = Package(
         // The APNs client data plane: workers, connections, streams.
         .target(
             name: "FanfareClient",
-            dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CURing"],
+            dependencies: [
+                "FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CURing",
+                .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+            ],
             swiftSettings: threadConfined
         ),
         // The APNs simulator: same stack, server side.
@@ -69,7 +76,10 @@ let package = Package(
         // The fan-out engine: sharded token tables, lock-free command queues, priority budget, latest state wins.
         .target(
             name: "FanfareFanout",
-            dependencies: ["FanfareClient", "FanfareRegistry", "FanfareCore", "FanfareIO"],
+            dependencies: [
+                "FanfareClient", "FanfareRegistry", "FanfareCore", "FanfareIO",
+                .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+            ],
             swiftSettings: threadConfined
         ),
         .executableTarget(

@@ -10,9 +10,10 @@ public enum LoadOutcome: Hashable, Sendable, CustomStringConvertible {
     case deadlineExceeded
     case resendLimitReached
     case shutdown
+    case unconfirmed
 
     static let reasons = APNsReason.allCases
-    static let slotCount = 4 + reasons.count + 1
+    static let slotCount = 5 + reasons.count + 1
 
     var slot: Int {
         switch self {
@@ -20,8 +21,9 @@ public enum LoadOutcome: Hashable, Sendable, CustomStringConvertible {
         case .deadlineExceeded: return 1
         case .resendLimitReached: return 2
         case .shutdown: return 3
-        case .rejected(_, let reason?): return 4 + Self.reasons.firstIndex(of: reason)!
-        case .rejected(_, nil): return 4 + Self.reasons.count
+        case .unconfirmed: return 4
+        case .rejected(_, let reason?): return 5 + Self.reasons.firstIndex(of: reason)!
+        case .rejected(_, nil): return 5 + Self.reasons.count
         }
     }
 
@@ -31,8 +33,9 @@ public enum LoadOutcome: Hashable, Sendable, CustomStringConvertible {
         case 1: return .deadlineExceeded
         case 2: return .resendLimitReached
         case 3: return .shutdown
-        case let index where index < 4 + reasons.count:
-            let reason = reasons[index - 4]
+        case 4: return .unconfirmed
+        case let index where index < 5 + reasons.count:
+            let reason = reasons[index - 5]
             return .rejected(status: reason.status, reason: reason)
         default: return .rejected(status: 0, reason: nil)
         }
@@ -45,6 +48,7 @@ public enum LoadOutcome: Hashable, Sendable, CustomStringConvertible {
         case .failed(.deadlineExceeded): self = .deadlineExceeded
         case .failed(.resendLimitReached): self = .resendLimitReached
         case .failed(.shutdown): self = .shutdown
+        case .failed(.unconfirmed): self = .unconfirmed
         }
     }
 
@@ -56,6 +60,7 @@ public enum LoadOutcome: Hashable, Sendable, CustomStringConvertible {
         case .deadlineExceeded: return "failed: deadline exceeded"
         case .resendLimitReached: return "failed: resend limit reached"
         case .shutdown: return "failed: shut down"
+        case .unconfirmed: return "failed: unconfirmed (connection ended after sending)"
         }
     }
 

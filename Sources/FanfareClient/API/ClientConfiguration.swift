@@ -45,6 +45,10 @@ public struct ClientConfiguration: Sendable {
     /// How many times one push may be re-sent after its connection failed or refused it unprocessed
     /// (GOAWAY, REFUSED_STREAM, connection loss, ExpiredProviderToken).
     public var maxResends: Int = 5
+    /// Re-send pushes whose connection ended after they were sent but before APNs answered (they may have
+    /// been processed, so a resend may deliver twice; such results carry `possibleDuplicate`). Off by
+    /// default: they end as `.failed(.unconfirmed)` for the caller to decide.
+    public var resendUnconfirmed: Bool = false
     /// Pin worker `i` to CPU `cpuAffinity[i % count]` when set.
     public var cpuAffinity: [Int]? = nil
     /// Connection buffers.

@@ -14,6 +14,9 @@ public struct PushResult: Sendable {
     /// The worker thread that finished the push (`0..<workerCount`): handlers can keep per-worker state
     /// without locks, since a worker calls its handler from one thread only.
     public var worker: Int
+    /// True when an earlier attempt of this push may have reached APNs (it was re-sent after an unconfirmed
+    /// attempt, see `PushFailure.unconfirmed`): the device may have got it twice.
+    public var possibleDuplicate: Bool = false
 
     public init(
         cookie: UInt64, token: DeviceToken, disposition: PushDisposition, apnsID: PushIdentifier, resends: Int,
@@ -73,12 +76,18 @@ public enum PushFailure: Sendable, Equatable, CustomStringConvertible {
     case resendLimitReached(lastCause: String)
     /// The client shut down before the push was sent.
     case shutdown
+    /// The request went out, but its connection ended before APNs answered (a reset, a lost connection,
+    /// a stream closed without an answer below GOAWAY's last-stream-id): APNs may or may not have processed
+    /// it. The client re-sends only what provably never reached APNs; these come back unless
+    /// `ClientConfiguration.resendUnconfirmed` asks for a resend (which may then deliver twice).
+    case unconfirmed(cause: String)
 
     public var description: String {
         switch self {
         case .deadlineExceeded: return "deadline exceeded before APNs answered"
         case .resendLimitReached(let cause): return "gave up after repeated resends (last: \(cause))"
         case .shutdown: return "client shut down before the push was answered"
+        case .unconfirmed(let cause): return "sent, but no answer came before the connection ended (\(cause)); APNs may have processed it"
         }
     }
 
@@ -86,6 +95,7 @@ public enum PushFailure: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .deadlineExceeded, .resendLimitReached: return .retryLater
         case .shutdown: return .retryLater
+        case .unconfirmed: return .retryLater
         }
     }
 }

@@ -9,7 +9,8 @@ enum FailureReason {
     static let deadlineExceeded = apnsReasons.count + 1
     static let resendLimitReached = apnsReasons.count + 2
     static let shutdown = apnsReasons.count + 3
-    static let count = apnsReasons.count + 4
+    static let unconfirmed = apnsReasons.count + 4
+    static let count = apnsReasons.count + 5
 
     static func index(of reason: APNsReason) -> Int {
         // APNsReason is a String enum: find it once per failure (rare), not per push.
@@ -23,6 +24,7 @@ enum FailureReason {
         case .failed(.deadlineExceeded): return deadlineExceeded
         case .failed(.resendLimitReached): return resendLimitReached
         case .failed(.shutdown): return shutdown
+        case .failed(.unconfirmed): return unconfirmed
         }
     }
 
@@ -33,6 +35,7 @@ enum FailureReason {
         case deadlineExceeded: return "DeadlineExceeded"
         case resendLimitReached: return "ResendLimitReached"
         case shutdown: return "Shutdown"
+        case unconfirmed: return "Unconfirmed"
         default: preconditionFailure("no failure reason \(index)")
         }
     }
