@@ -27,12 +27,10 @@ let package = Package(
     targets: [
         benchmarkTarget("PayloadEncoding", ["FanfareCore"]),
         benchmarkTarget("RequestBuilding", ["FanfareClient", "FanfareHTTP2", "FanfareCore"]),
-        // FanfareTLS (ProviderTokenSource, ProviderTokenSigner) is not a product of the main package; it comes
-        // in with FanfareClient and is imported from there.
-        benchmarkTarget("ProviderTokenReuse", ["FanfareClient", "FanfareCore"]),
+        benchmarkTarget("ProviderTokenReuse", ["FanfareClient", "FanfareTLS", "FanfareCore"]),
         benchmarkTarget("QueueHandoff", ["FanfareClient", "FanfareCore"]),
         benchmarkTarget("ResponseParsing", ["FanfareHTTP2", "FanfareCore"]),
-        benchmarkTarget("ClientRoundTrip", ["FanfareClient", "FanfareSimulator", "FanfareCore"]),
+        benchmarkTarget("ClientRoundTrip", ["FanfareClient", "FanfareTLS", "FanfareSimulator", "FanfareCore"]),
         benchmarkTarget("FanoutShard", ["FanfareFanout"]),
     ]
 )

@@ -117,11 +117,19 @@ static void *pool_realloc(void *pointer, size_t size, const char *file, int line
     return bigger;
 }
 
-__attribute__((constructor)) static void install_pool(void) {
+static pthread_once_t install_once = PTHREAD_ONCE_INIT;
+
+static void install_pool(void) {
     const char *setting = getenv("FANFARE_OPENSSL_POOL");
     if (setting && strcmp(setting, "0") == 0) return;
     if (pthread_key_create(&exit_key, release_cache) != 0) return;
+    // Refused (0) once OpenSSL has allocated anything: blocks from malloc must never reach pool_free.
     installed = CRYPTO_set_mem_functions(pool_malloc, pool_realloc, pool_free);
+}
+
+int fanfare_crypto_pool_install(void) {
+    pthread_once(&install_once, install_pool);
+    return installed;
 }
 
 int fanfare_crypto_pool_installed(void) { return installed; }

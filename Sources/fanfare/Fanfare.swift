@@ -1,6 +1,7 @@
 import ArgumentParser
 import CURing
 import Dispatch
+import FanfareTLS
 import Glibc
 
 /// Process entry: set up signals and output on the main thread before any other thread starts, then run
@@ -8,6 +9,9 @@ import Glibc
 @main
 enum FanfareMain {
     static func main() {
+        // Before anything touches OpenSSL: its small per-call allocations come from per-thread caches (the
+        // push path allocates nothing). A library user opts in the same way; FANFARE_OPENSSL_POOL=0 turns it off.
+        OpenSSLAllocationCache.install()
         // Every thread created from here on inherits this mask, so SIGINT/SIGTERM stay pending until a
         // command takes them with SignalWaiter (and prints its summary) instead of killing the process.
         SignalWaiter.blockTerminationSignals()

@@ -11,10 +11,12 @@
 //   in simulator mode), so mallocs are the client's alone: the steady-state allocation count of one push.
 // Both are at 0 and their thresholds are 0: the client's HTTP/2 framing and HPACK allocate nothing per push, and
 // OpenSSL's per-call allocations in SSL_read_ex/SSL_write_ex come from a per-thread cache (CFanfareCryptoPool;
-// see README.md).
+// see README.md), which a program opts into as the `fanfare` binary does: first thing, before OpenSSL runs.
 import Benchmark
+import FanfareTLS
 
 let benchmarks: @Sendable () -> Void = {
+    OpenSSLAllocationCache.install()
     if let directory = SimulatorChild.requestedDirectory {
         SimulatorChild.run(directory: directory)  // this process is the child: serve until stdin closes, then exit
     }
