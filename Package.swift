@@ -2,18 +2,16 @@
 // Fanfare: iOS Live Activity pushes through APNs over io_uring + TLS (OpenSSL) + HTTP/2 (nghttp2).
 import PackageDescription
 
-/// Release builds of the per-push modules (client, fan-out, simulator) skip Swift's runtime exclusivity
-/// checks: their state is confined to one worker thread, and the checks on class properties cost about 15% of the fan-out engine's per-push
-/// CPU (Benchmarks/FanoutShard) and 5% of the client's (perf record of `fanfare load`). Debug builds, which
-/// the tests run, keep them.
-let threadConfined: [SwiftSetting] = [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
-
 let package = Package(
     name: "Fanfare",
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "fanfare", targets: ["fanfare"]),
         .library(name: "FanfareClient", targets: ["FanfareClient"]),
+        // TLS contexts, provider tokens (JWT) and keys: what a client configuration is built from.
+        .library(name: "FanfareTLS", targets: ["FanfareTLS"]),
+        // The io_uring event loop and socket addresses (the simulator's listen address is one).
+        .library(name: "FanfareIO", targets: ["FanfareIO"]),
         // The client's HTTP/2 framing and HPACK, for the benchmarks and anyone framing their own requests.
         .library(name: "FanfareHTTP2", targets: ["FanfareHTTP2"]),
         .library(name: "FanfareSimulator", targets: ["FanfareSimulator"]),
@@ -46,27 +44,24 @@ let package = Package(
         .target(name: "FanfareTLS", dependencies: ["COpenSSL", "CFanfareCryptoPool", "FanfareCore"]),
         // Connections shared by the client and the simulator: TLS over io_uring sockets, the client's own
         // HTTP/2 framing and HPACK, nghttp2 glue for the simulator.
-        .target(name: "FanfareHTTP2", dependencies: ["CNghttp2", "FanfareCore", "FanfareIO", "FanfareTLS"], swiftSettings: threadConfined),
+        .target(name: "FanfareHTTP2", dependencies: ["CNghttp2", "FanfareCore", "FanfareIO", "FanfareTLS"]),
         // The APNs client data plane: workers, connections, streams.
         .target(
             name: "FanfareClient",
             dependencies: [
                 "FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CURing",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
-            ],
-            swiftSettings: threadConfined
+            ]
         ),
         // The APNs simulator: same stack, server side.
         .target(
             name: "FanfareSimulator",
-            dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CNghttp2", "CURing"],
-            swiftSettings: threadConfined
+            dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CNghttp2", "CURing"]
         ),
         // Load generation and measurement (`fanfare load`): closed/open loop, HdrHistogram latency.
         .target(
             name: "FanfareLoad",
-            dependencies: ["FanfareClient", "FanfareCore", "FanfareIO", .product(name: "Histogram", package: "hdrhistogram-swift")],
-            swiftSettings: threadConfined
+            dependencies: ["FanfareClient", "FanfareCore", "FanfareIO", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
         // The token registry: activities, update and push-to-start tokens, channels. SQLite (GRDB) by default.
         .target(
@@ -79,8 +74,7 @@ let package = Package(
             dependencies: [
                 "FanfareClient", "FanfareRegistry", "FanfareCore", "FanfareIO",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
-            ],
-            swiftSettings: threadConfined
+            ]
         ),
         .executableTarget(
             name: "fanfare",
