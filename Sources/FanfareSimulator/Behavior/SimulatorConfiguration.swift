@@ -130,6 +130,10 @@ public struct SimulatorConfiguration: Sendable, Equatable {
     /// default `PayloadEmpty` is the closest documented one. Broadcast pushes get `BadRequestPayload`
     /// (documented for broadcast) whenever this check is on.
     public var malformedPayloadReason: APNsReason? = .payloadEmpty
+    /// Read provider-token claims the strict RFC 7519 way: `iat` must be a JSON number. Off by default, as
+    /// APNs accepts a decimal string (`"iat":"1700000000"`, sent by APNSwift); an extra `kid` claim and other
+    /// members are ignored either way.
+    public var strictProviderToken = false
 
     // MARK: Provider tokens (apns-spec.md §6.1)
 
@@ -172,7 +176,8 @@ public struct SimulatorConfiguration: Sendable, Equatable {
             tokenMaxAge: tokenMaxAge,
             maxClockSkew: maxTokenClockSkew,
             minTokenRefreshInterval: minTokenRefreshInterval,
-            wedgeAfterExpiredToken: wedgeAfterExpiredToken
+            wedgeAfterExpiredToken: wedgeAfterExpiredToken,
+            requireNumericIssuedAt: strictProviderToken
         )
     }
 

@@ -229,11 +229,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     }
 
     func makeAuthState() -> ConnectionAuthState {
-        let policy = ProviderTokenPolicy(
-            keyID: configuration.keyID, teamID: configuration.teamID, tokenMaxAge: configuration.tokenMaxAge,
-            maxClockSkew: configuration.maxTokenClockSkew, minTokenRefreshInterval: configuration.minTokenRefreshInterval,
-            wedgeAfterExpiredToken: configuration.wedgeAfterExpiredToken)
-        return ConnectionAuthState(policy: policy, verifier: verifier)
+        ConnectionAuthState(policy: configuration.providerTokenPolicy, verifier: verifier)
     }
 
     // MARK: - Streams
