@@ -7,6 +7,16 @@ import FanfareTLS
 import Foundation
 import Glibc
 
+/// A fresh directory under the temp directory, removed when released.
+final class ScratchDirectory: @unchecked Sendable {
+    let path: String
+    init(_ prefix: String) throws {
+        path = NSTemporaryDirectory() + "fanfare-\(prefix)-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+    deinit { try? FileManager.default.removeItem(atPath: path) }
+}
+
 struct SimulatorProcessError: Error, CustomStringConvertible {
     let description: String
 }
@@ -159,27 +169,72 @@ final class SimulatorProcess: @unchecked Sendable {
     }
 }
 
-/// The accepted-push log a simulator process wrote: apns-ids by line count, and lines that did not parse
-/// (a kill in the middle of a write may cut the last line of one run short).
+/// The accepted-push log a simulator process wrote: lines per apns-id and per token, and lines that are
+/// not whole records (a kill in the middle of a write may cut the last line of one run short). Read with a
+/// byte scan of the log's fixed field order (`{"time":…,"token":"…",…,"apns-id":"…",…}`): a fault-matrix log
+/// has 100,000 lines, too many for JSONSerialization in a debug build.
 struct AcceptedLogFile {
     var lines: [String: Int] = [:]
     var tokens: [String: Int] = [:]
     var unparsable: [String] = []
     var recordCount = 0
 
+    private init() {}
+
     init(path: String) throws {
         guard FileManager.default.fileExists(atPath: path) else { return }
-        let text = try String(contentsOfFile: path, encoding: .utf8)
-        for line in text.split(separator: "\n") {
-            guard let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                let id = object["apns-id"] as? String
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        var file = AcceptedLogFile()
+        data.withUnsafeBytes { file.scan($0) }
+        self = file
+    }
+
+    private mutating func scan(_ file: UnsafeRawBufferPointer) {
+        guard let base = file.baseAddress else { return }
+        var start = 0
+        while start < file.count {
+            var end = file.count
+            if let newline = memchr(base + start, 0x0A, file.count - start) {
+                end = UnsafeRawPointer(newline) - base
+            }
+            let line = UnsafeRawBufferPointer(start: base + start, count: end - start)
+            start = end + 1
+            if line.isEmpty { continue }
+            guard Self.isWholeRecord(line), let token = Self.stringField(#","token":""#, in: line),
+                let id = Self.stringField(#","apns-id":""#, in: line)
             else {
-                unparsable.append(String(line))
+                unparsable.append(String(decoding: line, as: UTF8.self))
                 continue
             }
             lines[id, default: 0] += 1
-            if let token = object["token"] as? String { tokens[token, default: 0] += 1 }
+            tokens[token, default: 0] += 1
             recordCount += 1
         }
+    }
+
+    private static func isWholeRecord(_ line: UnsafeRawBufferPointer) -> Bool {
+        let prefix = #"{"time":"#
+        return line.count > prefix.utf8.count && line.last == UInt8(ascii: "}")
+            && memcmp(line.baseAddress!, prefix, prefix.utf8.count) == 0
+    }
+
+    /// The string after the first `key` (which ends with the opening quote), up to the closing quote.
+    private static func stringField(_ key: String, in line: UnsafeRawBufferPointer) -> String? {
+        let length = key.utf8.count
+        var offset = 0
+        while true {
+            // Jump from comma to comma (the key starts with one) rather than comparing at every byte.
+            guard offset + length <= line.count,
+                let comma = memchr(line.baseAddress! + offset, Int32(UInt8(ascii: ",")), line.count - offset)
+            else { return nil }
+            offset = UnsafeRawPointer(comma) - line.baseAddress!
+            guard offset + length <= line.count else { return nil }
+            if memcmp(comma, key, length) == 0 { break }
+            offset += 1
+        }
+        let valueStart = offset + length
+        guard let quote = memchr(line.baseAddress! + valueStart, Int32(UInt8(ascii: "\"")), line.count - valueStart) else { return nil }
+        let valueEnd = UnsafeRawPointer(quote) - line.baseAddress!
+        return String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self)
     }
 }

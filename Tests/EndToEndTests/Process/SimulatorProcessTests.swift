@@ -6,12 +6,6 @@ import Foundation
 import Testing
 
 @Suite struct SimulatorProcessTests {
-    final class Directory: @unchecked Sendable {
-        let path = NSTemporaryDirectory() + "fanfare-process-" + UUID().uuidString
-        init() throws { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
-        deinit { try? FileManager.default.removeItem(atPath: path) }
-    }
-
     @Test(arguments: [
         (["--fault-burst", "ServiceUnavailable:1:200"], "--fault-burst: fault burst 'ServiceUnavailable:1:200' is not Reason:probability:LENGTH/PERIOD"),
         (["--fault-burst", "Unavailable:1:1/2"], "--fault-burst: fault reason 'Unavailable' is not an APNs reason"),
@@ -25,7 +19,7 @@ import Testing
         (["--max-streams-per-thread", "0"], "--max-streams-per-thread must be at least 1"),
     ])
     func badFlagsAreClearUsageErrors(_ flags: [String], _ message: String) async throws {
-        let directory = try Directory()
+        let directory = try ScratchDirectory("process")
         let run = try await SimulatorProcess.run(
             ["--listen", "127.0.0.1:0", "--state-dir", directory.path + "/state", "--duration", "0"] + flags, outputIn: directory.path)
         #expect(run.status == 64, "exit \(run.status)\n\(run.output)\n\(run.errors)")
@@ -35,7 +29,7 @@ import Testing
     /// A damaged state directory stops the simulator with the file and the way out; --regenerate-state
     /// writes new files, and the run after that reuses them.
     @Test func aDamagedStateDirectoryIsNamedAndRegenerateFixesIt() async throws {
-        let directory = try Directory()
+        let directory = try ScratchDirectory("process")
         let state = directory.path + "/state"
         let common = ["--listen", "127.0.0.1:0", "--state-dir", state, "--duration", "0"]
         let first = try await SimulatorProcess.run(common, outputIn: directory.path)
@@ -59,10 +53,11 @@ import Testing
 
     /// The simulator is killed with SIGKILL in the middle of a burst and restarted on the same state directory
     /// and port. The client, which loaded the CA once, reconnects without a TLS failure and every push ends
-    /// once; every push it saw delivered is in the accepted log (written before each 200), and a push is in
-    /// the log twice only if it was sent twice.
+    /// once: delivered, or (requests in flight at the kill, with a client that re-sends only what provably
+    /// never reached APNs) `.failed(.unconfirmed)`. Every push it saw delivered is in the accepted log (written
+    /// before each 200), and a push is in the log twice only if it was sent twice.
     @Test func killedWithSIGKILLAndRestartedOnTheSameStateAndPort() async throws {
-        let directory = try Directory()
+        let directory = try ScratchDirectory("process")
         let state = directory.path + "/state"
         let log = directory.path + "/accepted.jsonl"
         let flags = ["--state-dir", state, "--log", log, "--latency", "uniform:0ms-2ms"]
@@ -93,15 +88,19 @@ import Testing
 
         let results = collector.byCookie()
         #expect(results.count == count)
-        let undelivered = results.values.filter { !$0.isDelivered }
+        let undelivered = results.values.filter { result in
+            if case .failed(.unconfirmed) = result.disposition { return false }
+            return !result.isDelivered
+        }
         #expect(undelivered.isEmpty, "\(undelivered.prefix(3).map(\.disposition))")
+        #expect(results.values.filter(\.isDelivered).count > count / 2)
         let accepted = try AcceptedLogFile(path: log)
         #expect(accepted.unparsable.count <= 1, "only a line cut by the kill may fail to parse: \(accepted.unparsable)")
         for result in results.values where result.isDelivered {
             #expect(accepted.lines[result.apnsID.description, default: 0] >= 1, "delivered \(result.apnsID) is not in the log")
         }
         for result in results.values where accepted.lines[result.apnsID.description, default: 0] > 1 {
-            #expect(result.resends > 0, "\(result.apnsID) is in the log twice but was sent once")
+            #expect(result.resends > 0 || result.possibleDuplicate, "\(result.apnsID) is in the log twice but was sent once")
         }
         #expect(first.output.contains("reusing") == false && first.output.contains("generated a localhost certificate"))
     }
