@@ -70,6 +70,8 @@ private final class AttemptLog: Sendable {
     }
 
     @Test func oneWaveOf100kTokensThroughEveryFaultAndAKill9() async throws {
+        let clock = ContinuousClock()
+        let testStart = clock.now
         let directory = try ScratchDirectory("fault-matrix")
         let state = directory.path + "/state"
         let logPath = directory.path + "/accepted.jsonl"
@@ -95,8 +97,6 @@ private final class AttemptLog: Sendable {
             "--reset-connections", "0.5:2500", "--hold-responses", "0.0003:5s",
         ]
 
-        let clock = ContinuousClock()
-        let testStart = clock.now
         let store = try SQLiteTokenStore(path: directory.path + "/registry.db")
         let registrations = Self.registrations()
         try store.register(registrations)
@@ -165,7 +165,8 @@ private final class AttemptLog: Sendable {
         }
         let duplicated = accepted.tokens.values.filter { $0 > 1 }.count
         print("fault matrix: \(accepted.recordCount) accepted lines, \(duplicated) tokens accepted more than once, "
-            + "\(silentlyResent.count) of them re-sent by the client after an unanswered attempt without saying so")
+            + "\(silentlyResent.count) of them re-sent by the client after an unanswered attempt without saying so; "
+            + "\(clock.now - testStart) in all")
         #expect(unexplained.count == 0, "\(unexplained.count) tokens accepted twice with no attempt that may have been processed unanswered, e.g. \(unexplained.prefix(3))")
         // The client re-sends a request whose connection died before the answer as if it had never arrived,
         // and reports only `resends`: such a push is in the log twice while its result does not say it may be a
