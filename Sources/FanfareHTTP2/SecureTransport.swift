@@ -262,6 +262,16 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
         beginClose(.localClose)
     }
 
+    /// Closes at once with a TCP RST (SO_LINGER 0): nothing queued leaves, no TLS close_notify, operations in
+    /// flight are cancelled. The peer sees ECONNRESET with its requests in flight (the simulator's
+    /// connection-reset fault).
+    public func reset() {
+        guard state != .closing && state != .closed else { return }
+        if fd >= 0 { _ = Sockets.setAbortiveClose(fd) }
+        lingering = false
+        beginClose(.localClose)
+    }
+
     // MARK: - IOHandler
 
     public func ioCompleted(tag: UInt8, result: Int32, flags: UInt32, loop: IOLoop) {

@@ -73,6 +73,12 @@ public enum Sockets {
         return setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size)) == 0
     }
 
+    /// SO_LINGER with a zero timeout: closing `fd` then sends a TCP RST and drops unsent data.
+    public static func setAbortiveClose(_ fd: Int32) -> Bool {
+        var option = linger(l_onoff: 1, l_linger: 0)
+        return setsockopt(fd, SOL_SOCKET, SO_LINGER, &option, socklen_t(MemoryLayout<linger>.size)) == 0
+    }
+
     /// Closes `fd` with a plain syscall (outside the ring; control plane and error paths).
     public static func close(_ fd: Int32) {
         precondition(fd >= 0, "Sockets.close: negative fd")

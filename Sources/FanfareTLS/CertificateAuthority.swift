@@ -9,6 +9,15 @@ public struct GeneratedCertificates: Sendable, Equatable {
     public let certificateFile: String
     /// The server's PKCS#8 private key (mode 0600).
     public let privateKeyFile: String
+
+    /// The three files' places in `directory`: `ca.pem`, `server.pem`, `server-key.pem`.
+    public init(directory: String) {
+        caCertificateFile = directory + "/ca.pem"
+        certificateFile = directory + "/server.pem"
+        privateKeyFile = directory + "/server-key.pem"
+    }
+
+    var all: [String] { [caCertificateFile, certificateFile, privateKeyFile] }
 }
 
 public struct CertificateGenerationError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -28,15 +37,22 @@ public enum CertificateAuthority {
         validityDays: Int = 365
     ) throws(CertificateGenerationError) -> GeneratedCertificates {
         precondition(validityDays > 0 && validityDays <= 3650, "validityDays must be 1...3650")
+        return try generateLocalhostChain(
+            in: directory, extraHostnames: extraHostnames, notBefore: -3600, notAfter: validityDays * 86_400)
+    }
+
+    /// As above with the validity window given in seconds from now (internal: tests make expired chains).
+    static func generateLocalhostChain(
+        in directory: String,
+        extraHostnames: [String] = [],
+        notBefore: Int,
+        notAfter: Int
+    ) throws(CertificateGenerationError) -> GeneratedCertificates {
         let subjectAltNames = try subjectAltNameList(extraHostnames)
         if let error = LocalFile.makeDirectory(directory) {
             throw CertificateGenerationError(message: "cannot create directory '\(directory)': \(error.reason)")
         }
-        let files = GeneratedCertificates(
-            caCertificateFile: directory + "/ca.pem",
-            certificateFile: directory + "/server.pem",
-            privateKeyFile: directory + "/server-key.pem"
-        )
+        let files = GeneratedCertificates(directory: directory)
 
         OpenSSLErrorQueue.clear()
         guard let caKey = ECKey.generateP256(), let serverKey = ECKey.generateP256() else {
@@ -47,7 +63,7 @@ public enum CertificateAuthority {
             EVP_PKEY_free(serverKey)
         }
         let ca = try makeCertificate(
-            commonName: "Fanfare Local CA", key: caKey, issuer: nil, issuerKey: caKey, validityDays: validityDays,
+            commonName: "Fanfare Local CA", key: caKey, issuer: nil, issuerKey: caKey, notBefore: notBefore, notAfter: notAfter,
             extensions: [
                 (NID_basic_constraints, "critical,CA:TRUE,pathlen:0"),
                 (NID_key_usage, "critical,keyCertSign,cRLSign"),
@@ -56,7 +72,7 @@ public enum CertificateAuthority {
         )
         defer { X509_free(ca) }
         let server = try makeCertificate(
-            commonName: "localhost", key: serverKey, issuer: ca, issuerKey: caKey, validityDays: validityDays,
+            commonName: "localhost", key: serverKey, issuer: ca, issuerKey: caKey, notBefore: notBefore, notAfter: notAfter,
             extensions: [
                 (NID_basic_constraints, "critical,CA:FALSE"),
                 (NID_key_usage, "critical,digitalSignature"),
@@ -107,7 +123,8 @@ public enum CertificateAuthority {
         key: OpaquePointer,
         issuer: OpaquePointer?,
         issuerKey: OpaquePointer,
-        validityDays: Int,
+        notBefore: Int,
+        notAfter: Int,
         extensions: [(Int32, String)]
     ) throws(CertificateGenerationError) -> OpaquePointer {
         OpenSSLErrorQueue.clear()
@@ -117,8 +134,8 @@ public enum CertificateAuthority {
 
         guard X509_set_version(certificate, 2) == 1,  // 2 means v3
               setRandomSerial(certificate),
-              X509_gmtime_adj(X509_getm_notBefore(certificate), -3600) != nil,
-              X509_gmtime_adj(X509_getm_notAfter(certificate), validityDays * 86_400) != nil,
+              X509_gmtime_adj(X509_getm_notBefore(certificate), notBefore) != nil,
+              X509_gmtime_adj(X509_getm_notAfter(certificate), notAfter) != nil,
               X509_set_pubkey(certificate, key) == 1
         else { throw openSSLError("fill in certificate fields") }
 
@@ -161,7 +178,7 @@ public enum CertificateAuthority {
         }
     }
 
-    private static func openSSLError(_ operation: String) -> CertificateGenerationError {
+    static func openSSLError(_ operation: String) -> CertificateGenerationError {
         CertificateGenerationError(message: "OpenSSL failed to \(operation): \(OpenSSLErrorQueue.drain())")
     }
 }

@@ -48,6 +48,12 @@ enum LocalFile {
         }
     }
 
+    /// Whether anything (file, directory, dangling symlink) exists at `path`.
+    static func exists(_ path: String) -> Bool {
+        var status = stat()
+        return lstat(path, &status) == 0
+    }
+
     /// Replaces `path` with `bytes`; `mode` applies to newly created files (0o600 for private keys).
     static func write(_ bytes: [UInt8], to path: String, mode: mode_t) -> LocalFileError? {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode)

@@ -14,6 +14,8 @@ public enum ProviderKeyError: Error, Sendable, Equatable, CustomStringConvertibl
     case wrongCurve(source: String, curve: String)
     case undecodable(source: String, reason: String)
     case cannotWriteFile(path: String, reason: String)
+    /// The public key file does not hold the private key's public half.
+    case keyPairMismatch(privateKeyFile: String, publicKeyFile: String)
     /// OpenSSL failed while signing or generating (out of memory or a broken installation).
     case openSSL(operation: String, reason: String)
 
@@ -48,6 +50,8 @@ public enum ProviderKeyError: Error, Sendable, Equatable, CustomStringConvertibl
             return "provider key '\(source)' could not be decoded: \(reason)"
         case .cannotWriteFile(let path, let reason):
             return "cannot write key file '\(path)': \(reason)"
+        case .keyPairMismatch(let privateKeyFile, let publicKeyFile):
+            return "'\(publicKeyFile)' is not the public key of '\(privateKeyFile)'"
         case .openSSL(let operation, let reason):
             return "OpenSSL failed to \(operation): \(reason)"
         }

@@ -8,6 +8,9 @@ public struct ProviderTokenClaims: Sendable, Equatable {
     public let teamID: String
     /// The `iat` claim, UNIX seconds.
     public let issuedAt: Int64
+    /// `iat` came as a decimal string (`"1700000000"`) rather than a JSON number. RFC 7519 says NumericDate,
+    /// but APNs accepts the string: a widely used Swift client (APNSwift) sends it that way in production.
+    public var issuedAtIsString = false
 }
 
 public enum ProviderTokenVerificationError: Error, Sendable, Equatable, CustomStringConvertible {
@@ -67,7 +70,9 @@ public final class ProviderTokenVerifier: @unchecked Sendable {
     }
 
     /// Checks, in order: three base64url parts, header JSON with `alg` = ES256 and a `kid`, the
-    /// signature over `header.claims`, then claims JSON with string `iss` and integer `iat`.
+    /// signature over `header.claims`, then claims JSON with string `iss` and `iat` an integer or a string of
+    /// 1...18 decimal digits (`issuedAtIsString` says which; a caller wanting RFC 7519's NumericDate alone
+    /// rejects the string). Other members (`typ`, a `kid` claim) are ignored, as APNs ignores them.
     public func verify(_ jwt: UnsafeRawBufferPointer) -> Result<ProviderTokenClaims, ProviderTokenVerificationError> {
         let dots = jwt.indices.filter { jwt[$0] == UInt8(ascii: ".") }
         guard dots.count == 2 else { return .failure(.malformed("expected 3 dot-separated parts")) }
@@ -103,10 +108,29 @@ public final class ProviderTokenVerifier: @unchecked Sendable {
         guard let issuerValue = claims["iss"] else { return .failure(.missingClaim("iss")) }
         guard case .string(let teamID) = issuerValue else { return .failure(.malformed("'iss' is not a string")) }
         guard let issuedAtValue = claims["iat"] else { return .failure(.missingClaim("iat")) }
-        guard case .integer(let issuedAt) = issuedAtValue else {
+        switch issuedAtValue {
+        case .integer(let issuedAt):
+            return .success(ProviderTokenClaims(keyID: keyID, teamID: teamID, issuedAt: issuedAt))
+        case .string(let text):
+            guard let issuedAt = Self.decimalSeconds(text) else {
+                return .failure(.malformed("'iat' is the string '\(text)', not a decimal number of seconds"))
+            }
+            return .success(ProviderTokenClaims(keyID: keyID, teamID: teamID, issuedAt: issuedAt, issuedAtIsString: true))
+        case .other:
             return .failure(.malformed("'iat' is not an integer number of seconds"))
         }
-        return .success(ProviderTokenClaims(keyID: keyID, teamID: teamID, issuedAt: issuedAt))
+    }
+
+    /// `"1700000000"` → 1700000000: 1...18 ASCII digits, nothing else (no sign, space or fraction).
+    static func decimalSeconds(_ text: String) -> Int64? {
+        let digits = text.utf8
+        guard !digits.isEmpty, digits.count <= 18 else { return nil }
+        var value: Int64 = 0
+        for byte in digits {
+            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { return nil }
+            value = value * 10 + Int64(byte - UInt8(ascii: "0"))
+        }
+        return value
     }
 
     private static func decodeJSON(

@@ -74,32 +74,28 @@ final class TestHarness: @unchecked Sendable {
     private let clients = Mutex<[APNsClient]>([])
     private let isShutDown = Atomic<Bool>(false)
 
-    /// `streamsPerWorker` bounds the requests each simulator thread holds at once (preallocated, about 7 KB
-    /// each: the default of eight full connections' worth would make every test allocate 56 MB).
     /// `observeTokens` sees every provider token the simulator verified (on its thread, before it applies
     /// the age and binding rules).
     init(
-        _ configuration: SimulatorConfiguration = SimulatorConfiguration(), threads: Int = 1, streamsPerWorker: Int = 2500,
+        _ configuration: SimulatorConfiguration = SimulatorConfiguration(), threads: Int = 1, maxStreamsPerWorker: Int? = nil,
         observeTokens: (@Sendable (VerifiedProviderToken) -> Void)? = nil
     ) throws {
         directory = NSTemporaryDirectory() + "fanfare-e2e-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         acceptedLogPath = directory + "/accepted.jsonl"
         verifier = ObservingVerifier(inner: SharedKeys.shared.verifier, observe: observeTokens)
-        self.streamsPerWorker = streamsPerWorker
         simulator = try Self.makeSimulator(
-            configuration, threads: threads, port: 0, streamsPerWorker: streamsPerWorker, verifier: verifier, log: acceptedLogPath)
+            configuration, threads: threads, maxStreamsPerWorker: maxStreamsPerWorker, port: 0, verifier: verifier, log: acceptedLogPath)
     }
-    private let streamsPerWorker: Int
 
     private static func makeSimulator(
-        _ configuration: SimulatorConfiguration, threads: Int, port: UInt16, streamsPerWorker: Int, verifier: ObservingVerifier,
+        _ configuration: SimulatorConfiguration, threads: Int, maxStreamsPerWorker: Int? = nil, port: UInt16, verifier: ObservingVerifier,
         log: String
     ) throws -> APNsSimulator {
         var options = APNsSimulator.Options(
             listen: try SocketAddress(ip: "127.0.0.1", port: port), tls: SharedKeys.shared.serverTLS, verifier: verifier)
         options.threads = threads
-        options.streamsPerWorker = streamsPerWorker
+        options.maxStreamsPerWorker = maxStreamsPerWorker
         options.acceptedLogPath = log
         return try APNsSimulator(configuration: configuration, options: options)
     }
@@ -109,8 +105,7 @@ final class TestHarness: @unchecked Sendable {
     func startSimulator(
         _ configuration: SimulatorConfiguration = SimulatorConfiguration(), port: UInt16, log: String
     ) throws -> APNsSimulator {
-        let simulator = try Self.makeSimulator(
-            configuration, threads: 1, port: port, streamsPerWorker: streamsPerWorker, verifier: verifier, log: directory + "/" + log)
+        let simulator = try Self.makeSimulator(configuration, threads: 1, port: port, verifier: verifier, log: directory + "/" + log)
         extraSimulators.withLock { $0.append(simulator) }
         return simulator
     }

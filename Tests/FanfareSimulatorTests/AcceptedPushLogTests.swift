@@ -121,6 +121,45 @@ import Testing
         #expect(log.recordCount == 501)
     }
 
+    @Test func hasBufferedRecordsSaysWhenAFlushIsDue() throws {
+        let path = temporaryPath("pending")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let log = try AcceptedPushLog(path: path)
+        #expect(!log.hasBufferedRecords)
+        let head = TestRequest.valid().head()
+        try withBytes(apnsID) { try log.append(head, apnsID: $0, now: Fixtures.now) }
+        #expect(log.hasBufferedRecords)
+        try log.flush()
+        #expect(!log.hasBufferedRecords)
+        #expect(try lines(path).count == 1)
+    }
+
+    /// A writer killed in the middle of a write(2) leaves a line cut short; the next log on the file ends it,
+    /// so new records start on lines of their own and only the cut line fails to parse.
+    @Test func aLineCutShortByAKilledWriterIsEndedOnReopen() throws {
+        let path = temporaryPath("cut")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let first = try AcceptedPushLog(path: path)
+        let head = TestRequest.valid().head()
+        try withBytes(apnsID) { try first.append(head, apnsID: $0, now: Fixtures.now) }
+        try first.close()
+        let whole = try String(contentsOfFile: path, encoding: .utf8)
+        try (whole + #"{"time":1750000000000,"token":"ab"#).write(toFile: path, atomically: false, encoding: .utf8)
+
+        let second = try AcceptedPushLog(path: path)
+        try withBytes(apnsID) { try second.append(head, apnsID: $0, now: Fixtures.now) }
+        try second.close()
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        let rows = text.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(rows.count == 4 && rows[3].isEmpty, "\(text)")
+        #expect(rows[1] == #"{"time":1750000000000,"token":"ab"#)
+        #expect(rows[2] == rows[0], "the new record is whole and on its own line")
+        // A file that ends with a newline (or is empty) is left alone.
+        let third = try AcceptedPushLog(path: path)
+        try third.close()
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == text)
+    }
+
     @Test func severalWritersCanShareOneFile() async throws {
         let path = temporaryPath("shared")
         defer { try? FileManager.default.removeItem(atPath: path) }

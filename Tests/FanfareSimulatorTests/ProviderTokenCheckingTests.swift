@@ -64,6 +64,22 @@ import Testing
         #expect(state.boundTeamID == nil)
     }
 
+    /// APNs accepts `iat` as a decimal string (APNSwift sends it so): accepted by default, the strict reading
+    /// (`strictProviderToken`) refuses it as before.
+    @Test func aStringIssuedAtIsAcceptedUnlessStrict() {
+        var identity = Fixtures.identity()
+        identity.issuedAtIsString = true
+        let (lenient, _) = makeState(["apnswift": identity])
+        #expect(check(lenient, "bearer apnswift", at: now) == nil)
+
+        var configuration = SimulatorConfiguration()
+        configuration.strictProviderToken = true
+        #expect(configuration.providerTokenPolicy.requireNumericIssuedAt)
+        let (strict, _) = makeState(["apnswift": identity, "numeric": Fixtures.identity()], policy: configuration.providerTokenPolicy)
+        #expect(check(strict, "bearer apnswift", at: now) == .invalidProviderToken)
+        #expect(check(strict, "bearer numeric", at: now) == nil)
+    }
+
     @Test func theFirstAcceptedTokenBindsTeamAndKey() {
         let policy = ProviderTokenPolicy(keyID: nil, teamID: nil, minTokenRefreshInterval: 0)
         let (state, _) = makeState(

@@ -20,12 +20,24 @@ import Testing
         #expect(decoded == VerifiedProviderToken(keyID: "KEYID00001", teamID: "TEAMID0001", issuedAt: 1_750_000_000))
     }
 
+    /// APNSwift's shape: pretty-printed, `typ` in the header, `iat` as a string and a `kid` claim.
+    @Test func decodesAPNSwiftShapedClaims() {
+        let token = jwt(
+            header: "{\n    \"alg\": \"ES256\",\n    \"typ\": \"JWT\",\n    \"kid\": \"KEYID00001\"\n}",
+            claims: "{\n    \"iss\": \"TEAMID0001\",\n    \"iat\": \"1750000000\",\n    \"kid\": \"KEYID00001\"\n}")
+        let decoded = withBytes(token) { ProviderTokenDecoding.decodeClaims($0) }
+        #expect(decoded == VerifiedProviderToken(keyID: "KEYID00001", teamID: "TEAMID0001", issuedAt: 1_750_000_000, issuedAtIsString: true))
+    }
+
     @Test(arguments: [
         (#"{"alg":"HS256","kid":"K"}"#, #"{"iss":"T","iat":1}"#),
         (#"{"kid":"K"}"#, #"{"iss":"T","iat":1}"#),
         (#"{"alg":"ES256"}"#, #"{"iss":"T","iat":1}"#),
         (#"{"alg":"ES256","kid":"K"}"#, #"{"iat":1}"#),
-        (#"{"alg":"ES256","kid":"K"}"#, #"{"iss":"T","iat":"1"}"#),
+        (#"{"alg":"ES256","kid":"K"}"#, #"{"iss":"T","iat":"1x"}"#),
+        (#"{"alg":"ES256","kid":"K"}"#, #"{"iss":"T","iat":"-1"}"#),
+        (#"{"alg":"ES256","kid":"K"}"#, #"{"iss":"T","iat":""}"#),
+        (#"{"alg":"ES256","kid":"K"}"#, #"{"iss":"T","iat":"1234567890123456789"}"#),
         (#"{"alg":"ES256","kid":"K"}"#, #"{"iss":"T","iat":1.5}"#),
         (#"{"alg":"ES256","kid":"K""#, #"{"iss":"T","iat":1}"#),
     ])

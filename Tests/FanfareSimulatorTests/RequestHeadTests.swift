@@ -110,6 +110,45 @@ import Testing
         #expect(!present)
     }
 
+    @Test func aGrownPoolKeepsItsHeadsAndHandsOutTheNewSlots() {
+        let pool = RequestHeadPool(capacity: 2, arenaCapacity: 64, bodyCapacity: 16)
+        let a = pool.acquire()!
+        pool.head(at: a).pointee.add("apns-topic", "kept")
+        let b = pool.acquire()!
+        #expect(pool.acquire() == nil)
+        pool.grow(to: 5)
+        #expect(pool.capacity == 5 && pool.available == 3)
+        let kept = pool.head(at: a).pointee.string(.apnsTopic)
+        #expect(kept == "kept", "a head in use survives the move")
+        let new = (0..<3).compactMap { _ in pool.acquire() }
+        #expect(new == [2, 3, 4])
+        #expect(pool.acquire() == nil)
+        for slot in new + [a, b] { pool.release(slot) }
+        #expect(pool.available == 5)
+        pool.grow(to: 3)  // never shrinks
+        #expect(pool.capacity == 5)
+        // A released old slot is handed out before the new ones after another grow.
+        let again = pool.acquire()!
+        pool.grow(to: 6)
+        let next = pool.acquire()!
+        #expect(next != 5 && next != again, "free slots from before the grow come first")
+    }
+
+    @Test func streamSlotsGrowByWholeChunksAtStableAddresses() {
+        var slots = StreamSlots(capacity: 10)
+        #expect(slots.capacity == StreamSlots.slotsPerChunk)
+        let response = slots.response(3)
+        response.storeBytes(of: 0xAB, as: UInt8.self)
+        slots.state(3).pointee.streamID = 7
+        slots.grow(to: StreamSlots.slotsPerChunk * 40)  // past the first chunk table
+        #expect(slots.capacity == StreamSlots.slotsPerChunk * 40)
+        #expect(slots.response(3) == response, "nghttp2 may hold a pointer into a response across a grow")
+        #expect(slots.response(3).load(as: UInt8.self) == 0xAB)
+        #expect(slots.state(3).pointee.streamID == 7)
+        #expect(slots.state(StreamSlots.slotsPerChunk * 40 - 1).pointee.owner == 0)
+        #expect(StreamSlots.rounded(1) == StreamSlots.slotsPerChunk && StreamSlots.rounded(257) == 2 * StreamSlots.slotsPerChunk)
+    }
+
     @Test func routes() {
         #expect(withBytes("/3/device/abc") { RequestRoute.classify(path: $0) } == .device)
         #expect(withBytes("/3/device/") { RequestRoute.classify(path: $0) } == .deviceWithoutToken)

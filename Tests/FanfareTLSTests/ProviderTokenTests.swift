@@ -154,11 +154,39 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
         }
         #expect(verifier.verify(try signed(#"{"iat":1}"#)) == .failure(.missingClaim("iss")))
         #expect(verifier.verify(try signed(#"{"iss":"TEAM456789"}"#)) == .failure(.missingClaim("iat")))
-        #expect(verifier.verify(try signed(#"{"iss":"TEAM456789","iat":"1"}"#))
+        #expect(verifier.verify(try signed(#"{"iss":"TEAM456789","iat":true}"#))
             == .failure(.malformed("'iat' is not an integer number of seconds")))
+        #expect(verifier.verify(try signed(#"{"iss":"TEAM456789","iat":"1x"}"#))
+            == .failure(.malformed("'iat' is the string '1x', not a decimal number of seconds")))
         #expect(verifier.verify(try signed(#"{"iss":"TEAM456789","iat":12,"extra":[1]}"#))
             == .success(ProviderTokenClaims(keyID: keyID, teamID: teamID, issuedAt: 12)))
         #expect(ProviderTokenVerificationError.missingClaim("iat").description == "provider token lacks 'iat'")
+    }
+
+    /// APNSwift's token, byte for byte in shape: pretty-printed header with `typ`, claims with `iat` as a
+    /// decimal string and an extra `kid` claim. APNs accepts it; so does the verifier (and says the `iat` was
+    /// a string, for a caller that wants RFC 7519's NumericDate only).
+    @Test func apnsSwiftShapedTokenVerifies() throws {
+        let keys = try KeyPair()
+        let verifier = try keys.verifier()
+        let signer = try keys.signer()
+        let header = "{\n    \"alg\": \"ES256\",\n    \"typ\": \"JWT\",\n    \"kid\": \"\(keyID)\"\n}"
+        let claims = "{\n    \"iss\": \"\(teamID)\",\n    \"iat\": \"1700000123\",\n    \"kid\": \"\(keyID)\"\n}"
+        let input = JWTBase64URL.encode(header) + "." + JWTBase64URL.encode(claims)
+        let token = input + "." + JWTBase64URL.encode(try signer.signature(over: input))
+        #expect(verifier.verify(token)
+            == .success(ProviderTokenClaims(keyID: keyID, teamID: teamID, issuedAt: 1_700_000_123, issuedAtIsString: true)))
+    }
+
+    @Test(arguments: ["", "-1", "+1", " 1", "1 ", "1.0", "1e3", "0x10", "1234567890123456789", "١٢"])
+    func issuedAtStringsThatAreNotDecimalSecondsAreRejected(_ text: String) {
+        #expect(ProviderTokenVerifier.decimalSeconds(text) == nil)
+    }
+
+    @Test func issuedAtDecimalStrings() {
+        #expect(ProviderTokenVerifier.decimalSeconds("0") == 0)
+        #expect(ProviderTokenVerifier.decimalSeconds("0001700000000") == 1_700_000_000)
+        #expect(ProviderTokenVerifier.decimalSeconds("999999999999999999") == 999_999_999_999_999_999)
     }
 
     @Test func malformedTokensAreMalformed() throws {

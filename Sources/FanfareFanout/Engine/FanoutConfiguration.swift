@@ -26,6 +26,10 @@ public struct FanoutConfiguration: Sendable {
     public var activityLifetime: Duration = .seconds(12 * 3600)
     /// An `end` without `dismissal-date` stays up to 4 h (apns-spec.md §3): retire its channel after this.
     public var defaultDismissalWindow: Duration = .seconds(4 * 3600)
+    /// Sees every push result (each attempt, retries included) on the worker thread that finished it, before
+    /// the engine accounts it: for audits and tests (the fault-matrix test checks each token against the
+    /// simulator's log with it). Must be quick and must not block; nil costs one branch per push.
+    public var onPushResult: (@Sendable (PushResult) -> Void)? = nil
     /// UNIX seconds; replaceable in tests.
     public var wallClock: @Sendable () -> Int64 = { Int64(time(nil)) }
 

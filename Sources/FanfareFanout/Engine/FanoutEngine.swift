@@ -86,7 +86,7 @@ public final class FanoutEngine: Sendable {
         self.shards = shards
         let loadedChannels = try Self.load(from: store, into: shards, configuration: configuration)
         control.withLock { $0.channels = loadedChannels }
-        router = ResultRouter(shards: shards)
+        router = ResultRouter(shards: shards, observer: configuration.onPushResult)
         do {
             client = try APNsClient(configuration: configuration.client, resultHandler: router, producers: shards)
         } catch {
@@ -370,9 +370,14 @@ public struct FanoutStatistics: Sendable {
 /// Sends each result to the shard that owns its token, on the worker thread that finished it (the same one).
 final class ResultRouter: PushResultHandler, @unchecked Sendable {
     private let shards: [Shard]
-    init(shards: [Shard]) { self.shards = shards }
+    private let observer: (@Sendable (PushResult) -> Void)?
+    init(shards: [Shard], observer: (@Sendable (PushResult) -> Void)?) {
+        self.shards = shards
+        self.observer = observer
+    }
 
     func pushCompleted(_ result: PushResult) {
+        observer?(result)
         shards[result.worker].pushCompleted(result, now: monotonicNow())
     }
 }

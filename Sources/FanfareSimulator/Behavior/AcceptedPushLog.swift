@@ -36,10 +36,24 @@ public enum AcceptedPushLogError: Error, Equatable, CustomStringConvertible {
 /// `"channel-id"`. `payload` is the body re-emitted without insignificant whitespace; a body that is not
 /// valid JSON (when the simulator's JSON check is off) is `"payload":null` plus `"payload-text":"…"`.
 ///
+/// `apns-id` is the response's: the request's own when it sent a valid one (lower-cased), so a push sent
+/// twice with the same `apns-id` shows up as two lines with the same id.
+///
 /// Threading: one log object per worker thread (not thread-safe), all of them may open the same path.
 /// The file is opened with `O_APPEND` and each flush is one `write(2)` of whole lines, so lines from
-/// different workers never interleave. Records are buffered (default 256 KiB) and written when the buffer
-/// cannot take the next record, on `flush()` and on `close()`/deinit.
+/// different workers never interleave. Records are buffered and written when the buffer cannot take the
+/// next record, on `flush()` and on `close()`/deinit.
+///
+/// Guarantees (as `APNsSimulator` uses it): a push's record is handed to the kernel with `write(2)` before
+/// its 200 is written to the connection (each worker flushes before its connections produce output: one
+/// write per batch of responses, not per push). So every push a client saw answered 200 is in the file even
+/// if the simulator is then killed with SIGKILL: the page cache outlives the process. Not promised:
+/// surviving a machine crash or power loss (no fsync), and the converse (a line whose 200 was lost with a
+/// reset or killed connection is there although no client saw it: that push reached "APNs"). A kill in the
+/// middle of a `write(2)` can leave the last line cut short; its 200s had not been sent. The next
+/// `AcceptedPushLog` on the file ends such a line with a newline first, so readers can skip the one line
+/// that is not valid JSON. A failed write (disk full) drops the buffered records and throws; the simulator
+/// counts it (`SimulatorStats.acceptedLogWriteFailures`) and the guarantee does not hold for those records.
 public final class AcceptedPushLog {
     public static let defaultBufferCapacity = 256 * 1024
     /// Smallest buffer accepted: room for one worst-case record from a default-sized `RequestHead`.
@@ -54,11 +68,40 @@ public final class AcceptedPushLog {
 
     public init(path: String, bufferCapacity: Int = AcceptedPushLog.defaultBufferCapacity) throws(AcceptedPushLogError) {
         precondition(bufferCapacity >= Self.minimumBufferCapacity, "log buffer too small")
-        let descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        let descriptor = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw .cannotOpen(path: path, errno: errno) }
+        if let code = Self.terminateCutLine(descriptor) {
+            closeDescriptor(descriptor)
+            throw .writeFailed(path: path, errno: code)
+        }
         self.path = path
         self.descriptor = descriptor
         buffer = .allocate(byteCount: bufferCapacity, alignment: 16)
+    }
+
+    /// A file whose last byte is not a newline ends in a line cut short by a killed writer: end it, so the
+    /// next record starts on a line of its own. Returns errno on failure.
+    private static func terminateCutLine(_ descriptor: Int32) -> Int32? {
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { return errno }
+        guard status.st_size > 0 else { return nil }
+        var last: UInt8 = 0
+        guard pread(descriptor, &last, 1, status.st_size - 1) == 1 else { return errno }
+        guard last != UInt8(ascii: "\n") else { return nil }
+        var newline = UInt8(ascii: "\n")
+        while write(descriptor, &newline, 1) != 1 {
+            if errno != EINTR { return errno }
+        }
+        return nil
+    }
+
+    /// Whether records are waiting for `flush()`.
+    @inline(__always)
+    public var hasBufferedRecords: Bool { used > 0 }
+
+    /// The most bytes one record can take for a request head of these capacities (size a buffer with it).
+    public static func worstCaseRecordBytes(arenaCapacity: Int, bodyCapacity: Int) -> Int {
+        256 + 6 * (36 + arenaCapacity + bodyCapacity)
     }
 
     deinit {
@@ -70,6 +113,7 @@ public final class AcceptedPushLog {
     public func append(_ head: borrowing RequestHead, apnsID: UnsafeRawBufferPointer, now: SimulatorInstant) throws(AcceptedPushLogError) {
         precondition(descriptor >= 0, "log is closed")
         let bound = Self.recordBound(head, apnsID: apnsID)
+        // Size the buffer with worstCaseRecordBytes for the heads it logs; this is a programming error.
         precondition(bound <= buffer.count, "a record cannot fit the log buffer; raise bufferCapacity")
         if bound > buffer.count - used { try flush() }
 

@@ -8,11 +8,15 @@ public struct VerifiedProviderToken: Sendable, Equatable {
     public var teamID: String
     /// Claim `iat`, UNIX seconds.
     public var issuedAt: Int64
+    /// `iat` was a decimal string rather than a JSON number (APNs accepts both; see
+    /// `ProviderTokenPolicy.requireNumericIssuedAt`).
+    public var issuedAtIsString: Bool
 
-    public init(keyID: String, teamID: String, issuedAt: Int64) {
+    public init(keyID: String, teamID: String, issuedAt: Int64, issuedAtIsString: Bool = false) {
         self.keyID = keyID
         self.teamID = teamID
         self.issuedAt = issuedAt
+        self.issuedAtIsString = issuedAtIsString
     }
 }
 
@@ -41,6 +45,9 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
     /// After an `ExpiredProviderToken`, every later request on the connection gets it too (the "wedged"
     /// connection pushy reports), so clients must reconnect.
     public var wedgeAfterExpiredToken: Bool
+    /// Only a JSON number is a valid `iat` (RFC 7519's NumericDate): a decimal string → `InvalidProviderToken`.
+    /// Off by default because APNs accepts the string (APNSwift sends `"iat":"1700000000"` in production).
+    public var requireNumericIssuedAt: Bool
 
     public init(
         keyID: String? = nil,
@@ -48,7 +55,8 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
         tokenMaxAge: Int64 = 3600,
         maxClockSkew: Int64 = 60,
         minTokenRefreshInterval: Int64 = 1200,
-        wedgeAfterExpiredToken: Bool = false
+        wedgeAfterExpiredToken: Bool = false,
+        requireNumericIssuedAt: Bool = false
     ) {
         self.keyID = keyID
         self.teamID = teamID
@@ -56,6 +64,7 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
         self.maxClockSkew = maxClockSkew
         self.minTokenRefreshInterval = minTokenRefreshInterval
         self.wedgeAfterExpiredToken = wedgeAfterExpiredToken
+        self.requireNumericIssuedAt = requireNumericIssuedAt
     }
 }
 
@@ -72,7 +81,8 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
 /// 4. The same bytes as the last other token seen: reuse its verification result instead of verifying
 ///    again (a rejected token stays rejected; a verified one goes through 6–9 again, time may have passed).
 /// 5. Verification fails, the JWT is longer than the cache (`tokenCapacity`), `kid` is not the configured
-///    key or `iss` not the configured team → `InvalidProviderToken`.
+///    key, `iss` not the configured team, or `iat` is a string while `requireNumericIssuedAt`
+///    → `InvalidProviderToken`.
 /// 6. `iss` differs from the team the connection is bound to → `InvalidProviderToken` [U: Apple only says
 ///    tokens from several developer accounts on one connection are not supported]; `kid` differs from the
 ///    bound key → `UnrelatedKeyIdInToken` [A: "to use that key, open a new connection"].
@@ -218,6 +228,7 @@ public final class ConnectionAuthState {
     private func isAllowedByPolicy(_ identity: VerifiedProviderToken) -> Bool {
         if let keyID = policy.keyID, identity.keyID != keyID { return false }
         if let teamID = policy.teamID, identity.teamID != teamID { return false }
+        if policy.requireNumericIssuedAt && identity.issuedAtIsString { return false }
         return true
     }
 

@@ -38,7 +38,8 @@ public enum ProviderTokenDecoding {
     }
 
     /// Reads the JOSE header and claims; does NOT check the signature. Requires `alg` = `ES256`, a string
-    /// `kid`, a string `iss` and an integer `iat`; other members are ignored.
+    /// `kid`, a string `iss` and `iat` as an integer or a string of decimal digits (as APNs accepts; the
+    /// result says which); other members are ignored.
     public static func decodeClaims(_ jwt: UnsafeRawBufferPointer) -> VerifiedProviderToken? {
         guard let parts = split(jwt) else { return nil }
         return withUnsafeTemporaryAllocation(byteCount: 2 * maximumSectionBytes, alignment: 1) { scratch in
@@ -52,12 +53,13 @@ public enum ProviderTokenDecoding {
             guard let algorithm = stringMember(header, key: "alg"), algorithm.equals("ES256"),
                 let keyID = stringMember(header, key: "kid"),
                 let teamID = stringMember(claims, key: "iss"),
-                let issuedAt = integerMember(claims, key: "iat")
+                let issuedAt = issuedAtMember(claims)
             else { return nil }
             return VerifiedProviderToken(
                 keyID: String(decoding: keyID, as: UTF8.self),
                 teamID: String(decoding: teamID, as: UTF8.self),
-                issuedAt: issuedAt
+                issuedAt: issuedAt.seconds,
+                issuedAtIsString: issuedAt.isString
             )
         }
     }
@@ -98,6 +100,15 @@ public enum ProviderTokenDecoding {
         let inner = json.slice(from: range.lowerBound + 1, count: range.count - 2)
         for byte in inner where byte == UInt8(ascii: "\\") { return nil }
         return inner
+    }
+
+    /// `iat` as a JSON integer, or as a string of 1...18 decimal digits (then the flag is true).
+    static func issuedAtMember(_ json: UnsafeRawBufferPointer) -> (seconds: Int64, isString: Bool)? {
+        if let number = integerMember(json, key: "iat") { return (number, false) }
+        guard let text = stringMember(json, key: "iat"), text.count <= 18,
+            let number = HeaderSyntax.parseNonNegativeInteger(text)
+        else { return nil }
+        return (number, true)
     }
 
     /// A top-level integer member (optionally negative, no fraction or exponent).

@@ -52,7 +52,8 @@ public enum SimulatorDecision: Sendable, Equatable {
 ///     `PayloadEmpty` [U]; nil skips the check)
 /// 16. token outside `knownTokens` → 410 `Unregistered` (+ timestamp) or 400 `BadDeviceToken`
 /// 17. more than `perTokenRateLimit` pushes to the token in this second → 429 `TooManyRequests`
-/// 18. injected faults (`faults`, one uniform draw per push) → the rule's reason
+/// 18. injected faults (one uniform draw per push): the active `faultBursts` first, then `faults` → the
+///     rule's reason
 /// 19. otherwise 200.
 ///
 /// Broadcast pushes (`/4/broadcasts/apps/<bundle>`, apns-spec.md §8.3) use: 1 (`apns-id` and
@@ -71,6 +72,11 @@ public struct RequestValidator {
     /// Fault reasons with cumulative probabilities (draw u in [0,1); the first rule with u < bound fires).
     private let faultReasons: [APNsReason]
     private let faultBounds: [Double]
+    /// Bursts that can work (`FaultBurst.problem == nil`), and the request count and first-request time
+    /// their windows are measured from.
+    private let bursts: [FaultBurst]
+    private var decidedRequests = 0
+    private var firstRequestTime: Int64 = -1
     /// The worker's PRNG (faults here; the server may also use it for latency via `random`).
     public var random: SimulatorRandom
 
@@ -99,6 +105,7 @@ public struct RequestValidator {
         }
         faultReasons = reasons
         faultBounds = bounds
+        bursts = configuration.faultBursts.filter { $0.problem == nil && $0.rule.probability > 0 }
         random = SimulatorRandom(seed: configuration.seed, stream: UInt64(worker))
     }
 
@@ -107,6 +114,8 @@ public struct RequestValidator {
 
     /// The answer to one complete request (headers and END_STREAM seen).
     public mutating func decide(_ head: borrowing RequestHead, auth: ConnectionAuthState, now: SimulatorInstant) -> SimulatorDecision {
+        decidedRequests &+= 1
+        if firstRequestTime < 0 { firstRequestTime = now.nanosecondsSinceEpoch }
         // 1. apns-id
         if let reason = checkUUID(head.lookup(.apnsID)) { return .reject(reason, now: now) }
         // 2. method
@@ -192,7 +201,7 @@ public struct RequestValidator {
             return .reject(.tooManyRequests, now: now)
         }
         // 18. faults
-        if let reason = drawFault() { return .reject(reason, now: now) }
+        if let reason = drawFault(now: now) { return .reject(reason, now: now) }
         return .accept
     }
 
@@ -246,7 +255,7 @@ public struct RequestValidator {
         if let reason = checkBody(head, limit: configuration.broadcastMaxPayloadBytes, malformedReason: malformed) {
             return .reject(reason, now: now)
         }
-        if let reason = drawFault() { return .reject(reason, now: now) }
+        if let reason = drawFault(now: now) { return .reject(reason, now: now) }
         return .accept
     }
 
@@ -290,9 +299,17 @@ public struct RequestValidator {
         return JSONScanner.payloadShape(head.body) == .objectWithAPS ? nil : malformedReason
     }
 
-    private mutating func drawFault() -> APNsReason? {
-        guard !faultBounds.isEmpty else { return nil }
-        let draw = random.nextUnitInterval()
+    private mutating func drawFault(now: SimulatorInstant) -> APNsReason? {
+        guard !faultBounds.isEmpty || !bursts.isEmpty else { return nil }
+        var draw = random.nextUnitInterval()
+        if !bursts.isEmpty {
+            let elapsed = now.nanosecondsSinceEpoch &- firstRequestTime
+            for index in 0..<bursts.count where bursts[index].isActive(requests: decidedRequests - 1, elapsed: elapsed) {
+                let probability = bursts[index].rule.probability
+                if draw < probability { return bursts[index].rule.reason }
+                draw -= probability
+            }
+        }
         for index in 0..<faultBounds.count where draw < faultBounds[index] {
             return faultReasons[index]
         }

@@ -1,35 +1,12 @@
 import FanfareCore
 
-/// One injected failure: with `probability`, an otherwise valid push gets `reason` instead of 200.
-public struct FaultRule: Sendable, Equatable, CustomStringConvertible {
-    public var reason: APNsReason
-    /// In `0...1`. Rules are tried in order on one uniform draw, so their probabilities add up.
-    public var probability: Double
-
-    public init(reason: APNsReason, probability: Double) {
-        self.reason = reason
-        self.probability = probability
-    }
-
-    /// Parses `Reason:probability`, e.g. `TooManyRequests:0.01` or `Unregistered:0.001`.
-    public init(parsing text: String) throws(SimulatorConfigurationError) {
-        let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 2 else { throw .badFaultRule(text) }
-        guard let reason = APNsReason(rawValue: String(parts[0])) else { throw .unknownFaultReason(String(parts[0])) }
-        guard let probability = Double(parts[1]), probability >= 0, probability <= 1 else {
-            throw .badFaultRule(text)
-        }
-        self.init(reason: reason, probability: probability)
-    }
-
-    public var description: String { "\(reason.rawValue):\(probability)" }
-}
-
 /// A configuration value that cannot work, with what to change.
 public enum SimulatorConfigurationError: Error, Equatable, CustomStringConvertible {
     case invalid(field: String, problem: String)
     case badFaultRule(String)
     case unknownFaultReason(String)
+    /// `text` does not follow `expected` (`what` names the setting).
+    case badSpelling(what: String, text: String, expected: String)
 
     public var description: String {
         switch self {
@@ -39,6 +16,8 @@ public enum SimulatorConfigurationError: Error, Equatable, CustomStringConvertib
             "fault rule '\(text)' is not 'Reason:probability' with a probability between 0 and 1 (e.g. TooManyRequests:0.01)"
         case .unknownFaultReason(let name):
             "fault reason '\(name)' is not an APNs reason string (e.g. TooManyRequests, Unregistered, InternalServerError)"
+        case .badSpelling(let what, let text, let expected):
+            "\(what) '\(text)' is not \(expected)"
         }
     }
 }
@@ -113,6 +92,15 @@ public struct SimulatorConfiguration: Sendable, Equatable {
     /// Pushes per token per one-second window before 429 `TooManyRequests`; 0 = no limit. Counted per
     /// worker thread (each worker keeps its own table), over fixed one-second windows.
     public var perTokenRateLimit = 0
+    /// Share of new streams (0...1) reset with RST_STREAM `REFUSED_STREAM` before anything of them is read:
+    /// never processed, so a client may resend them anywhere (RFC 9113 §8.7).
+    public var refusedStreamProbability = 0.0
+    /// Faults that switch on for a window of requests or time (429 / 500 / 503 bursts).
+    public var faultBursts: [FaultBurst] = []
+    /// Connections reset abruptly (TCP RST) after some requests, with requests in flight; nil = never.
+    public var connectionReset: ConnectionResetRule? = nil
+    /// Responses held back (decided at once, answered late), e.g. past a client's deadline; nil = never.
+    public var heldResponses: HeldResponseRule? = nil
     /// Slots in each worker's per-token rate table (tokens tracked within one second); a power of two.
     /// When full, further tokens in that second are not limited (counted in `rateLimiterOverflows`).
     public var perTokenRateTableCapacity = 1 << 16
@@ -142,6 +130,10 @@ public struct SimulatorConfiguration: Sendable, Equatable {
     public var minTokenRefreshInterval: Int64 = 1200
     /// After `ExpiredProviderToken`, reject everything on that connection with it.
     public var wedgeAfterExpiredToken = false
+    /// Read provider-token claims the strict RFC 7519 way: `iat` must be a JSON number. Off by default, as
+    /// APNs accepts a decimal string (`"iat":"1700000000"`, sent by APNSwift); an extra `kid` claim and other
+    /// members are ignored either way.
+    public var strictProviderToken = false
 
     // MARK: Strictness switches for undocumented behaviour
 
@@ -172,7 +164,8 @@ public struct SimulatorConfiguration: Sendable, Equatable {
             tokenMaxAge: tokenMaxAge,
             maxClockSkew: maxTokenClockSkew,
             minTokenRefreshInterval: minTokenRefreshInterval,
-            wedgeAfterExpiredToken: wedgeAfterExpiredToken
+            wedgeAfterExpiredToken: wedgeAfterExpiredToken,
+            requireNumericIssuedAt: strictProviderToken
         )
     }
 
@@ -192,8 +185,10 @@ public struct SimulatorConfiguration: Sendable, Equatable {
         try require(initialMaxConcurrentStreams >= 1, "initialMaxConcurrentStreams", "must be at least 1")
         try require(maxConcurrentStreams >= initialMaxConcurrentStreams, "maxConcurrentStreams",
             "must be at least initialMaxConcurrentStreams (\(initialMaxConcurrentStreams))")
-        try require(headerTableSize >= 0, "headerTableSize", "must not be negative")
-        try require(maxHeaderListSize > 0, "maxHeaderListSize", "must be positive")
+        // Each connection keeps a response queue of this size.
+        try require(maxConcurrentStreams <= 1 << 20, "maxConcurrentStreams", "must be at most \(1 << 20)")
+        try require(headerTableSize >= 0 && headerTableSize <= Int(UInt32.max), "headerTableSize", "must be in 0...2^32-1")
+        try require(maxHeaderListSize > 0 && maxHeaderListSize <= Int(UInt32.max), "maxHeaderListSize", "must be in 1...2^32-1")
         try require(initialWindowSize > 0 && initialWindowSize <= Int(Int32.max), "initialWindowSize", "must be in 1...2^31-1")
         try require(maxFrameSize >= 16384 && maxFrameSize <= 16_777_215, "maxFrameSize", "must be in 16384...16777215 (RFC 9113)")
         if let goAwayAfterStreams {
@@ -206,6 +201,18 @@ public struct SimulatorConfiguration: Sendable, Equatable {
             total += rule.probability
         }
         try require(total <= 1.000_000_1, "faults", "probabilities add up to \(total); they must add up to at most 1")
+        try require(refusedStreamProbability >= 0 && refusedStreamProbability <= 1, "refusedStreamProbability", "must be in 0...1")
+        for burst in faultBursts {
+            if let problem = burst.problem { throw .invalid(field: "faultBursts", problem: "\(burst): \(problem)") }
+        }
+        if let connectionReset {
+            try require(connectionReset.probability >= 0 && connectionReset.probability <= 1, "connectionReset", "probability must be in 0...1")
+            try require(connectionReset.afterRequests >= 1, "connectionReset", "afterRequests must be at least 1")
+        }
+        if let heldResponses {
+            try require(heldResponses.probability >= 0 && heldResponses.probability <= 1, "heldResponses", "probability must be in 0...1")
+            try require(heldResponses.delayNanoseconds > 0, "heldResponses", "delay must be positive")
+        }
         try require(perTokenRateLimit >= 0, "perTokenRateLimit", "must not be negative (0 turns it off)")
         try require(perTokenRateTableCapacity > 0 && perTokenRateTableCapacity & (perTokenRateTableCapacity - 1) == 0,
             "perTokenRateTableCapacity", "must be a power of two")

@@ -15,9 +15,21 @@ public struct SimulatorStats: Sendable, Equatable {
     public var connectionsOpened = 0
     public var connectionsClosed = 0
     public var goAwaysSent = 0
-    /// Streams refused with RST_STREAM (REFUSED_STREAM) because the client exceeded the stream limit or
-    /// the head pool was empty.
+    /// Streams refused with RST_STREAM (REFUSED_STREAM): the client exceeded the stream limit, the worker
+    /// reached `maxStreamsPerWorker`, a GOAWAY was sent, or the refusal was injected.
     public var streamsRefused = 0
+    /// Of `streamsRefused`, those refused on purpose (`refusedStreamProbability`).
+    public var streamsRefusedInjected = 0
+    /// Connections reset abruptly on purpose (`connectionReset`).
+    public var connectionsReset = 0
+    /// Responses held back on purpose (`heldResponses`).
+    public var responsesHeld = 0
+    /// Accepted-push log writes that failed (their records are lost; see `AcceptedPushLog`).
+    public var acceptedLogWriteFailures = 0
+    /// Most streams one worker held at once (over all its connections).
+    public var maxStreamsInUse = 0
+    /// Times a worker grew its stream pool (each an allocation of one chunk of request heads).
+    public var streamPoolGrowths = 0
 
     public init() {
         rejections = Array(repeating: 0, count: ReasonTable.count)
@@ -66,6 +78,12 @@ public struct SimulatorStats: Sendable, Equatable {
         connectionsClosed += other.connectionsClosed
         goAwaysSent += other.goAwaysSent
         streamsRefused += other.streamsRefused
+        streamsRefusedInjected += other.streamsRefusedInjected
+        connectionsReset += other.connectionsReset
+        responsesHeld += other.responsesHeld
+        acceptedLogWriteFailures += other.acceptedLogWriteFailures
+        maxStreamsInUse = max(maxStreamsInUse, other.maxStreamsInUse)
+        streamPoolGrowths += other.streamPoolGrowths
     }
 
     /// Copies `other` into this value's own storage, element by element, so the two never share the
@@ -79,6 +97,12 @@ public struct SimulatorStats: Sendable, Equatable {
         connectionsClosed = other.connectionsClosed
         goAwaysSent = other.goAwaysSent
         streamsRefused = other.streamsRefused
+        streamsRefusedInjected = other.streamsRefusedInjected
+        connectionsReset = other.connectionsReset
+        responsesHeld = other.responsesHeld
+        acceptedLogWriteFailures = other.acceptedLogWriteFailures
+        maxStreamsInUse = other.maxStreamsInUse
+        streamPoolGrowths = other.streamPoolGrowths
     }
 
     /// Response lines ("200 OK: N", "410 Unregistered: N", …, by status then reason; reasons never seen
@@ -94,7 +118,11 @@ public struct SimulatorStats: Sendable, Equatable {
         lines.append("connections opened: \(connectionsOpened)")
         lines.append("connections closed: \(connectionsClosed)")
         lines.append("GOAWAYs sent: \(goAwaysSent)")
-        lines.append("streams refused: \(streamsRefused)")
+        lines.append("streams refused: \(streamsRefused) (injected: \(streamsRefusedInjected))")
+        lines.append("connections reset: \(connectionsReset)")
+        lines.append("responses held: \(responsesHeld)")
+        lines.append("most streams at once: \(maxStreamsInUse)")
+        if acceptedLogWriteFailures > 0 { lines.append("ACCEPTED-LOG WRITE FAILURES: \(acceptedLogWriteFailures)") }
         return lines.joined(separator: "\n")
     }
 
@@ -110,7 +138,9 @@ public struct SimulatorStats: Sendable, Equatable {
             + "\"byReason\":{\(byReason)},\"requestBodyBytes\":\(requestBodyBytes),"
             + "\"acceptedPayloadBytes\":\(acceptedPayloadBytes),\"connectionsOpened\":\(connectionsOpened),"
             + "\"connectionsClosed\":\(connectionsClosed),\"goAwaysSent\":\(goAwaysSent),"
-            + "\"streamsRefused\":\(streamsRefused)}"
+            + "\"streamsRefused\":\(streamsRefused),\"streamsRefusedInjected\":\(streamsRefusedInjected),"
+            + "\"connectionsReset\":\(connectionsReset),\"responsesHeld\":\(responsesHeld),"
+            + "\"maxStreamsInUse\":\(maxStreamsInUse),\"acceptedLogWriteFailures\":\(acceptedLogWriteFailures)}"
     }
 
     /// Non-zero rejection counts, ordered by status, then reason name.

@@ -18,12 +18,17 @@ public final class APNsSimulator: @unchecked Sendable {
         public var verifier: (any ProviderTokenVerifying)?
         public var threads: Int = 1
         public var cpuAffinity: [Int]? = nil
-        /// JSON-lines log of accepted pushes (one file; each worker buffers and appends whole lines).
+        /// JSON-lines log of accepted pushes (one file; every push is in it before its 200 leaves, see
+        /// `AcceptedPushLog` for what survives a killed simulator).
         public var acceptedLogPath: String? = nil
-        /// Requests one worker thread holds at once over all its connections (each a preallocated head of
-        /// about 7 KB); streams beyond it are refused with REFUSED_STREAM. nil = 8 connections' worth
-        /// (8 × `maxConcurrentStreams`, at most 65536).
-        public var streamsPerWorker: Int? = nil
+        /// Request heads (about 7 KB each) each worker allocates when it starts; nil = one connection at the
+        /// full stream limit (`maxConcurrentStreams`). More are allocated, a chunk of 256 at a time, when
+        /// a worker's connections hold more streams at once (never in the steady state).
+        public var preallocatedStreamsPerWorker: Int? = nil
+        /// Most requests one worker holds at once over all its connections; streams beyond it are refused
+        /// with REFUSED_STREAM. nil = no limit but each connection's advertised
+        /// SETTINGS_MAX_CONCURRENT_STREAMS, so no stream within it is ever refused. Set it to bound memory.
+        public var maxStreamsPerWorker: Int? = nil
 
         public init(listen: SocketAddress, tls: TLSContext, verifier: (any ProviderTokenVerifying)?) {
             self.listen = listen
@@ -41,8 +46,8 @@ public final class APNsSimulator: @unchecked Sendable {
     private let stopped = Atomic<Bool>(false)
 
     public init(configuration: SimulatorConfiguration, options: Options) throws {
-        precondition(options.threads > 0)
         try configuration.validate()
+        try Self.validate(options)
         self.configuration = configuration
         self.options = options
         // The first listener picks the port (possibly 0 → a free one); the others join it with SO_REUSEPORT.
@@ -61,7 +66,12 @@ public final class APNsSimulator: @unchecked Sendable {
         for index in 0..<options.threads {
             // One log object per worker on the same file: O_APPEND whole-line writes never interleave.
             var log: AcceptedPushLog?
-            if let path = options.acceptedLogPath { log = try AcceptedPushLog(path: path) }
+            if let path = options.acceptedLogPath {
+                // Room for two of the largest records this configuration's heads can hold.
+                let record = AcceptedPushLog.worstCaseRecordBytes(
+                    arenaCapacity: configuration.requestHeadArenaBytes, bodyCapacity: configuration.requestBodyCapacity)
+                log = try AcceptedPushLog(path: path, bufferCapacity: max(AcceptedPushLog.defaultBufferCapacity, 2 * record))
+            }
             workers.append(
                 SimulatorWorker(
                     index: index, configuration: configuration, options: options, listenerFD: listeners[index], log: log))
@@ -78,6 +88,21 @@ public final class APNsSimulator: @unchecked Sendable {
     }
 
     deinit { shutdown() }
+
+    private static func validate(_ options: Options) throws(SimulatorConfigurationError) {
+        guard options.threads >= 1 && options.threads <= 1024 else {
+            throw .invalid(field: "threads", problem: "must be in 1...1024")
+        }
+        if let preallocated = options.preallocatedStreamsPerWorker, preallocated < 1 || preallocated > 1 << 24 {
+            throw .invalid(field: "preallocatedStreamsPerWorker", problem: "must be in 1...\(1 << 24) (or unset)")
+        }
+        if let maximum = options.maxStreamsPerWorker, maximum < 1 || maximum > Int(Int32.max) {
+            throw .invalid(field: "maxStreamsPerWorker", problem: "must be at least 1 (or unset)")
+        }
+        if let cpus = options.cpuAffinity, cpus.isEmpty {
+            throw .invalid(field: "cpuAffinity", problem: "must list at least one CPU (or be unset)")
+        }
+    }
 
     /// Counts by status and reason, merged over workers (a snapshot each worker publishes every tick).
     public func statistics() -> SimulatorStats {

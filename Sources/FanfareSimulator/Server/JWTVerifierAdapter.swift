@@ -11,7 +11,8 @@ public struct ES256ProviderTokenVerifier: ProviderTokenVerifying {
     public func verify(jwt: UnsafeRawBufferPointer) -> VerifiedProviderToken? {
         switch verifier.verify(jwt) {
         case .success(let claims):
-            return VerifiedProviderToken(keyID: claims.keyID, teamID: claims.teamID, issuedAt: claims.issuedAt)
+            return VerifiedProviderToken(
+                keyID: claims.keyID, teamID: claims.teamID, issuedAt: claims.issuedAt, issuedAtIsString: claims.issuedAtIsString)
         case .failure:
             return nil
         }

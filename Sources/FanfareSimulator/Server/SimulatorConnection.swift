@@ -37,6 +37,10 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
     /// The highest stream id decided so far (a GOAWAY must not disown a stream already decided).
     private var highestDecidedStreamID: Int32 = 0
     private(set) var closed = false
+    /// Injected fault: reset (TCP RST) once this many requests are decided; nil = never.
+    private let resetAfterRequests: Int?
+    /// The reset is due: nothing more is decided, and the socket is aborted once nghttp2 returns.
+    private var resetDue = false
 
     init(worker: SimulatorWorker, serial: UInt32, tls: TLSConnection) {
         self.worker = worker
@@ -46,8 +50,10 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
         self.serial = serial
         transport = SecureTransport(loop: worker.loop, tls: tls, buffers: worker.bufferSizes)
         auth = worker.makeAuthState()
-        delayed = DelayHeap(capacity: worker.headPool.capacity)
+        // A connection never has more streams open than the most it advertises (nghttp2 refuses the rest).
+        delayed = DelayHeap(capacity: max(1, worker.configuration.maxConcurrentStreams))
         streamPolicy = ConnectionStreamPolicy(configuration: worker.configuration)
+        resetAfterRequests = worker.drawConnectionReset()
         transport.delegate = self
     }
 
@@ -92,13 +98,22 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
 
     func transportReceived(_ transport: SecureTransport, plaintext: UnsafeRawBufferPointer) -> Bool {
         guard let session else { return false }
+        if resetDue { return true }  // bytes after the reset was decided: dropped with the connection
         let consumed = nghttp2_session_mem_recv(session, plaintext.baseAddress?.assumingMemoryBound(to: UInt8.self), plaintext.count)
+        if resetDue {
+            // Out of nghttp2 now: abort. Responses submitted during this read never leave.
+            worker.stats.connectionsReset += 1
+            transport.reset()
+            return true
+        }
         transport.setNeedsFlush()
         return consumed >= 0
     }
 
     func transportProduce(_ transport: SecureTransport) {
         guard let session else { return }
+        // Accepted pushes reach the log file before any of their 200s can leave (AcceptedPushLog).
+        workerRef._withUnsafeGuaranteedRef { $0.flushAcceptedLog() }
         if nghttp2_session_send(session) != 0 {
             transport.close()
             return
@@ -128,8 +143,9 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
     // MARK: - Requests
 
     func beginRequest(streamID: Int32) {
-        guard let session else { return }
-        guard !goAwaySent, let slot = workerRef._withUnsafeGuaranteedRef({ $0.acquireStream(connection: self, streamID: streamID) }) else {
+        guard let session, !resetDue else { return }
+        guard !goAwaySent, !workerRef._withUnsafeGuaranteedRef({ $0.drawRefusedStream() }),
+            let slot = workerRef._withUnsafeGuaranteedRef({ $0.acquireStream(connection: self, streamID: streamID) }) else {
             nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_REFUSED_STREAM.rawValue))
             return
         }
@@ -160,7 +176,7 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
 
     /// The request's last frame arrived: decide like APNs, then answer now or after the modelled latency.
     func requestComplete(streamID: Int32, slot: Int) {
-        guard let session else { return }
+        guard let session, !resetDue else { return }
         // A stream above the GOAWAY's last-stream-id was not processed: the client sends it again on another
         // connection, so deciding (counting, logging) it here as well would accept the push twice.
         if streamID > goAwayLastStreamID {
@@ -180,7 +196,11 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
             // Streams decided out of order may have higher ids than this one: keep them all on this side.
             sendGoAway(lastStreamID: highestDecidedStreamID, reason: nil)
         }
-        let delay = workerRef._withUnsafeGuaranteedRef { $0.sampleLatency() }
+        if let resetAfterRequests, streamPolicy.streamsDecided >= resetAfterRequests {
+            resetDue = true  // this request stays unanswered; transportReceived aborts the connection
+            return
+        }
+        let delay = workerRef._withUnsafeGuaranteedRef { $0.responseDelay() }
         if delay == 0 {
             respond(streamID: streamID, slot: slot)
         } else {
@@ -234,6 +254,7 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
     /// inside an nghttp2 callback, so the session may send here.
     func shutDown() {
         sendGoAway(reason: .shutdown)
+        worker.flushAcceptedLog()
         if let session, transport.state == .established { _ = nghttp2_session_send(session) }
         transport.close()
     }

@@ -13,20 +13,7 @@ import Synchronization
 final class SimulatorWorker: IOHandler, @unchecked Sendable {
     private enum Tag: UInt8 { case accept = 1, wake }
 
-    /// What the server keeps per stream beyond the request head: the decision and the response bytes.
-    struct StreamState {
-        var owner: UInt32 = 0       // serial of the connection the stream belongs to (0 = free)
-        var streamID: Int32 = 0
-        var accepted = false
-        var status: Int16 = 0
-        var bodyCount: Int32 = 0
-        var bodySent: Int32 = 0
-    }
-
-    static let responseStride = 256
-    static let apnsIDOffset = 0
-    static let uniqueIDOffset = 40
-    static let bodyOffset = 80
+    typealias StreamState = StreamSlots.State
 
     let index: Int
     let configuration: SimulatorConfiguration
@@ -38,10 +25,11 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     private var acceptArmed = false
     private var listenerClosed = false
     let headPool: RequestHeadPool
+    /// Most streams this worker holds at once (`Options.maxStreamsPerWorker`, or unlimited).
+    private let maxStreams: Int
     /// nghttp2's allocator for every session of this worker (thread-confined, like the sessions).
     let http2Pool = HTTP2MemoryPool()
-    private let states: UnsafeMutablePointer<StreamState>
-    private let responses: UnsafeMutableRawPointer
+    private var slots: StreamSlots
     private var headerScratch: UnsafeMutablePointer<nghttp2_nv>
     private var validator: RequestValidator
     private var random: SimulatorRandom
@@ -71,16 +59,14 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         self.listenerFD = listenerFD
         self.log = log
         bufferSizes = TransportBufferSizes()
-        // Enough heads for a few connections at the full stream limit; more streams are refused, not queued.
-        let capacity = options.streamsPerWorker ?? max(64, min(1 << 16, configuration.maxConcurrentStreams * 8))
-        precondition(capacity > 0, "streamsPerWorker must be positive")
+        // One connection's worth of heads to start with; more as connections fill up (see acquireStream).
+        maxStreams = options.maxStreamsPerWorker ?? Int(Int32.max)
+        let capacity = min(maxStreams, StreamSlots.rounded(options.preallocatedStreamsPerWorker ?? configuration.maxConcurrentStreams))
         // Heads sized by the configuration: payload limits above the defaults still get their JSON checked.
         headPool = RequestHeadPool(
             capacity: capacity, arenaCapacity: configuration.requestHeadArenaBytes,
             bodyCapacity: configuration.requestBodyCapacity)
-        states = .allocate(capacity: capacity)
-        states.initialize(repeating: StreamState(), count: capacity)
-        responses = .allocate(byteCount: capacity * Self.responseStride, alignment: 64)
+        slots = StreamSlots(capacity: capacity)
         headerScratch = .allocate(capacity: 8)
         validator = RequestValidator(configuration: configuration, worker: index)
         random = SimulatorRandom(seed: configuration.seed ^ 0x5EED, stream: UInt64(index) + 1000)
@@ -88,9 +74,6 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     }
 
     deinit {
-        states.deinitialize(count: headPool.capacity)
-        states.deallocate()
-        responses.deallocate()
         headerScratch.deallocate()
         if !acceptArmed { closeListener() }
     }
@@ -146,7 +129,19 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     }
 
     func flushLog() {
-        try? log?.flush()
+        flushAcceptedLog()
+    }
+
+    /// Writes the accepted pushes decided so far to the log file (one `write(2)`), before any of their 200s
+    /// can leave: connections call this before producing output. Cheap when nothing is buffered.
+    @inline(__always)
+    func flushAcceptedLog() {
+        guard let log, log.hasBufferedRecords else { return }
+        do {
+            try log.flush()
+        } catch {
+            stats.acceptedLogWriteFailures += 1
+        }
     }
 
     // MARK: - IOHandler
@@ -183,7 +178,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
             published.withLock { $0 = snapshot }
         }
         if stopping && connections.isEmpty && !acceptArmed && !stoppedFlag.load(ordering: .relaxed) {
-            try? log?.flush()
+            flushAcceptedLog()
             stoppedFlag.store(true, ordering: .releasing)
         }
     }
@@ -229,42 +224,74 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     }
 
     func makeAuthState() -> ConnectionAuthState {
-        let policy = ProviderTokenPolicy(
-            keyID: configuration.keyID, teamID: configuration.teamID, tokenMaxAge: configuration.tokenMaxAge,
-            maxClockSkew: configuration.maxTokenClockSkew, minTokenRefreshInterval: configuration.minTokenRefreshInterval,
-            wedgeAfterExpiredToken: configuration.wedgeAfterExpiredToken)
-        return ConnectionAuthState(policy: policy, verifier: verifier)
+        ConnectionAuthState(policy: configuration.providerTokenPolicy, verifier: verifier)
     }
 
     // MARK: - Streams
 
+    /// A slot for a new stream. When every slot is busy the pool grows by a chunk (an allocation, only when
+    /// this worker's concurrency reaches a new high), so a stream within each connection's advertised
+    /// limit is refused only above `maxStreamsPerWorker`.
     func acquireStream(connection: SimulatorConnection, streamID: Int32) -> Int? {
+        if headPool.available == 0 && headPool.capacity < maxStreams { growStreams() }
         guard let slot = headPool.acquire() else { return nil }  // refused; counted when the reset is sent
-        states[slot] = StreamState(owner: connection.serial, streamID: streamID)
+        slots.state(slot).pointee = StreamState(owner: connection.serial, streamID: streamID)
+        let inUse = headPool.capacity - headPool.available
+        if inUse > stats.maxStreamsInUse { stats.maxStreamsInUse = inUse }
         return slot
     }
 
+    private func growStreams() {
+        let target = min(maxStreams, headPool.capacity + StreamSlots.slotsPerChunk)
+        slots.grow(to: target)
+        headPool.grow(to: target)
+        stats.streamPoolGrowths += 1
+    }
+
     func releaseStream(_ slot: Int) {
-        states[slot] = StreamState()
+        slots.state(slot).pointee = StreamState()
         headPool.release(slot)
     }
 
     /// Frees the heads of every stream of a connection that is going away.
     func releaseAllStreams(of connection: SimulatorConnection, session: OpaquePointer) {
-        for slot in 0..<headPool.capacity where states[slot].owner == connection.serial {
-            nghttp2_session_set_stream_user_data(session, states[slot].streamID, nil)
+        for slot in 0..<headPool.capacity where slots.state(slot).pointee.owner == connection.serial {
+            nghttp2_session_set_stream_user_data(session, slots.state(slot).pointee.streamID, nil)
             releaseStream(slot)
         }
     }
 
-    func streamState(_ slot: Int) -> UnsafeMutablePointer<StreamState> { states + slot }
+    func streamState(_ slot: Int) -> UnsafeMutablePointer<StreamState> { slots.state(slot) }
 
     func responseBody(_ slot: Int) -> UnsafeMutableRawPointer {
-        responses + slot * Self.responseStride + Self.bodyOffset
+        slots.response(slot) + StreamSlots.bodyOffset
     }
 
-    func sampleLatency() -> UInt64 {
-        UInt64(max(0, configuration.latency.sample(using: &random)))
+    // MARK: - Injected faults (decided on this thread, from the worker's seeded PRNG)
+
+    /// Whether to refuse a new stream (REFUSED_STREAM before it is read).
+    func drawRefusedStream() -> Bool {
+        let probability = configuration.refusedStreamProbability
+        guard probability > 0, random.nextUnitInterval() < probability else { return false }
+        stats.streamsRefusedInjected += 1
+        return true
+    }
+
+    /// For a new connection: after how many decided requests it is reset, or nil.
+    func drawConnectionReset() -> Int? {
+        guard let rule = configuration.connectionReset, rule.probability > 0,
+            random.nextUnitInterval() < rule.probability
+        else { return nil }
+        return rule.afterRequests
+    }
+
+    /// How long to wait before answering a decided request: a held response's delay, else the latency model.
+    func responseDelay() -> UInt64 {
+        if let held = configuration.heldResponses, held.probability > 0, random.nextUnitInterval() < held.probability {
+            stats.responsesHeld += 1
+            return UInt64(held.delayNanoseconds)
+        }
+        return UInt64(max(0, configuration.latency.sample(using: &random)))
     }
 
     /// Decides the stream's answer and prepares its response bytes (apns-id echo, error JSON).
@@ -276,11 +303,11 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         let head = headPool.head(at: slot)
         let decision = validator.decide(head.pointee, auth: connection.auth, now: wallClock)
         stats.record(decision, bodyBytes: head.pointee.bodyByteCount)
-        let state = states + slot
+        let state = slots.state(slot)
         state.pointee.status = Int16(decision.status)
-        let base = responses + slot * Self.responseStride
+        let base = slots.response(slot)
         // apns-id: echo a valid one from the request, otherwise generate one (APNs does the same).
-        let apnsID = UnsafeMutableRawBufferPointer(start: base + Self.apnsIDOffset, count: 36)
+        let apnsID = UnsafeMutableRawBufferPointer(start: base + StreamSlots.apnsIDOffset, count: 36)
         if let sent = head.pointee.value(.apnsID), APNsIDGenerator.isValidAPNsID(sent) {
             apnsID.copyMemory(from: sent)
             for index in 0..<36 where apnsID[index] >= 0x41 && apnsID[index] <= 0x46 { apnsID[index] += 0x20 }
@@ -293,12 +320,20 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
             state.pointee.bodyCount = 0
             if configuration.environment == .sandbox {
                 MessageIDWriter.writeRandomUUID(
-                    into: UnsafeMutableRawBufferPointer(start: base + Self.uniqueIDOffset, count: 36), using: &random)
+                    into: UnsafeMutableRawBufferPointer(start: base + StreamSlots.uniqueIDOffset, count: 36), using: &random)
             }
-            if let log { try? log.append(head.pointee, apnsID: UnsafeRawBufferPointer(apnsID), now: wallClock) }
+            // Buffered here; written (flushAcceptedLog) before this 200 can leave.
+            if let log {
+                do {
+                    try log.append(head.pointee, apnsID: UnsafeRawBufferPointer(apnsID), now: wallClock)
+                } catch {
+                    stats.acceptedLogWriteFailures += 1
+                }
+            }
         case .reject:
             state.pointee.accepted = false
-            let body = UnsafeMutableRawBufferPointer(start: base + Self.bodyOffset, count: Self.responseStride - Self.bodyOffset)
+            let body = UnsafeMutableRawBufferPointer(
+                start: base + StreamSlots.bodyOffset, count: StreamSlots.responseStride - StreamSlots.bodyOffset)
             state.pointee.bodyCount = Int32(ErrorResponseBodies.shared.write(decision, into: body))
         }
         return decision
@@ -307,15 +342,15 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
 
     /// Fills the header scratch for the stream's response; returns the header count.
     func responseHeaders(slot: Int) -> (UnsafeMutablePointer<nghttp2_nv>, Int) {
-        let state = states[slot]
-        let base = responses + slot * Self.responseStride
+        let state = slots.state(slot).pointee
+        let base = slots.response(slot)
         var count = 0
         headerScratch[count] = HTTP2.header(":status", StatusText.pointer(Int(state.status)), 3)
         count += 1
-        headerScratch[count] = HTTP2.header("apns-id", base + Self.apnsIDOffset, 36, noIndex: true)
+        headerScratch[count] = HTTP2.header("apns-id", base + StreamSlots.apnsIDOffset, 36, noIndex: true)
         count += 1
         if state.accepted && configuration.environment == .sandbox {
-            headerScratch[count] = HTTP2.header("apns-unique-id", base + Self.uniqueIDOffset, 36, noIndex: true)
+            headerScratch[count] = HTTP2.header("apns-unique-id", base + StreamSlots.uniqueIDOffset, 36, noIndex: true)
             count += 1
         }
         if state.bodyCount > 0 {

@@ -11,10 +11,17 @@ struct SimulateCommand: ParsableCommand {
         commandName: "simulate",
         abstract: "Run an APNs simulator: the real protocol over TLS + HTTP/2, with latency and fault injection.",
         discussion: """
-            With no --cert/--key it writes a fresh localhost CA and certificate into --state-dir and prints \
-            the CA path (give it to clients as --ca-file). With no --jwt-key it writes a provider key pair \
-            there too and prints the flags `fanfare push` needs. Stop it with Ctrl-C (or --duration); it \
-            prints a summary of every answer by status and reason.
+            With no --cert/--key it uses the localhost CA and certificate in --state-dir, writing them the \
+            first time, and prints the CA path (give it to clients as --ca-file): a restarted simulator keeps \
+            its certificate, so clients keep trusting it. With no --jwt-key it does the same with a provider \
+            key pair and prints the flags `fanfare push` needs. Files found there are checked first (chain, \
+            validity dates, key pairs); if they are partial, corrupt, expired or mismatched it stops with the \
+            problem: --regenerate-state writes new ones. Stop it with Ctrl-C (or --duration); it prints a \
+            summary of every answer by status and reason.
+
+            Faults for load and fault tests: --fault (steady), --fault-burst (on and off), --refuse-streams, \
+            --goaway-after, --drop-streams-after-rejection, --reset-connections, --hold-responses, --latency. \
+            With --log, every accepted push is in the file before its 200 is sent, so it survives kill -9.
             """
     )
 
@@ -30,8 +37,11 @@ struct SimulateCommand: ParsableCommand {
     @Option(help: "Public key (PEM) that provider tokens must be signed with (the .p8 also works).")
     var jwtKey: String?
 
-    @Option(help: "Directory for generated certificates and keys.")
+    @Option(help: "Directory for generated certificates and keys (reused when valid).")
     var stateDir: String = ".fanfare-simulator"
+
+    @Flag(help: "Write a new CA, server certificate and provider key into --state-dir even if valid ones are there.")
+    var regenerateState = false
 
     @Option(help: "The only accepted JWT team ID (iss).")
     var teamId: String = "TEAMID0001"
@@ -66,6 +76,22 @@ struct SimulateCommand: ParsableCommand {
     @Option(help: "Inject a failure into valid pushes: Reason:probability (repeatable), e.g. TooManyRequests:0.01.")
     var fault: [String] = []
 
+    @Option(help: ArgumentHelp(
+        "A fault that switches on and off: Reason:probability:LENGTH/PERIOD (repeatable).",
+        discussion: "During the last LENGTH of every PERIOD, both request counts or both durations: ServiceUnavailable:1:200/2000, TooManyRequests:0.5:100ms/1s."))
+    var faultBurst: [String] = []
+
+    @Option(help: "Refuse this share of new streams with RST_STREAM REFUSED_STREAM (0...1).")
+    var refuseStreams: Double = 0
+
+    @Option(help: ArgumentHelp(
+        "Reset a share of connections (TCP RST) after N requests: probability:N, e.g. 0.5:1000.",
+        discussion: "The N-th request is decided (logged if accepted) and never answered; requests still in flight are lost."))
+    var resetConnections: String?
+
+    @Option(help: "Answer a share of requests only after a delay, e.g. past a client's deadline: probability:duration, e.g. 0.001:30s.")
+    var holdResponses: String?
+
     @Option(help: "Send GOAWAY on a connection after this many requests.")
     var goawayAfter: Int?
 
@@ -81,7 +107,13 @@ struct SimulateCommand: ParsableCommand {
     @Flag(help: "After ExpiredProviderToken, reject everything on that connection.")
     var wedgeAfterExpiredToken = false
 
-    @Option(help: "Write every accepted push as a JSON line to this file.")
+    @Flag(help: "Provider tokens: accept only a JSON number as iat (APNs also accepts a decimal string, as APNSwift sends).")
+    var strictProviderToken = false
+
+    @Option(help: "Most requests one worker thread holds at once; more are refused (default: no limit beyond --max-streams per connection).")
+    var maxStreamsPerThread: Int?
+
+    @Option(help: "Append every accepted push as a JSON line to this file (written before its 200 is sent).")
     var log: String?
 
     @Option(help: "Stop after this many seconds (default: run until interrupted).")
@@ -126,9 +158,26 @@ struct SimulateCommand: ParsableCommand {
         configuration.faults = try fault.map { text throws in
             do { return try FaultRule(parsing: text) } catch { throw UsageError("--fault: \(error)") }
         }
+        configuration.faultBursts = try faultBurst.map { text throws in
+            do { return try FaultBurst(parsing: text) } catch { throw UsageError("--fault-burst: \(error)") }
+        }
+        guard refuseStreams >= 0 && refuseStreams <= 1 else { throw UsageError("--refuse-streams must be in 0...1") }
+        configuration.refusedStreamProbability = refuseStreams
+        if let resetConnections {
+            do { configuration.connectionReset = try ConnectionResetRule(parsing: resetConnections) } catch {
+                throw UsageError("--reset-connections: \(error)")
+            }
+        }
+        if let holdResponses {
+            do { configuration.heldResponses = try HeldResponseRule(parsing: holdResponses) } catch {
+                throw UsageError("--hold-responses: \(error)")
+            }
+        }
+        if let goawayAfter, goawayAfter < 1 { throw UsageError("--goaway-after must be at least 1") }
         configuration.goAwayAfterStreams = goawayAfter
         configuration.perTokenRateLimit = perTokenRate
         configuration.wedgeAfterExpiredToken = wedgeAfterExpiredToken
+        configuration.strictProviderToken = strictProviderToken
         configuration.seed = seed
         guard let reply = SimulatorConfiguration.UnknownTokenReply(rawValue: unknownTokenReply) else {
             throw UsageError("--unknown-token-reply must be unregistered or badDeviceToken")
@@ -154,7 +203,23 @@ struct SimulateCommand: ParsableCommand {
         options.threads = threads
         options.cpuAffinity = try cpus.map { try parseCPUList($0) }
         options.acceptedLogPath = log
+        if let maxStreamsPerThread {
+            guard maxStreamsPerThread >= 1 else { throw UsageError("--max-streams-per-thread must be at least 1") }
+            options.maxStreamsPerWorker = maxStreamsPerThread
+        }
         return try APNsSimulator(configuration: configuration, options: options)
+    }
+
+    private var state: SimulatorStateDirectory { SimulatorStateDirectory(path: stateDir) }
+
+    /// A state-dir problem, with the way out.
+    private func stateError(_ error: SimulatorStateError) -> UsageError {
+        switch error {
+        case .unusable:
+            UsageError("\(error)\n--regenerate-state writes new files (clients then need the new ca.pem / .p8), or pass --cert/--key and --jwt-key")
+        case .cannotGenerate, .badKeyID:
+            UsageError("\(error)")
+        }
     }
 
     private func makeServerTLS() throws -> TLSContext {
@@ -162,23 +227,30 @@ struct SimulateCommand: ParsableCommand {
         if let cert, let key {
             return try TLSContext.server(certificateFile: cert, privateKeyFile: key)
         }
-        let generated = try CertificateAuthority.generateLocalhostChain(in: stateDir)
-        print("generated a localhost certificate; clients trust it with --ca-file \(generated.caCertificateFile)")
-        return try TLSContext.server(certificateFile: generated.certificateFile, privateKeyFile: generated.privateKeyFile)
+        let files: GeneratedCertificates
+        do {
+            let (prepared, origin) = try state.prepareCertificates(regenerate: regenerateState)
+            files = prepared
+            print(origin == .generated
+                ? "generated a localhost certificate; clients trust it with --ca-file \(files.caCertificateFile)"
+                : "reusing the localhost certificate in \(stateDir); clients trust it with --ca-file \(files.caCertificateFile)")
+        } catch {
+            throw stateError(error)
+        }
+        return try TLSContext.server(certificateFile: files.certificateFile, privateKeyFile: files.privateKeyFile)
     }
 
     private func makeVerifier() throws -> ES256ProviderTokenVerifier {
         if let jwtKey {
             return ES256ProviderTokenVerifier(try ProviderTokenVerifier(publicKeyPEMFile: jwtKey))
         }
-        let privatePath = (stateDir as NSString).appendingPathComponent("AuthKey_\(keyId).p8")
-        let publicPath = (stateDir as NSString).appendingPathComponent("AuthKey_\(keyId).pub.pem")
-        if !FileManager.default.fileExists(atPath: publicPath) {
-            try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
-            try ProviderKeyGenerator.generate(privateKeyFile: privatePath, publicKeyFile: publicPath)
+        do {
+            _ = try state.prepareProviderKey(keyID: keyId, regenerate: regenerateState)
+        } catch {
+            throw stateError(error)
         }
-        print("provider key: --auth-key \(privatePath) --key-id \(keyId) --team-id \(teamId) --bundle-id \(bundleId)")
-        return ES256ProviderTokenVerifier(try ProviderTokenVerifier(publicKeyPEMFile: publicPath))
+        print("provider key: --auth-key \(state.providerPrivateKeyFile(keyID: keyId)) --key-id \(keyId) --team-id \(teamId) --bundle-id \(bundleId)")
+        return ES256ProviderTokenVerifier(try ProviderTokenVerifier(publicKeyPEMFile: state.providerPublicKeyFile(keyID: keyId)))
     }
 }
 
