@@ -23,8 +23,19 @@ public enum TransportCloseReason: Sendable, CustomStringConvertible, Equatable {
     case connectFailed(errno: Int32, address: String)
     case socketError(operation: String, errno: Int32)
     case tls(String)
+    /// We rejected the server's certificate (untrusted CA, wrong host name, expired): a configuration
+    /// error that retrying does not fix.
+    case certificateRejected(String)
     case protocolError(String)
     case timeout(String)
+
+    /// The connection never got as far as TLS (so another address of the host may work).
+    public var isConnectFailure: Bool {
+        switch self {
+        case .connectFailed, .timeout, .socketError: return true
+        default: return false
+        }
+    }
 
     public var description: String {
         switch self {
@@ -33,6 +44,7 @@ public enum TransportCloseReason: Sendable, CustomStringConvertible, Equatable {
         case .connectFailed(let e, let address): return "cannot connect to \(address): \(IOError.describe(errno: e))"
         case .socketError(let op, let e): return "\(op) failed: \(IOError.describe(errno: e))"
         case .tls(let message): return "TLS: \(message)"
+        case .certificateRejected(let message): return "TLS: \(message)"
         case .protocolError(let message): return "HTTP/2: \(message)"
         case .timeout(let what): return "timed out \(what)"
         }
@@ -402,7 +414,7 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
             needsFlush = true
         case .failed(let failure):
             flushCiphertext()  // deliver the alert to the peer, best effort
-            beginClose(.tls(failure.description))
+            beginClose(failure.kind == .peerCertificateRejected ? .certificateRejected(failure.description) : .tls(failure.description))
         }
     }
 
