@@ -136,14 +136,17 @@ public final class APNsClient: Sendable {
 
     /// Any thread: tells worker `index`'s producer it has new work, so the worker polls it now even if it last
     /// answered `.wait` (a fan-out shard calls this after queueing a command). Lock-free; one eventfd write.
+    /// An index outside `0..<workerCount` names no worker and is ignored.
     public func kickProducer(worker index: Int) {
+        guard workers.indices.contains(index) else { return }
         workers[index].kickProducer()
     }
 
     /// Which worker (and so which producer) handles `token`: `submit` routes by this, and a fan-out shard
     /// that owns a token's state must be the same worker.
+    /// A `workerCount` below 1 counts as 1.
     public static func workerIndex(for token: DeviceToken, workerCount: Int) -> Int {
-        Int(token.shardHash % UInt64(workerCount))
+        Int(token.shardHash % UInt64(max(1, workerCount)))
     }
 
     /// True once every worker's producer said `.finished` (false when there are no producers).

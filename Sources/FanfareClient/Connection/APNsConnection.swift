@@ -234,7 +234,12 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     override func http2ResponseHeader(request: Int, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
         // ":status" is the only field the outcome needs (the body carries the reason).
         guard name.count == 7, memcmp(name.baseAddress!, Self.statusName.utf8Start, 7) == 0 else { return }
-        slots[request].pointee.status = Int32(HTTP2.parseDecimal(value.baseAddress!.assumingMemoryBound(to: UInt8.self), value.count))
+        // Three digits (RFC 9110 §15); anything else is the server's garbage, not an answer (-1: malformed).
+        var status = -1
+        if value.count == 3, let base = value.baseAddress {
+            status = HTTP2.parseDecimal(base.assumingMemoryBound(to: UInt8.self), 3)
+        }
+        slots[request].pointee.status = status >= 100 ? Int32(status) : -1
     }
 
     override func http2ResponseData(request: Int, bytes: UnsafeRawBufferPointer) {
@@ -266,6 +271,8 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
                 // it goes to another connection.
                 let why = state == .closed ? closeCause : goAwayReason ?? HTTP2ErrorCode.name(errorCode)
                 worker.resend(job, cause: "\(why) (stream not processed)")
+            } else if status < 0 {
+                worker.unconfirmed(job, cause: "the server's answer had a malformed :status")
             } else if state == .closed {
                 worker.unconfirmed(job, cause: "connection ended: \(closeCause)")
             } else {
