@@ -1,4 +1,5 @@
 import Glibc
+import FanfareCore
 import FanfareIO
 import FanfareTLS
 
@@ -414,7 +415,9 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
             needsFlush = true
         case .failed(let failure):
             flushCiphertext()  // deliver the alert to the peer, best effort
-            beginClose(failure.kind == .peerCertificateRejected ? .certificateRejected(failure.description) : .tls(failure.description))
+            // OpenSSL's text can carry what the peer sent (names, alert data): kept printable.
+            let message = PrintableText.escaping(failure.description)
+            beginClose(failure.kind == .peerCertificateRejected ? .certificateRejected(message) : .tls(message))
         }
     }
 
@@ -433,7 +436,7 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
                 beginClose(.peerClosed)
                 return
             case .failed(let failure):
-                beginClose(.tls(failure.description))
+                beginClose(.tls(PrintableText.escaping(failure.description)))
                 return
             }
         }
@@ -451,7 +454,7 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
                 offset += written
             case .failed(let failure):
                 plaintextOutCount = 0
-                beginClose(.tls(failure.description))
+                beginClose(.tls(PrintableText.escaping(failure.description)))
                 return false
             }
         }
