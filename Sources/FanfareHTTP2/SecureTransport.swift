@@ -1,4 +1,5 @@
 import Glibc
+import FanfareCore
 import FanfareIO
 import FanfareTLS
 
@@ -23,8 +24,19 @@ public enum TransportCloseReason: Sendable, CustomStringConvertible, Equatable {
     case connectFailed(errno: Int32, address: String)
     case socketError(operation: String, errno: Int32)
     case tls(String)
+    /// We rejected the server's certificate (untrusted CA, wrong host name, expired): a configuration
+    /// error that retrying does not fix.
+    case certificateRejected(String)
     case protocolError(String)
     case timeout(String)
+
+    /// The connection never got as far as TLS (so another address of the host may work).
+    public var isConnectFailure: Bool {
+        switch self {
+        case .connectFailed, .timeout, .socketError: return true
+        default: return false
+        }
+    }
 
     public var description: String {
         switch self {
@@ -33,6 +45,7 @@ public enum TransportCloseReason: Sendable, CustomStringConvertible, Equatable {
         case .connectFailed(let e, let address): return "cannot connect to \(address): \(IOError.describe(errno: e))"
         case .socketError(let op, let e): return "\(op) failed: \(IOError.describe(errno: e))"
         case .tls(let message): return "TLS: \(message)"
+        case .certificateRejected(let message): return "TLS: \(message)"
         case .protocolError(let message): return "HTTP/2: \(message)"
         case .timeout(let what): return "timed out \(what)"
         }
@@ -412,7 +425,9 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
             needsFlush = true
         case .failed(let failure):
             flushCiphertext()  // deliver the alert to the peer, best effort
-            beginClose(.tls(failure.description))
+            // OpenSSL's text can carry what the peer sent (names, alert data): kept printable.
+            let message = PrintableText.escaping(failure.description)
+            beginClose(failure.kind == .peerCertificateRejected ? .certificateRejected(message) : .tls(message))
         }
     }
 
@@ -431,7 +446,7 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
                 beginClose(.peerClosed)
                 return
             case .failed(let failure):
-                beginClose(.tls(failure.description))
+                beginClose(.tls(PrintableText.escaping(failure.description)))
                 return
             }
         }
@@ -449,7 +464,7 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
                 offset += written
             case .failed(let failure):
                 plaintextOutCount = 0
-                beginClose(.tls(failure.description))
+                beginClose(.tls(PrintableText.escaping(failure.description)))
                 return false
             }
         }

@@ -17,9 +17,8 @@ public struct LoadPlan: Sendable {
     /// How often `progress` is called.
     public var progressInterval: Duration = .seconds(1)
 
+    /// `LoadRunner.run` checks the plan (`validate()`) before it sends anything.
     public init(pushes: Int?, duration: Duration?, rate: Double?, tokens: [DeviceToken], payload: LoadPayload) {
-        precondition(pushes != nil || duration != nil, "a load plan needs a push count or a duration")
-        precondition(!tokens.isEmpty)
         self.pushes = pushes
         self.duration = duration
         self.rate = rate
@@ -38,12 +37,44 @@ public struct LoadProgress: Sendable {
     public var p99Milliseconds: Double      // over the whole run so far
 }
 
+/// A load plan that cannot run, with what to change.
+public struct LoadPlanError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}
+
+extension LoadPlan {
+    public enum Limits {
+        public static let minimumRate = 0.001
+        public static let maximumRate = 1e9
+        public static let longestDurationSeconds = 30.0 * 24 * 3600
+        public static let generatedTokens = 10_000_000
+    }
+
+    /// Throws the first value that cannot work (a rate, duration or count that would overflow a schedule).
+    public func validate() throws(LoadPlanError) {
+        guard pushes != nil || duration != nil else { throw LoadPlanError("a load plan needs a push count or a duration") }
+        if let pushes, pushes <= 0 { throw LoadPlanError("pushes \(pushes) must be positive") }
+        if let duration, !(duration > .zero && duration <= .seconds(Limits.longestDurationSeconds)) {
+            throw LoadPlanError("duration \(duration) must be positive and at most \(Int(Limits.longestDurationSeconds)) s")
+        }
+        if let rate, !(rate >= Limits.minimumRate && rate <= Limits.maximumRate) {
+            throw LoadPlanError("rate \(rate) must be \(Limits.minimumRate)...\(Limits.maximumRate) pushes per second")
+        }
+        guard !tokens.isEmpty else { throw LoadPlanError("a load plan needs at least one token") }
+        guard progressInterval > .zero && progressInterval <= .seconds(3600) else {
+            throw LoadPlanError("progressInterval \(progressInterval) must be positive and at most an hour")
+        }
+    }
+}
+
 /// Drives a load plan through a real `APNsClient` and reports what happened.
 public enum LoadRunner {
     public static func run(
         client configuration: ClientConfiguration, plan: LoadPlan, progress: ((LoadProgress) -> Void)? = nil,
         shouldStop: () -> Bool = { false }
     ) throws -> LoadReport {
+        try plan.validate()
         let workers = configuration.workerCount
         let recorder = LoadRecorder(workers: workers)
         let start = IOLoop.monotonicNanoseconds()
@@ -75,6 +106,11 @@ public enum LoadRunner {
             let produced = generators.reduce(0) { $0 + $1.producedCount }
             if client.producersFinished && recorder.completed >= produced { break }
             let now = IOLoop.monotonicNanoseconds()
+            if let rejection = client.certificateRejection {
+                // A configuration error (wrong CA, wrong host): waiting for the deadline would not fix it.
+                stopReason = "the endpoint's certificate was rejected: \(rejection)"
+                break
+            }
             if produced != lastProgress.produced || recorder.completed != lastProgress.completed {
                 lastProgress = (now, produced, recorder.completed)
             } else if now &- lastProgress.time > stallLimit, produced == recorder.completed,

@@ -18,6 +18,7 @@ import Testing
         var configuration = try harness.clientConfiguration()
         configuration.connectionsPerWorker = 2
         configuration.firstRequestAlone = false
+        configuration.resendUnconfirmed = true  // pushes the first server took but never answered go again
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
         let count = 600
@@ -37,6 +38,8 @@ import Testing
         let undelivered = results.values.filter { !$0.isDelivered }
         #expect(undelivered.isEmpty, "\(undelivered.prefix(3).map(\.disposition))")
         #expect(results.values.contains { $0.resends > 0 }, "pushes cut off by the restart were sent again")
+        #expect(results.values.contains { $0.possibleDuplicate }, "and marked: the first server may have processed them")
+        #expect(results.values.filter { $0.possibleDuplicate }.allSatisfy { $0.resends > 0 })
         #expect(client.statistics.connectionsOpened > 2)
         harness.shutdown()
         let first = harness.simulator.statistics().accepted
@@ -88,7 +91,7 @@ import Testing
 
 @Suite struct SimulatorShutdownTests {
     /// The simulator's GOAWAY(Shutdown) reaches the client before the socket closes, so a push it cut off
-    /// says why (with no resends allowed, it ends with that cause).
+    /// says why. The push went out and got no answer: unconfirmed (APNs may have processed it), not resent.
     @Test func simulatorShutdownSendsGoAwayWithItsReason() async throws {
         var simulator = SimulatorConfiguration()
         simulator.latency = .fixed(nanoseconds: 10_000_000_000)  // never answered before the shutdown
@@ -107,11 +110,12 @@ import Testing
         #expect(stopped != nil, "the simulator has the request")
         #expect(await collector.waitFor(count: 1))
         let result = try #require(collector.all.first)
-        guard case .failed(.resendLimitReached(let cause)) = result.disposition else {
-            Issue.record("expected resendLimitReached, got \(result.disposition)")
+        guard case .failed(.unconfirmed(let cause)) = result.disposition else {
+            Issue.record("expected unconfirmed, got \(result.disposition)")
             return
         }
         #expect(cause.contains("GOAWAY") && cause.contains("Shutdown"), "cause: \(cause)")
+        #expect(result.resends == 0)
     }
 
     /// A stopped simulator closes its listener: clients are refused at once rather than left in a TLS

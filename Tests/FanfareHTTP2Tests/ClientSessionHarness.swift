@@ -9,6 +9,8 @@ import Glibc
 final class MemoryOutput: HTTP2FrameSink {
     private let capacity: Int
     var backedUp = false
+    /// A transport that is closing: reservations fail and nothing more is written.
+    var closed = false
     override var plaintextCapacity: Int { capacity }
     override var isBackedUp: Bool { backedUp }
     private let scratch: UnsafeMutableRawPointer
@@ -24,7 +26,7 @@ final class MemoryOutput: HTTP2FrameSink {
 
     override func reservePlaintext(_ count: Int) -> UnsafeMutableRawPointer? {
         precondition(count <= capacity)
-        return scratch
+        return closed ? nil : scratch
     }
 
     override func commitPlaintext(_ count: Int) {
@@ -252,9 +254,9 @@ final class TestClient: HTTP2ClientSessionDelegate {
     private var pushType: HPACKCachedField!
     var extraHeaders: [Int: [(String, String)]] = [:]
 
-    init(capacity: Int = 256, settings: HTTP2ClientSession.LocalSettings = .init()) {
+    init(capacity: Int = 256, settings: HTTP2ClientSession.LocalSettings = .init(), firstStreamID: Int32 = 1) {
         super.init()
-        session = HTTP2ClientSession(transport: output, delegate: self, capacity: capacity, settings: settings)
+        session = HTTP2ClientSession(transport: output, delegate: self, capacity: capacity, settings: settings, firstStreamID: firstStreamID)
         authority = session.registerRepeatedField(nameIndex: HPACKStaticTable.authority, name: ":authority", value: "api.push.apple.com")
         authorization = session.registerRepeatedField(nameIndex: HPACKStaticTable.authorization, name: "authorization", value: "bearer first")
         topic = session.registerRepeatedField(nameIndex: nil, name: "apns-topic", value: "com.example.app.push-type.liveactivity")
@@ -366,4 +368,25 @@ func pump(_ client: TestClient, _ server: NGHTTP2Server, chunk: Int = .max, roun
         }
         if toServer.isEmpty && toClient.isEmpty && !client.session.wantsWrite { return }
     }
+}
+
+/// One raw HTTP/2 frame, for feeding the client bytes no well-behaved server would send.
+func rawFrame(type: UInt8, flags: UInt8 = 0, stream: Int32 = 0, payload: [UInt8] = []) -> [UInt8] {
+    let length = payload.count
+    return [UInt8(length >> 16 & 0xff), UInt8(length >> 8 & 0xff), UInt8(length & 0xff), type, flags]
+        + withUnsafeBytes(of: UInt32(bitPattern: stream).bigEndian, Array.init) + payload
+}
+
+/// The frames in `bytes` (type, flags, stream, payload), in order.
+func parseFrames(_ bytes: [UInt8]) -> [(type: UInt8, flags: UInt8, stream: Int32, payload: [UInt8])] {
+    var frames: [(type: UInt8, flags: UInt8, stream: Int32, payload: [UInt8])] = []
+    var offset = 0
+    while offset + 9 <= bytes.count {
+        let length = Int(bytes[offset]) << 16 | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2])
+        let stream = Int32(bytes[offset + 5] & 0x7f) << 24 | Int32(bytes[offset + 6]) << 16 | Int32(bytes[offset + 7]) << 8 | Int32(bytes[offset + 8])
+        guard offset + 9 + length <= bytes.count else { break }
+        frames.append((bytes[offset + 3], bytes[offset + 4], stream, Array(bytes[(offset + 9)..<(offset + 9 + length)])))
+        offset += 9 + length
+    }
+    return frames
 }

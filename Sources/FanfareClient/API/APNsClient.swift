@@ -29,32 +29,49 @@ public final class APNsClient: Sendable {
     private let workers: [PushWorker]
     private let threads: [IOThread]
     private let dispatcher: ResultDispatcher
+    private let resolver: HostResolver
     private let isShutDown = Atomic<Bool>(false)
     private let nextTicket = Atomic<UInt64>(1)
 
     /// Starts the worker threads; connections open in the background (with back-off on failure).
     /// - Parameter producers: optional, one per worker: each worker pulls pushes from its producer on its own
     ///   thread as streams free up (see `PushProducer`); `submit` still works alongside.
+    /// - Throws: `ClientConfigurationError` for a configuration the client cannot work with (see
+    ///   `ClientConfiguration.validate()`), `IOError` when a thread or ring cannot be created.
     public init(configuration: ClientConfiguration, resultHandler: PushResultHandler? = nil, producers: [PushProducer]? = nil) throws {
-        precondition(producers == nil || producers!.count == configuration.workerCount, "one producer per worker")
-        precondition(configuration.workerCount > 0 && configuration.connectionsPerWorker > 0)
-        precondition(configuration.maxConcurrentStreamsPerConnection > 0)
+        try configuration.validate()
+        if let producers, producers.count != configuration.workerCount {
+            throw ClientConfigurationError.producerCount(given: producers.count, workers: configuration.workerCount)
+        }
         try Self.checkHeaderBlockFits(configuration)
         self.configuration = configuration
         let dispatcher = ResultDispatcher(forward: resultHandler)
         self.dispatcher = dispatcher
+        let resolver = try HostResolver()
+        self.resolver = resolver
         var workers: [PushWorker] = []
         for index in 0..<configuration.workerCount {
             workers.append(
-                PushWorker(index: index, configuration: configuration, resultHandler: dispatcher, producer: producers?[index]))
+                PushWorker(
+                    index: index, configuration: configuration, resultHandler: dispatcher, resolver: resolver, producer: producers?[index]))
         }
         self.workers = workers
         var threads: [IOThread] = []
-        for worker in workers {
-            let cpu = configuration.cpuAffinity.map { $0[worker.index % $0.count] }
-            threads.append(try IOThread(name: "fanfare-w\(worker.index)", cpu: cpu) { loop in
-                worker.attach(to: loop)
-            })
+        do {
+            for worker in workers {
+                let cpu = configuration.cpuAffinity.map { $0[worker.index % $0.count] }
+                threads.append(try IOThread(name: "fanfare-w\(worker.index)", cpu: cpu) { loop in
+                    worker.attach(to: loop)
+                })
+            }
+        } catch {
+            // The threads that did start stop again (no push was taken yet).
+            for (index, thread) in threads.enumerated() {
+                workers[index].requestStop()
+                thread.join()
+            }
+            resolver.stop()
+            throw error
         }
         self.threads = threads
     }
@@ -77,15 +94,20 @@ public final class APNsClient: Sendable {
     }
 
     /// Queues a push. Any thread; never blocks. A full worker inbox is reported, not dropped.
+    ///
+    /// A push that `submit` accepts gets exactly one result, even when `shutdown` runs at the same time on
+    /// another thread (then `.failed(.shutdown)`); one it refuses throws and gets none.
     public func submit(_ job: PushJob) throws(SubmitError) {
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
         var job = job
         let now = IOLoop.monotonicNanoseconds()
         job.submittedAt = job.scheduledAt ?? now
-        let timeout = (job.timeout ?? configuration.requestTimeout).nanoseconds
-        job.deadline = timeout == 0 ? 0 : now &+ timeout
+        job.deadline = PushWorker.deadline(now: now, timeout: job.timeout ?? configuration.requestTimeout)
         let worker = workers[Self.workerIndex(for: job.token, workerCount: workers.count)]
-        guard worker.inbox.enqueue(job) else { throw .backPressure(worker: worker.index) }
+        guard worker.inbox.enqueue(job) else {
+            // A closed inbox means shutdown began: the push was not taken.
+            throw worker.inbox.isClosed ? .shutDown : .backPressure(worker: worker.index)
+        }
         worker.counters.submitted.add(1, ordering: .relaxed)
         worker.waker?.wake()
     }
@@ -114,14 +136,17 @@ public final class APNsClient: Sendable {
 
     /// Any thread: tells worker `index`'s producer it has new work, so the worker polls it now even if it last
     /// answered `.wait` (a fan-out shard calls this after queueing a command). Lock-free; one eventfd write.
+    /// An index outside `0..<workerCount` names no worker and is ignored.
     public func kickProducer(worker index: Int) {
+        guard workers.indices.contains(index) else { return }
         workers[index].kickProducer()
     }
 
     /// Which worker (and so which producer) handles `token`: `submit` routes by this, and a fan-out shard
     /// that owns a token's state must be the same worker.
+    /// A `workerCount` below 1 counts as 1.
     public static func workerIndex(for token: DeviceToken, workerCount: Int) -> Int {
-        Int(token.shardHash % UInt64(workerCount))
+        Int(token.shardHash % UInt64(max(1, workerCount)))
     }
 
     /// True once every worker's producer said `.finished` (false when there are no producers).
@@ -143,13 +168,29 @@ public final class APNsClient: Sendable {
             stats.inFlight += counters.inFlight.load(ordering: .relaxed)
             stats.connectionsOpened += counters.connectionsOpened.load(ordering: .relaxed)
             stats.connectionsClosed += counters.connectionsClosed.load(ordering: .relaxed)
+            stats.certificateRejections += counters.certificateRejections.load(ordering: .relaxed)
+            stats.reconnectBackoffs += counters.reconnectBackoffs.load(ordering: .relaxed)
+            stats.unconfirmed += counters.unconfirmed.load(ordering: .relaxed)
         }
         return stats
+    }
+
+    /// Why the server's certificate was last rejected (untrusted CA, wrong host name, expired), or nil. A
+    /// configuration error: connections keep backing off and retrying, but they will not succeed until
+    /// the trust store or host is fixed. `statistics.certificateRejections` counts the rejections.
+    public var certificateRejection: String? {
+        for worker in workers {
+            if let rejection = worker.certificateRejection { return rejection }
+        }
+        return nil
     }
 
     /// Stops every worker: pushes not yet answered end as `.failed(.shutdown)`; waits for the threads.
     public func shutdown() {
         guard !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // From here a racing submit either got its push into an inbox (and the push gets its result from
+        // the worker or from finishRemainingAfterStop) or is refused with .shutDown.
+        for worker in workers { worker.inbox.close() }
         for worker in workers { worker.requestStop() }
         // Workers close their connections (TLS close_notify, kernel buffers returned) before their loops stop.
         let deadline = IOLoop.monotonicNanoseconds() &+ 5_000_000_000
@@ -164,6 +205,7 @@ public final class APNsClient: Sendable {
         // check just before it was set (and enqueued after its worker's last drain), or work left behind if
         // the stop timed out, still gets its result.
         for worker in workers { worker.finishRemainingAfterStop() }
+        resolver.stop()
     }
 
     /// The most recent connection failure of any worker (for messages when pushes get no answer).
@@ -186,6 +228,13 @@ public struct ClientStatistics: Sendable, Equatable {
     public var inFlight = 0
     public var connectionsOpened = 0
     public var connectionsClosed = 0
+    /// Connections that ended because we rejected the server's certificate (see `certificateRejection`).
+    public var certificateRejections = 0
+    /// Connections that waited out a back-off before opening (failed connects, successors of connections
+    /// that ended before they proved usable or soon after they started).
+    public var reconnectBackoffs = 0
+    /// Pushes that ended `.failed(.unconfirmed)` (sent, connection ended before an answer).
+    public var unconfirmed = 0
     public var completed: Int { delivered + rejected + failed }
 }
 

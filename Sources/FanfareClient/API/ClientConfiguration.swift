@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareIO
 import FanfareTLS
 
 /// Where and how the client connects, and the limits it keeps. Defaults follow apns-spec.md §1.
@@ -19,6 +20,13 @@ public struct ClientConfiguration: Sendable {
     public var workerCount: Int = 1
     /// Connections per worker.
     public var connectionsPerWorker: Int = 1
+    /// Which address families to connect over and in which order (the host's addresses are tried in that
+    /// order, the next one at once when a connect fails). Lookups run on a resolver thread, never on a
+    /// worker's loop.
+    public var addressFamilies: AddressFamilyPreference = .system
+    /// Connect to these addresses (tried in order, filtered by `addressFamilies`) instead of looking `host`
+    /// up; `host` still names the server for TLS and `:authority`. For pinned or proxied endpoints.
+    public var connectAddresses: [SocketAddress]? = nil
     /// Our own cap on concurrent streams per connection; the server's SETTINGS may lower it further.
     public var maxConcurrentStreamsPerConnection: Int = 1000
     /// Send exactly one request on a fresh token-auth connection and wait for its 200 before fanning out
@@ -37,7 +45,9 @@ public struct ClientConfiguration: Sendable {
     public var pingInterval: Duration = .seconds(60)
     /// ... and drop the connection if nothing arrives within this time after the PING.
     public var pingTimeout: Duration = .seconds(10)
-    /// Reconnect back-off: doubles from the minimum to the maximum, with jitter.
+    /// Reconnect back-off: doubles from the minimum to the maximum, with jitter. It applies to failed
+    /// connects and to the successors of connections that ended before they proved usable (no answer
+    /// other than a 403) or within the minimum of their start; a healthy connection's successor opens at once.
     public var reconnectBackoffMinimum: Duration = .milliseconds(100)
     public var reconnectBackoffMaximum: Duration = .seconds(30)
     /// Drain a connection and open a fresh one after this many streams (HTTP/2 stream ids run out at 2^31).
@@ -65,6 +75,75 @@ public struct ClientConfiguration: Sendable {
 
 import FanfareHTTP2
 
+extension ClientConfiguration {
+    /// Upper bounds that keep a configuration inside what the client can allocate and schedule.
+    public enum Limits {
+        public static let workers = 1024
+        public static let connectionsPerWorker = 1024
+        /// Stream slots per connection (APNs allows 1000-1500).
+        public static let streamsPerConnection = 1 << 16
+        /// Stream slots of one worker's connections together (each slot holds a job and a body buffer).
+        public static let streamsPerWorker = 1 << 20
+        /// Pending and inbox capacity per worker.
+        public static let queueCapacity = 1 << 24
+        /// The smallest connection buffer: a request's whole header block (2 KiB) must fit the plaintext one.
+        public static let minimumBuffer = 4096
+        public static let maximumBuffer = 64 << 20
+        /// Timeouts, intervals and back-off.
+        public static let longestDuration = Duration.seconds(7 * 24 * 3600)
+    }
+
+    /// Throws the first setting the client cannot work with (it would trap or allocate without bound).
+    /// `APNsClient.init` calls it.
+    public func validate() throws(ClientConfigurationError) {
+        func require(_ condition: Bool, _ field: String, _ problem: String) throws(ClientConfigurationError) {
+            if !condition { throw .invalid(field: field, problem: problem) }
+        }
+        func requireDuration(_ value: Duration, _ field: String, allowZero: Bool = false) throws(ClientConfigurationError) {
+            let lowOK = allowZero ? value >= .zero : value > .zero
+            try require(lowOK && value <= Limits.longestDuration, field,
+                "\(value) must be \(allowZero ? "at least 0" : "positive") and at most \(Limits.longestDuration)")
+        }
+        try require(!host.isEmpty && !host.utf8.contains(0), "host", "must be a non-empty host name")
+        try require(port != 0, "port", "must be 1...65535")
+        try require(!topic.isEmpty, "topic", "must not be empty")
+        try require((1...Limits.workers).contains(workerCount), "workerCount", "\(workerCount) must be 1...\(Limits.workers)")
+        try require((1...Limits.connectionsPerWorker).contains(connectionsPerWorker), "connectionsPerWorker",
+            "\(connectionsPerWorker) must be 1...\(Limits.connectionsPerWorker)")
+        try require((1...Limits.streamsPerConnection).contains(maxConcurrentStreamsPerConnection), "maxConcurrentStreamsPerConnection",
+            "\(maxConcurrentStreamsPerConnection) must be 1...\(Limits.streamsPerConnection)")
+        try require(connectionsPerWorker * maxConcurrentStreamsPerConnection <= Limits.streamsPerWorker, "maxConcurrentStreamsPerConnection",
+            "\(connectionsPerWorker) connections × \(maxConcurrentStreamsPerConnection) streams exceed \(Limits.streamsPerWorker) streams per worker")
+        try require((1...Limits.queueCapacity).contains(pendingCapacityPerWorker), "pendingCapacityPerWorker",
+            "\(pendingCapacityPerWorker) must be 1...\(Limits.queueCapacity)")
+        try require((1...Limits.queueCapacity).contains(inboxCapacityPerWorker), "inboxCapacityPerWorker",
+            "\(inboxCapacityPerWorker) must be 1...\(Limits.queueCapacity)")
+        try requireDuration(requestTimeout, "requestTimeout")
+        try requireDuration(connectTimeout, "connectTimeout")
+        try requireDuration(pingInterval, "pingInterval")
+        try requireDuration(pingTimeout, "pingTimeout")
+        try requireDuration(reconnectBackoffMinimum, "reconnectBackoffMinimum")
+        try requireDuration(reconnectBackoffMaximum, "reconnectBackoffMaximum")
+        try require(reconnectBackoffMaximum >= reconnectBackoffMinimum, "reconnectBackoffMaximum", "must be at least reconnectBackoffMinimum")
+        if let connectAddresses {
+            try require(!addressFamilies.apply(to: connectAddresses).isEmpty, "connectAddresses",
+                "none of the \(connectAddresses.count) addresses is of the families asked for (\(addressFamilies))")
+        }
+        try require(rotateAfterStreams >= 1, "rotateAfterStreams", "\(rotateAfterStreams) must be at least 1")
+        try require(maxResends >= 0, "maxResends", "\(maxResends) must not be negative")
+        if let cpuAffinity {
+            try require(!cpuAffinity.isEmpty, "cpuAffinity", "must list at least one CPU (or be nil)")
+            try require(cpuAffinity.allSatisfy { $0 >= 0 && $0 < 1024 }, "cpuAffinity", "CPU numbers must be 0...1023")
+        }
+        for (name, size) in [("receive", buffers.receive), ("plaintextIn", buffers.plaintextIn), ("plaintextOut", buffers.plaintextOut),
+            ("ciphertextOut", buffers.ciphertextOut)]
+        {
+            try require((Limits.minimumBuffer...Limits.maximumBuffer).contains(size), "buffers.\(name)",
+                "\(size) bytes must be \(Limits.minimumBuffer)...\(Limits.maximumBuffer)")
+        }
+    }
+}
+
 extension Duration {
     /// Whole nanoseconds, saturating (control plane only).
     var nanoseconds: UInt64 {
@@ -81,9 +160,17 @@ public enum ClientConfigurationError: Error, Equatable, Sendable, CustomStringCo
     /// The fixed header fields (host, topic, push type, provider token) leave no room in one request's
     /// header block.
     case headersTooLarge(bytes: Int, limit: Int)
+    /// A setting out of the range the client can work with.
+    case invalid(field: String, problem: String)
+    /// `APNsClient(producers:)` needs exactly one producer per worker.
+    case producerCount(given: Int, workers: Int)
 
     public var description: String {
         switch self {
+        case .invalid(let field, let problem):
+            return "client configuration: \(field): \(problem)"
+        case .producerCount(let given, let workers):
+            return "client configuration: \(given) producers for \(workers) workers; give one per worker"
         case .headersTooLarge(let bytes, let limit):
             return "request headers could take \(bytes) bytes, more than the \(limit) one request may use: shorten the topic or host"
         }

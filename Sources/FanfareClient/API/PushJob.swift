@@ -59,6 +59,8 @@ public struct PushJob: Sendable {
     var deadline: UInt64 = 0
     var submittedAt: UInt64 = 0
     var resends: Int = 0
+    /// An earlier attempt went out unanswered and this is its resend (`resendUnconfirmed`).
+    var possibleDuplicate = false
 
     public init(
         token: DeviceToken, payload: PushPayload, priority: PushPriority = .immediate, expiration: Int64? = nil,

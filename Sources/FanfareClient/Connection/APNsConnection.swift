@@ -11,7 +11,9 @@ import Glibc
 ///
 /// Life: connecting → ready (admits pushes while it has stream credits) → draining (GOAWAY, rotation or a
 /// stale provider token: no new streams, in-flight ones finish) → closed. Every push it accepted ends in
-/// `PushWorker.finish` or goes back to the worker for a resend; none is dropped.
+/// `PushWorker.finish` or goes back to the worker; none is dropped. Only pushes that provably never reached
+/// APNs go back for a resend (never written, REFUSED_STREAM, above a GOAWAY's last-stream-id, or answered
+/// ExpiredProviderToken); one that went out and got no answer is *unconfirmed* (`PushWorker.unconfirmed`).
 final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate, IOHandler {
     enum State: Equatable { case connecting, ready, draining, closed }
     private enum TimerTag: UInt8 { case keepAlive = 1, sweep }
@@ -26,8 +28,15 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
 
     /// The server's live SETTINGS_MAX_CONCURRENT_STREAMS (APNs starts token-auth connections at 1).
     private(set) var remoteMaxStreams = 1
-    /// False until the first 200: a fresh token-auth connection sends one request, then fans out.
+    /// True once APNs answered 200 here.
     private(set) var hasSucceeded = false
+    /// A fresh token-auth connection sends one request until an answer shows the provider token is good:
+    /// anything but a 403 (a 410 or 400 for a stale device token proves the JWT was accepted).
+    private(set) var gateLifted = false
+    /// When the TLS handshake finished (0 before): the worker tells short-lived connections by it.
+    private(set) var establishedAt: UInt64 = 0
+    /// Why the connection ended, for the pushes it leaves unanswered.
+    private var closeCause = ""
     private(set) var streamsOpened = 0
     private(set) var goAwayReason: String?
 
@@ -73,7 +82,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     var credits: Int {
         guard state == .ready, session != nil else { return 0 }
         var limit = min(remoteMaxStreams, slots.capacity)
-        if sendsFirstRequestAlone && !hasSucceeded {
+        if sendsFirstRequestAlone && !gateLifted {
             limit = 1
         }
         return max(0, limit - slots.inUseCount)
@@ -168,6 +177,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         hasAuthorization = false
         newSession.start()
         lastReceiveAt = worker.loop.now
+        establishedAt = worker.loop.now
         if state == .connecting { state = .ready }
         scheduleKeepAlive()
         scheduleSweep()
@@ -182,7 +192,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
             try session.receive(plaintext)
         } catch {
             // The session queued a GOAWAY naming the error; a local close sends it before the socket closes
-            // (in-flight pushes are resent elsewhere with this reason).
+            // (in-flight pushes end unconfirmed with this reason; unsent ones are resent elsewhere).
             goAwayReason = "HTTP/2 error: \(error)"
             close()
             return true
@@ -207,16 +217,14 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
             self.handlerID = nil
             worker.loop.unregister(handlerID)
         }
-        // Every push still here was not answered: hand it back for a resend on another connection.
+        // Every push still here got no answer: the session reports each one (never written → resent;
+        // written → unconfirmed), through http2StreamClosed.
         let cause = goAwayReason ?? reason.description
-        for index in 0..<slots.capacity where slots.isInUse(index) {
-            let abandoned = slots[index].pointee.abandoned
-            if let job = slots.release(index), !abandoned {
-                worker.resend(job, cause: cause)
-            }
-        }
+        closeCause = cause
+        session?.connectionLost()
+        assert(slots.inUseCount == 0, "a slot outlived its connection")
         session = nil
-        worker.connectionClosed(self, reason: cause, hadConnected: wasReady)
+        worker.connectionClosed(self, reason: reason, cause: cause, hadConnected: wasReady)
     }
 
     // MARK: - Responses (HTTP2ClientSessionDelegate)
@@ -226,7 +234,12 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     override func http2ResponseHeader(request: Int, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
         // ":status" is the only field the outcome needs (the body carries the reason).
         guard name.count == 7, memcmp(name.baseAddress!, Self.statusName.utf8Start, 7) == 0 else { return }
-        slots[request].pointee.status = Int32(HTTP2.parseDecimal(value.baseAddress!.assumingMemoryBound(to: UInt8.self), value.count))
+        // Three digits (RFC 9110 §15); anything else is the server's garbage, not an answer (-1: malformed).
+        var status = -1
+        if value.count == 3, let base = value.baseAddress {
+            status = HTTP2.parseDecimal(base.assumingMemoryBound(to: UInt8.self), 3)
+        }
+        slots[request].pointee.status = status >= 100 ? Int32(status) : -1
     }
 
     override func http2ResponseData(request: Int, bytes: UnsafeRawBufferPointer) {
@@ -252,20 +265,28 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         defer { closeIfDrained() }
         guard !abandoned, let job else { return }
         guard let disposition else {
-            // No response: refused (GOAWAY above last-stream-id, REFUSED_STREAM), never sent, or reset.
-            // APNs did not answer it, so it goes to another connection.
-            // (Resends are rare: building the cause text here is not steady-state work.)
-            if let goAwayReason {
-                worker.resend(job, cause: "\(goAwayReason) (stream not processed)")
+            // No answer. (Rare: building the cause text here is not steady-state work.)
+            if !processed {
+                // Provably never reached APNs (never written, REFUSED_STREAM, above GOAWAY's last-stream-id):
+                // it goes to another connection.
+                let why = state == .closed ? closeCause : goAwayReason ?? HTTP2ErrorCode.name(errorCode)
+                worker.resend(job, cause: "\(why) (stream not processed)")
+            } else if status < 0 {
+                worker.unconfirmed(job, cause: "the server's answer had a malformed :status")
+            } else if state == .closed {
+                worker.unconfirmed(job, cause: "connection ended: \(closeCause)")
             } else {
-                worker.resend(job, cause: "stream closed unanswered (\(HTTP2ErrorCode.name(errorCode)))")
+                worker.unconfirmed(job, cause: "stream reset by the server (\(HTTP2ErrorCode.name(errorCode)))")
             }
             return
+        }
+        if status != 403 && !gateLifted {
+            gateLifted = true
+            worker.connectionProvedUsable(self)
         }
         switch disposition {
         case .delivered:
             hasSucceeded = true
-            worker.resetBackoff()
         case .rejected(_, .expiredProviderToken, _, _, _):
             // The token went stale: mint a new one (once per generation) and resend on a fresh connection.
             worker.configuration.providerTokens?.forceRefresh(ifGeneration: generation)
@@ -286,7 +307,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     override func http2GoAwayReceived(lastStreamID: Int32, errorCode: UInt32, debugData: UnsafeRawBufferPointer) {
         var reason = "GOAWAY \(HTTP2ErrorCode.name(errorCode))"
         if !debugData.isEmpty {
-            reason += " " + String(decoding: UnsafeRawBufferPointer(rebasing: debugData[0..<min(debugData.count, 256)]), as: UTF8.self)
+            reason += " " + PrintableText.escaping(debugData, limit: 256)  // the server's bytes, made printable
         }
         goAwayReason = reason
         beginDraining(reason: reason)
@@ -299,7 +320,10 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         case .delivered:
             return .delivered
         case .failed(let status, let reason, let rawReason, let action, let timestamp):
-            return .rejected(status: status, reason: reason, rawReason: reason == nil && !rawReason.isEmpty ? rawReason : nil, action: action, timestamp: timestamp)
+            // An unknown reason is the server's text: kept printable, since callers log and print it.
+            return .rejected(
+                status: status, reason: reason, rawReason: reason == nil && !rawReason.isEmpty ? PrintableText.escaping(rawReason) : nil,
+                action: action, timestamp: timestamp)
         }
     }
 

@@ -1,4 +1,7 @@
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A bounded multi-producer, single-consumer queue (Dmitry Vyukov's bounded MPMC with the consumer side
 /// simplified to one thread), on `Synchronization.Atomic`.
@@ -42,7 +45,11 @@ public final class BoundedMPSCQueue<Element>: @unchecked Sendable {
         enqueuePosition.deallocate()
     }
 
-    /// Any thread. Returns false when the queue is full.
+    /// Set in `enqueuePosition` by `close()`: every later claim fails (the position no longer matches any
+    /// cell's sequence), so an element is either enqueued before the close or refused.
+    private static var closedBit: Int { 1 << 62 }
+
+    /// Any thread. Returns false when the queue is full or closed (`isClosed` tells which).
     public func enqueue(_ element: Element) -> Bool {
         var position = enqueuePosition.pointee.load(ordering: .relaxed)
         while true {
@@ -66,6 +73,32 @@ public final class BoundedMPSCQueue<Element>: @unchecked Sendable {
         }
     }
 
+    /// Any thread: refuses every later `enqueue`. Elements enqueued before stay for the consumer, who
+    /// takes the last of them with `drainClosed`. Idempotent.
+    public func close() {
+        _ = enqueuePosition.pointee.bitwiseOr(Self.closedBit, ordering: .acquiringAndReleasing)
+    }
+
+    /// Any thread: true once `close()` was called.
+    public var isClosed: Bool {
+        enqueuePosition.pointee.load(ordering: .acquiring) & Self.closedBit != 0
+    }
+
+    /// The single consumer, after `close()`: takes every element enqueued before the close, including one
+    /// a producer claimed a cell for but is still writing (waited for: a few instructions).
+    public func drainClosed(_ body: (Element) -> Void) {
+        let position = enqueuePosition.pointee.load(ordering: .acquiring)
+        precondition(position & Self.closedBit != 0, "drainClosed before close")
+        let end = position & ~Self.closedBit
+        while dequeuePosition < end {
+            if let element = dequeue() {
+                body(element)
+            } else {
+                sched_yield()  // claimed, not yet published
+            }
+        }
+    }
+
     /// The single consumer thread only.
     public func dequeue() -> Element? {
         let cell = cells + (dequeuePosition & mask)
@@ -80,6 +113,6 @@ public final class BoundedMPSCQueue<Element>: @unchecked Sendable {
 
     /// Approximate number of queued elements (for stats only).
     public var approximateCount: Int {
-        max(0, enqueuePosition.pointee.load(ordering: .relaxed) - dequeuePosition)
+        max(0, (enqueuePosition.pointee.load(ordering: .relaxed) & ~Self.closedBit) - dequeuePosition)
     }
 }

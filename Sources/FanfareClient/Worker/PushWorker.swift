@@ -28,6 +28,15 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     private var connections: [APNsConnection?]
     private var backoff: [UInt64]
     private var reconnectScheduled: [Bool]
+    /// Per connection slot: the addresses of the latest lookup, tried in order until one connects (a
+    /// connection that got through clears them: the next one looks the host up afresh, as APNs asks).
+    private var addresses: [[SocketAddress]]
+    private var nextAddress: [Int]
+    private var resolving: [Bool]
+    /// getaddrinfo blocks, so it runs on the resolver's thread; results come back here and wake the loop.
+    private let resolver: HostResolver
+    private let resolved = Mutex<[(slot: Int, result: Result<[SocketAddress], IOError>)]>([])
+    private let hasResolved = Atomic<Bool>(false)
     private var needsAdmission = false
     private var nextConnection = 0
     private let stopRequested = Atomic<Bool>(false)
@@ -37,6 +46,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         get { lastConnectionErrorBox.withLock { $0 } }
         set { lastConnectionErrorBox.withLock { $0 = newValue } }
     }
+    /// The latest rejection of the server's certificate (a configuration error), kept until the client stops.
+    private let certificateRejectionBox = Mutex<String?>(nil)
     private var random = SystemRandomNumberGenerator()
 
     /// Pulled on this thread when connections have free streams (see `PushProducer`).
@@ -57,8 +68,12 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// Any thread.
     var isProducerFinished: Bool { producerFinishedFlag.load(ordering: .acquiring) }
 
-    init(index: Int, configuration: ClientConfiguration, resultHandler: PushResultHandler, producer: PushProducer? = nil) {
+    init(
+        index: Int, configuration: ClientConfiguration, resultHandler: PushResultHandler, resolver: HostResolver,
+        producer: PushProducer? = nil
+    ) {
         self.producer = producer
+        self.resolver = resolver
         self.index = index
         self.configuration = configuration
         self.resultHandler = resultHandler
@@ -68,6 +83,9 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         connections = Array(repeating: nil, count: configuration.connectionsPerWorker)
         backoff = Array(repeating: 0, count: configuration.connectionsPerWorker)
         reconnectScheduled = Array(repeating: false, count: configuration.connectionsPerWorker)
+        addresses = Array(repeating: [], count: configuration.connectionsPerWorker)
+        nextAddress = Array(repeating: 0, count: configuration.connectionsPerWorker)
+        resolving = Array(repeating: false, count: configuration.connectionsPerWorker)
         let timeout = configuration.requestTimeout.nanoseconds
         sweepInterval = max(1_000_000, min(100_000_000, timeout / 20))
     }
@@ -103,14 +121,31 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     // MARK: - Connections
 
+    /// Connects slot `slot` to the next address of its latest lookup, or asks for a lookup first.
     private func openConnection(_ slot: Int) {
         guard !stopping else { return }
         reconnectScheduled[slot] = false
+        if nextAddress[slot] >= addresses[slot].count, let fixed = configuration.connectAddresses {
+            addresses[slot] = configuration.addressFamilies.apply(to: fixed)
+            nextAddress[slot] = 0
+        }
+        guard nextAddress[slot] < addresses[slot].count else {
+            // APNs asks for an uncached lookup per new connection, to spread load over its servers. It
+            // runs off this thread; `takeResolvedAddresses` continues here.
+            guard !resolving[slot] else { return }
+            resolving[slot] = true
+            resolver.resolve(host: configuration.host, port: configuration.port, preference: configuration.addressFamilies) {
+                [self] result in
+                resolved.withLock { $0.append((slot, result)) }
+                hasResolved.store(true, ordering: .releasing)
+                waker?.wake()
+            }
+            return
+        }
+        let address = addresses[slot][nextAddress[slot]]
+        nextAddress[slot] += 1
         let tls: TLSConnection
-        let addresses: [SocketAddress]
         do {
-            // APNs asks for an uncached lookup per new connection, to spread load over its servers.
-            addresses = try SocketResolver.resolve(host: configuration.host, port: configuration.port)
             tls = try TLSConnection(client: configuration.tls, serverName: configuration.host)
         } catch {
             lastConnectionError = "\(error)"
@@ -120,54 +155,116 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         let connection = APNsConnection(worker: self, index: slot, tls: tls)
         connections[slot] = connection
         counters.connectionsOpened.add(1, ordering: .relaxed)
-        connection.start(address: addresses[Int.random(in: 0..<addresses.count, using: &random)])
+        connection.start(address: address)
+    }
+
+    /// Lookups that finished on the resolver thread: connect the slots that waited for them.
+    private func takeResolvedAddresses() {
+        let results = resolved.withLock { list in
+            defer { list.removeAll() }
+            return list
+        }
+        for (slot, result) in results {
+            resolving[slot] = false
+            guard !stopping, connections[slot] == nil else { continue }
+            switch result {
+            case .success(let found):
+                addresses[slot] = found
+                nextAddress[slot] = 0
+                openConnection(slot)
+            case .failure(let error):
+                lastConnectionError = "\(error)"
+                scheduleReconnect(slot)
+            }
+        }
     }
 
     private func scheduleReconnect(_ slot: Int) {
         guard !stopping, !reconnectScheduled[slot] else { return }
+        counters.reconnectBackoffs.add(1, ordering: .relaxed)
         let minimum = configuration.reconnectBackoffMinimum.nanoseconds
         let maximum = configuration.reconnectBackoffMaximum.nanoseconds
-        let current = backoff[slot] == 0 ? minimum : min(maximum, backoff[slot] * 2)
+        let doubled = backoff[slot].multipliedReportingOverflow(by: 2)
+        let current = backoff[slot] == 0 ? minimum : min(maximum, doubled.overflow ? maximum : doubled.partialValue)
         backoff[slot] = current
         let jitter = UInt64.random(in: 0...(current / 4), using: &random)
         reconnectScheduled[slot] = true
-        loop.schedule(at: loop.now &+ current &+ jitter, handler: handlerID, tag: TimerTag.reconnect.rawValue, cookie: UInt64(slot))
+        let delay = current.addingReportingOverflow(jitter)
+        let due = loop.now.addingReportingOverflow(delay.overflow ? UInt64.max : delay.partialValue)
+        loop.schedule(
+            at: due.overflow ? UInt64.max : due.partialValue, handler: handlerID, tag: TimerTag.reconnect.rawValue, cookie: UInt64(slot))
         // Without any usable connection, pushes that waited past their deadline still end (the sweep does it).
     }
 
-    func resetBackoff() {
-        for slot in backoff.indices { backoff[slot] = 0 }
+    /// APNs answered on `connection` with something other than a 403: the connection works (its provider
+    /// token, certificate and address are good), so its slot's back-off starts over.
+    func connectionProvedUsable(_ connection: APNsConnection) {
+        backoff[connection.index] = 0
+        needsAdmission = true
     }
 
     func connectionBecameReady(_ connection: APNsConnection) {
         lastConnectionError = nil
         needsAdmission = true
+        // This lookup did its job; the slot's next connection looks the host up again.
+        if connections[connection.index] === connection {
+            addresses[connection.index] = []
+            nextAddress[connection.index] = 0
+        }
     }
 
     func connectionHasCredits(_ connection: APNsConnection) {
         needsAdmission = true
     }
 
-    /// A draining connection takes no new streams: open its successor now so admission continues.
+    /// A draining connection takes no new streams: its successor opens at once if it was a healthy one (it
+    /// proved usable and lived at least the minimum back-off), else after the back-off. APNs blocks
+    /// providers that churn connections, and a server that ends every connection early (GOAWAY before
+    /// any answer, ExpiredProviderToken from a skewed clock) would otherwise get a new TLS connection as
+    /// fast as handshakes complete. So a slot opens at most about one connection per minimum back-off.
     func connectionStoppedAdmitting(_ connection: APNsConnection) {
         guard connections[connection.index] === connection else { return }
         connections[connection.index] = nil
         retiring.append(connection)
-        if !stopping { openConnection(connection.index) }
+        guard !stopping else { return }
+        let lived = connection.establishedAt == 0 ? 0 : loop.now &- connection.establishedAt
+        if connection.gateLifted && lived >= configuration.reconnectBackoffMinimum.nanoseconds {
+            openConnection(connection.index)
+        } else {
+            scheduleReconnect(connection.index)
+        }
     }
     private var retiring: [APNsConnection] = []
 
-    func connectionClosed(_ connection: APNsConnection, reason: String, hadConnected: Bool) {
+    func connectionClosed(_ connection: APNsConnection, reason: TransportCloseReason, cause: String, hadConnected: Bool) {
         counters.connectionsClosed.add(1, ordering: .relaxed)
+        if case .certificateRejected = reason {
+            // A configuration error (wrong CA, wrong host): reported at once, and the slot keeps backing off.
+            counters.certificateRejections.add(1, ordering: .relaxed)
+            certificateRejectionBox.withLock { $0 = cause }
+        }
         if let position = retiring.firstIndex(where: { $0 === connection }) {
             retiring.remove(at: position)
             return
         }
         guard connections[connection.index] === connection else { return }
-        connections[connection.index] = nil
-        lastConnectionError = reason
-        scheduleReconnect(connection.index)
+        let slot = connection.index
+        connections[slot] = nil
+        lastConnectionError = cause
         needsAdmission = true
+        if !hadConnected && reason.isConnectFailure && nextAddress[slot] < addresses[slot].count {
+            openConnection(slot)  // the host's next address, at once
+            return
+        }
+        addresses[slot] = []
+        nextAddress[slot] = 0
+        if connection.gateLifted && connection.establishedAt != 0
+            && loop.now &- connection.establishedAt >= configuration.reconnectBackoffMinimum.nanoseconds
+        {
+            openConnection(slot)  // a healthy connection that ended (e.g. the peer closed it after a while)
+        } else {
+            scheduleReconnect(slot)
+        }
     }
 
     // MARK: - Pushes
@@ -241,7 +338,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         switch producer.poll(now: now) {
         case .push(var job):
             job.submittedAt = job.scheduledAt ?? now
-            job.deadline = now &+ (job.timeout?.nanoseconds ?? configuration.requestTimeout.nanoseconds)
+            job.deadline = Self.deadline(now: now, timeout: job.timeout ?? configuration.requestTimeout)
             counters.submitted.add(1, ordering: .relaxed)
             return job
         case .wait(let until):
@@ -267,6 +364,18 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         }
     }
 
+    /// `job` went out and its connection ended before APNs answered: APNs may have processed it. It ends
+    /// as `.unconfirmed`, or is resent marked `possibleDuplicate` when the configuration asks for that.
+    func unconfirmed(_ job: PushJob, cause: String) {
+        guard configuration.resendUnconfirmed, !stopping else {
+            finish(job, .failed(stopping ? .shutdown : .unconfirmed(cause: cause)))
+            return
+        }
+        var job = job
+        job.possibleDuplicate = true
+        resend(job, cause: cause)
+    }
+
     /// Sends `job` again on another connection (it was never processed), or gives up after `maxResends`.
     func resend(_ job: PushJob, cause: String) {
         var job = job
@@ -287,11 +396,20 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// `.shutdown`, on the caller's thread.
     func finishRemainingAfterStop() {
         precondition(stopRequested.load(ordering: .acquiring), "the worker was not stopped")
-        while let job = inbox.dequeue() { finish(job, .failed(.shutdown)) }
+        inbox.drainClosed { finish($0, .failed(.shutdown)) }
         while let job = pending.popFront() { finish(job, .failed(.shutdown)) }
         for connection in connections.compactMap({ $0 }) + retiring {
             connection.abandonInFlight { finish($0, .failed(.shutdown)) }
         }
+    }
+
+    /// The monotonic deadline of a push submitted at `now` (0 = none, for a timeout of zero or less);
+    /// saturating, so a huge timeout means "no practical limit" rather than a wrapped, past deadline.
+    static func deadline(now: UInt64, timeout: Duration) -> UInt64 {
+        let nanoseconds = timeout.nanoseconds
+        guard nanoseconds > 0 else { return 0 }
+        let (sum, overflow) = now.addingReportingOverflow(nanoseconds)
+        return overflow ? UInt64.max : sum
     }
 
     /// Every push ends here exactly once.
@@ -299,12 +417,15 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         switch disposition {
         case .delivered: counters.delivered.add(1, ordering: .relaxed)
         case .rejected: counters.rejected.add(1, ordering: .relaxed)
-        case .failed: counters.failed.add(1, ordering: .relaxed)
+        case .failed(let failure):
+            counters.failed.add(1, ordering: .relaxed)
+            if case .unconfirmed = failure { counters.unconfirmed.add(1, ordering: .relaxed) }
         }
         let now = loop.now
-        let result = PushResult(
+        var result = PushResult(
             cookie: job.cookie, token: job.token, disposition: disposition, apnsID: job.apnsID ?? PushIdentifier(),
             resends: job.resends, latencyNanoseconds: now >= job.submittedAt ? now - job.submittedAt : 0, worker: index)
+        if job.possibleDuplicate { result.possibleDuplicate = true }
         resultHandler.pushCompleted(result)
     }
 
@@ -359,6 +480,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     func tick(loop: IOLoop) {
         if !stopping && stopRequested.load(ordering: .acquiring) { beginStop() }
+        if hasResolved.load(ordering: .relaxed) && hasResolved.exchange(false, ordering: .acquiring) { takeResolvedAddresses() }
         drainInbox()
         if let producer, !producerFinished, !stopping {
             if producerKicked.load(ordering: .relaxed) && producerKicked.exchange(false, ordering: .acquiring) {
@@ -381,6 +503,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     /// The most recent connection failure, for error messages.
     var connectionErrorDescription: String? { lastConnectionError }
+    /// The most recent rejection of the server's certificate, if any.
+    var certificateRejection: String? { certificateRejectionBox.withLock { $0 } }
 }
 
 /// Counters a worker publishes for progress displays (relaxed atomics, written by the worker only).
@@ -394,4 +518,7 @@ final class WorkerCounters: Sendable {
     let inFlight = Atomic<Int>(0)
     let connectionsOpened = Atomic<Int>(0)
     let connectionsClosed = Atomic<Int>(0)
+    let certificateRejections = Atomic<Int>(0)
+    let reconnectBackoffs = Atomic<Int>(0)
+    let unconfirmed = Atomic<Int>(0)
 }

@@ -28,8 +28,10 @@ open class HTTP2ClientSessionDelegate {
     open func http2ResponseData(request: Int, bytes: UnsafeRawBufferPointer) {}
 
     /// The stream is over and the request number is free again. `errorCode` is NO_ERROR after a complete
-    /// response. `processed` is false when the server certainly did not act on the request: it was never
-    /// sent, refused (REFUSED_STREAM), or above the last stream id of a GOAWAY.
+    /// response. `processed` is false when the server certainly did not act on the request: its HEADERS
+    /// were never written, it was refused (REFUSED_STREAM), or it was above the last stream id of a GOAWAY.
+    /// It is true when the server answered, or when the request went out and may have been acted on
+    /// (reset with another code, or the connection ended before an answer: see `connectionLost`).
     open func http2StreamClosed(request: Int, errorCode: UInt32, processed: Bool) {
         fatalError("\(Self.self) must override http2StreamClosed")
     }
@@ -64,6 +66,11 @@ public final class HTTP2ClientSession {
         /// Only `:status` is reported from responses: other literal fields the server does not index are
         /// stepped over without Huffman-decoding them (an APNs client needs nothing else).
         public var reportsOnlyStatus = false
+        /// Frames we owe the peer (PING and SETTINGS acknowledgements, WINDOW_UPDATE, RST_STREAM) written
+        /// while the transport is backed up, i.e. the peer is not reading what we send. Beyond this the
+        /// peer is flooding us (it makes us queue without bound) and the connection ends with
+        /// ENHANCE_YOUR_CALM, as nghttp2 does (its default limit is 1000 too).
+        public var maxQueuedControlFrames = 1000
         public init() {}
     }
 
@@ -83,7 +90,9 @@ public final class HTTP2ClientSession {
     private var encoderTable: HPACKEncoderTable
     private var decoder: HPACKDecoder
 
-    private var nextStreamID: Int32 = 1
+    /// 64-bit: past the last odd id (2^31-1) it steps beyond Int32 instead of overflowing; no stream
+    /// opens there (`acceptsRequests` turns false first, and the owner drains and rotates).
+    private var nextStreamID = 1
     /// The highest stream id opened so far.
     public private(set) var lastStreamID: Int32 = 0
     private var connectionSendWindow = HTTP2Limits.defaultWindowSize
@@ -94,7 +103,14 @@ public final class HTTP2ClientSession {
     private var goAwaySent = false
     /// A connection error was found (and answered with GOAWAY): nothing more is read or sent.
     public private(set) var failed = false
+    /// The connection is gone (`connectionLost`): every request was reported and nothing more happens.
+    public private(set) var lost = false
     private var connectionReceivedUnacknowledged = 0
+    /// Our SETTINGS were acknowledged: the peer must keep to our initial stream window from now on
+    /// (before that it may still use the default of 65,535 bytes).
+    private var localSettingsAcknowledged = false
+    /// Frames written for the peer while the transport was backed up (see `maxQueuedControlFrames`).
+    private var controlFramesWhileBackedUp = 0
 
     /// A frame split across reads is gathered here (we never raise SETTINGS_MAX_FRAME_SIZE, so ≤ 16 KiB).
     private let frameBuffer: UnsafeMutableRawPointer
@@ -109,9 +125,16 @@ public final class HTTP2ClientSession {
     private let goAwayScratch: UnsafeMutablePointer<Int32>
 
     /// `capacity` requests at most (numbered `0..<capacity`) may be queued or open at once.
-    public init(transport: HTTP2FrameSink, delegate: HTTP2ClientSessionDelegate, capacity: Int, settings: LocalSettings = LocalSettings()) {
+    /// `firstStreamID` (odd) is for tests that need to reach the end of the stream id space quickly.
+    public init(
+        transport: HTTP2FrameSink, delegate: HTTP2ClientSessionDelegate, capacity: Int, settings: LocalSettings = LocalSettings(),
+        firstStreamID: Int32 = 1
+    ) {
         precondition(settings.initialWindowSize > 0 && settings.initialWindowSize <= HTTP2Limits.maxWindowSize)
         precondition(settings.connectionWindowSize >= HTTP2Limits.defaultWindowSize && settings.connectionWindowSize <= HTTP2Limits.maxWindowSize)
+        precondition(settings.maxQueuedControlFrames > 0)
+        precondition(firstStreamID > 0 && firstStreamID & 1 == 1, "client stream ids are odd")
+        nextStreamID = Int(firstStreamID)
         transportReference = Unmanaged.passUnretained(transport)
         delegateReference = Unmanaged.passUnretained(delegate)
         self.local = settings
@@ -161,7 +184,9 @@ public final class HTTP2ClientSession {
             (HTTP2SettingID.headerTableSize, UInt32(local.headerTableSize)),
             (HTTP2SettingID.maxHeaderListSize, UInt32(local.maxHeaderListSize)),
         ]
-        let total = preface.utf8CodeUnitCount + 9 + 6 * settings.count + 13
+        // A WINDOW_UPDATE of 0 is a protocol error: none when the window stays at the default.
+        let windowIncrement = local.connectionWindowSize - HTTP2Limits.defaultWindowSize
+        let total = preface.utf8CodeUnitCount + 9 + 6 * settings.count + (windowIncrement > 0 ? 13 : 0)
         guard let base = withTransport({ $0.reservePlaintext(total) }) else { return }
         base.copyMemory(from: preface.utf8Start, byteCount: preface.utf8CodeUnitCount)
         var cursor = base + preface.utf8CodeUnitCount
@@ -172,9 +197,11 @@ public final class HTTP2ClientSession {
             HTTP2FrameHeader.writeUInt32(value, to: cursor + 2)
             cursor += 6
         }
-        HTTP2FrameHeader.write(to: cursor, length: 4, type: .windowUpdate, flags: 0, streamID: 0)
-        HTTP2FrameHeader.writeUInt32(UInt32(local.connectionWindowSize - HTTP2Limits.defaultWindowSize), to: cursor + 9)
-        cursor += 13
+        if windowIncrement > 0 {
+            HTTP2FrameHeader.write(to: cursor, length: 4, type: .windowUpdate, flags: 0, streamID: 0)
+            HTTP2FrameHeader.writeUInt32(UInt32(windowIncrement), to: cursor + 9)
+            cursor += 13
+        }
         assert(cursor - base == total)
         withTransport({ $0.commitPlaintext(total) })
     }
@@ -201,7 +228,7 @@ public final class HTTP2ClientSession {
     public var wantsWrite: Bool { !sendQueue.isEmpty || (!blocked.isEmpty && connectionSendWindow > 0) }
     /// False once no new stream can be opened here (GOAWAY either way, an error, or stream ids used up).
     public var acceptsRequests: Bool {
-        !goAwayReceived && !goAwaySent && !failed && nextStreamID <= HTTP2Limits.maxStreamID - 2 * Int32(sendQueue.count)
+        !goAwayReceived && !goAwaySent && !failed && !lost && nextStreamID + 2 * sendQueue.count <= Int(HTTP2Limits.maxStreamID)
     }
 
     /// Queues request `request`; it leaves in the next `produce`. Returns false (nothing queued) when the
@@ -239,13 +266,19 @@ public final class HTTP2ClientSession {
     /// Writes what is waiting: bodies whose windows opened, then new requests. Called from the transport's
     /// flush (`transportProduce`); stops when the transport is backed up.
     public func produce() {
-        guard !failed else { return }
+        guard !failed && !lost else { return }
+        if !withTransport({ $0.isBackedUp }) { controlFramesWhileBackedUp = 0 }  // the peer reads again
         if !blocked.isEmpty && connectionSendWindow > 0 { resumeBlocked() }
         var opened = false
         while !sendQueue.isEmpty && connectionSendWindow > 0 && !withTransport({ $0.isBackedUp }) {
             if let limit = peerMaxConcurrentStreams, streams.openCount >= limit { break }
-            guard nextStreamID <= HTTP2Limits.maxStreamID, let request = sendQueue.popFirst(in: streams) else { break }
-            writeRequestHeaders(request)
+            guard nextStreamID <= Int(HTTP2Limits.maxStreamID) else { break }
+            // Room first: a request leaves the queue only once its HEADERS are certainly written, so "never
+            // written" (provably unprocessed) and "open" never disagree.
+            guard let base = withTransport({ $0.reservePlaintext(HTTP2Limits.frameHeaderSize + Self.maxRequestHeaderBlock) }),
+                let request = sendQueue.popFirst(in: streams)
+            else { break }
+            writeRequestHeaders(request, into: base)
             opened = true
         }
         // The batch's bodies follow all of its HEADERS (as nghttp2 orders them too): every stream of the batch
@@ -255,10 +288,10 @@ public final class HTTP2ClientSession {
     }
 
     /// Opens the request's stream with its HEADERS; its body waits in the blocked list for `resumeBlocked`.
-    private func writeRequestHeaders(_ request: Int) {
+    private func writeRequestHeaders(_ request: Int, into base: UnsafeMutableRawPointer) {
         let entry = streams[request]
         assert(entry.pointee.phase == .queued)
-        let streamID = nextStreamID
+        let streamID = Int32(truncatingIfNeeded: nextStreamID)
         nextStreamID += 2
         lastStreamID = streamID
         entry.pointee.streamID = streamID
@@ -268,7 +301,6 @@ public final class HTTP2ClientSession {
         streams.bind(streamID, to: request)
 
         let body = withDelegate({ $0.http2RequestBody(request: request) })
-        guard let base = withTransport({ $0.reservePlaintext(HTTP2Limits.frameHeaderSize + Self.maxRequestHeaderBlock) }) else { return }
         var writer = HPACKBlockWriter(destination: base + HTTP2Limits.frameHeaderSize, capacity: Self.maxRequestHeaderBlock)
         encoderTable.beginBlock(&writer)
         withDelegate({ $0.http2WriteRequestHeaders(request: request, table: &encoderTable, writer: &writer) })
@@ -325,6 +357,26 @@ public final class HTTP2ClientSession {
         }
     }
 
+    /// The connection ended (closed, failed or broken): every request still here ends now, through
+    /// `http2StreamClosed`. Queued requests were never written (processed: false); requests whose HEADERS
+    /// went out got no answer and may have been acted on (processed: true, `errorCode`).
+    public func connectionLost(errorCode: UInt32 = HTTP2ErrorCode.cancel) {
+        guard !lost else { return }
+        lost = true
+        var count = 0
+        streams.forEachStream { request, _ in
+            goAwayScratch[count] = Int32(request)
+            count += 1
+        }
+        for index in 0..<count {
+            closeStream(Int(goAwayScratch[index]), errorCode: errorCode, processed: true)
+        }
+        while let request = sendQueue.popFirst(in: streams) {
+            streams[request].pointee = ClientStreamTable.Entry()
+            withDelegate({ $0.http2StreamClosed(request: request, errorCode: errorCode, processed: false) })
+        }
+    }
+
     private func closeStream(_ request: Int, errorCode: UInt32, processed: Bool) {
         let entry = streams[request]
         assert(entry.pointee.phase == .open || entry.pointee.phase == .blocked)
@@ -339,7 +391,7 @@ public final class HTTP2ClientSession {
     /// Processes decrypted bytes from the server (any split). On a connection error the session sends
     /// GOAWAY, stops, and throws; the owner then closes the connection.
     public func receive(_ bytes: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
-        guard !failed else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "the session already failed") }
+        guard !failed && !lost else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "the session already failed") }
         do {
             try receiveFrames(bytes)
         } catch {
@@ -418,6 +470,10 @@ public final class HTTP2ClientSession {
         case nil:
             break  // unknown frame types are ignored (RFC 9113 §5.5)
         }
+        if controlFramesWhileBackedUp > local.maxQueuedControlFrames {
+            throw HTTP2ConnectionError(
+                HTTP2ErrorCode.enhanceYourCalm, "the peer made us queue over \(local.maxQueuedControlFrames) frames without reading them")
+        }
     }
 
     /// Strips PADDED (and PRIORITY) fields from a DATA or HEADERS payload.
@@ -448,7 +504,11 @@ public final class HTTP2ClientSession {
 
     private func receiveData(_ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32) throws(HTTP2ConnectionError) {
         guard streamID != 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "DATA on stream 0") }
-        // Flow control counts the whole payload, padding included (§6.9.1).
+        // Flow control counts the whole payload, padding included (§6.9.1). What we have not yet given
+        // back with WINDOW_UPDATE is what the peer has used of the window we announced.
+        guard payload.count <= local.connectionWindowSize - connectionReceivedUnacknowledged else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "DATA beyond the connection's receive window")
+        }
         connectionReceivedUnacknowledged += payload.count
         if connectionReceivedUnacknowledged >= local.connectionWindowSize / 2 {
             let increment = connectionReceivedUnacknowledged
@@ -461,6 +521,11 @@ public final class HTTP2ClientSession {
             return
         }
         let entry = streams[request]
+        // Until our SETTINGS are acknowledged the peer may still count from the default window.
+        let streamWindow = localSettingsAcknowledged ? local.initialWindowSize : max(local.initialWindowSize, HTTP2Limits.defaultWindowSize)
+        guard payload.count <= streamWindow - Int(entry.pointee.receivedUnacknowledged) else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "DATA beyond stream \(streamID)'s receive window")
+        }
         entry.pointee.receivedUnacknowledged += Int32(payload.count)
         if flags & HTTP2FrameFlag.endStream == 0 && Int(entry.pointee.receivedUnacknowledged) >= local.initialWindowSize / 2 {
             writeWindowUpdate(streamID: streamID, increment: Int(entry.pointee.receivedUnacknowledged))
@@ -552,6 +617,7 @@ public final class HTTP2ClientSession {
         guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS on stream \(streamID)") }
         if flags & HTTP2FrameFlag.ack != 0 {
             guard payload.isEmpty else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "SETTINGS ACK with a payload") }
+            localSettingsAcknowledged = true
             return
         }
         guard payload.count % 6 == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "SETTINGS of \(payload.count) bytes") }
@@ -565,7 +631,8 @@ public final class HTTP2ClientSession {
                 // Our encoder only ever uses up to 4 KiB of the server's table.
                 encoderTable.setMaximumSize(Int(min(value, 4096)))
             case HTTP2SettingID.enablePush:
-                guard value <= 1 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS_ENABLE_PUSH \(value)") }
+                // A server must not send 1 (RFC 9113 §6.5.2); only 0 is valid from it.
+                guard value == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "a server sent SETTINGS_ENABLE_PUSH \(value)") }
             case HTTP2SettingID.maxConcurrentStreams:
                 peerMaxConcurrentStreams = Int(value)
             case HTTP2SettingID.initialWindowSize:
@@ -680,6 +747,7 @@ public final class HTTP2ClientSession {
         type: HTTP2FrameType, flags: UInt8, streamID: Int32, payloadLength: Int, _ payload: (UnsafeMutableRawPointer) -> Void
     ) {
         guard let base = withTransport({ $0.reservePlaintext(HTTP2Limits.frameHeaderSize + payloadLength) }) else { return }
+        if withTransport({ $0.isBackedUp }) { controlFramesWhileBackedUp += 1 }
         HTTP2FrameHeader.write(to: base, length: payloadLength, type: type, flags: flags, streamID: streamID)
         payload(base + HTTP2Limits.frameHeaderSize)
         withTransport({ $0.commitPlaintext(HTTP2Limits.frameHeaderSize + payloadLength) })

@@ -89,9 +89,23 @@ struct LoadCommand: ParsableCommand {
     }
 
     private func makePlan() throws -> (ClientConfiguration, LoadPlan) {
-        guard connections > 0, streams > 0, threads > 0 else { throw UsageError("--connections, --streams and --threads must be positive") }
-        if let rate, !(rate > 0) { throw UsageError("--rate must be positive") }
-        if let duration, !(duration > 0) { throw UsageError("--duration must be positive") }
+        typealias Limits = ClientConfiguration.Limits
+        guard (1...Limits.connectionsPerWorker).contains(connections) else {
+            throw UsageError("--connections \(connections) must be 1...\(Limits.connectionsPerWorker)")
+        }
+        guard (1...Limits.streamsPerConnection).contains(streams) else {
+            throw UsageError("--streams \(streams) must be 1...\(Limits.streamsPerConnection) (APNs allows 1000-1500 per connection)")
+        }
+        guard connections * streams <= Limits.streamsPerWorker else {
+            throw UsageError("--connections \(connections) × --streams \(streams) exceeds \(Limits.streamsPerWorker) streams per thread")
+        }
+        guard (1...Limits.workers).contains(threads) else { throw UsageError("--threads \(threads) must be 1...\(Limits.workers)") }
+        if let rate, !(rate >= LoadPlan.Limits.minimumRate && rate <= LoadPlan.Limits.maximumRate) {
+            throw UsageError("--rate \(rate) must be a number of pushes per second from \(LoadPlan.Limits.minimumRate) to \(Int(LoadPlan.Limits.maximumRate))")
+        }
+        if let duration, !(duration > 0 && duration <= LoadPlan.Limits.longestDurationSeconds) {
+            throw UsageError("--duration \(duration) must be a number of seconds from 0 to \(Int(LoadPlan.Limits.longestDurationSeconds))")
+        }
         if let pushes, pushes <= 0 { throw UsageError("--pushes must be positive") }
         var configuration = try connection.makeClientConfiguration()
         configuration.workerCount = threads
@@ -102,7 +116,9 @@ struct LoadCommand: ParsableCommand {
         if let tokensFile {
             tokenList = try TokenList.load(path: tokensFile)
         } else {
-            guard tokens > 0 else { throw UsageError("--tokens must be positive") }
+            guard (1...LoadPlan.Limits.generatedTokens).contains(tokens) else {
+                throw UsageError("--tokens \(tokens) must be 1...\(LoadPlan.Limits.generatedTokens)")
+            }
             guard (DeviceToken.minimumByteCount...DeviceToken.maximumByteCount).contains(tokenBytes) else {
                 throw UsageError("--token-bytes must be \(DeviceToken.minimumByteCount)...\(DeviceToken.maximumByteCount)")
             }
@@ -125,6 +141,12 @@ struct LoadCommand: ParsableCommand {
             pushes: pushes ?? (duration == nil ? 100_000 : nil), duration: duration.map { .milliseconds(Int64($0 * 1000)) },
             rate: rate, tokens: tokenList, payload: payload)
         plan.priority = priority
+        do {
+            try configuration.validate()
+            try plan.validate()
+        } catch {
+            throw UsageError("\(error)")
+        }
         return (configuration, plan)
     }
 }

@@ -11,7 +11,8 @@ struct PushCommand: AsyncParsableCommand {
         discussion: """
             Exits 0 and prints the apns-id when APNs answers 200. Otherwise prints the status, the reason and \
             what to do about it (drop the token, retry later, fix the configuration, ...) and exits non-zero: \
-            1 rejected by APNs, 2 no answer (connection or deadline), 64 bad flags or files.
+            1 rejected by APNs, 2 no answer (connection or deadline; a rejected server certificate is \
+            reported at once, with the reason), 64 bad flags or files.
             """
     )
 
@@ -37,7 +38,15 @@ struct PushCommand: AsyncParsableCommand {
         if showPayload {
             print(String(decoding: job.payload.bytes, as: UTF8.self))
         }
-        let result = try await client.send(job)
+        let result: PushResult
+        do {
+            result = try await Self.send(job, with: client)
+        } catch let rejection as CertificateRejected {
+            client.shutdown()
+            printError("cannot connect to APNs securely: \(rejection.reason)")
+            printError("what to do: check --endpoint and --ca-file (the server's certificate must chain to a trusted CA and name the host)")
+            throw ExitCode(2)
+        }
         let connectionError = client.lastConnectionError
         client.shutdown()
         switch result.disposition {
@@ -54,6 +63,33 @@ struct PushCommand: AsyncParsableCommand {
             if let connectionError { line += "; last connection error: \(connectionError)" }
             printError(line)
             throw ExitCode(2)
+        }
+    }
+
+    private struct CertificateRejected: Error {
+        let reason: String
+    }
+
+    /// Waits for the push's result, or stops early when a connection rejected the server's certificate:
+    /// that is a configuration error, and waiting for the deadline would not fix it.
+    private static func send(_ job: PushJob, with client: APNsClient) async throws -> PushResult {
+        try await withThrowingTaskGroup(of: PushResult?.self) { group in
+            group.addTask { try await client.send(job) }
+            group.addTask {
+                while !Task.isCancelled {
+                    if let rejection = client.certificateRejection {
+                        client.shutdown()  // ends the waiting push (.shutdown), so the group can finish
+                        throw CertificateRejected(reason: rejection)
+                    }
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
+                return nil
+            }
+            defer { group.cancelAll() }
+            while let outcome = try await group.next() {
+                if let result = outcome { return result }
+            }
+            preconditionFailure("the send task always returns a result")
         }
     }
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FanfareClient
 import FanfareCore
+import FanfareIO
 import FanfareTLS
 
 /// Where to send and how to authenticate; shared by every command that talks to APNs.
@@ -35,6 +36,9 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Seconds to wait for APNs' answer to each push.")
     var timeout: Double = 30
 
+    @Option(help: "Address families to connect over: system (the resolver's order), prefer-ipv4, prefer-ipv6, ipv4 or ipv6.")
+    var addressFamily: String = "system"
+
     func resolvedEndpoint() throws(UsageError) -> Endpoint {
         if let endpoint {
             if sandbox { throw UsageError("give either --endpoint or --sandbox, not both") }
@@ -67,6 +71,18 @@ struct ConnectionOptions: ParsableArguments {
             host: endpoint.host, port: endpoint.port, tls: tls, providerTokens: tokens,
             topic: Topic.liveActivity(bundleID: bundleId))
         configuration.requestTimeout = .milliseconds(Int64(timeout * 1000))
+        configuration.addressFamilies = try Self.addressFamilies(addressFamily)
         return configuration
+    }
+
+    static func addressFamilies(_ text: String) throws(UsageError) -> AddressFamilyPreference {
+        switch text {
+        case "system": return .system
+        case "prefer-ipv4": return .preferIPv4
+        case "prefer-ipv6": return .preferIPv6
+        case "ipv4": return .ipv4Only
+        case "ipv6": return .ipv6Only
+        default: throw UsageError("--address-family '\(text)' must be system, prefer-ipv4, prefer-ipv6, ipv4 or ipv6")
+        }
     }
 }

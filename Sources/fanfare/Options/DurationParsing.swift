@@ -5,7 +5,8 @@ func parseDuration(_ text: String, flag: String) throws(UsageError) -> Int64 {
     let units: [(String, Double)] = [("ns", 1), ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9), ("m", 60e9)]
     for (suffix, scale) in units where text.hasSuffix(suffix) {
         let number = text.dropLast(suffix.count)
-        if let value = Double(number), value >= 0, value.isFinite {
+        // Up to a year: larger values (or inf, nan) would overflow the nanosecond count.
+        if let value = Double(number), value >= 0, value.isFinite, value * scale <= 365 * 86_400e9 {
             return Int64(value * scale)
         }
     }

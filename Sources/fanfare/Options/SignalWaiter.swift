@@ -23,7 +23,9 @@ enum SignalWaiter {
     @discardableResult
     static func wait(seconds: Double?) -> Bool {
         var set = terminationSignals()
-        if let seconds {
+        // A timeout beyond a century (or not a number) is no timeout: timespec's conversion would trap.
+        if let seconds, seconds.isFinite, seconds < 3e9 {
+            let seconds = max(0, seconds)
             var timeout = timespec(tv_sec: Int(seconds), tv_nsec: Int((seconds - Double(Int(seconds))) * 1e9))
             return sigtimedwait(&set, nil, &timeout) > 0
         }
