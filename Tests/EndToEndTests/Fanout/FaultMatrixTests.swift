@@ -165,15 +165,11 @@ private final class AttemptLog: Sendable {
         }
         let duplicated = accepted.tokens.values.filter { $0 > 1 }.count
         print("fault matrix: \(accepted.recordCount) accepted lines, \(duplicated) tokens accepted more than once, "
-            + "\(silentlyResent.count) of them re-sent by the client after an unanswered attempt without saying so; "
+            + "\(silentlyResent.count) of them re-sent by the client without saying so; "
             + "\(clock.now - testStart) in all")
         #expect(unexplained.count == 0, "\(unexplained.count) tokens accepted twice with no attempt that may have been processed unanswered, e.g. \(unexplained.prefix(3))")
-        // The client re-sends a request whose connection died before the answer as if it had never arrived,
-        // and reports only `resends`: such a push is in the log twice while its result does not say it may be a
-        // duplicate. The client's `.failed(.unconfirmed)` (its own branch) ends those; until it is merged here,
-        // this part of the check is a known issue (remove the wrapper once the client produces `.unconfirmed`).
-        withKnownIssue("client re-sends unanswered pushes after a lost connection without marking them (PushFailure.unconfirmed not produced yet)", isIntermittent: true) {
-            #expect(silentlyResent.count == 0, "\(silentlyResent.count) tokens accepted twice after a silent client re-send, e.g. \(silentlyResent.prefix(3))")
-        }
+        // The client re-sends only what provably never reached APNs; an attempt whose connection died before the
+        // answer ends `.failed(.unconfirmed)` (or comes back `possibleDuplicate`), so no re-send goes unmarked.
+        #expect(silentlyResent.count == 0, "\(silentlyResent.count) tokens accepted twice after an unmarked client re-send, e.g. \(silentlyResent.prefix(3))")
     }
 }
