@@ -16,7 +16,7 @@ public final class HTTP2MemoryPool {
     static let largeClass: UInt32 = 0xFFFF
 
     private let freeLists: UnsafeMutablePointer<UnsafeMutableRawPointer?>
-    private var slabs: [UnsafeMutableRawPointer] = []
+    @exclusivity(unchecked) private var slabs: [UnsafeMutableRawPointer] = []
     @exclusivity(unchecked) private var slabCursor: UnsafeMutableRawPointer?
     @exclusivity(unchecked) private var slabRemaining = 0
     /// Blocks handed out and not yet returned (for tests and leak checks).

@@ -90,40 +90,40 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
     // and every retain/release of it then takes the slow path (measured: ~10% of client CPU). The owner
     // (the delegate) keeps the transport alive and outlives it; the loop outlives every handler.
     public unowned(unsafe) let loop: IOLoop
-    public unowned(unsafe) var delegate: SecureTransportDelegate?
-    public private(set) var state: State = .idle
+    @exclusivity(unchecked) public unowned(unsafe) var delegate: SecureTransportDelegate?
+    @exclusivity(unchecked) public private(set) var state: State = .idle
     public let tls: TLSConnection
-    public private(set) var fd: Int32 = -1
-    public private(set) var remoteDescription: String = ""
-    private var handlerID: IOHandlerID?
-    private var handshakeTimer: IOTimerID?
-    private var closeReason: TransportCloseReason = .localClose
+    @exclusivity(unchecked) public private(set) var fd: Int32 = -1
+    @exclusivity(unchecked) public private(set) var remoteDescription: String = ""
+    @exclusivity(unchecked) private var handlerID: IOHandlerID?
+    @exclusivity(unchecked) private var handshakeTimer: IOTimerID?
+    @exclusivity(unchecked) private var closeReason: TransportCloseReason = .localClose
     /// A local close is sending what was queued before it (last responses, GOAWAY, close_notify); the socket
     /// closes once that is out, or after `lingerLimit`.
-    private var lingering = false
-    private var lingerTimer: IOTimerID?
+    @exclusivity(unchecked) private var lingering = false
+    @exclusivity(unchecked) private var lingerTimer: IOTimerID?
 
     private let receiveBuffer: UnsafeMutableRawBufferPointer
     private let plaintextIn: UnsafeMutableRawBufferPointer
     private let plaintextOut: UnsafeMutableRawBufferPointer
-    private var plaintextOutCount = 0
+    @exclusivity(unchecked) private var plaintextOutCount = 0
     private let ciphertextOut: UnsafeMutableRawBufferPointer
-    private var ciphertextOutStart = 0
-    private var ciphertextOutCount = 0
-    private var address = SocketAddress.unspecified
+    @exclusivity(unchecked) private var ciphertextOutStart = 0
+    @exclusivity(unchecked) private var ciphertextOutCount = 0
+    @exclusivity(unchecked) private var address = SocketAddress.unspecified
 
-    private var recvInFlight = false
-    private var sendInFlight = false
-    private var connectInFlight = false
-    private var closeInFlight = false
-    private var needsFlush = false
+    @exclusivity(unchecked) private var recvInFlight = false
+    @exclusivity(unchecked) private var sendInFlight = false
+    @exclusivity(unchecked) private var connectInFlight = false
+    @exclusivity(unchecked) private var closeInFlight = false
+    @exclusivity(unchecked) private var needsFlush = false
 
     /// Ciphertext parked in the TLS write BIO beyond this stops the delegate from producing more.
-    public var ciphertextBacklogLimit: Int
+    @exclusivity(unchecked) public var ciphertextBacklogLimit: Int
     /// Bytes handed to the kernel so far (for stats).
-    public private(set) var bytesSent: UInt64 = 0
-    public private(set) var bytesReceived: UInt64 = 0
-    public private(set) var sendCalls: UInt64 = 0
+    @exclusivity(unchecked) public private(set) var bytesSent: UInt64 = 0
+    @exclusivity(unchecked) public private(set) var bytesReceived: UInt64 = 0
+    @exclusivity(unchecked) public private(set) var sendCalls: UInt64 = 0
 
     public init(loop: IOLoop, tls: TLSConnection, buffers: TransportBufferSizes = TransportBufferSizes()) {
         self.loop = loop

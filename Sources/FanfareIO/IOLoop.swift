@@ -50,39 +50,42 @@ public final class IOLoop {
 
     let owner: pthread_t
     let cqePointers: UnsafeMutablePointer<UnsafeMutablePointer<io_uring_cqe>?>
-    var staged: CompletionQueue
-    var handlers: HandlerTable
-    var timers: TimerHeap
-    var tickList = ContiguousArray<IOHandlerID>()
-    var wakeTarget: IOHandlerID?
-    var wakeTag: UInt8 = 0
+    @exclusivity(unchecked) var staged: CompletionQueue
+    @exclusivity(unchecked) var handlers: HandlerTable
+    @exclusivity(unchecked) var timers: TimerHeap
+    @exclusivity(unchecked) var tickList = ContiguousArray<IOHandlerID>()
+    @exclusivity(unchecked) var wakeTarget: IOHandlerID?
+    @exclusivity(unchecked) var wakeTag: UInt8 = 0
     let wakeBuffer: UnsafeMutablePointer<UInt64>
-    var wakeReadArmed = false
-    var wakeReadFailures = 0
+    @exclusivity(unchecked) var wakeReadArmed = false
+    @exclusivity(unchecked) var wakeReadFailures = 0
     let connectAddresses: UnsafeMutablePointer<sockaddr_storage>
-    var connectAddressesUsed = 0
-    var inTick = false
-    var shuttingDown = false
-    var shutdownCancelInFlight = false
+    @exclusivity(unchecked) var connectAddressesUsed = 0
+    @exclusivity(unchecked) var inTick = false
+    @exclusivity(unchecked) var shuttingDown = false
+    @exclusivity(unchecked) var shutdownCancelInFlight = false
 
     /// Submit what a completion handler or timer queued as soon as it returns (one `io_uring_enter`, no
     /// wait) rather than with the next tick's wait. A reply then leaves while the rest of the tick runs, so
     /// the peer works in parallel instead of in turn with this thread.
-    public var submitsEagerly = true
+    @exclusivity(unchecked) public var submitsEagerly = true
 
     /// Monotonic nanoseconds, read once per tick after the wait (and again when the tick takes completions
     /// that arrived while it ran).
-    public private(set) var now: UInt64
+    @inlinable public var now: UInt64 { clockReading }
+    /// `now`'s storage. Other modules read it through the inlinable getter: `@exclusivity(unchecked)` only
+    /// covers accesses compiled in this module, and a direct cross-module read would be checked at run time.
+    @exclusivity(unchecked) @usableFromInline var clockReading: UInt64
     /// How many times the loop called into liburing to submit (each is at most one `io_uring_enter` when
     /// the kernel accepts the batch). Steady state: one per tick, plus one per eager submit.
-    public internal(set) var submitCalls: UInt64 = 0
+    @exclusivity(unchecked) public internal(set) var submitCalls: UInt64 = 0
     /// Operations handed to the ring whose final completion has not been reaped (includes the loop's own
     /// eventfd read and cancels).
-    public internal(set) var inFlightOperations = 0
+    @exclusivity(unchecked) public internal(set) var inFlightOperations = 0
     /// Completions that arrived for a handler that had been unregistered.
-    public internal(set) var droppedCompletions: UInt64 = 0
+    @exclusivity(unchecked) public internal(set) var droppedCompletions: UInt64 = 0
     /// Ticks run so far.
-    public internal(set) var ticks: UInt64 = 0
+    @exclusivity(unchecked) public internal(set) var ticks: UInt64 = 0
 
     /// Creates the ring on the calling thread, which becomes the loop's owner.
     ///
@@ -120,7 +123,7 @@ public final class IOLoop {
         wakeBuffer.initialize(to: 0)
         connectAddresses = .allocate(capacity: IOLoop.connectAddressSlots)
         connectAddresses.initialize(repeating: sockaddr_storage(), count: IOLoop.connectAddressSlots)
-        now = IOLoop.monotonicNanoseconds()
+        clockReading = IOLoop.monotonicNanoseconds()
         armWakeRead()
     }
 
@@ -257,7 +260,7 @@ public final class IOLoop {
             if woken { waker.wake() }  // keep it for the next tick (no syscall: the loop is awake)
             throw failure
         }
-        now = IOLoop.monotonicNanoseconds()
+        clockReading = IOLoop.monotonicNanoseconds()
         if io_uring_sq_ready(ring) == 0 { connectAddressesUsed = 0 }
 
         var handled = drainCompletions()
@@ -364,7 +367,7 @@ public final class IOLoop {
                     guard io_uring_cq_ready(ring) > 0 else { break }
                     let clock = IOLoop.monotonicNanoseconds()
                     guard clock &- tickStart <= IOLoop.drainTimeLimit else { break }
-                    now = clock  // they may be younger than the tick
+                    clockReading = clock  // they may be younger than the tick
                 }
                 let reaped = reapIntoStaging(limit: min(budget, staged.freeSpace))
                 guard reaped > 0 else { break }

@@ -16,8 +16,8 @@ final class LoadGenerator: PushProducer {
     private let interval: UInt64?         // ns between pushes (open loop)
     private let cookieBase: UInt64
     private let tokenOffset: Int
-    private var startTime: UInt64 = 0
-    private var sequence = 0
+    @exclusivity(unchecked) private var startTime: UInt64 = 0
+    @exclusivity(unchecked) private var sequence = 0
     private let produced: Atomic<Int>
     let wallClockSeconds: @Sendable () -> Int64
 

@@ -21,29 +21,29 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     unowned(unsafe) let worker: PushWorker  // the worker owns its connections and outlives them
     let index: Int
     let transport: SecureTransport
-    private(set) var state: State = .connecting
-    private var session: HTTP2ClientSession?
-    private var slots: StreamSlots
-    private var handlerID: IOHandlerID?
+    @exclusivity(unchecked) private(set) var state: State = .connecting
+    @exclusivity(unchecked) private var session: HTTP2ClientSession?
+    @exclusivity(unchecked) private var slots: StreamSlots
+    @exclusivity(unchecked) private var handlerID: IOHandlerID?
 
     /// The server's live SETTINGS_MAX_CONCURRENT_STREAMS (APNs starts token-auth connections at 1).
-    private(set) var remoteMaxStreams = 1
+    @exclusivity(unchecked) private(set) var remoteMaxStreams = 1
     /// True once APNs answered 200 here.
-    private(set) var hasSucceeded = false
+    @exclusivity(unchecked) private(set) var hasSucceeded = false
     /// A fresh token-auth connection sends one request until an answer shows the provider token is good:
     /// anything but a 403 (a 410 or 400 for a stale device token proves the JWT was accepted).
-    private(set) var gateLifted = false
+    @exclusivity(unchecked) private(set) var gateLifted = false
     /// When the TLS handshake finished (0 before): the worker tells short-lived connections by it.
-    private(set) var establishedAt: UInt64 = 0
+    @exclusivity(unchecked) private(set) var establishedAt: UInt64 = 0
     /// Why the connection ended, for the pushes it leaves unanswered.
-    private var closeCause = ""
-    private(set) var streamsOpened = 0
-    private(set) var goAwayReason: String?
+    @exclusivity(unchecked) private var closeCause = ""
+    @exclusivity(unchecked) private(set) var streamsOpened = 0
+    @exclusivity(unchecked) private(set) var goAwayReason: String?
 
-    private var lastReceiveAt: UInt64 = 0
-    private var pingSentAt: UInt64 = 0
-    private var authorizationGeneration: UInt64 = 0
-    private var hasAuthorization = false
+    @exclusivity(unchecked) private var lastReceiveAt: UInt64 = 0
+    @exclusivity(unchecked) private var pingSentAt: UInt64 = 0
+    @exclusivity(unchecked) private var authorizationGeneration: UInt64 = 0
+    @exclusivity(unchecked) private var hasAuthorization = false
     /// Read on every push: kept here rather than reached through `worker.configuration` (a struct full of
     /// references, whose copies cost retains).
     private let providerTokens: ProviderTokenSource?
@@ -53,7 +53,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     private let rotateAfterStreams: Int
 
     /// Fields that repeat on every request (registered with the session when it starts).
-    private var repeated: APNsRequestHeaders.RepeatedFields?
+    @exclusivity(unchecked) private var repeated: APNsRequestHeaders.RepeatedFields?
 
     init(worker: PushWorker, index: Int, tls: TLSConnection) {
         self.worker = worker

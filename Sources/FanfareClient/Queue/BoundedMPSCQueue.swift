@@ -21,7 +21,7 @@ public final class BoundedMPSCQueue<Element>: @unchecked Sendable {
     private let cells: UnsafeMutablePointer<Cell>
     // Producers and the consumer touch different counters; keep them on separate allocations (no false sharing).
     private let enqueuePosition: UnsafeMutablePointer<Atomic<Int>>
-    private var dequeuePosition = 0
+    @exclusivity(unchecked) private var dequeuePosition = 0
 
     /// `capacity` is rounded up to a power of two (at least 2).
     public init(capacity requested: Int) {

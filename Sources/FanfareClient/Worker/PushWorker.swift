@@ -18,29 +18,29 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     let inbox: BoundedMPSCQueue<PushJob>
     let counters = WorkerCounters()
     private let resultHandler: PushResultHandler
-    private(set) var loop: IOLoop!
-    private var handlerID: IOHandlerID!
-    var identifiers = APNsIDGenerator()
+    @exclusivity(unchecked) private(set) var loop: IOLoop!
+    @exclusivity(unchecked) private var handlerID: IOHandlerID!
+    @exclusivity(unchecked) var identifiers = APNsIDGenerator()
     let sweepInterval: UInt64
     /// nghttp2's allocator for every session of this worker (thread-confined, like the sessions).
 
-    private var pending: PendingQueue<PushJob>
-    private var connections: [APNsConnection?]
-    private var backoff: [UInt64]
-    private var reconnectScheduled: [Bool]
+    @exclusivity(unchecked) private var pending: PendingQueue<PushJob>
+    @exclusivity(unchecked) private var connections: [APNsConnection?]
+    @exclusivity(unchecked) private var backoff: [UInt64]
+    @exclusivity(unchecked) private var reconnectScheduled: [Bool]
     /// Per connection slot: the addresses of the latest lookup, tried in order until one connects (a
     /// connection that got through clears them: the next one looks the host up afresh, as APNs asks).
-    private var addresses: [[SocketAddress]]
-    private var nextAddress: [Int]
-    private var resolving: [Bool]
+    @exclusivity(unchecked) private var addresses: [[SocketAddress]]
+    @exclusivity(unchecked) private var nextAddress: [Int]
+    @exclusivity(unchecked) private var resolving: [Bool]
     /// getaddrinfo blocks, so it runs on the resolver's thread; results come back here and wake the loop.
     private let resolver: HostResolver
     private let resolved = Mutex<[(slot: Int, result: Result<[SocketAddress], IOError>)]>([])
     private let hasResolved = Atomic<Bool>(false)
-    private var needsAdmission = false
-    private var nextConnection = 0
+    @exclusivity(unchecked) private var needsAdmission = false
+    @exclusivity(unchecked) private var nextConnection = 0
     private let stopRequested = Atomic<Bool>(false)
-    private var stopping = false
+    @exclusivity(unchecked) private var stopping = false
     private let lastConnectionErrorBox = Mutex<String?>(nil)
     private var lastConnectionError: String? {
         get { lastConnectionErrorBox.withLock { $0 } }
@@ -48,12 +48,12 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     }
     /// The latest rejection of the server's certificate (a configuration error), kept until the client stops.
     private let certificateRejectionBox = Mutex<String?>(nil)
-    private var random = SystemRandomNumberGenerator()
+    @exclusivity(unchecked) private var random = SystemRandomNumberGenerator()
 
     /// Pulled on this thread when connections have free streams (see `PushProducer`).
     private let producer: PushProducer?
-    private var producerWaitUntil: UInt64 = 0
-    private var producerFinished = false {
+    @exclusivity(unchecked) private var producerWaitUntil: UInt64 = 0
+    @exclusivity(unchecked) private var producerFinished = false {
         didSet { producerFinishedFlag.store(producerFinished, ordering: .releasing) }
     }
     private let producerFinishedFlag = Atomic<Bool>(false)
@@ -102,7 +102,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     }
 
     /// Wakes the worker's loop from any thread (set once before the worker is shared).
-    private(set) var waker: IOWaker?
+    @exclusivity(unchecked) private(set) var waker: IOWaker?
 
     /// Any thread: begin a shutdown. Pushes not yet answered end as `.failed(.shutdown)`; `isStopped`
     /// turns true once every connection has closed.
@@ -234,7 +234,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             scheduleReconnect(connection.index)
         }
     }
-    private var retiring: [APNsConnection] = []
+    @exclusivity(unchecked) private var retiring: [APNsConnection] = []
 
     func connectionClosed(_ connection: APNsConnection, reason: TransportCloseReason, cause: String, hadConnected: Bool) {
         counters.connectionsClosed.add(1, ordering: .relaxed)
@@ -438,7 +438,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         nextProviderTokenCheck = now &+ 1_000_000_000
         _ = source.current()
     }
-    private var nextProviderTokenCheck: UInt64 = 0
+    @exclusivity(unchecked) private var nextProviderTokenCheck: UInt64 = 0
 
     private func sweepPending(now: UInt64) {
         guard !pending.isEmpty else { return }

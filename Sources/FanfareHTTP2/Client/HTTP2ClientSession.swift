@@ -84,43 +84,43 @@ public final class HTTP2ClientSession {
     private let transportReference: Unmanaged<HTTP2FrameSink>
     private let delegateReference: Unmanaged<HTTP2ClientSessionDelegate>
     private let local: LocalSettings
-    private var streams: ClientStreamTable
-    private var sendQueue = RequestList()
-    private var blocked = RequestList()
-    private var encoderTable: HPACKEncoderTable
-    private var decoder: HPACKDecoder
+    @exclusivity(unchecked) private var streams: ClientStreamTable
+    @exclusivity(unchecked) private var sendQueue = RequestList()
+    @exclusivity(unchecked) private var blocked = RequestList()
+    @exclusivity(unchecked) private var encoderTable: HPACKEncoderTable
+    @exclusivity(unchecked) private var decoder: HPACKDecoder
 
     /// 64-bit: past the last odd id (2^31-1) it steps beyond Int32 instead of overflowing; no stream
     /// opens there (`acceptsRequests` turns false first, and the owner drains and rotates).
-    private var nextStreamID = 1
+    @exclusivity(unchecked) private var nextStreamID = 1
     /// The highest stream id opened so far.
-    public private(set) var lastStreamID: Int32 = 0
-    private var connectionSendWindow = HTTP2Limits.defaultWindowSize
-    private var peerInitialWindow = HTTP2Limits.defaultWindowSize
-    private var peerMaxFrameSize = HTTP2Limits.defaultMaxFrameSize
-    public private(set) var peerMaxConcurrentStreams: Int?
-    public private(set) var goAwayReceived = false
-    private var goAwaySent = false
+    @exclusivity(unchecked) public private(set) var lastStreamID: Int32 = 0
+    @exclusivity(unchecked) private var connectionSendWindow = HTTP2Limits.defaultWindowSize
+    @exclusivity(unchecked) private var peerInitialWindow = HTTP2Limits.defaultWindowSize
+    @exclusivity(unchecked) private var peerMaxFrameSize = HTTP2Limits.defaultMaxFrameSize
+    @exclusivity(unchecked) public private(set) var peerMaxConcurrentStreams: Int?
+    @exclusivity(unchecked) public private(set) var goAwayReceived = false
+    @exclusivity(unchecked) private var goAwaySent = false
     /// A connection error was found (and answered with GOAWAY): nothing more is read or sent.
-    public private(set) var failed = false
+    @exclusivity(unchecked) public private(set) var failed = false
     /// The connection is gone (`connectionLost`): every request was reported and nothing more happens.
-    public private(set) var lost = false
-    private var connectionReceivedUnacknowledged = 0
+    @exclusivity(unchecked) public private(set) var lost = false
+    @exclusivity(unchecked) private var connectionReceivedUnacknowledged = 0
     /// Our SETTINGS were acknowledged: the peer must keep to our initial stream window from now on
     /// (before that it may still use the default of 65,535 bytes).
-    private var localSettingsAcknowledged = false
+    @exclusivity(unchecked) private var localSettingsAcknowledged = false
     /// Frames written for the peer while the transport was backed up (see `maxQueuedControlFrames`).
-    private var controlFramesWhileBackedUp = 0
+    @exclusivity(unchecked) private var controlFramesWhileBackedUp = 0
 
     /// A frame split across reads is gathered here (we never raise SETTINGS_MAX_FRAME_SIZE, so ≤ 16 KiB).
     private let frameBuffer: UnsafeMutableRawPointer
-    private var frameBufferCount = 0
+    @exclusivity(unchecked) private var frameBufferCount = 0
     private static let frameBufferCapacity = HTTP2Limits.frameHeaderSize + HTTP2Limits.defaultMaxFrameSize
     /// A header block continued in CONTINUATION frames.
     private let headerBlock: UnsafeMutableRawPointer
-    private var headerBlockCount = 0
-    private var headerBlockStream: Int32 = 0
-    private var headerBlockEndsStream = false
+    @exclusivity(unchecked) private var headerBlockCount = 0
+    @exclusivity(unchecked) private var headerBlockStream: Int32 = 0
+    @exclusivity(unchecked) private var headerBlockEndsStream = false
     /// Requests to close after a GOAWAY (gathered first: the stream map cannot change while it is walked).
     private let goAwayScratch: UnsafeMutablePointer<Int32>
 

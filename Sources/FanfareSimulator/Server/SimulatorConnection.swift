@@ -19,28 +19,28 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
     let serial: UInt32
     let transport: SecureTransport
     let auth: ConnectionAuthState
-    private var session: OpaquePointer?
-    private var handlerID: IOHandlerID?
-    private var delayed: DelayHeap
-    private var timerDue: UInt64 = .max
-    private var timer: IOTimerID?
-    private var openStreams = 0
+    @exclusivity(unchecked) private var session: OpaquePointer?
+    @exclusivity(unchecked) private var handlerID: IOHandlerID?
+    @exclusivity(unchecked) private var delayed: DelayHeap
+    @exclusivity(unchecked) private var timerDue: UInt64 = .max
+    @exclusivity(unchecked) private var timer: IOTimerID?
+    @exclusivity(unchecked) private var openStreams = 0
     /// Most streams open at once on this connection, overall and before its first 200 was sent (a client
     /// that honours APNs' one-stream start keeps the latter at 1).
-    private var maxOpenStreams = 0
-    private var maxOpenStreamsBeforeFirstAccept = 0
-    private var hasSentAccept = false
-    private var streamPolicy: ConnectionStreamPolicy
-    private var goAwaySent = false
+    @exclusivity(unchecked) private var maxOpenStreams = 0
+    @exclusivity(unchecked) private var maxOpenStreamsBeforeFirstAccept = 0
+    @exclusivity(unchecked) private var hasSentAccept = false
+    @exclusivity(unchecked) private var streamPolicy: ConnectionStreamPolicy
+    @exclusivity(unchecked) private var goAwaySent = false
     /// The last-stream-id of the GOAWAY sent: streams above it are not processed (RFC 9113 §6.8).
-    private var goAwayLastStreamID = Int32.max
+    @exclusivity(unchecked) private var goAwayLastStreamID = Int32.max
     /// The highest stream id decided so far (a GOAWAY must not disown a stream already decided).
-    private var highestDecidedStreamID: Int32 = 0
-    private(set) var closed = false
+    @exclusivity(unchecked) private var highestDecidedStreamID: Int32 = 0
+    @exclusivity(unchecked) private(set) var closed = false
     /// Injected fault: reset (TCP RST) once this many requests are decided; nil = never.
     private let resetAfterRequests: Int?
     /// The reset is due: nothing more is decided, and the socket is aborted once nghttp2 returns.
-    private var resetDue = false
+    @exclusivity(unchecked) private var resetDue = false
 
     init(worker: SimulatorWorker, serial: UInt32, tls: TLSConnection) {
         self.worker = worker

@@ -19,38 +19,38 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     let configuration: SimulatorConfiguration
     let options: APNsSimulator.Options
     let bufferSizes: TransportBufferSizes
-    private(set) var loop: IOLoop!
-    private var handlerID: IOHandlerID!
+    @exclusivity(unchecked) private(set) var loop: IOLoop!
+    @exclusivity(unchecked) private var handlerID: IOHandlerID!
     private let listenerFD: Int32
-    private var acceptArmed = false
-    private var listenerClosed = false
+    @exclusivity(unchecked) private var acceptArmed = false
+    @exclusivity(unchecked) private var listenerClosed = false
     let headPool: RequestHeadPool
     /// Most streams this worker holds at once (`Options.maxStreamsPerWorker`, or unlimited).
     private let maxStreams: Int
     /// nghttp2's allocator for every session of this worker (thread-confined, like the sessions).
     let http2Pool = HTTP2MemoryPool()
-    private var slots: StreamSlots
-    private var headerScratch: UnsafeMutablePointer<nghttp2_nv>
-    private var validator: RequestValidator
-    private var random: SimulatorRandom
+    @exclusivity(unchecked) private var slots: StreamSlots
+    @exclusivity(unchecked) private var headerScratch: UnsafeMutablePointer<nghttp2_nv>
+    @exclusivity(unchecked) private var validator: RequestValidator
+    @exclusivity(unchecked) private var random: SimulatorRandom
     private let verifier: any ProviderTokenVerifying
     private let log: AcceptedPushLog?
-    var stats = SimulatorStats()
-    private(set) var acceptErrors = 0
+    @exclusivity(unchecked) var stats = SimulatorStats()
+    @exclusivity(unchecked) private(set) var acceptErrors = 0
     private let published = Mutex(SimulatorStats())
     /// High-water marks over this worker's connections (see `SimulatorStreamConcurrency`); written by the
     /// worker only when a connection sets a new record, read by any thread.
     private let maxOpenStreams = Atomic<Int>(0)
     private let maxOpenStreamsBeforeFirstAccept = Atomic<Int>(0)
-    private var lastPublish: UInt64 = 0
-    private var connections: [UInt32: SimulatorConnection] = [:]
-    private var nextSerial: UInt32 = 1
-    private var wallClock = SimulatorInstant(nanosecondsSinceEpoch: 0)
+    @exclusivity(unchecked) private var lastPublish: UInt64 = 0
+    @exclusivity(unchecked) private var connections: [UInt32: SimulatorConnection] = [:]
+    @exclusivity(unchecked) private var nextSerial: UInt32 = 1
+    @exclusivity(unchecked) private var wallClock = SimulatorInstant(nanosecondsSinceEpoch: 0)
     private let stopRequested = Atomic<Bool>(false)
     private let goAwayRequested = Atomic<Int>(0)  // 0 none, 1 + reason index
-    private var stopping = false
+    @exclusivity(unchecked) private var stopping = false
     private let stoppedFlag = Atomic<Bool>(false)
-    private(set) var waker: IOWaker?
+    @exclusivity(unchecked) private(set) var waker: IOWaker?
 
     init(index: Int, configuration: SimulatorConfiguration, options: APNsSimulator.Options, listenerFD: Int32, log: AcceptedPushLog?) {
         self.index = index
@@ -338,7 +338,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         }
         return decision
     }
-    private var lastClockTick: UInt64 = 0
+    @exclusivity(unchecked) private var lastClockTick: UInt64 = 0
 
     /// Fills the header scratch for the stream's response; returns the header count.
     func responseHeaders(slot: Int) -> (UnsafeMutablePointer<nghttp2_nv>, Int) {
