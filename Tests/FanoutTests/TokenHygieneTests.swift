@@ -57,6 +57,19 @@ import Testing
         #expect(second.isComplete && first.isComplete)
     }
 
+    @Test func aChannelNamedTwiceInOneRegistrationSendsOnce() throws {
+        let driver = ShardDriver()
+        let token = makeToken(8)
+        let match = driver.channelID("match")
+        driver.shard.register(
+            RegistrationBatch.Entry(token: token, pushToStart: false, frequentUpdates: false, registeredAt: 1, channels: [match, match]))
+        let wave = try driver.publish(timestamp: 1)
+        let jobs = driver.take()
+        #expect(jobs.count == 1 && wave.report.targeted == 1)
+        driver.deliver(jobs)
+        #expect(wave.isComplete)
+    }
+
     @Test func reRegistrationWithNewChannelsMovesTheToken() throws {
         let driver = ShardDriver()
         let token = makeToken(5)

@@ -182,13 +182,20 @@ struct ChannelSets {
     /// Channel id → the id of the set of just that channel + 1 (0: none): most tokens follow one channel.
     private var single: [UInt32] = []
 
-    /// The set of `channels` (any order, no duplicates), counted as used once more.
+    /// The set of `channels` (any order; a channel named twice counts once), counted as used once more.
     mutating func retain(_ channels: [UInt16]) -> UInt32 {
         let id: UInt32
         if channels.count == 1, Int(channels[0]) < single.count, single[Int(channels[0])] != 0 {
             id = single[Int(channels[0])] - 1
         } else {
-            let sorted = channels.sorted()
+            var sorted = channels.sorted()
+            // A registration naming a channel twice must not make the token a member twice.
+            var kept = min(1, sorted.count)
+            for index in sorted.indices.dropFirst() where sorted[index] != sorted[kept - 1] {
+                sorted[kept] = sorted[index]
+                kept += 1
+            }
+            sorted.removeLast(sorted.count - kept)
             if let known = ids[sorted] {
                 id = known
             } else {
