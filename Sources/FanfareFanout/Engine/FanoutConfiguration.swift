@@ -26,7 +26,8 @@ public struct FanoutConfiguration: Sendable {
     /// retried through the retry lanes like a 5xx; a retry that is delivered counts in the wave's
     /// `possibleDuplicates` (the device may show the state twice).
     public var retryUnconfirmed = false
-    /// Commands (publishes, registration batches) each shard's queue holds; a full queue is back-pressure.
+    /// Commands each shard's queue holds (rounded up to a power of two): half for control commands (publishes,
+    /// registration batches), half for single pushes; a full half is back-pressure.
     public var commandQueueCapacity: Int = 4096
     /// Waves published and not complete yet, engine-wide; a publish beyond it is refused
     /// (`PublishError.tooManyUnfinishedWaves`). Each holds a slot on every shard until it completes there.
@@ -78,8 +79,8 @@ public struct FanoutConfiguration: Sendable {
         try require(client.workerCount <= 1024, "client.workerCount", "must be at most 1024")
         try require(!bundleID.isEmpty, "bundleID", "must not be empty")
         try require(
-            commandQueueCapacity > 2 * FanoutEngine.controlReserve && commandQueueCapacity <= 1 << 24,
-            "commandQueueCapacity", "must be in \(2 * FanoutEngine.controlReserve + 1)...\(1 << 24)")
+            commandQueueCapacity >= 64 && commandQueueCapacity <= 1 << 24, "commandQueueCapacity",
+            "must be in 64...\(1 << 24) (half for control commands, half for single pushes)")
         try require(
             maximumUnfinishedWaves >= 1 && maximumUnfinishedWaves <= Self.waveSlotLimit, "maximumUnfinishedWaves",
             "must be in 1...\(Self.waveSlotLimit)")
@@ -152,7 +153,7 @@ public struct InvalidTokenBreakerConfiguration: Sendable, Equatable {
     var problem: String? {
         if window < 1 || window > 1 << 24 { return "window must be in 1...\(1 << 24)" }
         if !(maximumShare >= 0 && maximumShare < 1) { return "maximumShare must be in 0..<1" }
-        if minimumSuspects < 1 { return "minimumSuspects must be at least 1" }
+        if minimumSuspects < 1 || minimumSuspects > window { return "minimumSuspects must be in 1...window" }
         return nil
     }
 }

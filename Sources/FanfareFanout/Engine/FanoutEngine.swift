@@ -249,14 +249,14 @@ public final class FanoutEngine: Sendable {
     /// after checking the engine is not shut down (so the workers still drain).
     private func enqueueWaiting(_ command: ShardCommand, shard index: Int) {
         let shard = shards[index]
-        while shard.controlQueued.load(ordering: .relaxed) >= Self.controlReserve {
+        while shard.controlQueued.load(ordering: .relaxed) >= shard.controlCapacity {
             usleep(200)
         }
         enqueueControl(command, shard: shard)
     }
 
-    /// Holding `control`, with `controlQueued < controlReserve` checked: the queue has room (single pushes
-    /// never take the last `controlReserve` slots), so this cannot fail.
+    /// Holding `control`, with `controlQueued < controlCapacity` checked: the queue has room (single pushes
+    /// never take more than the other half), so this cannot fail.
     private func enqueueControl(_ command: ShardCommand, shard: Shard) {
         shard.controlQueued.add(1, ordering: .relaxed)
         let taken = shard.commands.enqueue(command)
@@ -307,9 +307,9 @@ public final class FanoutEngine: Sendable {
             guard unfinished < configuration.maximumUnfinishedWaves else {
                 throw .tooManyUnfinishedWaves(limit: configuration.maximumUnfinishedWaves)
             }
-            // Every control command is queued under this lock and single pushes never take the last
-            // `controlReserve` slots: room checked here is room at the enqueue below, on every shard or none.
-            for shard in shards where shard.controlQueued.load(ordering: .relaxed) >= Self.controlReserve {
+            // Every control command is queued under this lock and single pushes never take more than their
+            // half of the queue: room checked here is room at the enqueue below, on every shard or none.
+            for shard in shards where shard.controlQueued.load(ordering: .relaxed) >= shard.controlCapacity {
                 throw .backPressure(shard: shard.index)
             }
             let sequence = state.nextSequence
@@ -350,9 +350,8 @@ public final class FanoutEngine: Sendable {
         let payload: PushPayload
         do { payload = try PushPayload(liveActivity: content) } catch { throw .invalidPayload(error) }
         let shard = shards[APNsClient.workerIndex(for: token, workerCount: shards.count)]
-        // Lock-free producers reserve their slot and leave the last ones to the control path.
-        let limit = shard.commands.capacity - Self.controlReserve
-        guard shard.singlesQueued.add(1, ordering: .relaxed).newValue <= limit else {
+        // Lock-free producers reserve their slot in their half of the queue.
+        guard shard.singlesQueued.add(1, ordering: .relaxed).newValue <= shard.singleCapacity else {
             shard.singlesQueued.subtract(1, ordering: .relaxed)
             throw .backPressure(shard: shard.index)
         }
@@ -366,9 +365,6 @@ public final class FanoutEngine: Sendable {
             counted = false
         }
     }
-
-    /// Queue slots single pushes never take, so a publish finds room on every shard.
-    static let controlReserve = 64
 
     /// The retained waves (every unfinished one and the newest `retainedWaves` complete ones), oldest first.
     public var waves: [Wave] { history.recent }

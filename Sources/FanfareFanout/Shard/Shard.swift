@@ -12,10 +12,13 @@ final class Shard: PushProducer, @unchecked Sendable {
     let index: Int
     let commands: BoundedMPSCQueue<ShardCommand>
     /// Queue slots held by control commands and by single pushes (taken when queued, given back when the
-    /// shard dequeues them): single pushes reserve theirs and never pass `capacity - controlReserve`, so a
-    /// control command that checked `controlQueued` under the control lock always finds room.
+    /// shard dequeues them). Each kind has half the queue: single pushes reserve their slot with one atomic
+    /// add and never pass `singleCapacity`, control commands are queued under the engine's control lock and
+    /// never pass `controlCapacity`, so room a publish checked is still there when it enqueues.
     let controlQueued = Atomic<Int>(0)
     let singlesQueued = Atomic<Int>(0)
+    var controlCapacity: Int { commands.capacity / 2 }
+    var singleCapacity: Int { commands.capacity - controlCapacity }
     /// Answers held for the invalid-token breaker (for statistics; written by the shard's thread).
     let heldCount = Atomic<Int>(0)
     /// Registrations the shard had no room for (its 4 GiB token arena is full); they stay in the registry.
