@@ -622,6 +622,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         }
     }
 
+    @inline(__always)
     private func memberCompleted(_ result: PushResult, waveSlot: Int, now: UInt64) {
         let ref = FanoutCookie.member(result.cookie)
         let audienceIndex = Self.audienceIndex(ref.channel, ref.kind)

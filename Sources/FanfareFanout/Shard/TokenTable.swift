@@ -5,8 +5,12 @@ import FanfareCore
 /// A slot is a token's index here; audience members refer to tokens by slot. A slot is reused only once it
 /// is dead and no audience member points at it any more (`memberships` is 0; audience compaction drops the
 /// members of dead tokens), so a member, and through it a lane entry or a push cookie, can never reach
-/// another token through a stale slot. A freed slot goes to a free list of its token length and is taken
-/// by the next token of that length, so its arena bytes are rewritten in place: churn does not grow the arena.
+/// another token through a stale slot. A freed slot goes to a free list of its token length (linked through
+/// its unused `budget` cell) and is taken by the next token of that length, so its arena bytes are rewritten
+/// in place: churn does not grow the arena.
+///
+/// Every field is a `Column` or a number, so the table is copied and read without reference counting (the
+/// per-push path reads it through the shard).
 ///
 /// Slot 0 is a permanent dead sentinel: audience compaction points members it cannot remove (holes left
 /// around busy members) at it.
@@ -38,8 +42,8 @@ struct TokenTable {
     /// Audience members pointing at this slot; a dead slot is freed when it reaches 0.
     private(set) var memberships = Column<UInt16>()
 
-    /// Free slots by token length (`DeviceToken.maximumByteCount + 1` lists).
-    private var freeSlots: [[UInt32]] = Array(repeating: [], count: DeviceToken.maximumByteCount + 1)
+    /// The first free slot of each token length (0: none); each free slot's `budget` holds the next one.
+    private var freeHeads = Column<UInt32>(repeating: 0, count: DeviceToken.maximumByteCount + 1)
     private(set) var freeCount = 0
 
     var count: Int { offsets.count }
@@ -80,21 +84,23 @@ struct TokenTable {
         lastSentAt.deallocate()
         channelSet.deallocate()
         memberships.deallocate()
+        freeHeads.deallocate()
     }
 
     /// Whether one more token of `byteCount` bytes fits (the arena is addressed with 32-bit offsets).
     func hasRoom(forTokenOf byteCount: Int) -> Bool {
-        !freeSlots[byteCount].isEmpty || (arena.count + byteCount <= Int(UInt32.max) && count < Int(UInt32.max - 2))
+        freeHeads[byteCount] != 0 || (arena.count + byteCount <= Int(UInt32.max) && count < Int(UInt32.max - 2))
     }
 
     /// Adds a live token, in a freed slot of the same length if there is one; returns its slot. The caller
     /// checked `hasRoom`.
     mutating func insert(_ token: DeviceToken, flags: Flags, registeredAt: UInt32, channelSet set: UInt32) -> UInt32 {
         let slot: UInt32
-        if let free = freeSlots[token.byteCount].popLast() {
-            slot = free
+        if freeHeads[token.byteCount] != 0 {
+            slot = freeHeads[token.byteCount]
             freeCount -= 1
             let index = Int(slot)
+            freeHeads[token.byteCount] = budget[index]
             token.withUnsafeBytes { bytes in
                 UnsafeMutableRawPointer(arena.base + Int(offsets[index])).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
             }
@@ -153,7 +159,9 @@ struct TokenTable {
     private mutating func freeIfUnused(_ slot: UInt32) -> Bool {
         let index = Int(slot)
         guard slot != Self.vacant, memberships[index] == 0, !flags[index].contains(.alive) else { return false }
-        freeSlots[Int(lengths[index])].append(slot)
+        let length = Int(lengths[index])
+        budget[index] = freeHeads[length]
+        freeHeads[length] = slot
         freeCount += 1
         return true
     }
@@ -178,8 +186,7 @@ struct TokenTable {
     /// Bytes held per token (columns only), for the memory figures.
     var bytesUsed: Int {
         arena.bytesUsed + offsets.bytesUsed + lengths.bytesUsed + flags.bytesUsed + registeredOrDiedAt.bytesUsed
-            + budget.bytesUsed + lastSentAt.bytesUsed + channelSet.bytesUsed + memberships.bytesUsed
-            + freeSlots.reduce(0) { $0 + $1.capacity * 4 }
+            + budget.bytesUsed + lastSentAt.bytesUsed + channelSet.bytesUsed + memberships.bytesUsed + freeHeads.bytesUsed
     }
 }
 
