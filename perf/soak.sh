@@ -61,6 +61,7 @@ warmup_flag=()
 [ -n "$WARMUP" ] && warmup_flag=(--warmup-minutes "$WARMUP")
 # --minimum-interval 0: every token gets the update of every second, so the rate is TOKENS pushes/s.
 set +e
+: >"$OUT/soak.txt"
 /usr/bin/time -f "process: %U s user, %S s sys, %e s wall, %M KiB max RSS" \
     "$FANFARE" demo --scenario soak --minutes "$MINUTES" --tokens "$TOKENS" --churn "$CHURN" --sample-seconds "$SAMPLE" \
     "${warmup_flag[@]}" --latency "$LATENCY" --workers "$WORKERS" --connections "$CONNECTIONS" --minimum-interval 0 \

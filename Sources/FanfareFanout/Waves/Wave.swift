@@ -171,6 +171,11 @@ public struct WaveReport: Sendable, Equatable {
         if lastAck != 0 { makespan = lastAck > wave.publishedAt ? lastAck - wave.publishedAt : 0 }
     }
 
+    /// Failed because the connection ended after the push went out and before APNs answered
+    /// (`PushFailure.unconfirmed`; by default such pushes are not sent again, see
+    /// `FanoutConfiguration.retryUnconfirmed`). Part of `failed`.
+    public var unconfirmed: Int { failedByReason[FailureReason.name(FailureReason.unconfirmed)] ?? 0 }
+
     /// Outcomes so far; equals `targeted` once the wave is complete.
     public var accounted: Int { delivered + failed + superseded + expired + invalidated }
 

@@ -55,9 +55,17 @@ struct SoakRun {
         var configuration = FanoutConfiguration(client: client, bundleID: bundleID)
         configuration.minimumInterval = minimumInterval > 0 ? .milliseconds(Int64(minimumInterval * 1000)) : nil
         configuration.maintenanceInterval = .seconds(10)
-        let deaths = Atomic<Int>(0)
+        // Tokens APNs called dead (removed by the engine): replaced at once, skipped when their turn to leave comes.
+        let dead = Mutex<(tokens: Set<DeviceToken>, new: Int)>(([], 0))
         let engine = try FanoutEngine(
-            configuration: configuration, store: store, onInvalidation: { if $0.removed { deaths.add(1, ordering: .relaxed) } })
+            configuration: configuration, store: store,
+            onInvalidation: { report in
+                guard report.removed else { return }
+                dead.withLock {
+                    $0.tokens.insert(report.token)
+                    $0.new += 1
+                }
+            })
         print(
             "soak        \(WaveTable.group(tokens)) tokens, \(Int(churn * 100)) % replaced per second, a wave per channel every "
                 + "second, a new channel every \(Self.channelSeconds) s; \(Int(minutes)) min, RSS every \(sampleSeconds) s, "
@@ -67,7 +75,6 @@ struct SoakRun {
         var samples: [(seconds: Double, rss: Double)] = []
         var nextSample = Double(sampleSeconds)
         var second = 0
-        var deathsSeen = 0
         var lastCompleted = 0
         var interrupted = false
         var refused = 0
@@ -83,22 +90,25 @@ struct SoakRun {
             let elapsed = Date().timeIntervalSince(started)
             if elapsed >= duration { break }
 
-            // Churn: the oldest tokens go, new ones (and replacements for the dead) follow the newest channel.
+            // Churn: the oldest tokens go and as many new ones follow the newest channel, plus one for each token
+            // APNs called dead since the last second: the registered population stays at `tokens`.
             let replace = Int(Double(tokens) * churn)
-            if replace > 0 {
-                let leaving = live[liveHead..<min(live.count, liveHead + replace)]
-                liveHead += leaving.count
-                for member in leaving { channelMembers[member.channel, default: 0] -= 1 }
-                _ = try engine.unregister(leaving.map(\.token))
-                if liveHead > tokens / 4 {  // often, so this list itself stays flat
-                    live.removeFirst(liveHead)
-                    liveHead = 0
-                }
+            let leaving = live[liveHead..<min(live.count, liveHead + replace)]
+            liveHead += leaving.count
+            for member in leaving { channelMembers[member.channel, default: 0] -= 1 }
+            let (alreadyDead, died) = dead.withLock { dead -> (Int, Int) in
+                var already = 0
+                for member in leaving where dead.tokens.remove(member.token) != nil { already += 1 }
+                defer { dead.new = 0 }
+                return (already, dead.new)
             }
-            let died = deaths.load(ordering: .relaxed)
+            if !leaving.isEmpty { _ = try engine.unregister(leaving.map(\.token)) }
+            if liveHead > tokens / 4 {  // often, so this list itself stays flat
+                live.removeFirst(liveHead)
+                liveHead = 0
+            }
             let channel = initialChannels + second / Self.channelSeconds
-            try engine.register(try registrations(replace + died - deathsSeen, channel: channel))
-            deathsSeen = died
+            try engine.register(try registrations(leaving.count - alreadyDead + died, channel: channel))
 
             // A wave per channel that has tokens.
             let timestamp = Int64(Date().timeIntervalSince1970)
