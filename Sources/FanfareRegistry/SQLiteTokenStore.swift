@@ -155,6 +155,26 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
+    public func invalidate(_ batch: [TokenInvalidation]) throws(RegistryError) -> [Bool] {
+        guard !batch.isEmpty else { return [] }
+        return try transaction("invalidating \(batch.count) tokens") { db, memory in
+            // The time condition is part of each DELETE, as in the single-token call.
+            let unconditional = try RawStatement(db, sql: "DELETE FROM tokens WHERE id = ? AND token = ?")
+            let conditional = try RawStatement(db, sql: "DELETE FROM tokens WHERE id = ? AND token = ? AND last_seen_at <= ?")
+            var removed: [Bool] = []
+            removed.reserveCapacity(batch.count)
+            for item in batch {
+                if let invalidSince = item.invalidSince {
+                    conditional.bind(3, invalidSince)
+                    removed.append(try Self.delete(item.token, with: conditional, &memory))
+                } else {
+                    removed.append(try Self.delete(item.token, with: unconditional, &memory))
+                }
+            }
+            return removed
+        }
+    }
+
     public func retireUpdateTokens(following channel: String) throws(RegistryError) -> [DeviceToken] {
         try transaction("retiring update tokens following channel '\(channel)'") { db, memory in
             guard let channelID = memory.channelIDs[channel] else { return [] }

@@ -72,6 +72,18 @@ public enum RegistryError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// A token APNs reported dead, for `TokenStore.invalidate(_:)`.
+public struct TokenInvalidation: Sendable, Equatable {
+    public var token: DeviceToken
+    /// From a 410's `timestamp` (UNIX ms): removed only if not registered again after it; nil removes it.
+    public var invalidSince: Int64?
+
+    public init(token: DeviceToken, invalidSince: Int64?) {
+        self.token = token
+        self.invalidSince = invalidSince
+    }
+}
+
 /// What the fan-out engine needs from durable storage. SQLite is the embedded default
 /// (`SQLiteTokenStore`); a server database can take its place by implementing this.
 ///
@@ -91,6 +103,10 @@ public protocol TokenStore: AnyObject, Sendable {
     /// Returns true if the token was removed.
     func invalidate(_ token: DeviceToken, invalidSince: Int64?) throws(RegistryError) -> Bool
 
+    /// `invalidate` for many tokens in one transaction (one fsync), with the same rule per token. Returns, in
+    /// order, whether each was removed; on an error nothing of the batch is applied.
+    func invalidate(_ batch: [TokenInvalidation]) throws(RegistryError) -> [Bool]
+
     /// Calls `body` for every registration of one app (bundle id and environment), in no particular order.
     /// Used once at start-up to fill the in-memory shard tables.
     func forEachRegistration(
@@ -107,4 +123,14 @@ public protocol TokenStore: AnyObject, Sendable {
 
     /// Number of registered tokens (all apps).
     func count() throws(RegistryError) -> Int
+}
+
+extension TokenStore {
+    /// One `invalidate` call per token (stores that can batch override this with one transaction).
+    public func invalidate(_ batch: [TokenInvalidation]) throws(RegistryError) -> [Bool] {
+        var removed: [Bool] = []
+        removed.reserveCapacity(batch.count)
+        for item in batch { removed.append(try invalidate(item.token, invalidSince: item.invalidSince)) }
+        return removed
+    }
 }

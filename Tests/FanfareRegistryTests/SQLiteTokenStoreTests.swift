@@ -163,6 +163,29 @@ struct SQLiteTokenStoreTests {
         }
     }
 
+    @Test func aBatchOfInvalidationsKeepsTheRuleOfEachToken() throws {
+        try withStore { store, _ in
+            try store.register((1...6).map { updateRegistration($0, createdAt: 1_000, lastSeenAt: 2_000) })
+            let removed = try store.invalidate([
+                TokenInvalidation(token: makeToken(1), invalidSince: 1_999),  // registered again since: kept
+                TokenInvalidation(token: makeToken(2), invalidSince: 2_000),
+                TokenInvalidation(token: makeToken(3), invalidSince: nil),
+                TokenInvalidation(token: makeToken(3), invalidSince: nil),  // twice: the second finds nothing
+                TokenInvalidation(token: makeToken(9), invalidSince: nil),  // never registered
+            ])
+            #expect(removed == [false, true, true, false, false])
+            #expect(Set(try store.all().keys) == [makeToken(1), makeToken(4), makeToken(5), makeToken(6)])
+            #expect(try store.invalidate([]) == [])
+            // Durable: a new store on the file sees the same.
+            try store.close()
+            let reopened = try SQLiteTokenStore(path: store.path)
+            #expect(try reopened.count() == 4 && reopened.rowCount() == 4)
+            // The protocol's default (one call per token) gives the same answers for other stores.
+            #expect(try OneByOne(reopened).invalidate([TokenInvalidation(token: makeToken(4), invalidSince: nil)]) == [true])
+            #expect(try reopened.count() == 3)
+        }
+    }
+
     @Test func retireByChannelKeepsPushToStartTokens() throws {
         try withStore { store, _ in
             try store.register([
@@ -272,4 +295,27 @@ struct SQLiteTokenStoreTests {
         #expect(try store.count() == 8_000)
         #expect(try store.retireUpdateTokens(following: "w3").count == 1_000)
     }
+}
+
+/// A store that only has the single-token calls, to exercise `TokenStore.invalidate(_:)`'s default.
+private final class OneByOne: TokenStore {
+    let inner: SQLiteTokenStore
+    init(_ inner: SQLiteTokenStore) { self.inner = inner }
+    func register(_ registrations: [TokenRegistration]) throws(RegistryError) { try inner.register(registrations) }
+    func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int { try inner.unregister(tokens) }
+    func invalidate(_ token: DeviceToken, invalidSince: Int64?) throws(RegistryError) -> Bool {
+        try inner.invalidate(token, invalidSince: invalidSince)
+    }
+    func forEachRegistration(
+        bundleID: String, environment: APNsEnvironment, _ body: (TokenRegistration) throws -> Void
+    ) throws(RegistryError) {
+        try inner.forEachRegistration(bundleID: bundleID, environment: environment, body)
+    }
+    func retireUpdateTokens(following channel: String) throws(RegistryError) -> [DeviceToken] {
+        try inner.retireUpdateTokens(following: channel)
+    }
+    func retireUpdateTokens(createdBefore: Int64) throws(RegistryError) -> [DeviceToken] {
+        try inner.retireUpdateTokens(createdBefore: createdBefore)
+    }
+    func count() throws(RegistryError) -> Int { try inner.count() }
 }

@@ -4,6 +4,7 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import Logging
 import Synchronization
 import Testing
 
@@ -18,26 +19,54 @@ final class RecordingInvalidations: InvalidationSink, @unchecked Sendable {
 final class ShardDriver {
     let shard: Shard
     let invalidations = RecordingInvalidations()
+    let breaker: InvalidTokenBreaker
     private var sequence: UInt64 = 0
     private var nextWaveID: UInt64 = 1
+    /// Channel names → ids, as the engine's `ChannelDirectory` assigns them (never forgotten here).
+    private var channelIDs: [String: UInt16] = [:]
     /// The test's clock (monotonic ns); tests move it forward by hand.
     var now: UInt64
 
     init(
         minimumInterval: UInt64 = 0, retryDelays: [UInt64] = [1_000_000, 2_000_000],
-        standard: PriorityBudgetProfile = .standard, frequent: PriorityBudgetProfile = .frequent
+        standard: PriorityBudgetProfile = .standard, frequent: PriorityBudgetProfile = .frequent,
+        breaker configuration: InvalidTokenBreakerConfiguration = InvalidTokenBreakerConfiguration(),
+        retryUnconfirmed: Bool = false
     ) {
-        let settings = ShardSettings(
+        var settings = ShardSettings(
             standardBudget: standard, frequentBudget: frequent, minimumInterval: minimumInterval, retryDelays: retryDelays)
-        shard = Shard(index: 0, settings: settings, commandCapacity: 64, invalidations: invalidations)
+        settings.retryUnconfirmed = retryUnconfirmed
+        breaker = InvalidTokenBreaker(configuration: configuration, logger: Logger(label: "test.breaker"))
+        shard = Shard(index: 0, settings: settings, commandCapacity: 64, invalidations: invalidations, breaker: breaker)
         now = monotonicNow()
+    }
+
+    func nextSequence() -> UInt64 {
+        sequence += 1
+        return sequence
+    }
+
+    func channelID(_ name: String) -> UInt16 {
+        if let id = channelIDs[name] { return id }
+        let id = UInt16(channelIDs.count)
+        channelIDs[name] = id
+        return id
     }
 
     func register(_ tokens: [DeviceToken], channel: String = "match", frequent: Bool = false, pushToStart: Bool = false, at: UInt32 = 1_700_000_000) {
         for token in tokens {
             shard.register(
-                RegistrationBatch.Entry(token: token, pushToStart: pushToStart, frequentUpdates: frequent, registeredAt: at, channels: [channel]))
+                RegistrationBatch.Entry(
+                    token: token, pushToStart: pushToStart, frequentUpdates: frequent, registeredAt: at,
+                    channels: [channelID(channel)]))
         }
+    }
+
+    /// Queues a command the way the engine does (counting its slot) and lets the shard take it.
+    func send(_ command: ShardCommand) {
+        if command.isControl { shard.controlQueued.add(1, ordering: .relaxed) } else { shard.singlesQueued.add(1, ordering: .relaxed) }
+        #expect(shard.commands.enqueue(command))
+        shard.service(now: now)
     }
 
     /// Publishes through the shard's command queue, as the engine does.
@@ -54,13 +83,12 @@ final class ShardDriver {
             content.attributes = try RawJSON(validating: #"{"id":"m1"}"#)
         }
         let update = ChannelUpdate(channel: channel, content: content, priority: priority)
-        let wave = Wave(id: nextWaveID, update: update, shardCount: 1, publishedAt: now, onComplete: nil)
+        let wave = Wave(id: nextWaveID, update: update, shardCount: 1, publishedAt: now, breaker: breaker, onComplete: nil)
         nextWaveID += 1
-        sequence += 1
         let published = PublishedUpdate(
-            wave: wave, update: update, sequence: sequence, payload: try PushPayload(liveActivity: content), deadline: deadline)
-        #expect(shard.commands.enqueue(.publish(published)))
-        shard.service(now: now)
+            wave: wave, update: update, channel: channelID(channel), sequence: nextSequence(),
+            payload: try PushPayload(liveActivity: content), deadline: deadline)
+        send(.publish(published))
         return wave
     }
 

@@ -57,6 +57,19 @@ import Testing
         #expect(second.isComplete && first.isComplete)
     }
 
+    @Test func aChannelNamedTwiceInOneRegistrationSendsOnce() throws {
+        let driver = ShardDriver()
+        let token = makeToken(8)
+        let match = driver.channelID("match")
+        driver.shard.register(
+            RegistrationBatch.Entry(token: token, pushToStart: false, frequentUpdates: false, registeredAt: 1, channels: [match, match]))
+        let wave = try driver.publish(timestamp: 1)
+        let jobs = driver.take()
+        #expect(jobs.count == 1 && wave.report.targeted == 1)
+        driver.deliver(jobs)
+        #expect(wave.isComplete)
+    }
+
     @Test func reRegistrationWithNewChannelsMovesTheToken() throws {
         let driver = ShardDriver()
         let token = makeToken(5)
@@ -81,9 +94,8 @@ import Testing
         let results = ResultBox()
         for _ in 0..<2 {
             let job = PushJob(token: token, payload: try PushPayload(#"{"aps":{"timestamp":9,"event":"update","content-state":{}}}"#), priority: .immediate, cookie: 77)
-            #expect(driver.shard.commands.enqueue(.push(SinglePush(job: job) { results.append($0) })))
+            driver.send(.push(SinglePush(job: job) { results.append($0) }))
         }
-        driver.shard.service(now: driver.now)
         let jobs = driver.take(2)
         // Single pushes come before wave members; the second is over the activity's budget of one.
         #expect(jobs.map(\.priority) == [.immediate, .normal])

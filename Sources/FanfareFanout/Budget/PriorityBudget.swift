@@ -6,11 +6,19 @@ public struct PriorityBudgetProfile: Sendable, Equatable {
     /// How many may be spent at once after a quiet spell (the bucket size).
     public var burst: Int
 
+    /// Values that cannot work (a rate that is not positive, a burst below one) are refused when the engine
+    /// starts (`FanoutError.invalidConfiguration`).
     public init(perHour: Double, burst: Int) {
-        precondition(perHour > 0 && perHour.isFinite, "a budget needs a positive rate")
-        precondition(burst >= 1, "a budget needs room for at least one push")
         self.perHour = perHour
         self.burst = burst
+    }
+
+    /// What is wrong with this profile, or nil.
+    var problem: String? {
+        if !(perHour > 0 && perHour.isFinite) { return "perHour must be a positive number (got \(perHour))" }
+        if perHour > 36_000 { return "perHour must be at most 36000 (one every 0.1 s, the budget's resolution)" }
+        if burst < 1 || burst > 1024 { return "burst must be in 1...1024 (got \(burst))" }
+        return nil
     }
 
     /// Activities without frequent updates: about 12–15 high-priority pushes an hour before iOS throttles
@@ -33,6 +41,7 @@ struct PriorityBudget {
     let tolerance: UInt32
 
     init(_ profile: PriorityBudgetProfile) {
+        assert(profile.problem == nil, "an unchecked budget profile")
         let interval = max(1, (36_000 / profile.perHour).rounded())
         self.interval = UInt32(min(interval, Double(UInt32.max / 1024)))
         tolerance = self.interval * UInt32(min(profile.burst - 1, 1023))

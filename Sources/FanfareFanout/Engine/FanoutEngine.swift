@@ -12,8 +12,15 @@ public enum FanoutError: Error, Sendable, CustomStringConvertible {
     case wrongApp(index: Int, bundleID: String, environment: APNsEnvironment)
     case shutDown
     case client(String)
-    /// A shard holds at most `FanoutEngine.maximumChannels` channels (15 bits of a push cookie).
+    /// The engine tracks at most `FanoutEngine.maximumChannels` channels in use at once (15 bits of a push
+    /// cookie).
     case tooManyChannels(limit: Int)
+    /// A configuration value that cannot work.
+    case invalidConfiguration(field: String, problem: String)
+    /// `client.host` is an APNs host of the other environment: every token would be answered BadDeviceToken.
+    case environmentMismatch(host: String, hostEnvironment: APNsEnvironment, environment: APNsEnvironment)
+    /// `client.topic` is not this app's: every token would be answered DeviceTokenNotForTopic.
+    case topicMismatch(topic: String, bundleID: String)
 
     public var description: String {
         switch self {
@@ -23,8 +30,18 @@ public enum FanoutError: Error, Sendable, CustomStringConvertible {
         case .shutDown: return "the engine is shut down"
         case .client(let message): return "could not start the APNs client: \(message)"
         case .tooManyChannels(let limit):
-            return "more than \(limit) channels since the engine started; a channel no token follows any more is "
-                + "forgotten at the next start (end it and let retirement remove its tokens, then restart)"
+            return "more than \(limit) channels in use at once; a channel no token follows and no wave runs on is "
+                + "forgotten at the next maintenance pass (runMaintenance) and no longer counts"
+        case .invalidConfiguration(let field, let problem): return "fan-out configuration: \(field): \(problem)"
+        case .environmentMismatch(let host, let hostEnvironment, let environment):
+            let right = FanoutConfiguration.apnsHosts.first { $0.value == environment && !$0.key.contains("development") }?.key ?? "?"
+            return "client.host \(host) is APNs \(hostEnvironment), but the engine serves \(environment) tokens: "
+                + "APNs would answer BadDeviceToken for every one. Use host \(right), or environment .\(hostEnvironment) "
+                + "if the tokens really are \(hostEnvironment) tokens"
+        case .topicMismatch(let topic, let bundleID):
+            return "client.topic '\(topic)' is not a topic of bundle id '\(bundleID)': APNs would answer "
+                + "DeviceTokenNotForTopic for every token. Use '\(bundleID)\(Topic.liveActivitySuffix)' "
+                + "(Topic.liveActivity(bundleID:)), or fix bundleID"
         }
     }
 }
@@ -42,50 +59,64 @@ public final class FanoutEngine: Sendable {
     private let store: TokenStore
     private let registryWorker: RegistryWorker
     private let router: ResultRouter
-    private let control = Mutex(ControlState())
+    private let breaker: InvalidTokenBreaker
+    private let history: WaveHistory
+    private let control: Mutex<ControlState>
+    /// Pending retirements have their own lock: wave completions (on worker threads) add to them, and a worker
+    /// must never wait for the control lock (its holder may be waiting for that worker's queue to drain).
+    private let retirements = Mutex<[String: Int64]>([:])
+    /// One channel sweep at a time.
+    private let sweeping = Mutex<Void>(())
     private let isShutDown = Atomic<Bool>(false)
     private let enqueuingPushes = Atomic<Int>(0)
+    /// Published waves not complete yet (refused past `maximumUnfinishedWaves`).
+    private let unfinishedWaves = Atomic<Int>(0)
 
-    /// Channels one engine tracks (every shard knows every channel it has seen).
+    /// Channels in use at once (every shard indexes them by the engine's 15-bit channel id).
     public static let maximumChannels = FanoutCookie.maximumWaves
 
     private struct ControlState {
-        /// Every channel a registration or publish has named, to refuse the one past `maximumChannels`.
-        var channels: Set<String> = []
+        var channels: ChannelDirectory
         var nextWaveID: UInt64 = 1
+        /// Stamps every command that names a channel (and publishes, which shards check for order).
         var nextSequence: UInt64 = 1
-        /// The newest timestamp published per channel (older updates are refused).
-        var latestTimestamp: [String: Int64] = [:]
-        var waves: [Wave] = []
-        /// Channels whose `end` went out: retire their update tokens at this UNIX time.
-        var pendingRetirements: [(channel: String, at: Int64)] = []
     }
 
-    /// Loads the app's tokens from `store` into the shards, then starts the workers.
+    /// Checks the configuration, loads the app's tokens from `store` into the shards, then starts the workers.
     /// - Parameter onInvalidation: called on the registry thread after a dead token was durably removed.
     public init(
         configuration: FanoutConfiguration, store: TokenStore,
         onInvalidation: (@Sendable (InvalidationReport) -> Void)? = nil
     ) throws(FanoutError) {
-        precondition(configuration.client.workerCount > 0)
-        precondition(configuration.commandQueueCapacity > 2 * Self.controlReserve, "commandQueueCapacity is too small")
+        try configuration.validate()
         self.configuration = configuration
         self.store = store
+        let breaker = InvalidTokenBreaker(
+            configuration: configuration.invalidTokenBreaker, logger: configuration.logger,
+            metrics: configuration.metricsFactory, host: configuration.client.host,
+            topic: configuration.client.topic, environment: configuration.environment, wallClock: configuration.wallClock)
+        self.breaker = breaker
+        history = WaveHistory(
+            retained: configuration.retainedWaves, maximumAge: configuration.retainedWaveAge.map { Self.nanoseconds($0) })
         let retirement = RetirementBox()
         let registryWorker = RegistryWorker(
             store: store, maintenanceInterval: configuration.maintenanceInterval, onInvalidation: onInvalidation,
+            logger: configuration.logger, metrics: configuration.metricsFactory,
             maintenance: { retirement.engine?.runMaintenance() })
         self.registryWorker = registryWorker
-        let settings = ShardSettings(
+        var settings = ShardSettings(
             standardBudget: configuration.standardBudget, frequentBudget: configuration.frequentBudget,
             minimumInterval: configuration.minimumInterval.map { Self.nanoseconds($0) } ?? 0,
             retryDelays: configuration.retryDelays.map { Self.nanoseconds($0) })
+        settings.retryUnconfirmed = configuration.retryUnconfirmed
         let shards = (0..<configuration.client.workerCount).map {
-            Shard(index: $0, settings: settings, commandCapacity: configuration.commandQueueCapacity, invalidations: registryWorker)
+            Shard(
+                index: $0, settings: settings, commandCapacity: configuration.commandQueueCapacity,
+                invalidations: registryWorker, breaker: breaker)
         }
         self.shards = shards
-        let loadedChannels = try Self.load(from: store, into: shards, configuration: configuration)
-        control.withLock { $0.channels = loadedChannels }
+        let channels = try Self.load(from: store, into: shards, configuration: configuration)
+        control = Mutex(ControlState(channels: channels))
         router = ResultRouter(shards: shards, observer: configuration.onPushResult)
         do {
             client = try APNsClient(configuration: configuration.client, resultHandler: router, producers: shards)
@@ -98,29 +129,29 @@ public final class FanoutEngine: Sendable {
 
     deinit { shutdown() }
 
-    /// Fills the shards; returns the channels seen.
+    /// Fills the shards; returns the channels they know.
     private static func load(
         from store: TokenStore, into shards: [Shard], configuration: FanoutConfiguration
-    ) throws(FanoutError) -> Set<String> {
+    ) throws(FanoutError) -> ChannelDirectory {
         let shardCount = shards.count
-        var channels = Set<String>()
+        var channels = ChannelDirectory(limit: maximumChannels)
         var tooMany = false
         do {
             // Room for everything in the store up front (an upper bound: other apps' tokens are counted too).
             let expected = try store.count()
             for shard in shards { shard.reserve(tokens: expected / shardCount + expected / (shardCount * 16) + 16) }
+            var ids: [UInt16] = []
             try store.forEachRegistration(bundleID: configuration.bundleID, environment: configuration.environment) {
                 registration in
-                for channel in registration.channels where !channels.contains(channel) {
-                    guard channels.count < maximumChannels else {
-                        tooMany = true
-                        return
-                    }
-                    channels.insert(channel)
-                }
                 guard !tooMany else { return }
+                guard channels.canAdmit(registration.channels) else {
+                    tooMany = true
+                    return
+                }
+                ids.removeAll(keepingCapacity: true)
+                for name in registration.channels { ids.append(channels.mention(name, sequence: 0)) }
                 let shard = shards[APNsClient.workerIndex(for: registration.token, workerCount: shardCount)]
-                shard.register(Self.entry(registration))
+                shard.register(Self.entry(registration, channels: ids))
             }
         } catch {
             throw .registry(error)
@@ -129,44 +160,63 @@ public final class FanoutEngine: Sendable {
         return channels
     }
 
-    /// Holding `control`: admits `names` to the channel set, or refuses all of them.
-    private static func admitChannels(_ names: some Sequence<String>, into state: inout ControlState) -> Bool {
-        let new = Set(names).subtracting(state.channels)
-        guard state.channels.count + new.count <= maximumChannels else { return false }
-        state.channels.formUnion(new)
-        return true
-    }
-
-    static func entry(_ registration: TokenRegistration) -> RegistrationBatch.Entry {
+    static func entry(_ registration: TokenRegistration, channels: [UInt16]) -> RegistrationBatch.Entry {
         RegistrationBatch.Entry(
             token: registration.token, pushToStart: registration.kind == .pushToStart,
             frequentUpdates: registration.frequentUpdates,
-            registeredAt: UInt32(clamping: registration.lastSeenAt / 1000), channels: registration.channels)
+            registeredAt: UInt32(clamping: registration.lastSeenAt / 1000), channels: channels)
     }
 
+    /// Whole nanoseconds, saturating (durations are checked by `FanoutConfiguration.validate`).
     static func nanoseconds(_ duration: Duration) -> UInt64 {
         let (seconds, attoseconds) = duration.components
         guard seconds >= 0 else { return 0 }
-        return UInt64(seconds) * 1_000_000_000 + UInt64(attoseconds / 1_000_000_000)
+        let whole = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
+        if whole.overflow { return .max }
+        return whole.partialValue.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000)).partialValue
     }
 
     // MARK: - Registration
 
-    /// Registers (or refreshes) tokens: durable in the registry when this returns, then applied to the shards.
+    /// Registers (or refreshes) tokens: durable in the registry when this returns, then applied to the shards
+    /// (unless the engine shut down meanwhile: the next start loads them).
     public func register(_ registrations: [TokenRegistration]) throws(FanoutError) {
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
         for (index, registration) in registrations.enumerated()
         where registration.bundleID != configuration.bundleID || registration.environment != configuration.environment {
             throw .wrongApp(index: index, bundleID: registration.bundleID, environment: registration.environment)
         }
-        let admitted = control.withLock { Self.admitChannels(registrations.lazy.flatMap(\.channels), into: &$0) }
-        guard admitted else { throw .tooManyChannels(limit: Self.maximumChannels) }
-        do { try store.register(registrations) } catch { throw .registry(error) }
-        var perShard = Array(repeating: [RegistrationBatch.Entry](), count: shards.count)
-        for registration in registrations {
-            perShard[APNsClient.workerIndex(for: registration.token, workerCount: shards.count)].append(Self.entry(registration))
+        // Channel ids are taken (and pinned) before the durable write, so a concurrent registration cannot fill
+        // the channel table in between.
+        let pinned: [UInt16]? = control.withLock { state in
+            guard state.channels.canAdmit(registrations.lazy.flatMap(\.channels)) else { return nil }
+            let sequence = state.nextSequence
+            var pinned: [UInt16] = []
+            for registration in registrations {
+                for name in registration.channels { pinned.append(state.channels.mention(name, sequence: sequence, pin: true)) }
+            }
+            return pinned
         }
-        control.withLock { _ in
+        guard let pinned else { throw .tooManyChannels(limit: Self.maximumChannels) }
+        var written = false
+        defer {
+            if !written { control.withLock { state in for id in pinned { state.channels.unpin(id, sequence: 0) } } }
+        }
+        do { try store.register(registrations) } catch { throw .registry(error) }
+        written = true
+        var perShard = Array(repeating: [RegistrationBatch.Entry](), count: shards.count)
+        var next = 0
+        for registration in registrations {
+            let ids = Array(pinned[next..<next + registration.channels.count])
+            next += registration.channels.count
+            perShard[APNsClient.workerIndex(for: registration.token, workerCount: shards.count)]
+                .append(Self.entry(registration, channels: ids))
+        }
+        control.withLock { state in
+            let sequence = state.nextSequence
+            state.nextSequence += 1
+            for id in pinned { state.channels.unpin(id, sequence: sequence) }
+            guard !isShutDown.load(ordering: .acquiring) else { return }
             for (index, entries) in perShard.enumerated() where !entries.isEmpty {
                 enqueueWaiting(.register(RegistrationBatch(entries)), shard: index)
             }
@@ -187,6 +237,7 @@ public final class FanoutEngine: Sendable {
         var perShard = Array(repeating: [DeviceToken](), count: shards.count)
         for token in tokens { perShard[APNsClient.workerIndex(for: token, workerCount: shards.count)].append(token) }
         control.withLock { _ in
+            guard !isShutDown.load(ordering: .acquiring) else { return }
             for (index, batch) in perShard.enumerated() where !batch.isEmpty {
                 enqueueWaiting(.unregister(TokenBatch(batch)), shard: index)
             }
@@ -194,12 +245,23 @@ public final class FanoutEngine: Sendable {
     }
 
     /// Durable work already happened, so the command must get through: wait for room (shards drain their
-    /// queues every loop iteration, so this waits only under a burst of control traffic). Holding `control`.
+    /// queues every loop iteration, so this waits only under a burst of control traffic). Holding `control`,
+    /// after checking the engine is not shut down (so the workers still drain).
     private func enqueueWaiting(_ command: ShardCommand, shard index: Int) {
-        while !shards[index].commands.enqueue(command) {
+        let shard = shards[index]
+        while shard.controlQueued.load(ordering: .relaxed) >= shard.controlCapacity {
             usleep(200)
         }
-        client.kickProducer(worker: index)
+        enqueueControl(command, shard: shard)
+    }
+
+    /// Holding `control`, with `controlQueued < controlCapacity` checked: the queue has room (single pushes
+    /// never take more than the other half), so this cannot fail.
+    private func enqueueControl(_ command: ShardCommand, shard: Shard) {
+        shard.controlQueued.add(1, ordering: .relaxed)
+        let taken = shard.commands.enqueue(command)
+        precondition(taken, "a shard queue refused a control command it had room for")
+        client.kickProducer(worker: shard.index)
     }
 
     // MARK: - Publishing
@@ -209,47 +271,66 @@ public final class FanoutEngine: Sendable {
     public func publish(_ update: ChannelUpdate) throws(PublishError) -> Wave {
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
         guard !update.channel.isEmpty else { throw .emptyChannel }
+        let channelBytes = update.channel.utf8.count
+        guard channelBytes <= TokenRegistration.maximumChannelNameByteCount else {
+            throw .channelNameTooLong(bytes: channelBytes, limit: TokenRegistration.maximumChannelNameByteCount)
+        }
         if let collapseID = update.collapseID, collapseID.utf8.count > 64 {
             throw .collapseIDTooLong(bytes: collapseID.utf8.count)
         }
         let wallNow = configuration.wallClock()
-        if let freshUntil = update.freshUntil, freshUntil <= wallNow {
-            throw .alreadyExpired(freshUntil: freshUntil, now: wallNow)
+        var freshFor: Int64?
+        if let freshUntil = update.freshUntil {
+            if freshUntil <= wallNow { throw .alreadyExpired(freshUntil: freshUntil, now: wallNow) }
+            // APNs stores a push at most 30 days; anything later is a unit mistake (milliseconds?), and would
+            // overflow the nanosecond deadline.
+            let (ahead, overflow) = freshUntil.subtractingReportingOverflow(wallNow)
+            if overflow || ahead > Self.longestFreshness {
+                throw .freshUntilTooFar(freshUntil: freshUntil, now: wallNow, limitSeconds: Self.longestFreshness)
+            }
+            freshFor = ahead
         }
         let payload: PushPayload
         do { payload = try PushPayload(liveActivity: update.content) } catch { throw .invalidPayload(error) }
         let publishedAt = monotonicNow()
-        let deadline = update.freshUntil.map { publishedAt &+ UInt64($0 - wallNow) * 1_000_000_000 } ?? 0
+        let deadline = freshFor.map { publishedAt &+ UInt64($0) * 1_000_000_000 } ?? 0
 
         return try control.withLock { state throws(PublishError) -> Wave in
-            if let current = state.latestTimestamp[update.channel], update.content.timestamp < current {
+            guard !isShutDown.load(ordering: .acquiring) else { throw .shutDown }
+            if let current = state.channels.latestTimestamp(of: update.channel), update.content.timestamp < current {
                 throw .olderThanCurrent(channel: update.channel, timestamp: update.content.timestamp, current: current)
             }
-            guard Self.admitChannels(CollectionOfOne(update.channel), into: &state) else {
+            guard state.channels.canAdmit(CollectionOfOne(update.channel)) else {
                 throw .tooManyChannels(limit: Self.maximumChannels)
             }
-            // Every command producer holds this lock, so checking room first means either every shard takes
-            // the update or none does (the shards only ever make room meanwhile).
-            for shard in shards where shard.commands.approximateCount >= shard.commands.capacity - 1 {
+            let unfinished = unfinishedWaves.load(ordering: .acquiring)
+            guard unfinished < configuration.maximumUnfinishedWaves else {
+                throw .tooManyUnfinishedWaves(limit: configuration.maximumUnfinishedWaves)
+            }
+            // Every control command is queued under this lock and single pushes never take more than their
+            // half of the queue: room checked here is room at the enqueue below, on every shard or none.
+            for shard in shards where shard.controlQueued.load(ordering: .relaxed) >= shard.controlCapacity {
                 throw .backPressure(shard: shard.index)
             }
+            let sequence = state.nextSequence
+            state.nextSequence += 1
+            let channel = state.channels.mention(update.channel, sequence: sequence)
+            state.channels.setLatestTimestamp(update.content.timestamp, of: channel)
             let wave = Wave(
-                id: state.nextWaveID, update: update, shardCount: shards.count, publishedAt: publishedAt,
+                id: state.nextWaveID, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
                 onComplete: { [weak self] wave in self?.waveCompleted(wave) })
             state.nextWaveID += 1
             let published = PublishedUpdate(
-                wave: wave, update: update, sequence: state.nextSequence, payload: payload, deadline: deadline)
-            state.nextSequence += 1
-            state.latestTimestamp[update.channel] = update.content.timestamp
-            state.waves.append(wave)
-            for shard in shards {
-                let taken = shard.commands.enqueue(.publish(published))
-                precondition(taken, "a shard queue filled up while the control lock was held")
-                client.kickProducer(worker: shard.index)
-            }
+                wave: wave, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline)
+            unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
+            history.append(wave)
+            for shard in shards { enqueueControl(.publish(published), shard: shard) }
             return wave
         }
     }
+
+    /// `freshUntil` at most this far ahead (s): APNs stores a push up to 30 days (apns-spec.md §2).
+    static let longestFreshness: Int64 = 30 * 24 * 3600
 
     /// Sends one push to one token outside any channel, through the token's shard (lock-free: no control lock).
     /// A registered token's priority-10 budget applies (`.immediate` over budget goes at 5), and a token APNs
@@ -258,63 +339,70 @@ public final class FanoutEngine: Sendable {
         _ content: LiveActivityContent, to token: DeviceToken, priority: PushPriority = .normal,
         expiration: Int64? = nil, collapseID: String? = nil
     ) async throws(PublishError) -> PushResult {
-        // Counted while it may enqueue, so `shutdown` can wait for it and then account for it.
-        enqueuingPushes.add(1, ordering: .acquiringAndReleasing)
+        // Counted while it may enqueue, so `shutdown` can wait for it and then account for it. Sequentially
+        // consistent with `shutdown`'s flag exchange and count load: either shutdown sees this count, or this
+        // sees the flag.
+        enqueuingPushes.add(1, ordering: .sequentiallyConsistent)
         var counted = true
-        defer { if counted { enqueuingPushes.subtract(1, ordering: .acquiringAndReleasing) } }
-        guard !isShutDown.load(ordering: .acquiring) else { throw .shutDown }
+        defer { if counted { enqueuingPushes.subtract(1, ordering: .sequentiallyConsistent) } }
+        guard !isShutDown.load(ordering: .sequentiallyConsistent) else { throw .shutDown }
         if let collapseID, collapseID.utf8.count > 64 { throw .collapseIDTooLong(bytes: collapseID.utf8.count) }
         let payload: PushPayload
         do { payload = try PushPayload(liveActivity: content) } catch { throw .invalidPayload(error) }
         let shard = shards[APNsClient.workerIndex(for: token, workerCount: shards.count)]
-        // Lock-free producers leave the last slots to the control path (publishes, registrations).
-        guard shard.commands.approximateCount < shard.commands.capacity - Self.controlReserve else {
+        // Lock-free producers reserve their slot in their half of the queue.
+        guard shard.singlesQueued.add(1, ordering: .relaxed).newValue <= shard.singleCapacity else {
+            shard.singlesQueued.subtract(1, ordering: .relaxed)
             throw .backPressure(shard: shard.index)
         }
         let job = PushJob(token: token, payload: payload, priority: priority, expiration: expiration, collapseID: collapseID)
-        let result: PushResult? = await withCheckedContinuation { continuation in
+        return await withCheckedContinuation { continuation in
             let single = SinglePush(job: job) { continuation.resume(returning: $0) }
-            if shard.commands.enqueue(.push(single)) {
-                client.kickProducer(worker: shard.index)
-            } else {
-                continuation.resume(returning: nil)
-            }
-            enqueuingPushes.subtract(1, ordering: .acquiringAndReleasing)
+            let taken = shard.commands.enqueue(.push(single))
+            precondition(taken, "a shard queue refused a single push it had a reserved slot for")
+            client.kickProducer(worker: shard.index)
+            enqueuingPushes.subtract(1, ordering: .sequentiallyConsistent)
             counted = false
         }
-        guard let result else { throw .backPressure(shard: shard.index) }
-        return result
     }
 
-    /// Queue slots single pushes never take, so a publish finds room on every shard.
-    static let controlReserve = 64
+    /// The retained waves (every unfinished one and the newest `retainedWaves` complete ones), oldest first.
+    public var waves: [Wave] { history.recent }
 
-    /// Every wave published so far, oldest first.
-    public var waves: [Wave] { control.withLock { $0.waves } }
+    /// A retained wave by id.
+    public func wave(id: UInt64) -> Wave? { history.wave(id: id) }
 
+    /// On the thread that finished the wave's last shard (a worker's): never takes the control lock.
     private func waveCompleted(_ wave: Wave) {
+        unfinishedWaves.subtract(1, ordering: .acquiringAndReleasing)
         guard wave.event == .end else { return }
         // The activities of an ended channel go away after their dismissal window: retire its update tokens.
-        let at = wave.dismissalDate ?? (configuration.wallClock() + Int64(Self.nanoseconds(configuration.defaultDismissalWindow) / 1_000_000_000))
-        control.withLock { $0.pendingRetirements.append((wave.channel, at)) }
+        // iOS removes an ended activity within the window even if `dismissal-date` is later.
+        let latest = configuration.wallClock() + Int64(Self.nanoseconds(configuration.defaultDismissalWindow) / 1_000_000_000)
+        let at = min(wave.dismissalDate ?? latest, latest)
+        retirements.withLock { $0[wave.channel] = at }
     }
 
     // MARK: - Maintenance
 
     /// On the registry thread: retires ended channels whose dismissal window passed and activities older than
-    /// ActivityKit's lifetime. Also callable directly (tests, operators).
+    /// ActivityKit's lifetime, then forgets channels nothing uses. Also callable directly (tests, operators).
     public func runMaintenance() {
         let now = configuration.wallClock()
-        let due = control.withLock { state -> [String] in
-            let due = state.pendingRetirements.filter { $0.at <= now }.map(\.channel)
-            state.pendingRetirements.removeAll { $0.at <= now }
+        let due = retirements.withLock { pending -> [String] in
+            let due = pending.filter { $0.value <= now }.map(\.key)
+            for channel in due { pending[channel] = nil }
             return due
         }
         for channel in due {
             do {
                 _ = try store.retireUpdateTokens(following: channel)
-                control.withLock { _ in
-                    for shard in shards { enqueueWaiting(.retireChannel(channel), shard: shard.index) }
+                control.withLock { state in
+                    guard !isShutDown.load(ordering: .acquiring), let id = state.channels.id(of: channel) else { return }
+                    let sequence = state.nextSequence
+                    state.nextSequence += 1
+                    _ = state.channels.mention(channel, sequence: sequence)
+                    for shard in shards { enqueueWaiting(.retireChannel(id), shard: shard.index) }
                 }
             } catch {
                 registryWorker.noteError("retiring channel \(channel): \(error)")
@@ -327,6 +415,48 @@ public final class FanoutEngine: Sendable {
         } catch {
             registryWorker.noteError("retiring old activities: \(error)")
         }
+        forgetUnusedChannels()
+    }
+
+    /// Asks every shard which channels it still uses and forgets the others (their ids are reused). Waits
+    /// for the shards' answers (they come within a loop iteration); returns how many channels were forgotten.
+    @discardableResult
+    public func forgetUnusedChannels() -> Int {
+        sweeping.withLock { _ in
+            let sweep: ChannelSweep? = control.withLock { state in
+                guard !isShutDown.load(ordering: .acquiring) else { return nil }
+                let sweep = ChannelSweep(sequence: state.nextSequence, shards: shards.count)
+                state.nextSequence += 1
+                for shard in shards { enqueueWaiting(.sweepChannels(sweep), shard: shard.index) }
+                return sweep
+            }
+            guard let sweep else { return 0 }
+            // Shards answer within a loop iteration; after a shutdown, `abandonAfterStop` answers for them.
+            let deadline = monotonicNow() &+ 30_000_000_000
+            while !sweep.isAnswered {
+                if monotonicNow() > deadline { return 0 }
+                usleep(500)
+            }
+            return control.withLock { state in state.channels.forget(after: sweep) }
+        }
+    }
+
+    // MARK: - The invalid-token breaker
+
+    /// `.open` while the engine holds back deletions because APNs called too many tokens bad at once.
+    public var breakerState: InvalidTokenBreakerState { breaker.state }
+
+    /// Closes an open breaker (operator). `pruneHeldTokens`: the held tokens really are dead, remove them;
+    /// false: keep them (their waves count the failure with APNs' reason). Paused waves resume either way.
+    /// Returns false if the breaker was closed.
+    @discardableResult
+    public func resetBreaker(pruneHeldTokens: Bool = false) -> Bool {
+        guard breaker.close(pruneHeldTokens: pruneHeldTokens) else { return false }
+        control.withLock { _ in
+            guard !isShutDown.load(ordering: .acquiring) else { return }
+            for shard in shards { enqueueWaiting(.resumeAfterBreaker(pruneHeldTokens: pruneHeldTokens), shard: shard.index) }
+        }
+        return true
     }
 
     // MARK: - State
@@ -338,14 +468,22 @@ public final class FanoutEngine: Sendable {
         stats.registryErrors = registryWorker.storageErrors.load(ordering: .relaxed)
         stats.lastRegistryError = registryWorker.lastError
         stats.lastConnectionError = client.lastConnectionError
+        stats.invalidTokensHeld = shards.reduce(0) { $0 + $1.heldCount.load(ordering: .relaxed) }
+        stats.registrationsRefused = shards.reduce(0) { $0 + $1.registrationsRefused.load(ordering: .relaxed) }
+        stats.breaker = breaker.state
+        stats.unfinishedWaves = unfinishedWaves.load(ordering: .relaxed)
+        stats.channelsInUse = control.withLock { $0.channels.count }
         return stats
     }
 
     /// Stops the workers; every wave completes (outcomes still open end as failed: Shutdown) and every
-    /// invalidation already reported is written to the registry.
+    /// invalidation already reported is written to the registry. A `publish`, `register` or `push` racing it
+    /// either is refused with `.shutDown` or gets its outcome.
     public func shutdown() {
-        guard !isShutDown.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        while enqueuingPushes.load(ordering: .acquiring) > 0 { usleep(100) }
+        guard !isShutDown.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        // Control commands are queued under the lock after checking the flag: once we have held it, no more come.
+        control.withLock { _ in }
+        while enqueuingPushes.load(ordering: .sequentiallyConsistent) > 0 { usleep(100) }
         client.shutdown()
         for shard in shards { shard.abandonAfterStop() }
         registryWorker.stop()
@@ -365,6 +503,14 @@ public struct FanoutStatistics: Sendable {
     public var registryErrors = 0
     public var lastRegistryError: String?
     public var lastConnectionError: String?
+    /// BadDeviceToken / DeviceTokenNotForTopic answers waiting for the breaker's verdict (their tokens kept).
+    public var invalidTokensHeld = 0
+    public var breaker = InvalidTokenBreakerState.closed
+    /// Registrations a shard had no room for (its 4 GiB token arena was full); they stay in the registry.
+    public var registrationsRefused = 0
+    public var unfinishedWaves = 0
+    /// Channels the engine tracks (members or waves); forgotten ones do not count.
+    public var channelsInUse = 0
 }
 
 /// Sends each result to the shard that owns its token, on the worker thread that finished it (the same one).

@@ -1,5 +1,6 @@
 import FanfareClient
 import FanfareCore
+import Logging
 
 /// Drives one real shard without a network, for the benchmarks: the caller plays the worker (poll) and APNs
 /// (every push delivered). Measures the engine's own per-push work and allocations: picking the member,
@@ -14,7 +15,9 @@ public final class ShardProbe: InvalidationSink, @unchecked Sendable {
     public init(tokens: Int, tokenBytes: Int = 80) throws {
         let settings = ShardSettings(
             standardBudget: .standard, frequentBudget: .frequent, minimumInterval: 0, retryDelays: [1_000_000])
-        shard = Shard(index: 0, settings: settings, commandCapacity: 16, invalidations: self)
+        let breaker = InvalidTokenBreaker(
+            configuration: InvalidTokenBreakerConfiguration(), logger: Logger(label: "fanfare.probe"))
+        shard = Shard(index: 0, settings: settings, commandCapacity: 16, invalidations: self, breaker: breaker)
         shard.reserve(tokens: tokens)
         for index in 0..<tokens {
             var bytes = [UInt8](repeating: 0, count: tokenBytes)
@@ -26,7 +29,7 @@ public final class ShardProbe: InvalidationSink, @unchecked Sendable {
             shard.register(
                 RegistrationBatch.Entry(
                     token: try DeviceToken(bytes: bytes), pushToStart: false, frequentUpdates: index % 3 == 0,
-                    registeredAt: 1_700_000_000, channels: [channel]))
+                    registeredAt: 1_700_000_000, channels: [0]))
         }
         jobs.reserveCapacity(tokens)
     }
@@ -40,7 +43,8 @@ public final class ShardProbe: InvalidationSink, @unchecked Sendable {
         let update = ChannelUpdate(channel: channel, content: content, priority: .auto)
         let wave = Wave(id: sequence, update: update, shardCount: 1, publishedAt: monotonicNow(), onComplete: nil)
         let published = PublishedUpdate(
-            wave: wave, update: update, sequence: sequence, payload: try PushPayload(liveActivity: content), deadline: 0)
+            wave: wave, update: update, channel: 0, sequence: sequence, payload: try PushPayload(liveActivity: content),
+            deadline: 0)
         precondition(shard.commands.enqueue(.publish(published)))
         shard.service(now: monotonicNow())
     }

@@ -16,6 +16,9 @@ struct Audience {
         case inFlight = 1
         /// This member sits in a due lane (back-off after a failure, or the minimum interval).
         case waiting = 2
+        /// APNs called its token bad (BadDeviceToken / DeviceTokenNotForTopic) and the shard has not judged
+        /// yet whether such answers are normal (see `InvalidTokenBreakerConfiguration`): its outcome waits.
+        case held = 3
     }
 
     var slots = Column<UInt32>()
@@ -26,7 +29,8 @@ struct Audience {
 
     /// Members whose token is alive (what a new wave targets).
     var alive = 0
-    /// Members in flight or waiting: lanes and cookies refer to them by index, so no compaction meanwhile.
+    /// Members in flight, waiting or held: lanes, cookies and the held list refer to them by index, so
+    /// compaction leaves them where they are.
     var busy = 0
 
     /// The newest wave published on this audience (shard wave slot + 1; 0 = none or finished).
@@ -57,23 +61,68 @@ struct Audience {
         return (cursorStart + visited) % cursorCount
     }
 
-    /// Drops members whose token died. Only when nothing refers to members by index (no busy member, no
-    /// active cursor).
-    mutating func compact(isAlive: (UInt32) -> Bool) {
-        precondition(busy == 0 && !cursorActive, "compacting an audience in use")
-        var kept = 0
-        for index in 0..<slots.count where isAlive(slots[index]) {
-            slots[kept] = slots[index]
-            kept += 1
+    /// Drops the members of dead tokens, calling `dropped` with each one's token slot. Busy members (in
+    /// flight, waiting, held) keep their index, since lanes, cookies and the held list name them by it;
+    /// idle live members move down into the holes, and a hole nothing is left to fill points at the vacant
+    /// sentinel slot. Only while no cursor walks the audience (moving members would skip or repeat some).
+    mutating func compact(isAlive: (UInt32) -> Bool, dropped: (UInt32) -> Void) {
+        precondition(!cursorActive, "compacting an audience under a cursor")
+        var pinned = 0
+        var lastPinned = -1
+        var keptIdle = 0
+        for index in 0..<slots.count {
+            if states[index] != .idle {
+                pinned += 1
+                lastPinned = index
+            } else if isAlive(slots[index]) {
+                keptIdle += 1
+            }
         }
-        slots.removeLast(slots.count - kept)
-        // Nothing is busy, so every member is idle and owes nothing: only the counts shrink.
-        states.removeLast(states.count - kept)
-        owed.removeLast(owed.count - kept)
-        attempts.removeLast(attempts.count - kept)
-        for index in 0..<kept { attempts[index] = 0 }  // retry counts belonged to the old positions
-        assert(kept == alive, "alive count drifted: \(kept) vs \(alive)")
+        let length = max(lastPinned + 1, pinned + keptIdle)
+        // Idle live members move only downwards (the n-th of them goes to the n-th free position, which is never
+        // after its own), so one forward pass can move them in place.
+        var write = 0
+        for read in 0..<slots.count {
+            if states[read] != .idle { continue }  // pinned: stays
+            let slot = slots[read]
+            guard isAlive(slot) else {
+                dropped(slot)
+                continue
+            }
+            while states[write] != .idle && write < read { write += 1 }  // skip pinned positions
+            if write != read {
+                slots[write] = slot
+                owed[write] = 0
+                states[write] = .idle
+            }
+            attempts[write] = 0  // retry counts belonged to the old positions
+            write += 1
+            // Positions between `write` and `read` that are idle were read already; they are overwritten or
+            // become holes below.
+        }
+        // Holes left below `length` (idle positions no live member moved into) point at the sentinel.
+        while write < length {
+            if states[write] == .idle {
+                slots[write] = TokenTable.vacant
+                owed[write] = 0
+                attempts[write] = 0
+            }
+            write += 1
+        }
+        slots.removeLast(slots.count - length)
+        states.removeLast(states.count - length)
+        owed.removeLast(owed.count - length)
+        attempts.removeLast(attempts.count - length)
     }
+
+    /// No member, no wave, nothing referring to it: what a shard can forget.
+    var isEmpty: Bool { slots.count == 0 && currentWave == 0 && !cursorActive && busy == 0 }
+
+    /// Whether its columns grew past their initial size.
+    var hasGrown: Bool { slots.capacity > 16 }
+
+    /// Dead members (and vacant holes) an audience carries.
+    var deadCount: Int { slots.count - alive }
 
     func deallocate() {
         slots.deallocate()
@@ -122,19 +171,70 @@ enum FanoutCookie {
     static func wave(_ cookie: UInt64) -> Int { Int(cookie >> 48 & 0x7FFF) }
 }
 
-/// Channel sets interned to 4 bytes per token: most tokens of a match share one set.
+/// Channel sets interned to 4 bytes per token: most tokens of a match share one set. Channel ids are the
+/// engine's (see `ChannelDirectory`). A set lives while token slots use it (`retain` / `release`), and a freed
+/// id is reused, so the table holds the sets in use, not every combination ever registered.
 struct ChannelSets {
-    private(set) var sets: [[UInt16]] = [[]]
+    private var sets: [[UInt16]] = [[]]
+    private var users: [Int] = [1]  // set 0, the empty set, is never freed
     private var ids: [[UInt16]: UInt32] = [[]: 0]
+    private var freeIDs: [UInt32] = []
+    /// Channel id → the id of the set of just that channel + 1 (0: none): most tokens follow one channel.
+    private var single: [UInt32] = []
 
-    mutating func intern(_ channels: [UInt16]) -> UInt32 {
-        let sorted = channels.sorted()
-        if let id = ids[sorted] { return id }
-        let id = UInt32(sets.count)
-        sets.append(sorted)
-        ids[sorted] = id
+    /// The set of `channels` (any order; a channel named twice counts once), counted as used once more.
+    mutating func retain(_ channels: [UInt16]) -> UInt32 {
+        let id: UInt32
+        if channels.count == 1, Int(channels[0]) < single.count, single[Int(channels[0])] != 0 {
+            id = single[Int(channels[0])] - 1
+        } else {
+            var sorted = channels.sorted()
+            // A registration naming a channel twice must not make the token a member twice.
+            var kept = min(1, sorted.count)
+            for index in sorted.indices.dropFirst() where sorted[index] != sorted[kept - 1] {
+                sorted[kept] = sorted[index]
+                kept += 1
+            }
+            sorted.removeLast(sorted.count - kept)
+            if let known = ids[sorted] {
+                id = known
+            } else {
+                if let free = freeIDs.popLast() {
+                    id = free
+                    sets[Int(id)] = sorted
+                    users[Int(id)] = 0
+                } else {
+                    id = UInt32(sets.count)
+                    sets.append(sorted)
+                    users.append(0)
+                }
+                ids[sorted] = id
+                if sorted.count == 1 {
+                    let channel = Int(sorted[0])
+                    if channel >= single.count { single += Array(repeating: 0, count: channel + 1 - single.count) }
+                    single[channel] = id + 1
+                }
+            }
+        }
+        users[Int(id)] += 1
         return id
     }
 
+    /// A token slot stopped using set `id`.
+    mutating func release(_ id: UInt32) {
+        guard id != 0 else { return }
+        users[Int(id)] -= 1
+        assert(users[Int(id)] >= 0)
+        guard users[Int(id)] == 0 else { return }
+        let channels = sets[Int(id)]
+        ids[channels] = nil
+        if channels.count == 1 { single[Int(channels[0])] = 0 }
+        sets[Int(id)] = []
+        freeIDs.append(id)
+    }
+
     subscript(id: UInt32) -> [UInt16] { sets[Int(id)] }
+
+    /// Sets in use (tests check the table stays bounded under churn).
+    var liveCount: Int { ids.count }
 }

@@ -11,17 +11,28 @@ import Synchronization
 final class Shard: PushProducer, @unchecked Sendable {
     let index: Int
     let commands: BoundedMPSCQueue<ShardCommand>
+    /// Queue slots held by control commands and by single pushes (taken when queued, given back when the
+    /// shard dequeues them). Each kind has half the queue: single pushes reserve their slot with one atomic
+    /// add and never pass `singleCapacity`, control commands are queued under the engine's control lock and
+    /// never pass `controlCapacity`, so room a publish checked is still there when it enqueues.
+    let controlQueued = Atomic<Int>(0)
+    let singlesQueued = Atomic<Int>(0)
+    var controlCapacity: Int { commands.capacity / 2 }
+    var singleCapacity: Int { commands.capacity - controlCapacity }
+    /// Answers held for the invalid-token breaker (for statistics; written by the shard's thread).
+    let heldCount = Atomic<Int>(0)
+    /// Registrations the shard had no room for (its 4 GiB token arena is full); they stay in the registry.
+    let registrationsRefused = Atomic<Int>(0)
     private let settings: ShardSettings
     private let standardBudget: PriorityBudget
     private let frequentBudget: PriorityBudget
     private unowned(unsafe) let invalidations: InvalidationSink
+    private let breaker: InvalidTokenBreaker
 
-    // Tokens and channels (thread-confined after start).
+    // Tokens and channels (thread-confined after start). Channels are the engine's ids (`ChannelDirectory`).
     private(set) var tokens = TokenTable()
     private var tokenIndex = TokenIndex()
-    private var channelSets = ChannelSets()
-    private(set) var channelNames: [String] = []
-    private var channelIDs: [String: Int] = [:]
+    private(set) var channelSets = ChannelSets()
     /// Two audiences per channel: `[2 * channel + kind]`.
     private(set) var audiences: [Audience] = []
 
@@ -42,19 +53,54 @@ final class Shard: PushProducer, @unchecked Sendable {
     private static let intervalLane = 1
     private static let firstRetryLane = 2
 
+    // The invalid-token breaker (see `InvalidTokenBreakerConfiguration`): results are judged in windows; a
+    // BadDeviceToken / DeviceTokenNotForTopic answer waits in `heldMembers` / `heldSingles` until its window
+    // is judged normal (then its token is pruned) or the breaker opens (then nothing is pruned).
+    /// Waves do not advance while the breaker is open (single pushes still go).
+    private(set) var paused = false
+    /// Pushes handed out and results taken back, since the start.
+    private var pushesOut: UInt64 = 0
+    private var resultsBack: UInt64 = 0
+    /// The current window: results from `windowStart` up to `windowEnd`.
+    private var windowStart: UInt64 = 0
+    private var windowEnd: UInt64 = 0
+    private var windowBadDeviceToken = 0
+    private var windowNotForTopic = 0
+    private var heldMembers: [HeldMember] = []
+    private var heldSingles: [HeldSingle] = []
+    private var heldTotal = 0
+
+    private struct HeldMember {
+        var ref: MemberRef
+        var wave: Int
+        var reason: APNsReason
+        var timestamp: Int64?
+    }
+
+    private struct HeldSingle {
+        var token: DeviceToken
+        var reason: APNsReason
+        var timestamp: Int64?
+    }
+
     /// Monotonic origin of the shard clock (deciseconds, offset so 0 means "never").
     private let clockOrigin: UInt64
 
-    init(index: Int, settings: ShardSettings, commandCapacity: Int, invalidations: InvalidationSink) {
+    init(
+        index: Int, settings: ShardSettings, commandCapacity: Int, invalidations: InvalidationSink,
+        breaker: InvalidTokenBreaker
+    ) {
         self.index = index
         self.settings = settings
         standardBudget = PriorityBudget(settings.standardBudget)
         frequentBudget = PriorityBudget(settings.frequentBudget)
         commands = BoundedMPSCQueue(capacity: commandCapacity)
         self.invalidations = invalidations
+        self.breaker = breaker
         lanes = [DueLane(delay: 0), DueLane(delay: settings.minimumInterval)]
             + settings.retryDelays.map { DueLane(delay: $0) }
         clockOrigin = monotonicNow()
+        startWindow()
     }
 
     deinit {
@@ -74,17 +120,7 @@ final class Shard: PushProducer, @unchecked Sendable {
 
     /// Before the worker starts (one thread), or on the shard thread: adds or replaces one token.
     func register(_ entry: RegistrationBatch.Entry) {
-        let set: UInt32
-        if entry.channels.count == 1, let known = singleChannelSets[entry.channels[0]] {
-            // Most tokens follow one channel: one lookup instead of channel ids, a sort and an intern.
-            set = known
-        } else {
-            var channels: [UInt16] = []
-            channels.reserveCapacity(entry.channels.count)
-            for name in entry.channels { channels.append(UInt16(channelID(name))) }
-            set = channelSets.intern(channels)
-            if entry.channels.count == 1 { singleChannelSets[entry.channels[0]] = set }
-        }
+        let set = channelSets.retain(entry.channels)
         var flags: TokenTable.Flags = []
         if entry.pushToStart { flags.insert(.pushToStart) }
         if entry.frequentUpdates { flags.insert(.frequentUpdates) }
@@ -97,40 +133,41 @@ final class Shard: PushProducer, @unchecked Sendable {
                 // Same channels and kind: refresh in place (the common re-registration).
                 tokens.flags[slot] = flags.union(.alive)
                 tokens.registeredOrDiedAt[slot] = entry.registeredAt
+                channelSets.release(set)
                 return
             }
             // New channels or kind: retire the old slot (its memberships die with it), keep the budget.
             carriedBudget = tokens.budget[slot]
             remove(existing)
         }
-        let slot = tokens.append(entry.token, flags: flags, registeredAt: entry.registeredAt, channelSet: set)
+        guard tokens.hasRoom(forTokenOf: entry.token.byteCount) else {
+            // Reachable only past ~50 million 80-byte tokens in one shard: refuse this one, never trap.
+            channelSets.release(set)
+            registrationsRefused.add(1, ordering: .relaxed)
+            return
+        }
+        let slot = tokens.insert(entry.token, flags: flags, registeredAt: entry.registeredAt, channelSet: set)
         tokens.budget[Int(slot)] = carriedBudget
         tokenIndex.insert(entry.token, slot: slot, in: tokens)
         let kind: Audience.Kind = entry.pushToStart ? .pushToStart : .update
         for channel in channelSets[set] {
+            ensureChannel(Int(channel))
             audiences[Self.audienceIndex(Int(channel), kind)].append(slot: slot)
+            tokens.addMembership(slot)
         }
     }
 
-    /// Channel name → interned set of just that channel.
-    private var singleChannelSets: [String: UInt32] = [:]
-
     /// Reserves room before a bulk load.
     func reserve(tokens count: Int) {
-        precondition(tokens.count == 0, "reserve before the first token")
+        precondition(tokens.aliveCount == 0, "reserve before the first token")
         tokens.reserve(count, tokenBytes: 80)
         tokenIndex = TokenIndex(capacity: count)
     }
 
-    private func channelID(_ name: String) -> Int {
-        if let id = channelIDs[name] { return id }
-        let id = channelNames.count
-        precondition(id < 1 << 15, "more than 32767 channels in one shard")
-        channelNames.append(name)
-        channelIDs[name] = id
-        audiences.append(Audience())
-        audiences.append(Audience())
-        return id
+    /// Makes room for the audiences of `channel` (an engine channel id).
+    private func ensureChannel(_ channel: Int) {
+        assert(channel < FanoutEngine.maximumChannels)
+        while audiences.count <= 2 * channel + 1 { audiences.append(Audience()) }
     }
 
     @inline(__always)
@@ -145,17 +182,71 @@ final class Shard: PushProducer, @unchecked Sendable {
         for channel in channelSets[tokens.channelSet[Int(slot)]] {
             audiences[Self.audienceIndex(Int(channel), kind)].alive -= 1
         }
-        tokens.kill(slot, epoch: epoch)
+        if tokens.kill(slot, epoch: epoch) { slotFreed(slot) }
+    }
+
+    /// A dead slot no member points at any more went to the free list: its channel set is no longer used.
+    private func slotFreed(_ slot: UInt32) {
+        channelSets.release(tokens.channelSet[Int(slot)])
+        tokens.channelSet[Int(slot)] = 0
     }
 
     func unregister(_ token: DeviceToken) {
         if let slot = tokenIndex.find(token, in: tokens) { remove(slot) }
     }
 
-    private func retireChannel(_ name: String) {
-        guard let channel = channelIDs[name] else { return }
+    private func retireChannel(_ channel: Int) {
+        guard 2 * channel + 1 < audiences.count else { return }
         let audience = audiences[Self.audienceIndex(channel, .update)]
         for member in audience.slots.indices where tokens.isAlive(audience.slots[member]) { remove(audience.slots[member]) }
+    }
+
+    /// Drops the members of dead tokens from one audience (not under a cursor) and frees their token slots
+    /// once nothing points at them.
+    private func compact(_ audienceIndex: Int) {
+        let table = tokens  // views of the same columns: `isAlive` reads the live flags
+        audiences[audienceIndex].compact(isAlive: { table.isAlive($0) }) { slot in
+            if self.tokens.removeMembership(slot) { self.slotFreed(slot) }
+        }
+    }
+
+    /// Whether an audience carries enough dead members to be worth a compaction pass.
+    @inline(__always)
+    private func worthCompacting(_ audienceIndex: Int) -> Bool {
+        let dead = audiences[audienceIndex].deadCount
+        return dead > max(64, audiences[audienceIndex].count / 8)
+    }
+
+    /// Compacts what is worth it and reports the channels still in use, so the engine can forget the rest.
+    private func sweepChannels(_ sweep: ChannelSweep) {
+        var used: [UInt16] = []
+        for channel in 0..<audiences.count / 2 {
+            var inUse = false
+            for kind in [Audience.Kind.update, .pushToStart] {
+                let audienceIndex = Self.audienceIndex(channel, kind)
+                let audience = audiences[audienceIndex]
+                if !audience.cursorActive && audience.deadCount > 0 && (audience.alive == 0 || worthCompacting(audienceIndex)) {
+                    compact(audienceIndex)
+                }
+                if audiences[audienceIndex].isEmpty {
+                    // Give a grown audience's memory back; the channel id may name another channel next.
+                    if audiences[audienceIndex].hasGrown {
+                        audiences[audienceIndex].deallocate()
+                        audiences[audienceIndex] = Audience()
+                    }
+                } else {
+                    inUse = true
+                }
+            }
+            if inUse { used.append(UInt16(channel)) }
+        }
+        // Trailing channels nothing uses: drop their audiences altogether.
+        while audiences.count >= 2 && audiences[audiences.count - 1].isEmpty && audiences[audiences.count - 2].isEmpty {
+            audiences[audiences.count - 1].deallocate()
+            audiences[audiences.count - 2].deallocate()
+            audiences.removeLast(2)
+        }
+        sweep.answer(used: used)
     }
 
     // MARK: - Commands
@@ -168,21 +259,31 @@ final class Shard: PushProducer, @unchecked Sendable {
         var budget = commandLimit
         while budget > 0, let command = commands.dequeue() {
             budget -= 1
+            if command.isControl {
+                controlQueued.subtract(1, ordering: .relaxed)
+            } else {
+                singlesQueued.subtract(1, ordering: .relaxed)
+            }
             switch command {
             case .publish(let update): start(update)
             case .register(let batch): for entry in batch.entries { register(entry) }
             case .unregister(let batch): for token in batch.tokens { unregister(token) }
-            case .retireChannel(let name): retireChannel(name)
+            case .retireChannel(let channel): retireChannel(Int(channel))
             case .push(let single): readySingles.append(single)
+            case .sweepChannels(let sweep): sweepChannels(sweep)
+            case .resumeAfterBreaker(let prune): resumeAfterBreaker(pruneHeldTokens: prune, now: now)
             }
         }
+        // Once per loop iteration, not per push: another shard may have opened the breaker.
+        if breaker.generation.load(ordering: .relaxed) & 1 == 1 { paused = true }
     }
 
     // MARK: - Waves
 
     private func start(_ update: PublishedUpdate) {
         let tally = update.wave.tallies[index]
-        let channel = channelID(update.channel)
+        let channel = Int(update.channel)
+        ensureChannel(channel)
         let audienceIndex = Self.audienceIndex(channel, update.kind)
         precondition(update.sequence > audiences[audienceIndex].lastSequence, "updates of a channel arrived out of order")
         audiences[audienceIndex].lastSequence = update.sequence
@@ -200,11 +301,10 @@ final class Shard: PushProducer, @unchecked Sendable {
             endCursor(audienceIndex)
             settleIfDone(old)
         }
-        // Dead members would only cost visits: drop them while nothing refers to members by index.
-        let audienceDead = audiences[audienceIndex].count - audiences[audienceIndex].alive
-        if audiences[audienceIndex].busy == 0 && audienceDead > max(64, audiences[audienceIndex].count / 8) {
-            let table = tokens
-            audiences[audienceIndex].compact(isAlive: { table.isAlive($0) })
+        // Dead members would only cost visits and hold token slots: drop them while no cursor walks the
+        // audience (busy members keep their places).
+        if worthCompacting(audienceIndex) {
+            compact(audienceIndex)
             resume = 0
         }
 
@@ -230,7 +330,8 @@ final class Shard: PushProducer, @unchecked Sendable {
 
     private func allocateWaveSlot() -> Int {
         if let slot = freeWaves.popLast() { return slot }
-        precondition(waves.count < FanoutCookie.maximumWaves, "more than 32766 unfinished waves in one shard")
+        // The engine refuses a publish past `maximumUnfinishedWaves` (≤ waveSlotLimit) engine-wide.
+        precondition(waves.count < FanoutConfiguration.waveSlotLimit, "more unfinished waves than the engine admits")
         waves.append(nil)
         waveOwners.append(nil)
         return waves.count - 1
@@ -270,6 +371,8 @@ final class Shard: PushProducer, @unchecked Sendable {
 
     func poll(now: UInt64) -> ProducerPoll {
         if nextReadySingle < readySingles.count { return .push(sendSingle(now: now)) }
+        // The breaker is open: waves wait (the resume command kicks the worker).
+        if paused { return .wait(until: now &+ 1_000_000_000) }
         // Members whose back-off or interval ended come first: they have waited longest.
         for lane in lanes.indices {
             while let raw = lanes[lane].popDue(now: now) {
@@ -314,8 +417,8 @@ final class Shard: PushProducer, @unchecked Sendable {
         let tokenSlot = audiences[audienceIndex].slots[member]
         var job: PushJob?
         if !tokens.isAlive(tokenSlot) {
-            // Targeted only if it died after this wave started.
-            if tokens.registeredOrDiedAt[Int(tokenSlot)] >= wave.epoch {
+            // Targeted only if it died after this wave started (never a vacant hole).
+            if tokenSlot != TokenTable.vacant && tokens.registeredOrDiedAt[Int(tokenSlot)] >= wave.epoch {
                 waves[waveSlot]!.unvisited -= 1
                 WaveTally.bump(wave.tally.invalidated)
                 settle(waveSlot)
@@ -331,7 +434,7 @@ final class Shard: PushProducer, @unchecked Sendable {
     /// The wave reached a live member: send now, or make it owed if the member is busy or too recent.
     private func deliver(_ waveSlot: Int, to member: Int, of audienceIndex: Int, now: UInt64) -> PushJob? {
         switch audiences[audienceIndex].states[member] {
-        case .inFlight, .waiting:
+        case .inFlight, .waiting, .held:
             // It gets the newest state when its current push or back-off ends; an older owed state is dropped.
             let previous = Int(audiences[audienceIndex].owed[member]) - 1
             if previous >= 0 {
@@ -428,6 +531,7 @@ final class Shard: PushProducer, @unchecked Sendable {
             }
         }
         tokens.lastSentAt[tokenSlot] = nowTenths
+        pushesOut &+= 1
         WaveTally.bump(wave.tally.sent)
         if audiences[audienceIndex].states[member] == .idle { audiences[audienceIndex].busy += 1 }
         audiences[audienceIndex].states[member] = .inFlight
@@ -473,6 +577,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         }
         single.job.priority = job.priority
         job.cookie = FanoutCookie.single(slot)
+        pushesOut &+= 1
         return job
     }
 
@@ -484,8 +589,15 @@ final class Shard: PushProducer, @unchecked Sendable {
         }
         singlesInFlight[slot] = nil
         freeSingleSlots.append(slot)
-        if result.disposition.action == .dropToken, let tokenSlot = tokenIndex.find(result.token, in: tokens) {
-            invalidate(tokenSlot, result: result)
+        if result.disposition.action == .dropToken {
+            if let (reason, timestamp) = suspect(result.disposition) {
+                // The caller gets APNs' answer now; whether the token goes waits for the window's verdict.
+                heldSingles.append(HeldSingle(token: result.token, reason: reason, timestamp: timestamp))
+                countHeld(reason)
+            } else if let tokenSlot = tokenIndex.find(result.token, in: tokens) {
+                let (reason, timestamp) = Self.rejection(result.disposition)
+                invalidate(tokenSlot, reason: reason, timestamp: timestamp)
+            }
         }
         var result = result
         result.cookie = single.job.cookie  // the caller's own
@@ -496,11 +608,22 @@ final class Shard: PushProducer, @unchecked Sendable {
 
     /// On the worker thread: the push for one member of one wave (or a single push) ended.
     func pushCompleted(_ result: PushResult, now: UInt64) {
+        resultsBack &+= 1
         let waveSlot = FanoutCookie.wave(result.cookie)
         if waveSlot == FanoutCookie.singlePush {
             singleCompleted(result)
-            return
+        } else {
+            memberCompleted(result, waveSlot: waveSlot, now: now)
         }
+        // Judge the window when it is full, or early when answers are held and the shard has nothing else
+        // coming (a small wave would otherwise wait for a thousand more results).
+        if resultsBack == windowEnd || (heldTotal != 0 && resultsBack == pushesOut && nothingToSend) {
+            judgeWindow(now: now)
+        }
+    }
+
+    @inline(__always)
+    private func memberCompleted(_ result: PushResult, waveSlot: Int, now: UInt64) {
         let ref = FanoutCookie.member(result.cookie)
         let audienceIndex = Self.audienceIndex(ref.channel, ref.kind)
         let member = ref.member
@@ -514,12 +637,26 @@ final class Shard: PushProducer, @unchecked Sendable {
         switch result.disposition.action {
         case .delivered:
             WaveTally.bump(tally.delivered)
+            // A delivery after an unconfirmed attempt of the same state (ours or the client's resend) may be
+            // the second one the device sees.
+            if audiences[audienceIndex].attempts[member] & Self.unconfirmedBit != 0 || result.possibleDuplicate {
+                WaveTally.bump(tally.possibleDuplicates)
+            }
             audiences[audienceIndex].attempts[member] = 0
             settle(waveSlot)
         case .dropToken:
+            if let (reason, timestamp) = suspect(result.disposition) {
+                // Maybe a configuration mistake, not a dead token: the outcome waits for the window's verdict.
+                audiences[audienceIndex].states[member] = .held
+                audiences[audienceIndex].busy += 1
+                heldMembers.append(HeldMember(ref: ref, wave: waveSlot, reason: reason, timestamp: timestamp))
+                countHeld(reason)
+                return
+            }
             WaveTally.bump(tally.invalidated)
             settle(waveSlot)
-            invalidate(audiences[audienceIndex].slots[member], result: result)
+            let (reason, timestamp) = Self.rejection(result.disposition)
+            invalidate(audiences[audienceIndex].slots[member], reason: reason, timestamp: timestamp)
             audiences[audienceIndex].attempts[member] = 0
             if owedSlot >= 0 {
                 audiences[audienceIndex].owed[member] = 0
@@ -528,16 +665,29 @@ final class Shard: PushProducer, @unchecked Sendable {
             }
             return
         case .retryLater, .retryOnNewConnection, .refreshProviderToken:
+            if case .failed(.unconfirmed) = result.disposition, !settings.retryUnconfirmed {
+                // APNs may have it: by default not sent again (see `FanoutConfiguration.retryUnconfirmed`).
+                failForGood(waveSlot, member: member, of: audienceIndex, reason: FailureReason.unconfirmed)
+                break
+            }
             retry(waveSlot, member: member, of: audienceIndex, result: result, now: now)
             return
         case .fixConfiguration, .discardMessage:
-            tally.recordFailure(reason: FailureReason.index(of: result.disposition))
-            audiences[audienceIndex].attempts[member] = 0
-            settle(waveSlot)
+            failForGood(waveSlot, member: member, of: audienceIndex, reason: FailureReason.index(of: result.disposition))
         }
         // A newer state arrived while this push was out: send it next.
         if owedSlot >= 0 { park(member, of: audienceIndex, lane: Self.readyLane, now: now) }
     }
+
+    private func failForGood(_ waveSlot: Int, member: Int, of audienceIndex: Int, reason: Int) {
+        waves[waveSlot]!.tally.recordFailure(reason: reason)
+        audiences[audienceIndex].attempts[member] = 0
+        settle(waveSlot)
+    }
+
+    /// `attempts` bit: an earlier attempt of the member's current state went out unconfirmed (it may have
+    /// reached APNs); the low bits count retries.
+    private static let unconfirmedBit: UInt8 = 0x80
 
     /// A transient failure: back off, then send the newest state (never a superseded one).
     private func retry(_ waveSlot: Int, member: Int, of audienceIndex: Int, result: PushResult, now: UInt64) {
@@ -553,7 +703,8 @@ final class Shard: PushProducer, @unchecked Sendable {
             }
             return
         }
-        let attempt = Int(audiences[audienceIndex].attempts[member]) + 1
+        let previous = audiences[audienceIndex].attempts[member]
+        let attempt = Int(previous & ~Self.unconfirmedBit) + 1
         let owedSlot = Int(audiences[audienceIndex].owed[member]) - 1
         if attempt > maxRetries {
             // Out of retries: this wave fails with the last reason, and so does a newer one it owes.
@@ -567,21 +718,24 @@ final class Shard: PushProducer, @unchecked Sendable {
             }
             return
         }
-        audiences[audienceIndex].attempts[member] = UInt8(attempt)
         if owedSlot >= 0 {
-            // The retry carries the newer state; this wave's push is superseded for this member.
+            // The retry carries the newer state; this wave's push is superseded for this member (and the newer
+            // state has not been sent before: no duplicate to fear).
+            audiences[audienceIndex].attempts[member] = UInt8(attempt)
             WaveTally.bump(waves[waveSlot]!.tally.superseded)
             settle(waveSlot)
         } else {
+            var unconfirmed = previous & Self.unconfirmedBit
+            if case .failed(.unconfirmed) = result.disposition { unconfirmed = Self.unconfirmedBit }
+            audiences[audienceIndex].attempts[member] = UInt8(attempt) | unconfirmed
             WaveTally.bump(waves[waveSlot]!.tally.retried)
             audiences[audienceIndex].owed[member] = UInt16(waveSlot + 1)
         }
         park(member, of: audienceIndex, lane: Self.firstRetryLane + attempt - 1, now: now)
     }
 
-    private func invalidate(_ tokenSlot: UInt32, result: PushResult) {
+    private func invalidate(_ tokenSlot: UInt32, reason: APNsReason?, timestamp: Int64?) {
         guard tokens.isAlive(tokenSlot) else { return }
-        guard case .rejected(_, let reason, _, _, let timestamp) = result.disposition else { return }
         // A 410 older than the token's latest registration is stale news: the app registered it again since.
         if let timestamp, Int64(tokens.registeredOrDiedAt[Int(tokenSlot)]) * 1000 > timestamp { return }
         let token = tokens.token(tokenSlot)
@@ -589,12 +743,114 @@ final class Shard: PushProducer, @unchecked Sendable {
         invalidations.tokenInvalidated(token, reason: reason, invalidSince: timestamp)
     }
 
+    /// The reason and timestamp of a rejection.
+    private static func rejection(_ disposition: PushDisposition) -> (APNsReason?, Int64?) {
+        if case .rejected(_, let reason, _, _, let timestamp) = disposition { return (reason, timestamp) }
+        return (nil, nil)
+    }
+
+    // MARK: - The invalid-token breaker
+
+    /// A BadDeviceToken / DeviceTokenNotForTopic answer, which the breaker judges before a token is pruned.
+    @inline(__always)
+    private func suspect(_ disposition: PushDisposition) -> (APNsReason, Int64?)? {
+        guard breaker.configuration.isEnabled, case .rejected(_, let reason?, _, _, let timestamp) = disposition,
+            reason == .badDeviceToken || reason == .deviceTokenNotForTopic
+        else { return nil }
+        return (reason, timestamp)
+    }
+
+    private func countHeld(_ reason: APNsReason) {
+        if reason == .badDeviceToken { windowBadDeviceToken += 1 } else { windowNotForTopic += 1 }
+        heldTotal += 1
+        heldCount.store(heldTotal, ordering: .relaxed)
+    }
+
+    private var nothingToSend: Bool {
+        activeAudiences.isEmpty && nextReadySingle == readySingles.count && lanes.allSatisfy(\.isEmpty)
+    }
+
+    private func startWindow() {
+        windowStart = resultsBack
+        windowEnd = resultsBack &+ UInt64(breaker.configuration.window)
+        windowBadDeviceToken = 0
+        windowNotForTopic = 0
+    }
+
+    /// The window ended: an abnormal share of bad-token answers opens the breaker (and nothing is pruned);
+    /// otherwise the held tokens are pruned as dead.
+    private func judgeWindow(now: UInt64) {
+        defer { startWindow() }
+        guard !paused else { return }
+        let configuration = breaker.configuration
+        let results = Int(resultsBack &- windowStart)
+        let suspects = windowBadDeviceToken + windowNotForTopic
+        if suspects >= configuration.minimumSuspects && Double(suspects) > configuration.maximumShare * Double(results) {
+            paused = true
+            breaker.open(
+                shard: index, results: results, badDeviceToken: windowBadDeviceToken, deviceTokenNotForTopic: windowNotForTopic)
+        } else if breaker.isOpen {
+            paused = true  // another shard opened it this very iteration: keep what is held
+        } else if heldTotal > 0 {
+            releaseHeld(prune: true, resend: false, now: now)
+        }
+    }
+
+    /// The operator closed the breaker: settle what is held and let the waves go on.
+    private func resumeAfterBreaker(pruneHeldTokens: Bool, now: UInt64) {
+        paused = false
+        releaseHeld(prune: pruneHeldTokens, resend: true, now: now)
+        startWindow()
+    }
+
+    /// Gives every held answer its outcome. `prune`: the tokens are dead (invalidated, removed, reported to
+    /// the registry). Otherwise they stay: the wave counts a failure with APNs' reason, and with `resend` a
+    /// member owed a newer state gets it.
+    private func releaseHeld(prune: Bool, resend: Bool, now: UInt64) {
+        for held in heldMembers {
+            let audienceIndex = Self.audienceIndex(held.ref.channel, held.ref.kind)
+            let member = held.ref.member
+            assert(audiences[audienceIndex].states[member] == .held)
+            audiences[audienceIndex].states[member] = .idle
+            audiences[audienceIndex].busy -= 1
+            audiences[audienceIndex].attempts[member] = 0
+            let owedSlot = Int(audiences[audienceIndex].owed[member]) - 1
+            if prune {
+                WaveTally.bump(waves[held.wave]!.tally.invalidated)
+                settle(held.wave)
+                invalidate(audiences[audienceIndex].slots[member], reason: held.reason, timestamp: held.timestamp)
+                if owedSlot >= 0 {
+                    audiences[audienceIndex].owed[member] = 0
+                    WaveTally.bump(waves[owedSlot]!.tally.invalidated)
+                    settle(owedSlot)
+                }
+            } else {
+                waves[held.wave]!.tally.recordFailure(reason: FailureReason.index(of: held.reason))
+                settle(held.wave)
+                if owedSlot >= 0 && resend { park(member, of: audienceIndex, lane: Self.readyLane, now: now) }
+            }
+        }
+        heldMembers.removeAll(keepingCapacity: heldMembers.capacity <= 4096)
+        if prune {
+            for held in heldSingles {
+                if let slot = tokenIndex.find(held.token, in: tokens) {
+                    invalidate(slot, reason: held.reason, timestamp: held.timestamp)
+                }
+            }
+        }
+        heldSingles.removeAll(keepingCapacity: heldSingles.capacity <= 4096)
+        heldTotal = 0
+        heldCount.store(0, ordering: .relaxed)
+    }
+
     // MARK: - Shutdown
 
     /// After the worker thread is gone (joined): starts queued waves, then ends every outcome still open as
-    /// failed (Shutdown), so every wave completes and every targeted token is accounted for.
+    /// failed (Shutdown; held bad-token answers with their own reason, the tokens kept), so every wave
+    /// completes and every targeted token is accounted for.
     func abandonAfterStop() {
-        service(now: monotonicNow(), commandLimit: .max)
+        let now = monotonicNow()
+        service(now: now, commandLimit: .max)
         for index in nextReadySingle..<readySingles.count {
             let single = readySingles[index]
             single.completion(
@@ -604,6 +860,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         }
         readySingles.removeAll()
         nextReadySingle = 0
+        if heldTotal > 0 { releaseHeld(prune: false, resend: false, now: now) }
         let reason = FailureReason.shutdown
         for audienceIndex in audiences.indices {
             for member in audiences[audienceIndex].owed.indices {

@@ -10,9 +10,20 @@ enum ShardCommand {
     /// Remove tokens (unregistered, or retired by age).
     case unregister(TokenBatch)
     /// The channel's activities ended and their dismissal window passed: drop its update tokens.
-    case retireChannel(String)
+    case retireChannel(UInt16)
     /// One push to one token, outside any wave (the token's budget still applies if it is registered).
     case push(SinglePush)
+    /// Compact audiences and report the channels this shard has nothing of (see `ChannelSweep`).
+    case sweepChannels(ChannelSweep)
+    /// The operator closed the invalid-token breaker: settle the held answers (prune their tokens, or keep
+    /// them) and resume the paused waves.
+    case resumeAfterBreaker(pruneHeldTokens: Bool)
+
+    /// Commands the control path sends (under the engine's control lock), as opposed to single pushes.
+    var isControl: Bool {
+        if case .push = self { return false }
+        return true
+    }
 }
 
 /// A single push and where its result goes (called on the shard's worker thread).
@@ -29,7 +40,8 @@ final class SinglePush: @unchecked Sendable {
 /// stream.
 final class PublishedUpdate: Sendable {
     let wave: Wave
-    let channel: String
+    /// The engine's id of the channel (`ChannelDirectory`).
+    let channel: UInt16
     let kind: Audience.Kind
     let sequence: UInt64
     let payload: PushPayload
@@ -41,10 +53,10 @@ final class PublishedUpdate: Sendable {
     let collapseID: String?
 
     init(
-        wave: Wave, update: ChannelUpdate, sequence: UInt64, payload: PushPayload, deadline: UInt64
+        wave: Wave, update: ChannelUpdate, channel: UInt16, sequence: UInt64, payload: PushPayload, deadline: UInt64
     ) {
         self.wave = wave
-        channel = update.channel
+        self.channel = channel
         kind = update.audience
         self.sequence = sequence
         self.payload = payload
@@ -64,7 +76,8 @@ final class RegistrationBatch: Sendable {
         let frequentUpdates: Bool
         /// UNIX seconds.
         let registeredAt: UInt32
-        let channels: [String]
+        /// The engine's channel ids (`ChannelDirectory`), at least one.
+        let channels: [UInt16]
     }
 
     let entries: [Entry]

@@ -10,6 +10,8 @@ struct ShardSettings: Sendable {
     var retryDelays: [UInt64]
     /// Commands taken per worker loop iteration (keeps one burst of registrations from stalling sends).
     var commandsPerTick: Int = 256
+    /// Retry `PushFailure.unconfirmed` through the retry lanes (else it fails with reason Unconfirmed).
+    var retryUnconfirmed = false
 }
 
 /// Where a shard reports tokens APNs called dead; called on the shard's thread, must not block.

@@ -50,6 +50,13 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
     case olderThanCurrent(channel: String, timestamp: Int64, current: Int64)
     /// `freshUntil` is already in the past.
     case alreadyExpired(freshUntil: Int64, now: Int64)
+    /// `freshUntil` is further ahead than APNs keeps a push (`limitSeconds`): likely milliseconds, not seconds.
+    case freshUntilTooFar(freshUntil: Int64, now: Int64, limitSeconds: Int64)
+    /// The channel name is longer than a registration may name (`TokenRegistration.maximumChannelNameByteCount`).
+    case channelNameTooLong(bytes: Int, limit: Int)
+    /// `FanoutConfiguration.maximumUnfinishedWaves` waves are still running: back-pressure, publish again
+    /// when some complete.
+    case tooManyUnfinishedWaves(limit: Int)
     /// A shard's command queue is full: slow down and publish again.
     case backPressure(shard: Int)
     case collapseIDTooLong(bytes: Int)
@@ -65,10 +72,18 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
             return "channel \(channel) already has an update with timestamp \(current); \(timestamp) is older"
         case .alreadyExpired(let freshUntil, let now):
             return "freshUntil \(freshUntil) is in the past (now \(now))"
+        case .freshUntilTooFar(let freshUntil, let now, let limit):
+            return "freshUntil \(freshUntil) is more than \(limit / 86_400) days after now (\(now)), longer than APNs keeps a "
+                + "push: it must be UNIX seconds (not milliseconds)"
+        case .channelNameTooLong(let bytes, let limit):
+            return "the channel name is \(bytes) bytes long; at most \(limit) allowed"
+        case .tooManyUnfinishedWaves(let limit):
+            return "\(limit) waves are still running (back-pressure); publish again when some complete"
         case .backPressure(let shard): return "shard \(shard) is full (back-pressure); publish again later"
         case .collapseIDTooLong(let bytes): return "apns-collapse-id is \(bytes) bytes; APNs allows at most 64"
         case .tooManyChannels(let limit):
-            return "more than \(limit) channels since the engine started; channels no token follows are forgotten at the next start"
+            return "more than \(limit) channels in use at once; channels no token follows and no wave runs on are "
+                + "forgotten at the next maintenance pass"
         case .shutDown: return "the engine is shut down"
         }
     }

@@ -16,10 +16,17 @@ public final class Wave: Sendable {
     public let publishedAt: UInt64
     let tallies: [WaveTally]
     private let unfinishedShards: Atomic<Int>
+    /// Monotonic ns when the last shard finished (0 while running).
+    private let completedAtStorage = Atomic<UInt64>(0)
     private let waiters = Mutex<[CheckedContinuation<Void, Never>]>([])
     private let onComplete: (@Sendable (Wave) -> Void)?
+    /// The engine's breaker: an unfinished wave is paused while it is open.
+    private let breaker: InvalidTokenBreaker?
 
-    init(id: UInt64, update: ChannelUpdate, shardCount: Int, publishedAt: UInt64, onComplete: (@Sendable (Wave) -> Void)?) {
+    init(
+        id: UInt64, update: ChannelUpdate, shardCount: Int, publishedAt: UInt64, breaker: InvalidTokenBreaker? = nil,
+        onComplete: (@Sendable (Wave) -> Void)?
+    ) {
         self.id = id
         channel = update.channel
         event = update.content.event
@@ -28,11 +35,24 @@ public final class Wave: Sendable {
         self.publishedAt = publishedAt
         tallies = (0..<shardCount).map { _ in WaveTally() }
         unfinishedShards = Atomic(shardCount)
+        self.breaker = breaker
         self.onComplete = onComplete
     }
 
     /// True once every shard has accounted for every token it targeted.
     public var isComplete: Bool { unfinishedShards.load(ordering: .acquiring) == 0 }
+
+    /// Running, paused (the invalid-token breaker is open: nothing of it is sent), or complete.
+    public var state: WaveState {
+        if isComplete { return .complete }
+        return breaker?.isOpen == true ? .paused : .running
+    }
+
+    /// Monotonic ns when the wave completed (nil while it runs).
+    public var completedAt: UInt64? {
+        let value = completedAtStorage.load(ordering: .acquiring)
+        return value == 0 ? nil : value
+    }
 
     /// A consistent-enough snapshot for progress displays (counters move while a wave runs).
     public var report: WaveReport { WaveReport(self) }
@@ -66,6 +86,7 @@ public final class Wave: Sendable {
         assert(!tallies[shard].finished.load(ordering: .relaxed), "shard finished a wave twice")
         tallies[shard].finished.store(true, ordering: .releasing)
         guard unfinishedShards.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 else { return }
+        completedAtStorage.store(monotonicNow(), ordering: .releasing)
         let continuations = waiters.withLock { list in
             defer { list.removeAll() }
             return list
@@ -80,6 +101,17 @@ func monotonicNow() -> UInt64 {
     var spec = timespec()
     clock_gettime(CLOCK_MONOTONIC, &spec)
     return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
+}
+
+/// Where a wave is.
+public enum WaveState: String, Sendable, Equatable {
+    /// Pushes are going out (or waiting for retries, the minimum interval, answers).
+    case running
+    /// The invalid-token breaker is open: the engine sends nothing of the wave and deletes no token until an
+    /// operator resets the breaker (`FanoutEngine.resetBreaker(pruneHeldTokens:)`) or the engine shuts down.
+    case paused
+    /// Every targeted token has its outcome.
+    case complete
 }
 
 /// A wave's counters summed over shards.
@@ -97,19 +129,23 @@ public struct WaveReport: Sendable, Equatable {
     public var expired = 0
     public var invalidated = 0
     public var retried = 0
+    /// Delivered after an earlier attempt of the same state ended unconfirmed (`PushFailure.unconfirmed`):
+    /// the device may have received it twice.
+    public var possibleDuplicates = 0
     /// Failed outcomes by reason (APNs reason string, or DeadlineExceeded / ResendLimitReached / Shutdown).
     public var failedByReason: [String: Int] = [:]
     /// From publish to the first and to the last answer from APNs (makespan), in ns; nil before any answer.
     public var timeToFirstAck: UInt64?
     public var makespan: UInt64?
-    public var isComplete = false
+    public var state = WaveState.running
+    public var isComplete: Bool { state == .complete }
 
     init(_ wave: Wave) {
         id = wave.id
         channel = wave.channel
         event = wave.event
         timestamp = wave.timestamp
-        isComplete = wave.isComplete
+        state = wave.state
         var firstAck: UInt64 = .max
         var lastAck: UInt64 = 0
         for tally in wave.tallies {
@@ -122,6 +158,7 @@ public struct WaveReport: Sendable, Equatable {
             expired += tally.expired.load(ordering: .relaxed)
             invalidated += tally.invalidated.load(ordering: .relaxed)
             retried += tally.retried.load(ordering: .relaxed)
+            possibleDuplicates += tally.possibleDuplicates.load(ordering: .relaxed)
             let first = tally.firstAck.load(ordering: .relaxed)
             if first != 0 { firstAck = min(firstAck, first) }
             lastAck = max(lastAck, tally.lastAck.load(ordering: .relaxed))
@@ -133,6 +170,11 @@ public struct WaveReport: Sendable, Equatable {
         if firstAck != .max { timeToFirstAck = firstAck > wave.publishedAt ? firstAck - wave.publishedAt : 0 }
         if lastAck != 0 { makespan = lastAck > wave.publishedAt ? lastAck - wave.publishedAt : 0 }
     }
+
+    /// Failed because the connection ended after the push went out and before APNs answered
+    /// (`PushFailure.unconfirmed`; by default such pushes are not sent again, see
+    /// `FanoutConfiguration.retryUnconfirmed`). Part of `failed`.
+    public var unconfirmed: Int { failedByReason[FailureReason.name(FailureReason.unconfirmed)] ?? 0 }
 
     /// Outcomes so far; equals `targeted` once the wave is complete.
     public var accounted: Int { delivered + failed + superseded + expired + invalidated }

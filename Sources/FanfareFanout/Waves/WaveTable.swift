@@ -9,7 +9,7 @@ public enum WaveTable {
         var rows = [header]
         for report in reports {
             rows.append([
-                "\(report.id)\(report.isComplete ? "" : "*")", report.channel, labels[report.id] ?? report.event.rawValue,
+                "\(report.id)\(marker(report.state))", report.channel, labels[report.id] ?? report.event.rawValue,
                 group(report.targeted), group(report.delivered), group(report.superseded), group(report.downgraded),
                 group(report.invalidated), group(report.failed), group(report.expired), milliseconds(report.timeToFirstAck),
                 milliseconds(report.makespan), report.pushesPerSecond > 0 ? group(Int(report.pushesPerSecond)) : "-",
@@ -28,8 +28,19 @@ public enum WaveTable {
             lines.append(cells.joined(separator: "  "))
             if index == 0 { lines.append(String(repeating: "-", count: lines[0].count)) }
         }
-        if reports.contains(where: { !$0.isComplete }) { lines.append("* still running") }
+        if reports.contains(where: { $0.state == .running }) { lines.append("* still running") }
+        if reports.contains(where: { $0.state == .paused }) {
+            lines.append("! paused: the invalid-token breaker is open (FanoutEngine.breakerState)")
+        }
         return lines.joined(separator: "\n")
+    }
+
+    static func marker(_ state: WaveState) -> String {
+        switch state {
+        case .running: return "*"
+        case .paused: return "!"
+        case .complete: return ""
+        }
     }
 
     /// 1234567 → "1,234,567".

@@ -12,6 +12,8 @@ final class WaveTally: @unchecked Sendable {
     let expired = Atomic<Int>(0)
     let invalidated = Atomic<Int>(0)
     let retried = Atomic<Int>(0)
+    /// Delivered after an attempt of the same state went out unconfirmed (the device may have it twice).
+    let possibleDuplicates = Atomic<Int>(0)
     /// Monotonic ns of the first and the last answer from APNs (0 = none yet).
     let firstAck = Atomic<UInt64>(0)
     let lastAck = Atomic<UInt64>(0)

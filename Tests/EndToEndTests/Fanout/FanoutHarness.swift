@@ -5,6 +5,8 @@ import FanfareFanout
 import FanfareRegistry
 import FanfareSimulator
 import Foundation
+import Logging
+import Metrics
 import Synchronization
 import Testing
 
@@ -83,4 +85,59 @@ extension AcceptedRecord {
         guard let range = line.range(of: "\"timestamp\":") else { return nil }
         return Int(line[range.upperBound...].prefix { $0.isNumber })
     }
+}
+
+/// Keeps what the engine logs (a swift-log handler of its own: no process-wide bootstrap).
+final class LogRecorder: Sendable {
+    private let lines = Mutex<[(Logger.Level, String)]>([])
+    func append(_ level: Logger.Level, _ line: String) { lines.withLock { $0.append((level, line)) } }
+    var all: [(level: Logger.Level, line: String)] { lines.withLock { $0.map { (level: $0.0, line: $0.1) } } }
+
+    var logger: Logger {
+        let recorder = self
+        return Logger(label: "test.fanout") { _ in RecordingLogHandler(recorder: recorder) }
+    }
+}
+
+struct RecordingLogHandler: LogHandler {
+    let recorder: LogRecorder
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+    func log(event: LogEvent) { recorder.append(event.level, "\(event.message)") }
+}
+
+/// Keeps the engine's metrics (passed as `FanoutConfiguration.metricsFactory`, not bootstrapped globally).
+final class MetricsRecorder: MetricsFactory, Sendable {
+    final class Value: CounterHandler, RecorderHandler, TimerHandler, Sendable {
+        private let value = Mutex<Double>(0)
+        var current: Double { value.withLock { $0 } }
+        func increment(by amount: Int64) { value.withLock { $0 += Double(amount) } }
+        func reset() { value.withLock { $0 = 0 } }
+        func record(_ value: Int64) { self.value.withLock { $0 = Double(value) } }
+        func record(_ value: Double) { self.value.withLock { $0 = value } }
+        func recordNanoseconds(_ duration: Int64) { value.withLock { $0 = Double(duration) } }
+    }
+
+    private let values = Mutex<[String: Value]>([:])
+    private func value(_ label: String) -> Value {
+        values.withLock { values in
+            if let value = values[label] { return value }
+            let value = Value()
+            values[label] = value
+            return value
+        }
+    }
+
+    subscript(label: String) -> Double? { values.withLock { $0[label]?.current } }
+
+    func makeCounter(label: String, dimensions: [(String, String)]) -> CounterHandler { value(label) }
+    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> RecorderHandler { value(label) }
+    func makeTimer(label: String, dimensions: [(String, String)]) -> TimerHandler { value(label) }
+    func destroyCounter(_ handler: CounterHandler) {}
+    func destroyRecorder(_ handler: RecorderHandler) {}
+    func destroyTimer(_ handler: TimerHandler) {}
 }
