@@ -30,25 +30,25 @@ final class Shard: PushProducer, @unchecked Sendable {
     private let breaker: InvalidTokenBreaker
 
     // Tokens and channels (thread-confined after start). Channels are the engine's ids (`ChannelDirectory`).
-    private(set) var tokens = TokenTable()
-    private var tokenIndex = TokenIndex()
-    private(set) var channelSets = ChannelSets()
+    @exclusivity(unchecked) private(set) var tokens = TokenTable()
+    @exclusivity(unchecked) private var tokenIndex = TokenIndex()
+    @exclusivity(unchecked) private(set) var channelSets = ChannelSets()
     /// Two audiences per channel: `[2 * channel + kind]`.
-    private(set) var audiences: [Audience] = []
+    @exclusivity(unchecked) private(set) var audiences: [Audience] = []
 
     // Waves.
-    private var waves: [ShardWave?] = []
+    @exclusivity(unchecked) private var waves: [ShardWave?] = []
     /// Keeps each running wave's update (and through it the wave and its tallies) alive; see `ShardWave`.
-    private var waveOwners: [PublishedUpdate?] = []
-    private var freeWaves: [Int] = []
+    @exclusivity(unchecked) private var waveOwners: [PublishedUpdate?] = []
+    @exclusivity(unchecked) private var freeWaves: [Int] = []
     /// Increments at every wave start (see `TokenTable.registeredOrDiedAt`).
-    private var epoch: UInt32 = 1
+    @exclusivity(unchecked) private var epoch: UInt32 = 1
     /// Audiences with a running cursor, visited round-robin one push at a time.
-    private var activeAudiences: [Int] = []
-    private var nextActive = 0
+    @exclusivity(unchecked) private var activeAudiences: [Int] = []
+    @exclusivity(unchecked) private var nextActive = 0
 
     // Members waiting: lane 0 is "ready now", lane 1 the minimum interval, lanes 2... retry back-offs.
-    private var lanes: [DueLane]
+    @exclusivity(unchecked) private var lanes: [DueLane]
     private static let readyLane = 0
     private static let intervalLane = 1
     private static let firstRetryLane = 2
@@ -57,18 +57,18 @@ final class Shard: PushProducer, @unchecked Sendable {
     // BadDeviceToken / DeviceTokenNotForTopic answer waits in `heldMembers` / `heldSingles` until its window
     // is judged normal (then its token is pruned) or the breaker opens (then nothing is pruned).
     /// Waves do not advance while the breaker is open (single pushes still go).
-    private(set) var paused = false
+    @exclusivity(unchecked) private(set) var paused = false
     /// Pushes handed out and results taken back, since the start.
-    private var pushesOut: UInt64 = 0
-    private var resultsBack: UInt64 = 0
+    @exclusivity(unchecked) private var pushesOut: UInt64 = 0
+    @exclusivity(unchecked) private var resultsBack: UInt64 = 0
     /// The current window: results from `windowStart` up to `windowEnd`.
-    private var windowStart: UInt64 = 0
-    private var windowEnd: UInt64 = 0
-    private var windowBadDeviceToken = 0
-    private var windowNotForTopic = 0
-    private var heldMembers: [HeldMember] = []
-    private var heldSingles: [HeldSingle] = []
-    private var heldTotal = 0
+    @exclusivity(unchecked) private var windowStart: UInt64 = 0
+    @exclusivity(unchecked) private var windowEnd: UInt64 = 0
+    @exclusivity(unchecked) private var windowBadDeviceToken = 0
+    @exclusivity(unchecked) private var windowNotForTopic = 0
+    @exclusivity(unchecked) private var heldMembers: [HeldMember] = []
+    @exclusivity(unchecked) private var heldSingles: [HeldSingle] = []
+    @exclusivity(unchecked) private var heldTotal = 0
 
     private struct HeldMember {
         var ref: MemberRef
@@ -544,11 +544,11 @@ final class Shard: PushProducer, @unchecked Sendable {
     // MARK: - Single pushes
 
     /// Single pushes queued by `service`, sent before wave members (FIFO; the array is reset when drained).
-    private var readySingles: [SinglePush] = []
-    private var nextReadySingle = 0
+    @exclusivity(unchecked) private var readySingles: [SinglePush] = []
+    @exclusivity(unchecked) private var nextReadySingle = 0
     /// Single pushes in flight, by the slot in their cookie.
-    private var singlesInFlight: [SinglePush?] = []
-    private var freeSingleSlots: [Int] = []
+    @exclusivity(unchecked) private var singlesInFlight: [SinglePush?] = []
+    @exclusivity(unchecked) private var freeSingleSlots: [Int] = []
 
     private func sendSingle(now: UInt64) -> PushJob {
         let single = readySingles[nextReadySingle]

@@ -28,7 +28,7 @@ enum ShardCommand {
 
 /// A single push and where its result goes (called on the shard's worker thread).
 final class SinglePush: @unchecked Sendable {
-    var job: PushJob
+    @exclusivity(unchecked) var job: PushJob
     let completion: @Sendable (PushResult) -> Void
     init(job: PushJob, completion: @escaping @Sendable (PushResult) -> Void) {
         self.job = job
