@@ -151,7 +151,8 @@ public final class HTTP2ClientSession {
 
     // MARK: - Starting and stopping
 
-    /// Writes the connection preface: the magic, our SETTINGS and the connection window.
+    /// Writes the connection preface: the magic, our SETTINGS and (when larger than the default) the
+    /// connection window.
     public func start() {
         let preface = HTTP2Limits.clientPreface
         let settings: [(UInt16, UInt32)] = [
@@ -161,7 +162,9 @@ public final class HTTP2ClientSession {
             (HTTP2SettingID.headerTableSize, UInt32(local.headerTableSize)),
             (HTTP2SettingID.maxHeaderListSize, UInt32(local.maxHeaderListSize)),
         ]
-        let total = preface.utf8CodeUnitCount + 9 + 6 * settings.count + 13
+        // The connection window opens by the rest of its size; an increment of 0 is a PROTOCOL_ERROR (§6.9).
+        let windowIncrement = local.connectionWindowSize - HTTP2Limits.defaultWindowSize
+        let total = preface.utf8CodeUnitCount + 9 + 6 * settings.count + (windowIncrement > 0 ? 13 : 0)
         guard let base = withTransport({ $0.reservePlaintext(total) }) else { return }
         base.copyMemory(from: preface.utf8Start, byteCount: preface.utf8CodeUnitCount)
         var cursor = base + preface.utf8CodeUnitCount
@@ -172,9 +175,11 @@ public final class HTTP2ClientSession {
             HTTP2FrameHeader.writeUInt32(value, to: cursor + 2)
             cursor += 6
         }
-        HTTP2FrameHeader.write(to: cursor, length: 4, type: .windowUpdate, flags: 0, streamID: 0)
-        HTTP2FrameHeader.writeUInt32(UInt32(local.connectionWindowSize - HTTP2Limits.defaultWindowSize), to: cursor + 9)
-        cursor += 13
+        if windowIncrement > 0 {
+            HTTP2FrameHeader.write(to: cursor, length: 4, type: .windowUpdate, flags: 0, streamID: 0)
+            HTTP2FrameHeader.writeUInt32(UInt32(windowIncrement), to: cursor + 9)
+            cursor += 13
+        }
         assert(cursor - base == total)
         withTransport({ $0.commitPlaintext(total) })
     }
