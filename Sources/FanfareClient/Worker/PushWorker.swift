@@ -75,7 +75,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// Runs once on the worker thread (from `IOThread`'s setup): the loop belongs to that thread.
     func attach(to loop: IOLoop) {
         self.loop = loop
-        waker = loop.waker
+        _ = wakerReference.storeIfNil(loop.waker)
         handlerID = loop.register(self)
         loop.addTickHandler(handlerID)
         loop.setWakeHandler(handlerID, tag: 0)
@@ -83,8 +83,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         loop.schedule(at: loop.now &+ sweepInterval, handler: handlerID, tag: TimerTag.sweep.rawValue, cookie: 0)
     }
 
-    /// Wakes the worker's loop from any thread (set once before the worker is shared).
-    private(set) var waker: IOWaker?
+    /// Wakes the worker's loop from any thread; nil until `attach` ran (the loop then finds the inbox on its
+    /// first tick). Atomic: `attach` runs on the worker's thread after `APNsClient.init` may have returned.
+    var waker: IOWaker? { wakerReference.load() }
+    private let wakerReference = AtomicLazyReference<IOWaker>()
 
     /// Any thread: begin a shutdown. Pushes not yet answered end as `.failed(.shutdown)`; `isStopped`
     /// turns true once every connection has closed.
