@@ -62,7 +62,10 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     private let goAwayRequested = Atomic<Int>(0)  // 0 none, 1 + reason index
     private var stopping = false
     private let stoppedFlag = Atomic<Bool>(false)
-    private(set) var waker: IOWaker?
+    /// Nil until `attach` ran on the worker's thread, which may be after `APNsSimulator.init` returned:
+    /// atomic, since other threads read it.
+    var waker: IOWaker? { wakerReference.load() }
+    private let wakerReference = AtomicLazyReference<IOWaker>()
 
     init(index: Int, configuration: SimulatorConfiguration, options: APNsSimulator.Options, listenerFD: Int32, log: AcceptedPushLog?) {
         self.index = index
@@ -98,7 +101,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     /// Runs once on the worker's thread (IOThread setup).
     func attach(to loop: IOLoop) {
         self.loop = loop
-        waker = loop.waker
+        _ = wakerReference.storeIfNil(loop.waker)
         handlerID = loop.register(self)
         loop.addTickHandler(handlerID)
         loop.setWakeHandler(handlerID, tag: Tag.wake.rawValue)
