@@ -18,7 +18,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     let inbox: BoundedMPSCQueue<PushJob>
     let counters = WorkerCounters()
     private let resultHandler: PushResultHandler
-    private(set) var loop: IOLoop!
+    /// Unowned: the loop holds the worker (a registered handler) and lives as long as the worker's thread; a
+    /// strong reference back made a cycle that kept both after shutdown (LeakSanitizer). Not used once the
+    /// thread has ended (`finishRemainingAfterStop`).
+    private(set) unowned(unsafe) var loop: IOLoop!
     private var handlerID: IOHandlerID!
     var identifiers = APNsIDGenerator()
     let sweepInterval: UInt64
@@ -289,21 +292,25 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// `.shutdown`, on the caller's thread.
     func finishRemainingAfterStop() {
         precondition(stopRequested.load(ordering: .acquiring), "the worker was not stopped")
-        while let job = inbox.dequeue() { finish(job, .failed(.shutdown)) }
-        while let job = pending.popFront() { finish(job, .failed(.shutdown)) }
+        let now = IOLoop.monotonicNanoseconds()  // the loop is gone with its thread
+        while let job = inbox.dequeue() { finish(job, .failed(.shutdown), now: now) }
+        while let job = pending.popFront() { finish(job, .failed(.shutdown), now: now) }
         for connection in connections.compactMap({ $0 }) + retiring {
-            connection.abandonInFlight { finish($0, .failed(.shutdown)) }
+            connection.abandonInFlight { finish($0, .failed(.shutdown), now: now) }
         }
     }
 
     /// Every push ends here exactly once.
     func finish(_ job: PushJob, _ disposition: PushDisposition) {
+        finish(job, disposition, now: loop.now)
+    }
+
+    private func finish(_ job: PushJob, _ disposition: PushDisposition, now: UInt64) {
         switch disposition {
         case .delivered: counters.delivered.add(1, ordering: .relaxed)
         case .rejected: counters.rejected.add(1, ordering: .relaxed)
         case .failed: counters.failed.add(1, ordering: .relaxed)
         }
-        let now = loop.now
         let result = PushResult(
             cookie: job.cookie, token: job.token, disposition: disposition, apnsID: job.apnsID ?? PushIdentifier(),
             resends: job.resends, latencyNanoseconds: now >= job.submittedAt ? now - job.submittedAt : 0, worker: index)
