@@ -32,7 +32,9 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     let configuration: SimulatorConfiguration
     let options: APNsSimulator.Options
     let bufferSizes: TransportBufferSizes
-    private(set) var loop: IOLoop!
+    /// Unowned: the loop holds the worker (a registered handler) and lives as long as the worker's thread; a
+    /// strong reference back made a cycle that kept both after shutdown (LeakSanitizer).
+    private(set) unowned(unsafe) var loop: IOLoop!
     private var handlerID: IOHandlerID!
     private let listenerFD: Int32
     private var acceptArmed = false
