@@ -113,17 +113,28 @@ public enum Topic {
 public enum CollapseID {
     public static let maximumByteCount = 64
 
-    /// Checks a collapse id before it is sent: 1...64 bytes of UTF-8.
+    /// Checks a collapse id before it is sent: 1...64 bytes of UTF-8 that an HTTP field value may carry
+    /// (RFC 9110 §5.5: no control characters, no space or tab at either end). A value HTTP/2 forbids would
+    /// make the server reset the stream, and the caller would learn nothing about why.
     public static func validate(_ id: String) throws(CollapseIDError) {
         let bytes = id.utf8.count
         guard bytes > 0 else { throw .empty }
         guard bytes <= maximumByteCount else { throw .tooLong(bytes: bytes) }
+        for (offset, byte) in id.utf8.enumerated() {
+            let isBlank = byte == 0x20 || byte == 0x09
+            let isControl = (byte < 0x20 && byte != 0x09) || byte == 0x7F
+            if isControl || (isBlank && (offset == 0 || offset == bytes - 1)) {
+                throw .invalidByte(byte, offset: offset)
+            }
+        }
     }
 }
 
 public enum CollapseIDError: Error, Equatable, Sendable, CustomStringConvertible {
     case empty
     case tooLong(bytes: Int)
+    /// A control character, or a space or tab at either end, at byte `offset`.
+    case invalidByte(UInt8, offset: Int)
 
     public var description: String {
         switch self {
@@ -131,6 +142,10 @@ public enum CollapseIDError: Error, Equatable, Sendable, CustomStringConvertible
             return "collapse id is empty; omit apns-collapse-id instead"
         case .tooLong(let bytes):
             return "collapse id is \(bytes) bytes; APNs allows at most \(CollapseID.maximumByteCount) (BadCollapseId)"
+        case .invalidByte(let byte, let offset):
+            let what = byte == 0x20 || byte == 0x09 ? "a space or tab at its end" : "a control character"
+            return "collapse id has \(what) (byte 0x\(String(byte, radix: 16)) at offset \(offset)); an HTTP header "
+                + "value may not carry it"
         }
     }
 }

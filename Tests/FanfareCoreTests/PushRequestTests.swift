@@ -54,7 +54,7 @@ struct PushRequestTests {
         #expect(Topic.bundleID(fromLiveActivityTopic: ".push-type.liveactivity") == nil)
     }
 
-    @Test("collapse ids are 1 to 64 bytes")
+    @Test("collapse ids are 1 to 64 bytes an HTTP header value may carry")
     func collapseID() throws {
         try CollapseID.validate("score-update")
         try CollapseID.validate(String(repeating: "a", count: 64))
@@ -67,6 +67,14 @@ struct PushRequestTests {
         }
         #expect(throws: CollapseIDError.empty) { try CollapseID.validate("") }
         #expect(CollapseIDError.tooLong(bytes: 65).description.contains("at most 64"))
+        // What an HTTP field value may not carry is refused before it is sent.
+        try CollapseID.validate("goal 1-0\tlive")
+        #expect(throws: CollapseIDError.invalidByte(0x06, offset: 1)) { try CollapseID.validate("a\u{06}b") }
+        #expect(throws: CollapseIDError.invalidByte(0x0A, offset: 5)) { try CollapseID.validate("score\n") }
+        #expect(throws: CollapseIDError.invalidByte(0x7F, offset: 0)) { try CollapseID.validate("\u{7F}x") }
+        #expect(throws: CollapseIDError.invalidByte(0x20, offset: 0)) { try CollapseID.validate(" score") }
+        #expect(throws: CollapseIDError.invalidByte(0x09, offset: 5)) { try CollapseID.validate("score\t") }
+        #expect(CollapseIDError.invalidByte(0x06, offset: 1).description.contains("control character"))
     }
 
     @Test("endpoints")

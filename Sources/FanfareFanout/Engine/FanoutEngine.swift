@@ -275,8 +275,8 @@ public final class FanoutEngine: Sendable {
         guard channelBytes <= TokenRegistration.maximumChannelNameByteCount else {
             throw .channelNameTooLong(bytes: channelBytes, limit: TokenRegistration.maximumChannelNameByteCount)
         }
-        if let collapseID = update.collapseID, collapseID.utf8.count > 64 {
-            throw .collapseIDTooLong(bytes: collapseID.utf8.count)
+        if let collapseID = update.collapseID {
+            do { try CollapseID.validate(collapseID) } catch { throw .invalidCollapseID(error) }
         }
         let wallNow = configuration.wallClock()
         var freshFor: Int64?
@@ -346,7 +346,9 @@ public final class FanoutEngine: Sendable {
         var counted = true
         defer { if counted { enqueuingPushes.subtract(1, ordering: .sequentiallyConsistent) } }
         guard !isShutDown.load(ordering: .sequentiallyConsistent) else { throw .shutDown }
-        if let collapseID, collapseID.utf8.count > 64 { throw .collapseIDTooLong(bytes: collapseID.utf8.count) }
+        if let collapseID {
+            do { try CollapseID.validate(collapseID) } catch { throw .invalidCollapseID(error) }
+        }
         let payload: PushPayload
         do { payload = try PushPayload(liveActivity: content) } catch { throw .invalidPayload(error) }
         let shard = shards[APNsClient.workerIndex(for: token, workerCount: shards.count)]

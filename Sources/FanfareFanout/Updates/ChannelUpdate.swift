@@ -59,7 +59,8 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
     case tooManyUnfinishedWaves(limit: Int)
     /// A shard's command queue is full: slow down and publish again.
     case backPressure(shard: Int)
-    case collapseIDTooLong(bytes: Int)
+    /// Empty, over 64 bytes, or with bytes an HTTP header value may not carry (`CollapseID.validate`).
+    case invalidCollapseID(CollapseIDError)
     /// The engine already tracks `FanoutEngine.maximumChannels` channels.
     case tooManyChannels(limit: Int)
     case shutDown
@@ -80,7 +81,7 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
         case .tooManyUnfinishedWaves(let limit):
             return "\(limit) waves are still running (back-pressure); publish again when some complete"
         case .backPressure(let shard): return "shard \(shard) is full (back-pressure); publish again later"
-        case .collapseIDTooLong(let bytes): return "apns-collapse-id is \(bytes) bytes; APNs allows at most 64"
+        case .invalidCollapseID(let error): return "apns-collapse-id: \(error)"
         case .tooManyChannels(let limit):
             return "more than \(limit) channels in use at once; channels no token follows and no wave runs on are "
                 + "forgotten at the next maintenance pass"

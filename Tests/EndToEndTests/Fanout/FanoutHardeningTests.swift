@@ -184,6 +184,12 @@ import Testing
         #expect(throws: PublishError.channelNameTooLong(bytes: 10_000, limit: 200)) { try engine.publish(longName) }
         longName.channel = "x"
         longName.freshUntil = now + 600
+        // A collapse id HTTP/2 cannot carry is refused here, not reset by the server after the wave started.
+        longName.collapseID = "goal\u{06}"
+        #expect(throws: PublishError.invalidCollapseID(.invalidByte(0x06, offset: 4))) { try engine.publish(longName) }
+        longName.collapseID = String(repeating: "c", count: 65)
+        #expect(throws: PublishError.invalidCollapseID(.tooLong(bytes: 65))) { try engine.publish(longName) }
+        longName.collapseID = "score"
         let wave = try engine.publish(longName)
         #expect(await wave.completionWithin(.seconds(30)))
     }
