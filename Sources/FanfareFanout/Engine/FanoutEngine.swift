@@ -441,6 +441,36 @@ public final class FanoutEngine: Sendable {
         }
     }
 
+    // MARK: - Channels
+
+    /// What the engine knows of a channel now: its live audience (as the next wave would target it), the
+    /// newest timestamp published, and its unfinished waves. Asks every shard through its queue (they answer
+    /// within a loop iteration); nil if the engine is shut down or the shards did not answer within `timeout`.
+    public func channelSummary(_ name: String, timeout: Duration = .seconds(5)) async -> ChannelSummary? {
+        let asked: (census: ChannelCensus?, latest: Int64?)? = control.withLock { state in
+            guard !isShutDown.load(ordering: .acquiring) else { return nil }
+            let latest = state.channels.latestTimestamp(of: name)
+            guard let id = state.channels.id(of: name) else { return (nil, latest) }
+            let census = ChannelCensus(channel: id, shards: shards.count)
+            for shard in shards { enqueueWaiting(.countAudience(census), shard: shard.index) }
+            return (census, latest)
+        }
+        guard let asked else { return nil }
+        var summary = ChannelSummary(channel: name, latestTimestamp: asked.latest)
+        summary.liveWaves = history.recent.filter { $0.channel == name && !$0.isComplete }
+        guard let census = asked.census else { return summary }
+        let deadline = monotonicNow() &+ Self.nanoseconds(timeout)
+        while !census.isAnswered {
+            if monotonicNow() > deadline { return nil }
+            try? await Task.sleep(for: .microseconds(200))
+        }
+        (summary.updateTokens, summary.pushToStartTokens) = census.counts
+        return summary
+    }
+
+    /// The channels the engine tracks now (followed by a token, or named by a wave since the last sweep).
+    public var channelNames: [String] { control.withLock { $0.channels.names } }
+
     // MARK: - The invalid-token breaker
 
     /// `.open` while the engine holds back deletions because APNs called too many tokens bad at once.
@@ -473,6 +503,9 @@ public final class FanoutEngine: Sendable {
         stats.breaker = breaker.state
         stats.unfinishedWaves = unfinishedWaves.load(ordering: .relaxed)
         stats.channelsInUse = control.withLock { $0.channels.count }
+        stats.queuedCommands = shards.reduce(0) {
+            $0 + $1.controlQueued.load(ordering: .relaxed) + $1.singlesQueued.load(ordering: .relaxed)
+        }
         return stats
     }
 
@@ -511,6 +544,26 @@ public struct FanoutStatistics: Sendable {
     public var unfinishedWaves = 0
     /// Channels the engine tracks (members or waves); forgotten ones do not count.
     public var channelsInUse = 0
+    /// Commands waiting in the shards' queues (publishes, registrations, single pushes, ...).
+    public var queuedCommands = 0
+}
+
+/// A channel as the engine sees it (`FanoutEngine.channelSummary`).
+public struct ChannelSummary: Sendable {
+    public var channel: String
+    /// Live update tokens following it (what an `update` or `end` wave would target now).
+    public var updateTokens = 0
+    /// Live push-to-start tokens following it (what a `start` wave would target now).
+    public var pushToStartTokens = 0
+    /// The newest `timestamp` published on it since the engine started (nil: none, or forgotten).
+    public var latestTimestamp: Int64?
+    /// Its waves that are not complete, oldest first.
+    public var liveWaves: [Wave] = []
+
+    public init(channel: String, latestTimestamp: Int64? = nil) {
+        self.channel = channel
+        self.latestTimestamp = latestTimestamp
+    }
 }
 
 /// Sends each result to the shard that owns its token, on the worker thread that finished it (the same one).

@@ -249,6 +249,17 @@ final class Shard: PushProducer, @unchecked Sendable {
         sweep.answer(used: used)
     }
 
+    private func countAudience(_ census: ChannelCensus) {
+        let channel = Int(census.channel)
+        guard 2 * channel + 1 < audiences.count else {
+            census.answer(update: 0, pushToStart: 0)
+            return
+        }
+        census.answer(
+            update: audiences[Self.audienceIndex(channel, .update)].alive,
+            pushToStart: audiences[Self.audienceIndex(channel, .pushToStart)].alive)
+    }
+
     // MARK: - Commands
 
     func service(now: UInt64) {
@@ -271,6 +282,7 @@ final class Shard: PushProducer, @unchecked Sendable {
             case .retireChannel(let channel): retireChannel(Int(channel))
             case .push(let single): readySingles.append(single)
             case .sweepChannels(let sweep): sweepChannels(sweep)
+            case .countAudience(let census): countAudience(census)
             case .resumeAfterBreaker(let prune): resumeAfterBreaker(pruneHeldTokens: prune, now: now)
             }
         }
