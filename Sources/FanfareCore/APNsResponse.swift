@@ -59,7 +59,7 @@ public struct APNsErrorBody: Sendable, Equatable {
                     guard let value = parseInteger(digits) else { return nil }
                     body.timestamp = value
                 case .other:
-                    try scanner.scanValue(allowNull: true)
+                    try scanner.scanValue(allowNull: true, enclosingDepth: 1)  // inside the body's object
                 }
                 scanner.skipWhitespace()
                 if scanner.peek() == UInt8(ascii: ",") {

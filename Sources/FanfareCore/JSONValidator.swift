@@ -195,10 +195,11 @@ struct JSONScanner {
     }
 
     /// Scans one complete value (with everything nested in it) starting at the next non-whitespace
-    /// byte. Iterative: the container stack is one bit per level.
-    mutating func scanValue(allowNull: Bool) throws(JSONValidationError) {
+    /// byte. Iterative: the container stack is one bit per level. `enclosingDepth`: containers the caller
+    /// already opened around the value (they count toward `maximumDepth`).
+    mutating func scanValue(allowNull: Bool, enclosingDepth: Int = 0) throws(JSONValidationError) {
         let maximumDepth = JSONValidator.maximumDepth
-        var depth = 0
+        var depth = enclosingDepth
         var objectLevels: UInt64 = 0  // bit d set: container at depth d (0-based) is an object
         valueLoop: while true {
             skipWhitespace()
@@ -237,7 +238,7 @@ struct JSONScanner {
                 throw fail(.unexpectedByte(byte, expected: .value))
             }
             // A value ended: close finished containers, or move on to the next element.
-            while depth > 0 {
+            while depth > enclosingDepth {
                 skipWhitespace()
                 let inObject = objectLevels & (1 << UInt64(depth - 1)) != 0
                 let separator = inObject ? JSONValidationError.Expectation.commaOrObjectEnd : .commaOrArrayEnd

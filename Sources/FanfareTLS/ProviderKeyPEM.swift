@@ -29,7 +29,7 @@ enum ProviderKeyPEM {
         let key = try decode(pem, source: source) { bio in
             PEM_read_bio_PrivateKey(bio, nil, fanfareRefusePassphrase, nil)
         }
-        return try requireP256(key, source: source)
+        return try requireMatchingHalves(requireP256(key, source: source), source: source)
     }
 
     /// An EC P-256 public key (`EVP_PKEY*`, caller frees). A private key is accepted too: it
@@ -45,6 +45,7 @@ enum ProviderKeyPEM {
             key = try decode(pem, source: source) { bio in
                 PEM_read_bio_PrivateKey(bio, nil, fanfareRefusePassphrase, nil)
             }
+            return try requireMatchingHalves(requireP256(key, source: source), source: source)
         case "ENCRYPTED PRIVATE KEY":
             throw .encryptedKey(source: source)
         case "RSA PUBLIC KEY", "RSA PRIVATE KEY":
@@ -85,6 +86,21 @@ enum ProviderKeyPEM {
             return read(bio)
         }
         guard let key else { throw .undecodable(source: source, reason: OpenSSLErrorQueue.drain()) }
+        return key
+    }
+
+    /// Returns the private `key` if the public key stored with it is its own; otherwise frees it and throws.
+    /// (OpenSSL loads a damaged .p8 whose public half was altered: tokens would be signed with the private
+    /// half while a verifier given the same file checks them against the other.)
+    private static func requireMatchingHalves(_ key: OpaquePointer, source: String) throws(ProviderKeyError) -> OpaquePointer {
+        OpenSSLErrorQueue.clear()
+        let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil)
+        defer { EVP_PKEY_CTX_free(context) }
+        guard let context, EVP_PKEY_pairwise_check(context) == 1 else {
+            OpenSSLErrorQueue.clear()
+            EVP_PKEY_free(key)
+            throw .undecodable(source: source, reason: "its public key does not belong to its private key (the file is damaged)")
+        }
         return key
     }
 

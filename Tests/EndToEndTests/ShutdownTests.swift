@@ -7,6 +7,22 @@ import Synchronization
 import Testing
 
 @Suite struct ShutdownTests {
+    @Test func aShutDownClientIsFreedWithItsWorkers() async throws {
+        // Each worker and its loop referenced each other, so a client's workers (and whatever they hold:
+        // queues, buffers, the result handler) outlived it (found by LeakSanitizer).
+        let harness = try TestHarness()
+        defer { harness.shutdown() }
+        weak var released: ResultCollector?
+        do {
+            let collector = ResultCollector()
+            released = collector
+            let client = try APNsClient(configuration: try harness.clientConfiguration(), resultHandler: collector)
+            #expect(try await client.send(PushJob(token: makeToken(1), payload: try updatePayload())).isDelivered)
+            client.shutdown()
+        }
+        #expect(released == nil, "the result handler (held by the workers) is freed with the client")
+    }
+
     @Test func shutdownWithPushesInFlightReportsEveryPush() async throws {
         var simulator = SimulatorConfiguration()
         // Answers spread over ten seconds: at any moment of the test some pushes are answered, most are not.

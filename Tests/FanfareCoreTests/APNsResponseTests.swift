@@ -50,6 +50,18 @@ struct APNsResponseTests {
         #expect(Self.parse(json) == nil)
     }
 
+    @Test("nesting counts the body's own object, as the validator does")
+    func nestingLimit() {
+        // Found by Fuzzing/FuzzJSON: 65 levels passed the parser but not JSONValidator (limit 64).
+        func nested(_ levels: Int) -> String {
+            String(repeating: #"{"a":"#, count: levels) + "1" + String(repeating: "}", count: levels)
+        }
+        #expect(Self.parse(nested(JSONValidator.maximumDepth)) == APNsErrorBody())
+        #expect(Self.parse(nested(JSONValidator.maximumDepth + 1)) == nil)
+        let deepest = Array(nested(JSONValidator.maximumDepth).utf8)
+        #expect(deepest.withUnsafeBytes { JSONValidator.validate($0) } == nil)
+    }
+
     @Test("timestamp covers the whole Int64 range")
     func timestampRange() {
         #expect(Self.parse(#"{"timestamp":9223372036854775807}"#)?.timestamp == Int64.max)

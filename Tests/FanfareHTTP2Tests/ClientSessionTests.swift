@@ -138,6 +138,21 @@ struct ClientSessionTests {
         #expect(client.outcomes.values.allSatisfy { $0.status == 200 && $0.processed })
     }
 
+    @Test("a connection window of the default size sends no WINDOW_UPDATE (an increment of 0 is an error)")
+    func defaultConnectionWindow() throws {
+        // Found by Fuzzing/FuzzClientSession: the preface carried WINDOW_UPDATE 0, which nghttp2 rejects.
+        var settings = HTTP2ClientSession.LocalSettings()
+        settings.connectionWindowSize = 65_535
+        let client = TestClient(settings: settings)
+        let preface = client.output.take()
+        let server = NGHTTP2Server()
+        #expect(server.receive(preface) == preface.count)
+        for request in 0..<3 { client.submit(request, bodySize: 30_000) }  // more than the 64 KiB window
+        try pump(client, server)
+        #expect(client.outcomes.count == 3)
+        #expect(client.outcomes.values.allSatisfy { $0.status == 200 && $0.processed })
+    }
+
     @Test("the server's stream limit is respected")
     func concurrencyLimit() throws {
         let client = TestClient()

@@ -192,7 +192,7 @@ struct BatchingAndLifecycleTests {
         let id = loop.register(recorder)
         var queuedAtSecond = -1
         var peerHadReplyAtSecond = false
-        recorder.onCompletion = { completion, loop in
+        recorder.onCompletion = { [unowned recorder] completion, loop in  // (a strong capture is a cycle)
             guard completion.tag == 1 || completion.tag == 2 else { return }
             if recorder.completions.count == 1 {
                 // Reply on the socket that just became readable.

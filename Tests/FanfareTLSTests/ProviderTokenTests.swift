@@ -274,6 +274,29 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
         #expect(expectKeyError(path: path) == .encryptedKey(source: path))
     }
 
+    /// Found by Fuzzing/FuzzPEM: a .p8 whose stored public key is not its own loaded, and its tokens failed
+    /// against a verifier given the same file.
+    @Test func publicHalfOfAnotherKey() throws {
+        let first = try KeyPair()
+        let second = try KeyPair()
+        func der(_ path: String) throws -> [UInt8] {
+            let text = try String(contentsOfFile: path, encoding: .utf8)
+            let body = text.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+            return Array(try #require(Data(base64Encoded: body)))
+        }
+        // OpenSSL's PKCS#8 P-256 key ends with the uncompressed public point (65 bytes).
+        var damaged = try der(first.privateKeyFile)
+        let other = try der(second.privateKeyFile)
+        #expect(damaged.count == 138 && other.count == 138)
+        damaged.replaceSubrange((damaged.count - 65)..., with: other.suffix(65))
+        let base64 = Data(damaged).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
+        let path = try first.directory.write("damaged.p8", "-----BEGIN PRIVATE KEY-----\n\(base64)\n-----END PRIVATE KEY-----\n")
+        let reason = "its public key does not belong to its private key (the file is damaged)"
+        #expect(expectKeyError(path: path) == .undecodable(source: path, reason: reason))
+        #expect(throws: ProviderKeyError.undecodable(source: path, reason: reason)) { try ProviderTokenVerifier(publicKeyPEMFile: path) }
+        _ = try first.signer()  // the undamaged file still loads
+    }
+
     @Test func certificateAndGarbageInsidePEM() throws {
         let directory = try TemporaryDirectory()
         let chain = try CertificateAuthority.generateLocalhostChain(in: directory.path)

@@ -11,17 +11,17 @@ import Glibc
 /// release-stores `sequence = p + capacity`, handing the cell to the producer one lap later. Nothing allocates
 /// after `init`, and a full queue is reported to the producer (back-pressure), never dropped.
 public final class BoundedMPSCQueue<Element>: @unchecked Sendable {
-    private struct Cell: ~Copyable {
-        let sequence: Atomic<Int>
-        var element: Element?
-    }
-
     public let capacity: Int
     private let mask: Int
-    private let cells: UnsafeMutablePointer<Cell>
+    // A cell's sequence number and its element live in two arrays: a producer writes an element while the
+    // consumer reads the sequence of the same cell (and the other way round), and a Swift access to a struct
+    // holding both would overlap the other thread's atomic access (ThreadSanitizer: "Swift access race").
+    private let sequences: UnsafeMutablePointer<Atomic<Int>>
+    private let elements: UnsafeMutablePointer<Element?>
     // Producers and the consumer touch different counters; keep them on separate allocations (no false sharing).
     private let enqueuePosition: UnsafeMutablePointer<Atomic<Int>>
-    @exclusivity(unchecked) private var dequeuePosition = 0
+    /// Written only by the consumer; atomic because `approximateCount` reads it from any thread.
+    private let dequeuePosition: UnsafeMutablePointer<Atomic<Int>>
 
     /// `capacity` is rounded up to a power of two (at least 2).
     public init(capacity requested: Int) {
@@ -30,19 +30,25 @@ public final class BoundedMPSCQueue<Element>: @unchecked Sendable {
         while size < requested { size <<= 1 }
         capacity = size
         mask = size - 1
-        cells = .allocate(capacity: size)
-        for index in 0..<size {
-            (cells + index).initialize(to: Cell(sequence: Atomic(index), element: nil))
-        }
+        sequences = .allocate(capacity: size)
+        for index in 0..<size { (sequences + index).initialize(to: Atomic(index)) }
+        elements = .allocate(capacity: size)
+        elements.initialize(repeating: nil, count: size)
         enqueuePosition = .allocate(capacity: 16)  // 16 × 8 bytes: its own cache lines
         enqueuePosition.initialize(to: Atomic(0))
+        dequeuePosition = .allocate(capacity: 16)
+        dequeuePosition.initialize(to: Atomic(0))
     }
 
     deinit {
-        for index in 0..<capacity { (cells + index).deinitialize(count: 1) }
-        cells.deallocate()
+        sequences.deinitialize(count: capacity)
+        sequences.deallocate()
+        elements.deinitialize(count: capacity)
+        elements.deallocate()
         enqueuePosition.deinitialize(count: 1)
         enqueuePosition.deallocate()
+        dequeuePosition.deinitialize(count: 1)
+        dequeuePosition.deallocate()
     }
 
     /// Set in `enqueuePosition` by `close()`: every later claim fails (the position no longer matches any
@@ -53,15 +59,15 @@ public final class BoundedMPSCQueue<Element>: @unchecked Sendable {
     public func enqueue(_ element: Element) -> Bool {
         var position = enqueuePosition.pointee.load(ordering: .relaxed)
         while true {
-            let cell = cells + (position & mask)
-            let sequence = cell.pointee.sequence.load(ordering: .acquiring)
+            let cell = position & mask
+            let sequence = sequences[cell].load(ordering: .acquiring)
             let difference = sequence - position
             if difference == 0 {
                 let (exchanged, original) = enqueuePosition.pointee.weakCompareExchange(
                     expected: position, desired: position + 1, successOrdering: .relaxed, failureOrdering: .relaxed)
                 if exchanged {
-                    cell.pointee.element = element
-                    cell.pointee.sequence.store(position + 1, ordering: .releasing)
+                    (elements + cell).pointee = element
+                    sequences[cell].store(position + 1, ordering: .releasing)
                     return true
                 }
                 position = original
@@ -90,7 +96,7 @@ public final class BoundedMPSCQueue<Element>: @unchecked Sendable {
         let position = enqueuePosition.pointee.load(ordering: .acquiring)
         precondition(position & Self.closedBit != 0, "drainClosed before close")
         let end = position & ~Self.closedBit
-        while dequeuePosition < end {
+        while dequeuePosition.pointee.load(ordering: .relaxed) < end {
             if let element = dequeue() {
                 body(element)
             } else {
@@ -101,18 +107,19 @@ public final class BoundedMPSCQueue<Element>: @unchecked Sendable {
 
     /// The single consumer thread only.
     public func dequeue() -> Element? {
-        let cell = cells + (dequeuePosition & mask)
-        let sequence = cell.pointee.sequence.load(ordering: .acquiring)
-        guard sequence == dequeuePosition + 1 else { return nil }
-        let element = cell.pointee.element.take()
+        let position = dequeuePosition.pointee.load(ordering: .relaxed)
+        let cell = position & mask
+        let sequence = sequences[cell].load(ordering: .acquiring)
+        guard sequence == position + 1 else { return nil }
+        let element = (elements + cell).pointee.take()
         assert(element != nil, "published cell without an element")
-        cell.pointee.sequence.store(dequeuePosition + capacity, ordering: .releasing)
-        dequeuePosition += 1
+        sequences[cell].store(position + capacity, ordering: .releasing)
+        dequeuePosition.pointee.store(position + 1, ordering: .relaxed)
         return element
     }
 
-    /// Approximate number of queued elements (for stats only).
+    /// Approximate number of queued elements (for stats and back-pressure checks). Any thread.
     public var approximateCount: Int {
-        max(0, (enqueuePosition.pointee.load(ordering: .relaxed) & ~Self.closedBit) - dequeuePosition)
+        max(0, (enqueuePosition.pointee.load(ordering: .relaxed) & ~Self.closedBit) - dequeuePosition.pointee.load(ordering: .relaxed))
     }
 }

@@ -18,7 +18,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     let inbox: BoundedMPSCQueue<PushJob>
     let counters = WorkerCounters()
     private let resultHandler: PushResultHandler
-    @exclusivity(unchecked) private(set) var loop: IOLoop!
+    /// Unowned: the loop holds the worker (a registered handler) and lives as long as the worker's thread; a
+    /// strong reference back made a cycle that kept both after shutdown (LeakSanitizer). Not used once the
+    /// thread has ended (`finishRemainingAfterStop`).
+    @exclusivity(unchecked) private(set) unowned(unsafe) var loop: IOLoop!
     @exclusivity(unchecked) private var handlerID: IOHandlerID!
     @exclusivity(unchecked) var identifiers = APNsIDGenerator()
     let sweepInterval: UInt64
@@ -93,7 +96,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// Runs once on the worker thread (from `IOThread`'s setup): the loop belongs to that thread.
     func attach(to loop: IOLoop) {
         self.loop = loop
-        waker = loop.waker
+        _ = wakerReference.storeIfNil(loop.waker)
         handlerID = loop.register(self)
         loop.addTickHandler(handlerID)
         loop.setWakeHandler(handlerID, tag: 0)
@@ -101,8 +104,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         loop.schedule(at: loop.now &+ sweepInterval, handler: handlerID, tag: TimerTag.sweep.rawValue, cookie: 0)
     }
 
-    /// Wakes the worker's loop from any thread (set once before the worker is shared).
-    @exclusivity(unchecked) private(set) var waker: IOWaker?
+    /// Wakes the worker's loop from any thread; nil until `attach` ran (the loop then finds the inbox on its
+    /// first tick). Atomic: `attach` runs on the worker's thread after `APNsClient.init` may have returned.
+    var waker: IOWaker? { wakerReference.load() }
+    private let wakerReference = AtomicLazyReference<IOWaker>()
 
     /// Any thread: begin a shutdown. Pushes not yet answered end as `.failed(.shutdown)`; `isStopped`
     /// turns true once every connection has closed.
@@ -400,10 +405,11 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// `.shutdown`, on the caller's thread.
     func finishRemainingAfterStop() {
         precondition(stopRequested.load(ordering: .acquiring), "the worker was not stopped")
-        inbox.drainClosed { finish($0, .failed(.shutdown)) }
-        while let job = pending.popFront() { finish(job, .failed(.shutdown)) }
+        let now = IOLoop.monotonicNanoseconds()  // the loop is gone with its thread
+        inbox.drainClosed { finish($0, .failed(.shutdown), now: now) }
+        while let job = pending.popFront() { finish(job, .failed(.shutdown), now: now) }
         for connection in connections.compactMap({ $0 }) + retiring {
-            connection.abandonInFlight { finish($0, .failed(.shutdown)) }
+            connection.abandonInFlight { finish($0, .failed(.shutdown), now: now) }
         }
     }
 
@@ -418,6 +424,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     /// Every push ends here exactly once.
     func finish(_ job: PushJob, _ disposition: PushDisposition) {
+        finish(job, disposition, now: loop.now)
+    }
+
+    private func finish(_ job: PushJob, _ disposition: PushDisposition, now: UInt64) {
         switch disposition {
         case .delivered: counters.delivered.add(1, ordering: .relaxed)
         case .rejected: counters.rejected.add(1, ordering: .relaxed)
@@ -425,7 +435,6 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             counters.failed.add(1, ordering: .relaxed)
             if case .unconfirmed = failure { counters.unconfirmed.add(1, ordering: .relaxed) }
         }
-        let now = loop.now
         var result = PushResult(
             cookie: job.cookie, token: job.token, disposition: disposition, apnsID: job.apnsID ?? PushIdentifier(),
             resends: job.resends, latencyNanoseconds: now >= job.submittedAt ? now - job.submittedAt : 0, worker: index)

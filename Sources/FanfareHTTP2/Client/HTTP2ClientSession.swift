@@ -174,7 +174,8 @@ public final class HTTP2ClientSession {
 
     // MARK: - Starting and stopping
 
-    /// Writes the connection preface: the magic, our SETTINGS and the connection window.
+    /// Writes the connection preface: the magic, our SETTINGS and (when larger than the default) the
+    /// connection window.
     public func start() {
         let preface = HTTP2Limits.clientPreface
         let settings: [(UInt16, UInt32)] = [
@@ -184,7 +185,7 @@ public final class HTTP2ClientSession {
             (HTTP2SettingID.headerTableSize, UInt32(local.headerTableSize)),
             (HTTP2SettingID.maxHeaderListSize, UInt32(local.maxHeaderListSize)),
         ]
-        // A WINDOW_UPDATE of 0 is a protocol error: none when the window stays at the default.
+        // The connection window opens by the rest of its size; an increment of 0 is a PROTOCOL_ERROR (§6.9).
         let windowIncrement = local.connectionWindowSize - HTTP2Limits.defaultWindowSize
         let total = preface.utf8CodeUnitCount + 9 + 6 * settings.count + (windowIncrement > 0 ? 13 : 0)
         guard let base = withTransport({ $0.reservePlaintext(total) }) else { return }

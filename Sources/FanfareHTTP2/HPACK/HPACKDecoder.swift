@@ -132,6 +132,8 @@ public struct HPACKDecoder: ~Copyable {
             try field(name, value)
             if indexing { table.insert(name: name, value: value) }
         }
+        // An empty block still owes the size update (RFC 7541 §4.2: the first block after the change).
+        guard requiredTableSizeUpdate == nil else { throw .tableSizeUpdateMissing }
         failed = false
     }
 

@@ -88,7 +88,10 @@ struct HPACKDecoderTable: ~Copyable {
             let live = tail - head
             if live > 0 { arena.copyMemory(from: arena + head, byteCount: live) }  // memmove
             for position in 0..<count {
-                entries[(newestSlot - position) & ringMask].offset -= Int32(head)
+                // Through a pointer: `entries[i].offset -= …` here crashes Swift 6.3's compiler under
+                // -sanitize=thread ("Invalid bitcast" in the LLVM verifier).
+                let entry = entries + ((newestSlot - position) & ringMask)
+                entry.pointee.offset -= Int32(head)
             }
             head = 0
             tail = live

@@ -19,7 +19,9 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     let configuration: SimulatorConfiguration
     let options: APNsSimulator.Options
     let bufferSizes: TransportBufferSizes
-    @exclusivity(unchecked) private(set) var loop: IOLoop!
+    /// Unowned: the loop holds the worker (a registered handler) and lives as long as the worker's thread; a
+    /// strong reference back made a cycle that kept both after shutdown (LeakSanitizer).
+    @exclusivity(unchecked) private(set) unowned(unsafe) var loop: IOLoop!
     @exclusivity(unchecked) private var handlerID: IOHandlerID!
     private let listenerFD: Int32
     @exclusivity(unchecked) private var acceptArmed = false
@@ -50,7 +52,10 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     private let goAwayRequested = Atomic<Int>(0)  // 0 none, 1 + reason index
     @exclusivity(unchecked) private var stopping = false
     private let stoppedFlag = Atomic<Bool>(false)
-    @exclusivity(unchecked) private(set) var waker: IOWaker?
+    /// Nil until `attach` ran on the worker's thread, which may be after `APNsSimulator.init` returned:
+    /// atomic, since other threads read it.
+    var waker: IOWaker? { wakerReference.load() }
+    private let wakerReference = AtomicLazyReference<IOWaker>()
 
     init(index: Int, configuration: SimulatorConfiguration, options: APNsSimulator.Options, listenerFD: Int32, log: AcceptedPushLog?) {
         self.index = index
@@ -81,7 +86,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     /// Runs once on the worker's thread (IOThread setup).
     func attach(to loop: IOLoop) {
         self.loop = loop
-        waker = loop.waker
+        _ = wakerReference.storeIfNil(loop.waker)
         handlerID = loop.register(self)
         loop.addTickHandler(handlerID)
         loop.setWakeHandler(handlerID, tag: Tag.wake.rawValue)

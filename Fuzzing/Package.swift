@@ -1,0 +1,34 @@
+// swift-tools-version:6.1
+// Fanfare's libFuzzer targets: one executable per parser that takes bytes from outside (a hostile server,
+// a client, a file). A separate package so the sanitizer flags stay out of the main package; it depends on
+// the main package by path. Build and run them with scripts/fuzz (README.md).
+import PackageDescription
+
+/// One fuzz target in Sources/<name>/: libFuzzer's `LLVMFuzzerTestOneInput`, no `main` (libFuzzer has it).
+func fuzzTarget(_ name: String, _ fanfare: [String]) -> Target {
+    .executableTarget(
+        name: name,
+        dependencies: ["FuzzSupport"] + fanfare.map { .product(name: $0, package: "Fanfare") },
+        swiftSettings: [.swiftLanguageMode(.v6)]
+    )
+}
+
+let package = Package(
+    name: "FanfareFuzz",
+    platforms: [.macOS(.v15)],
+    dependencies: [
+        .package(name: "Fanfare", path: ".."),
+    ],
+    targets: [
+        .target(name: "CLibFuzzer"),
+        .target(name: "FuzzSupport", dependencies: ["CLibFuzzer"], swiftSettings: [.swiftLanguageMode(.v6)]),
+        fuzzTarget("FuzzDeviceToken", ["FanfareCore"]),
+        fuzzTarget("FuzzHPACK", ["FanfareHTTP2"]),
+        fuzzTarget("FuzzClientSession", ["FanfareHTTP2"]),
+        fuzzTarget("FuzzSimulatorRequest", ["FanfareSimulator", "FanfareCore"]),
+        fuzzTarget("FuzzJSON", ["FanfareCore"]),
+        // FanfareTLS is not a product of the main package; it comes in with FanfareSimulator.
+        fuzzTarget("FuzzPEM", ["FanfareSimulator"]),
+        fuzzTarget("FuzzJWT", ["FanfareSimulator"]),
+    ]
+)
