@@ -180,6 +180,8 @@ package struct FrontDoor: RouterMiddleware {
             buffer = try await request.body.collect(upTo: maxBodyBytes)
         } catch let error as HTTPError where error.status == .contentTooLarge {
             throw tooLarge(size: nil)
+        } catch is NIOTooManyBytesError {
+            throw tooLarge(size: nil)
         }
         request.body = .init(buffer: buffer)
         return buffer

@@ -38,6 +38,8 @@ public final class FanfareServer: Sendable {
     package let store: SQLiteTokenStore
     package let metrics: ServiceMetrics
     package let lifecycle = ServiceLifecycleState()
+    /// What the generated code registered with the router (checked against the document by the tests).
+    package let registeredRoutes = RegisteredRoutes()
     private let monitor: WaveMonitor
     private let blocking: BlockingWork
     private let idempotency: IdempotencyGate
@@ -97,7 +99,7 @@ public final class FanfareServer: Sendable {
         let api = FanfareAPI(
             engine: engine, store: store, blocking: blocking, configuration: configuration, metrics: metrics,
             monitor: monitor, lifecycle: lifecycle)
-        try api.registerHandlers(on: FastPathTransport(router: router, api: api))
+        try api.registerHandlers(on: FastPathTransport(router: router, api: api, recorded: registeredRoutes))
         var httpLogger = logger
         httpLogger[metadataKey: "component"] = "http"
         let listening = self.listening
