@@ -124,17 +124,11 @@ struct ServeCommandTests {
         #expect(await eventually { (try await client.get("/v1/waves/\(wave)").json?["delivered"] as? Int ?? 0) > 0 })
 
         serve.signal(SIGTERM)
-        var refused: HTTPTestResponse?
-        #expect(
-            await eventually {
-                let response = try await client.post("/v1/channels/late/updates", json: updateBody(timestamp: unixNow + 5, home: 8))
-                if response.status == 503 { refused = response }
-                return response.status == 503
-            })
-        if let refused {
-            _ = problem(refused, status: 503, code: "shutting_down")
-            #expect(refused.header("retry-after") != nil)
-        }
+        // Draining shows first in readiness (a write sent before the signal is handled would still be taken).
+        #expect(await eventually { try await client.get("/readyz").status == 503 })
+        let refused = try await client.post("/v1/channels/late/updates", json: updateBody(timestamp: unixNow + 5, home: 8))
+        _ = problem(refused, status: 503, code: "shutting_down")
+        #expect(refused.header("retry-after") != nil)
         _ = problem(try await client.post("/v1/tokens", json: registrationBody(5_000..<5_001, channel: "late")), status: 503, code: "shutting_down")
         // Reads still answer while the wave finishes.
         let during = try await client.get("/v1/waves/\(wave)")
