@@ -18,6 +18,10 @@ struct BadInputTests {
 
         _ = problem(try await client.post("/v1/tokens", json: #"{"tokens":[{"token":"#), status: 400, code: "malformed_json")
         _ = problem(try await client.post("/v1/tokens", json: "not json"), status: 400, code: "malformed_json")
+        _ = problem(try await client.post("/v1/tokens", json: ""), status: 400, code: "malformed_json")
+        for notAnObject in ["null", "[]", #"{"tokens":null}"#, "42"] {
+            _ = problem(try await client.post("/v1/tokens", json: notAnObject), status: 400, code: "invalid_request")
+        }
 
         // One bad item rejects the batch, naming it; nothing of the batch is written.
         var items = (0..<4).map { #"{"token":"\#(tokenHex($0))","kind":"update","channels":["m"],"activity_id":"a\#($0)"}"# }
@@ -87,6 +91,7 @@ struct BadInputTests {
         _ = problem(try await client.get("/v1/waves/abc"), status: 400, code: "invalid_parameter")
         _ = problem(try await client.get("/v1/waves/12345"), status: 404, code: "not_found")
         _ = problem(try await client.get("/v1/waves?limit=0"), status: 400, code: "invalid_parameter")
+        _ = problem(try await client.get("/v1/waves?limit=99999999999999999999"), status: 400, code: "invalid_parameter")
         _ = problem(try await client.get("/v1/nothing-here"), status: 404, code: "not_found")
         let wrongMethod = problem(try await client.send("DELETE", "/v1/tokens"), status: 405, code: "method_not_allowed")
         #expect(wrongMethod["allowed"] as? [String] == ["POST"])
