@@ -1,5 +1,5 @@
 import FanfareRegistry
-package import Foundation
+internal import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging

@@ -1,10 +1,10 @@
 import FanfareClient
 import FanfareFanout
 import FanfareRegistry
-package import Foundation
+internal import Foundation
 import Hummingbird
 import Logging
-package import OpenAPIRuntime
+internal import OpenAPIRuntime
 import ServiceLifecycle
 import Synchronization
 
