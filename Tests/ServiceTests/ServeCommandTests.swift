@@ -1,6 +1,8 @@
 // The real `fanfare serve --simulator` binary as a child process, driven over HTTP only: 50,000 tokens
 // registered through the API, waves followed to `complete` and checked against the simulator's accepted-push
 // log, a burst that supersedes, single pushes, SIGTERM with a wave in flight, and the refusals at start-up.
+import FanfareIO
+import FanfareSimulator
 import Foundation
 import Testing
 
@@ -189,5 +191,37 @@ struct ServeCommandTests {
         #expect(await serve.waitForExit() == 0)
         #expect(!serve.errors.contains(key) && !serve.output.contains(key))
         #expect(serve.errors.contains("api_keys=1"), "\(serve.errors)")
+    }
+
+    @Test("against an APNs endpoint with the flags of fanfare push, the provider key's PEM from $FANFARE_AUTH_KEY")
+    func apnsFlagsAndKeyFromEnvironment() async throws {
+        let directory = NSTemporaryDirectory() + "fanfare-serve-apns-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let keys = ServiceKeys.shared
+        var options = APNsSimulator.Options(
+            listen: try SocketAddress(ip: "127.0.0.1", port: 0), tls: keys.serverTLS, verifier: keys.verifier)
+        options.acceptedLogPath = directory + "/accepted.jsonl"
+        let simulator = try APNsSimulator(configuration: ServiceFixture.simulatorConfiguration(), options: options)
+        defer { simulator.shutdown() }
+        let pem = try String(contentsOfFile: keys.privateKeyFile, encoding: .utf8)
+        let serve = try await ServeProcess(
+            [
+                "--listen", "127.0.0.1:0", "--database", directory + "/fanfare.db",
+                "--endpoint", "https://127.0.0.1:\(simulator.boundAddress.port)", "--ca-file", keys.caFile,
+                "--key-id", ServiceKeys.keyID, "--team-id", ServiceKeys.teamID, "--bundle-id", ServiceKeys.bundleID,
+            ], directory: directory, environment: ["FANFARE_AUTH_KEY": pem])
+        let client = serve.client
+        #expect(await eventually { try await client.get("/readyz").status == 200 }, "\(serve.errors)")
+        let pushed = try await client.post("/v1/push", json: #"{"token":"\#(tokenHex(3))","event":"update","content_state":{"home":5}}"#)
+        #expect(pushed.json?["status"] as? Int == 200, "\(pushed)")
+        serve.signal(SIGTERM)
+        #expect(await serve.waitForExit() == 0)
+        // The key's text never reaches a log line.
+        let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
+        #expect(!serve.errors.contains(String(body.prefix(40))) && !serve.output.contains(String(body.prefix(40))))
+        simulator.shutdown()
+        let log = (try? String(contentsOfFile: directory + "/accepted.jsonl", encoding: .utf8)) ?? ""
+        #expect(log.split(separator: "\n").count == 1)
     }
 }

@@ -111,12 +111,24 @@ public final class FanfareServer: Sendable {
             configuration: .init(services: [application], gracefulShutdownSignals: [], cancellationSignals: [], logger: httpLogger))
 
         let monitorTask = Task { [self] in await self.monitorLoop() }
+        let serving = Task { try await group.run() }
         let shutdownTask = Task { [self] in
             for await _ in shutdownStream { break }
             guard !Task.isCancelled else { return }
-            await drain()
+            let deadline = ContinuousClock.now + configuration.shutdownTimeout
+            await drain(until: deadline)
             lifecycle.stopping.set()
             await group.triggerGracefulShutdown()
+            // Requests get what is left of the timeout (at least a second) to finish. Then the engine stops, so
+            // a single push still waiting for APNs is answered (503, its push ends failed Shutdown), and a
+            // second later connections still open (a client that never sends its body) are closed.
+            try? await Task.sleep(until: max(deadline, ContinuousClock.now + .seconds(1)))
+            guard !Task.isCancelled else { return }
+            logger.warning("requests still open after the shutdown timeout: stopping the engine and closing their connections")
+            engine.shutdown()
+            try? await Task.sleep(for: .seconds(1))
+            guard !Task.isCancelled else { return }
+            serving.cancel()
         }
         defer {
             monitorTask.cancel()
@@ -125,7 +137,7 @@ public final class FanfareServer: Sendable {
             listening.resolve(nil)
         }
         do {
-            try await group.run()
+            try await withTaskCancellationHandler { try await serving.value } onCancel: { serving.cancel() }
         } catch {
             lifecycle.stopping.set()
             await finish()
@@ -136,13 +148,12 @@ public final class FanfareServer: Sendable {
 
     /// Writes are refused from now on; in-flight waves get up to `shutdownTimeout` (or until a second
     /// `shutdown()`).
-    private func drain() async {
+    private func drain(until deadline: ContinuousClock.Instant) async {
         lifecycle.beginDraining()
         let unfinished = engine.statistics.unfinishedWaves
         logger.notice(
             "shutting down: writes are refused, waiting for in-flight waves",
             metadata: ["unfinished_waves": "\(unfinished)", "timeout_s": "\(configuration.shutdownTimeout.components.seconds)"])
-        let deadline = ContinuousClock.now + configuration.shutdownTimeout
         while engine.statistics.unfinishedWaves > 0 && ContinuousClock.now < deadline
             && shutdownRequests.load(ordering: .acquiring) < 2
         {

@@ -23,6 +23,9 @@ final class ServiceKeys: Sendable {
     static let teamID = "TEAMID0001"
 
     let directory: String
+    /// The CA that signed the simulator's certificate, and the provider key it trusts (PEM files).
+    let caFile: String
+    let privateKeyFile: String
     let serverTLS: TLSContext
     let clientTLS: TLSContext
     let verifier: ES256ProviderTokenVerifier
@@ -31,7 +34,8 @@ final class ServiceKeys: Sendable {
     private init() throws {
         directory = NSTemporaryDirectory() + "fanfare-service-keys-" + UUID().uuidString
         let chain = try CertificateAuthority.generateLocalhostChain(in: directory)
-        let privateKeyFile = directory + "/AuthKey_\(Self.keyID).p8"
+        caFile = chain.caCertificateFile
+        privateKeyFile = directory + "/AuthKey_\(Self.keyID).p8"
         let publicKeyFile = directory + "/AuthKey_\(Self.keyID).pub.pem"
         try ProviderKeyGenerator.generate(privateKeyFile: privateKeyFile, publicKeyFile: publicKeyFile)
         serverTLS = try TLSContext.server(certificateFile: chain.certificateFile, privateKeyFile: chain.privateKeyFile)
@@ -112,6 +116,12 @@ final class ServiceFixture: @unchecked Sendable {
     /// Graceful shutdown of the service (waves finish), then the simulator (which flushes its log).
     func stop() async throws {
         server.shutdown()
+        try await stopped()
+    }
+
+    /// Waits for a shutdown already asked for (a second `shutdown()` would stop waiting for waves), then stops
+    /// the simulator.
+    func stopped() async throws {
         try await serving.value
         simulator.shutdown()
     }
