@@ -27,6 +27,15 @@ let package = Package(
         // ecosystem's facades, so an application chooses the backends (swift-log's handler, Prometheus).
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        // `fanfare serve`: the HTTP/JSON API (spec-first: Sources/FanfareService/openapi.yaml), its lifecycle
+        // and its Prometheus metrics. Package traits off: nothing of swift-configuration is used.
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1", traits: []),
+        .package(url: "https://github.com/apple/swift-openapi-runtime", from: "1.13.4", traits: []),
+        .package(url: "https://github.com/hummingbird-project/swift-openapi-hummingbird", from: "2.1.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
     ],
     targets: [
         // C libraries: one shim header each, installed from Debian by the README commands.
@@ -76,11 +85,30 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
+        // `fanfare serve`: the engine behind an HTTP/JSON API (Hummingbird 2; the OpenAPI document is the
+        // source of truth and its generated code is committed under Generated/, see scripts/generate-openapi).
+        .target(
+            name: "FanfareService",
+            dependencies: [
+                "FanfareFanout", "FanfareRegistry", "FanfareClient", "FanfareCore", "FanfareTLS",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml"]
+        ),
         .executableTarget(
             name: "fanfare",
             dependencies: [
                 "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareLoad", "FanfareIO", "CURing",
-                "FanfareRegistry", "FanfareFanout",
+                "FanfareRegistry", "FanfareFanout", "FanfareService",
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -102,6 +130,17 @@ let package = Package(
         .testTarget(name: "FanfareRegistryTests", dependencies: ["FanfareRegistry", "FanfareCore"]),
         // Fan-out engine parts in isolation (queue under contention, budgets, lanes, tables).
         .testTarget(name: "FanoutTests", dependencies: ["FanfareFanout", "FanfareRegistry", "FanfareClient", "FanfareCore"]),
+        // `fanfare serve` over real HTTP on loopback: in-process services and the real binary as a child process,
+        // the OpenAPI document checked against what the server answers.
+        .testTarget(
+            name: "ServiceTests",
+            dependencies: [
+                "FanfareService", "FanfareFanout", "FanfareRegistry", "FanfareClient", "FanfareSimulator", "FanfareCore",
+                "FanfareTLS", "FanfareIO",
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
         .testTarget(
             name: "EndToEndTests",
             dependencies: [

@@ -62,6 +62,25 @@ enum RegistrySchema {
                 END
                 """)
         }
+        migrator.registerMigration("v2: idempotency_keys") { db in
+            // Answers to API requests that carried an Idempotency-Key (`fanfare serve`), kept next to the tokens
+            // so a restarted service still recognises a retry. One row per (scope, key); `scope` tells callers
+            // apart (an API key's fingerprint), `fingerprint` is a hash of the request the answer belongs to.
+            // Rows expire by age (`created_at`, UNIX ms), hence the index.
+            try db.execute(sql: """
+                CREATE TABLE idempotency_keys (
+                    scope TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    fingerprint BLOB NOT NULL,
+                    status INTEGER NOT NULL,
+                    headers TEXT NOT NULL,
+                    body BLOB NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    PRIMARY KEY (scope, key)
+                ) WITHOUT ROWID
+                """)
+            try db.execute(sql: "CREATE INDEX idempotency_keys_by_created_at ON idempotency_keys(created_at)")
+        }
         return migrator
     }
 }

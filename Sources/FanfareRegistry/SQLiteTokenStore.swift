@@ -16,7 +16,7 @@ public final class SQLiteTokenStore: TokenStore {
     private let database: DatabaseQueue
     /// Token index and name → id caches, always equal to what the file holds. Locked for each whole write
     /// transaction (which the queue serialises anyway) and rolled back with it.
-    private let memory: Mutex<RegistryMemoryState>
+    let memory: Mutex<RegistryMemoryState>
 
     /// SQLite page cache for the connection, in KiB (64 MiB).
     static let cacheSizeKiB = 65_536
@@ -254,9 +254,10 @@ public final class SQLiteTokenStore: TokenStore {
 
     // MARK: - Helpers
 
-    /// Runs `body` on the database queue (every call goes through it, so none overlap). Every failure becomes
+    /// Runs `body` on the database queue (every call goes through it, so none overlap); `memory` may be read
+    /// (not changed) inside it. Every failure becomes
     /// `.storage("<operation> failed: ...")`.
-    private func access<T>(_ operation: @autoclosure () -> String, _ body: (Database) throws -> T)
+    func access<T>(_ operation: @autoclosure () -> String, _ body: (Database) throws -> T)
         throws(RegistryError) -> T
     {
         do {

@@ -168,6 +168,11 @@ public final class APNsClient: Sendable {
             stats.inFlight += counters.inFlight.load(ordering: .relaxed)
             stats.connectionsOpened += counters.connectionsOpened.load(ordering: .relaxed)
             stats.connectionsClosed += counters.connectionsClosed.load(ordering: .relaxed)
+            stats.connectionsEstablished += counters.connectionsEstablished.load(ordering: .relaxed)
+            stats.connectionsOpen +=
+                counters.connectionsEstablished.load(ordering: .relaxed)
+                - counters.connectionsEstablishedClosed.load(ordering: .relaxed)
+            stats.connectionsDraining += counters.connectionsDraining.load(ordering: .relaxed)
             stats.certificateRejections += counters.certificateRejections.load(ordering: .relaxed)
             stats.reconnectBackoffs += counters.reconnectBackoffs.load(ordering: .relaxed)
             stats.unconfirmed += counters.unconfirmed.load(ordering: .relaxed)
@@ -228,6 +233,13 @@ public struct ClientStatistics: Sendable, Equatable {
     public var inFlight = 0
     public var connectionsOpened = 0
     public var connectionsClosed = 0
+    /// Connections whose TLS and HTTP/2 came up (`connectionsOpened` counts attempts).
+    public var connectionsEstablished = 0
+    /// Established connections not closed yet (draining ones included).
+    public var connectionsOpen = 0
+    /// Connections that stopped taking pushes (GOAWAY, rotation, expired provider token) and finish their
+    /// streams before closing.
+    public var connectionsDraining = 0
     /// Connections that ended because we rejected the server's certificate (see `certificateRejection`).
     public var certificateRejections = 0
     /// Connections that waited out a back-off before opening (failed connects, successors of connections

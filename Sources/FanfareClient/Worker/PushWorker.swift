@@ -209,6 +209,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     }
 
     func connectionBecameReady(_ connection: APNsConnection) {
+        counters.connectionsEstablished.add(1, ordering: .relaxed)
         lastConnectionError = nil
         needsAdmission = true
         // This lookup did its job; the slot's next connection looks the host up again.
@@ -231,6 +232,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         guard connections[connection.index] === connection else { return }
         connections[connection.index] = nil
         retiring.append(connection)
+        counters.connectionsDraining.add(1, ordering: .relaxed)
         guard !stopping else { return }
         let lived = connection.establishedAt == 0 ? 0 : loop.now &- connection.establishedAt
         if connection.gateLifted && lived >= configuration.reconnectBackoffMinimum.nanoseconds {
@@ -243,6 +245,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     func connectionClosed(_ connection: APNsConnection, reason: TransportCloseReason, cause: String, hadConnected: Bool) {
         counters.connectionsClosed.add(1, ordering: .relaxed)
+        if hadConnected { counters.connectionsEstablishedClosed.add(1, ordering: .relaxed) }
         if case .certificateRejected = reason {
             // A configuration error (wrong CA, wrong host): reported at once, and the slot keeps backing off.
             counters.certificateRejections.add(1, ordering: .relaxed)
@@ -250,6 +253,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         }
         if let position = retiring.firstIndex(where: { $0 === connection }) {
             retiring.remove(at: position)
+            counters.connectionsDraining.subtract(1, ordering: .relaxed)
             return
         }
         guard connections[connection.index] === connection else { return }
@@ -527,6 +531,11 @@ final class WorkerCounters: Sendable {
     let inFlight = Atomic<Int>(0)
     let connectionsOpened = Atomic<Int>(0)
     let connectionsClosed = Atomic<Int>(0)
+    /// Connections whose TLS and HTTP/2 came up, and those of them that have closed since.
+    let connectionsEstablished = Atomic<Int>(0)
+    let connectionsEstablishedClosed = Atomic<Int>(0)
+    /// Connections that stopped taking pushes and finish their streams before closing (a gauge).
+    let connectionsDraining = Atomic<Int>(0)
     let certificateRejections = Atomic<Int>(0)
     let reconnectBackoffs = Atomic<Int>(0)
     let unconfirmed = Atomic<Int>(0)

@@ -27,6 +27,9 @@ struct ChannelDirectory {
 
     func id(of name: String) -> UInt16? { ids[name] }
 
+    /// The names of the channels tracked now, sorted.
+    var names: [String] { ids.keys.sorted() }
+
     /// Whether `names` fit: the new ones among them plus the known ones stay within `limit`.
     func canAdmit(_ names: some Sequence<String>) -> Bool {
         var new = Set<String>()

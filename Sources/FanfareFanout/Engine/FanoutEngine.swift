@@ -443,6 +443,61 @@ public final class FanoutEngine: Sendable {
         }
     }
 
+    // MARK: - Channels
+
+    /// What the engine knows of a channel now: its live audience (as the next wave would target it), the
+    /// newest timestamp published, and its unfinished waves. Asks every shard through its queue (they answer
+    /// within a loop iteration); nil if the engine is shut down or the shards did not answer within `timeout`.
+    public func channelSummary(_ name: String, timeout: Duration = .seconds(5)) async -> ChannelSummary? {
+        await channelSummaries(of: [name], timeout: timeout)?.first
+    }
+
+    /// `channelSummary` for every channel the engine tracks now (followed by a token, or named by a wave since
+    /// the last sweep), sorted by name; one question to each shard for all of them.
+    public func channelSummaries(timeout: Duration = .seconds(5)) async -> [ChannelSummary]? {
+        await channelSummaries(of: nil, timeout: timeout)
+    }
+
+    private func channelSummaries(of requested: [String]?, timeout: Duration) async -> [ChannelSummary]? {
+        let asked: (summaries: [ChannelSummary], census: ChannelCensus?, positions: [Int])? = control.withLock { state in
+            guard !isShutDown.load(ordering: .acquiring) else { return nil }
+            let names = requested ?? state.channels.names
+            var summaries: [ChannelSummary] = []
+            var ids: [UInt16] = []
+            var positions: [Int] = []
+            for name in names {
+                summaries.append(ChannelSummary(channel: name, latestTimestamp: state.channels.latestTimestamp(of: name)))
+                if let id = state.channels.id(of: name) {
+                    ids.append(id)
+                    positions.append(summaries.count - 1)
+                }
+            }
+            guard !ids.isEmpty else { return (summaries, nil, []) }
+            let census = ChannelCensus(channels: ids, shards: shards.count)
+            for shard in shards { enqueueWaiting(.countAudience(census), shard: shard.index) }
+            return (summaries, census, positions)
+        }
+        guard var summaries = asked?.summaries else { return nil }
+        let live = history.recent.filter { !$0.isComplete }
+        for index in summaries.indices {
+            summaries[index].liveWaves = live.filter { $0.channel == summaries[index].channel }
+        }
+        guard let census = asked?.census, let positions = asked?.positions else { return summaries }
+        let deadline = monotonicNow() &+ Self.nanoseconds(timeout)
+        while !census.isAnswered {
+            if monotonicNow() > deadline || isShutDown.load(ordering: .acquiring) { return nil }
+            try? await Task.sleep(for: .microseconds(200))
+        }
+        for (position, counts) in zip(positions, census.totals) {
+            summaries[position].updateTokens = counts.update
+            summaries[position].pushToStartTokens = counts.pushToStart
+        }
+        return summaries
+    }
+
+    /// The channels the engine tracks now (followed by a token, or named by a wave since the last sweep).
+    public var channelNames: [String] { control.withLock { $0.channels.names } }
+
     // MARK: - The invalid-token breaker
 
     /// `.open` while the engine holds back deletions because APNs called too many tokens bad at once.
@@ -475,6 +530,9 @@ public final class FanoutEngine: Sendable {
         stats.breaker = breaker.state
         stats.unfinishedWaves = unfinishedWaves.load(ordering: .relaxed)
         stats.channelsInUse = control.withLock { $0.channels.count }
+        stats.queuedCommands = shards.reduce(0) {
+            $0 + $1.controlQueued.load(ordering: .relaxed) + $1.singlesQueued.load(ordering: .relaxed)
+        }
         return stats
     }
 
@@ -513,6 +571,26 @@ public struct FanoutStatistics: Sendable {
     public var unfinishedWaves = 0
     /// Channels the engine tracks (members or waves); forgotten ones do not count.
     public var channelsInUse = 0
+    /// Commands waiting in the shards' queues (publishes, registrations, single pushes, ...).
+    public var queuedCommands = 0
+}
+
+/// A channel as the engine sees it (`FanoutEngine.channelSummary`).
+public struct ChannelSummary: Sendable {
+    public var channel: String
+    /// Live update tokens following it (what an `update` or `end` wave would target now).
+    public var updateTokens = 0
+    /// Live push-to-start tokens following it (what a `start` wave would target now).
+    public var pushToStartTokens = 0
+    /// The newest `timestamp` published on it since the engine started (nil: none, or forgotten).
+    public var latestTimestamp: Int64?
+    /// Its waves that are not complete, oldest first.
+    public var liveWaves: [Wave] = []
+
+    public init(channel: String, latestTimestamp: Int64? = nil) {
+        self.channel = channel
+        self.latestTimestamp = latestTimestamp
+    }
 }
 
 /// Sends each result to the shard that owns its token, on the worker thread that finished it (the same one).

@@ -249,6 +249,18 @@ final class Shard: PushProducer, @unchecked Sendable {
         sweep.answer(used: used)
     }
 
+    private func countAudience(_ census: ChannelCensus) {
+        census.answer(
+            census.channels.map { id in
+                let channel = Int(id)
+                guard 2 * channel + 1 < audiences.count else { return (0, 0) }
+                return (
+                    audiences[Self.audienceIndex(channel, .update)].alive,
+                    audiences[Self.audienceIndex(channel, .pushToStart)].alive
+                )
+            })
+    }
+
     // MARK: - Commands
 
     func service(now: UInt64) {
@@ -271,6 +283,7 @@ final class Shard: PushProducer, @unchecked Sendable {
             case .retireChannel(let channel): retireChannel(Int(channel))
             case .push(let single): readySingles.append(single)
             case .sweepChannels(let sweep): sweepChannels(sweep)
+            case .countAudience(let census): countAudience(census)
             case .resumeAfterBreaker(let prune): resumeAfterBreaker(pruneHeldTokens: prune, now: now)
             }
         }

@@ -15,6 +15,8 @@ enum ShardCommand {
     case push(SinglePush)
     /// Compact audiences and report the channels this shard has nothing of (see `ChannelSweep`).
     case sweepChannels(ChannelSweep)
+    /// Count the live members of one channel's audiences (see `ChannelCensus`).
+    case countAudience(ChannelCensus)
     /// The operator closed the invalid-token breaker: settle the held answers (prune their tokens, or keep
     /// them) and resume the paused waves.
     case resumeAfterBreaker(pruneHeldTokens: Bool)

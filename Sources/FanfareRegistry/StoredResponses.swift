@@ -1,0 +1,98 @@
+import Foundation
+import GRDB
+
+/// The answer an API gave to a request that carried an `Idempotency-Key`, kept so that a retry of the same
+/// request gets the same answer (`fanfare serve`). Lives in the registry file (`idempotency_keys`), so a
+/// restarted service still has it.
+public struct StoredResponse: Sendable, Equatable {
+    /// Who sent it (e.g. a fingerprint of the API key): keys of different callers never meet.
+    public var scope: String
+    public var key: String
+    /// A hash of the request (method, path, body): the same key with another request is a mistake.
+    public var fingerprint: [UInt8]
+    public var status: Int
+    /// Response header fields to repeat (content type, location, ...), in order.
+    public var headers: [Header]
+    public var body: [UInt8]
+    /// UNIX milliseconds.
+    public var createdAt: Int64
+
+    public struct Header: Sendable, Equatable {
+        public var name: String
+        public var value: String
+        public init(name: String, value: String) {
+            self.name = name
+            self.value = value
+        }
+    }
+
+    public init(
+        scope: String, key: String, fingerprint: [UInt8], status: Int, headers: [Header], body: [UInt8], createdAt: Int64
+    ) {
+        self.scope = scope
+        self.key = key
+        self.fingerprint = fingerprint
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.createdAt = createdAt
+    }
+}
+
+extension SQLiteTokenStore {
+    /// The stored response for (scope, key) created at or after `notBefore` (UNIX ms); older ones count as gone.
+    public func storedResponse(scope: String, key: String, notBefore: Int64) throws(RegistryError) -> StoredResponse? {
+        try access("reading idempotency key") { db in
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: """
+                        SELECT fingerprint, status, headers, body, created_at FROM idempotency_keys
+                        WHERE scope = ? AND key = ? AND created_at >= ?
+                        """, arguments: [scope, key, notBefore])
+            else { return nil }
+            let fingerprint: [UInt8] = [UInt8](row[0] as Data)
+            let body: [UInt8] = [UInt8](row[3] as Data)
+            return StoredResponse(
+                scope: scope, key: key, fingerprint: fingerprint, status: row[1], headers: Self.decodeHeaders(row[2]),
+                body: body, createdAt: row[4])
+        }
+    }
+
+    /// Stores (or replaces) a response; durable when this returns.
+    public func store(_ response: StoredResponse) throws(RegistryError) {
+        try access("storing idempotency key") { db in
+            try db.execute(
+                sql: """
+                    INSERT OR REPLACE INTO idempotency_keys (scope, key, fingerprint, status, headers, body, created_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    response.scope, response.key, Data(response.fingerprint), response.status,
+                    Self.encodeHeaders(response.headers), Data(response.body), response.createdAt,
+                ])
+        }
+    }
+
+    /// Deletes stored responses created before `createdBefore` (UNIX ms); returns how many.
+    @discardableResult
+    public func deleteStoredResponses(createdBefore: Int64) throws(RegistryError) -> Int {
+        try access("expiring idempotency keys") { db in
+            try db.execute(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [createdBefore])
+            return db.changesCount
+        }
+    }
+
+    /// `name: value` lines (header names and values cannot hold a line break).
+    private static func encodeHeaders(_ headers: [StoredResponse.Header]) -> String {
+        headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
+    }
+
+    private static func decodeHeaders(_ text: String) -> [StoredResponse.Header] {
+        text.split(separator: "\n").compactMap { line in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            let value = line[line.index(after: colon)...].drop { $0 == " " }
+            return StoredResponse.Header(name: String(line[..<colon]), value: String(value))
+        }
+    }
+}

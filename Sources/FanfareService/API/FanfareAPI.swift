@@ -1,0 +1,137 @@
+import FanfareCore
+import FanfareFanout
+import FanfareRegistry
+internal import Foundation
+internal import OpenAPIRuntime
+
+/// The API's handlers (`APIProtocol`, generated from the OpenAPI document). The generated server decodes each
+/// request into its `Input` and encodes the `Output`; problems are thrown as `ServiceProblem` and rendered by
+/// the front door. Blocking registry work runs on `blocking`.
+package struct FanfareAPI: APIProtocol {
+    let engine: FanoutEngine
+    let store: SQLiteTokenStore
+    let blocking: BlockingWork
+    let configuration: ServiceConfiguration
+    let metrics: ServiceMetrics
+    let monitor: WaveMonitor
+    let lifecycle: ServiceLifecycleState
+
+    var bundleID: String { configuration.fanout.bundleID }
+    var environment: APNsEnvironment { configuration.fanout.environment }
+    var retryAfter: Int { configuration.retryAfterSeconds }
+
+    var nowSeconds: Int64 { configuration.wallClockMilliseconds() / 1000 }
+
+    /// Runs `body` on the blocking threads; a refused pool (shutting down) is a 503.
+    func offPool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        do {
+            return try await blocking.run(body)
+        } catch let error as ServiceProblem {
+            throw error
+        } catch let error as FanoutError {
+            throw fanoutProblem(error)
+        } catch let error as RegistryError {
+            throw ErrorMapping.fromRegistry(error)
+        } catch {
+            throw ServiceProblem.unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+        }
+    }
+
+    func fanoutProblem(_ error: FanoutError) -> ServiceProblem {
+        switch error {
+        case .registry(let registry): return ErrorMapping.fromRegistry(registry)
+        case .wrongApp(let index, _, _):
+            return .badRequest(.invalidRegistration, "tokens[\(index)] is for another app", index: index)
+        case .shutDown:
+            return .unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+        case .tooManyChannels(let limit):
+            return .unavailable(
+                .tooManyChannels,
+                "the engine tracks \(limit) channels in use; channels nothing follows are forgotten at the next maintenance pass",
+                retryAfter: 60)
+        case .client(let message), .invalidConfiguration(_, let message):
+            return ServiceProblem(.internalServerError, ._internal, message)
+        case .environmentMismatch, .topicMismatch:
+            return ServiceProblem(.internalServerError, ._internal, "\(error)")
+        }
+    }
+
+    func publishProblem(_ error: PublishError) -> ServiceProblem {
+        switch error {
+        case .emptyChannel, .channelNameTooLong:
+            return .badRequest(.invalidChannel, "\(error)", field: "channel")
+        case .invalidPayload(.tooLarge(let bytes, let limit)):
+            var problem = ServiceProblem.badRequest(
+                .payloadTooLarge,
+                "the APNs payload would be \(bytes) bytes, over APNs' \(limit)-byte limit; shrink content_state, attributes or the alert")
+            problem.size = bytes
+            problem.limit = limit
+            return problem
+        case .invalidPayload(.invalid(let message)):
+            return .badRequest(.invalidPayload, message)
+        case .olderThanCurrent:
+            return ServiceProblem(.conflict, .olderThanCurrent, "\(error); send a newer timestamp")
+        case .alreadyExpired:
+            return .badRequest(.alreadyExpired, "\(error)", field: "fresh_until")
+        case .freshUntilTooFar:
+            return .badRequest(.freshUntilTooFar, "\(error)", field: "fresh_until")
+        case .tooManyUnfinishedWaves, .backPressure:
+            return .unavailable(.backPressure, "\(error)", retryAfter: retryAfter)
+        case .collapseIDTooLong:
+            return .badRequest(.invalidRequest, "\(error)", field: "collapse_id")
+        case .tooManyChannels:
+            return .unavailable(.tooManyChannels, "\(error)", retryAfter: 60)
+        case .shutDown:
+            return .unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+        }
+    }
+
+    // MARK: - Operations
+
+    package func getHealth(_ input: Operations.GetHealth.Input) async throws -> Operations.GetHealth.Output {
+        .ok(.init(body: .json(.init(status: .ok))))
+    }
+
+    package func getReadiness(_ input: Operations.GetReadiness.Input) async throws -> Operations.GetReadiness.Output {
+        if lifecycle.isDraining {
+            throw ServiceProblem.unavailable(.notReady, "the service is shutting down", retryAfter: retryAfter)
+        }
+        let open = engine.statistics.client.connectionsOpen
+        guard open > 0 else {
+            var detail = "no APNs connection is up yet"
+            if let error = engine.statistics.lastConnectionError { detail += " (last error: \(error.prefix(200)))" }
+            throw ServiceProblem.unavailable(.notReady, detail, retryAfter: retryAfter)
+        }
+        let tokens = try await offPool { [store] in try store.count() }
+        return .ok(.init(body: .json(.init(status: .ready, tokens: tokens, apnsConnections: open))))
+    }
+
+    package func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {
+        let tokens = try? await offPool { [store] in try store.count() }
+        let text = metrics.render(statistics: engine.statistics, registryTokens: tokens)
+        return .ok(.init(body: .plainText(HTTPBody(text))))
+    }
+
+    package func getOperatorPage(_ input: Operations.GetOperatorPage.Input) async throws -> Operations.GetOperatorPage.Output {
+        .ok(.init(body: .html(HTTPBody(OperatorPage.html))))
+    }
+
+    package func getOpenAPIDocument(_ input: Operations.GetOpenAPIDocument.Input) async throws
+        -> Operations.GetOpenAPIDocument.Output
+    {
+        .ok(.init(body: .yaml(HTTPBody(OpenAPIDocument.yaml))))
+    }
+}
+
+/// What the handlers and the front door share about where the service is in its life.
+package final class ServiceLifecycleState: Sendable {
+    private let draining = StopSignal()
+    /// Long-running answers (event streams) end.
+    package let stopping = StopSignal()
+
+    package init() {}
+
+    /// Writes are refused from now on (503 shutting_down); reads go on while waves finish.
+    package var isDraining: Bool { draining.isSet }
+    package func beginDraining() { draining.set() }
+}

@@ -1,0 +1,63 @@
+import FanfareClient
+import FanfareCore
+import FanfareFanout
+
+extension FanfareAPI {
+    package func sendPush(_ input: Operations.SendPush.Input) async throws -> Operations.SendPush.Output {
+        guard case .json(let body) = input.body else { throw ServiceProblem.badRequest(.invalidRequest, "expected JSON") }
+        guard !lifecycle.isDraining else {
+            throw ServiceProblem.unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+        }
+        let token = try Validation.token(body.token, field: "token")
+        try Validation.unixSeconds(body.expiration, field: "expiration")
+        try Validation.length(body.collapseId, field: "collapse_id", min: 1, max: 64)
+        let fields = ContentFields(
+            event: LiveActivityEvent(body.event), contentState: body.contentState, alert: body.alert,
+            timestamp: body.timestamp, staleDate: body.staleDate, dismissalDate: body.dismissalDate,
+            relevanceScore: body.relevanceScore, attributesType: body.attributesType, attributes: body.attributes,
+            inputPushToken: body.inputPushToken, inputPushChannel: body.inputPushChannel)
+        let content = try fields.content(now: nowSeconds)
+        let priority: PushPriority =
+            switch body.priority ?? .auto {
+            case .auto: content.alert != nil || content.event == .start ? .immediate : .normal
+            case .immediate: .immediate
+            case .normal: .normal
+            }
+        let result: PushResult
+        do {
+            result = try await engine.push(
+                content, to: token, priority: priority, expiration: body.expiration, collapseID: body.collapseId)
+        } catch {
+            if case .backPressure = error { metrics.refused("push") }
+            throw publishProblem(error)
+        }
+        switch result.disposition {
+        case .delivered:
+            return .ok(.init(body: .json(.init(status: 200, apnsId: result.apnsID.description, action: .delivered))))
+        case .rejected(let status, let reason, let rawReason, let action, let timestamp):
+            metrics.pushFailed(reason: reason?.rawValue ?? "UnknownReason")
+            return .ok(
+                .init(
+                    body: .json(
+                        .init(
+                            status: status, apnsId: result.apnsID.description, reason: reason?.rawValue ?? rawReason,
+                            action: .init(rawValue: action.rawValue) ?? .fixConfiguration, inactiveSinceMs: timestamp))))
+        case .failed(.shutdown):
+            metrics.pushFailed(reason: "Shutdown")
+            throw ServiceProblem.unavailable(.shuttingDown, "the service shut down before APNs answered", retryAfter: retryAfter)
+        case .failed(let failure):
+            metrics.pushFailed(reason: Self.failureReason(failure))
+            throw ServiceProblem(.gatewayTimeout, .apnsNoAnswer, "APNs did not answer: \(failure)")
+        }
+    }
+
+    /// The name a local failure has in wave reports' `failed_by_reason`.
+    static func failureReason(_ failure: PushFailure) -> String {
+        switch failure {
+        case .deadlineExceeded: "DeadlineExceeded"
+        case .resendLimitReached: "ResendLimitReached"
+        case .shutdown: "Shutdown"
+        case .unconfirmed: "Unconfirmed"
+        }
+    }
+}

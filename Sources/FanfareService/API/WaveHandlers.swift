@@ -1,0 +1,162 @@
+import FanfareCore
+import FanfareFanout
+internal import Foundation
+internal import OpenAPIRuntime
+
+extension FanfareAPI {
+    package func publishUpdate(_ input: Operations.PublishUpdate.Input) async throws -> Operations.PublishUpdate.Output {
+        let channel = input.path.channel
+        try Validation.channel(channel)
+        guard case .json(let body) = input.body else { throw ServiceProblem.badRequest(.invalidRequest, "expected JSON") }
+        guard !lifecycle.isDraining else {
+            throw ServiceProblem.unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+        }
+        try Validation.unixSeconds(body.freshUntil, field: "fresh_until")
+        try Validation.length(body.collapseId, field: "collapse_id", min: 1, max: 64)
+        let fields = ContentFields(
+            event: LiveActivityEvent(body.event), contentState: body.contentState, alert: body.alert,
+            timestamp: body.timestamp, staleDate: body.staleDate, dismissalDate: body.dismissalDate,
+            relevanceScore: body.relevanceScore, attributesType: body.attributesType, attributes: body.attributes,
+            inputPushToken: body.inputPushToken, inputPushChannel: body.inputPushChannel)
+        let content = try fields.content(now: nowSeconds)
+        let priority = UpdatePriority(body.priority)
+        let update = ChannelUpdate(
+            channel: channel, content: content, priority: priority, freshUntil: body.freshUntil, collapseID: body.collapseId)
+        let wave: Wave
+        do {
+            wave = try engine.publish(update)
+        } catch {
+            if case .backPressure = error { metrics.refused("publish") }
+            if case .tooManyUnfinishedWaves = error { metrics.refused("publish") }
+            throw publishProblem(error)
+        }
+        monitor.started(wave, priority: priority)
+        return .accepted(
+            .init(
+                headers: .init(location: "/v1/waves/\(wave.id)"),
+                body: .json(.init(waveId: Int64(clamping: wave.id), channel: channel))))
+    }
+
+    package func getWave(_ input: Operations.GetWave.Input) async throws -> Operations.GetWave.Output {
+        .ok(.init(body: .json(Self.report(try wave(input.path.waveId).report))))
+    }
+
+    func wave(_ id: Int64) throws(ServiceProblem) -> Wave {
+        guard id >= 1 else { throw .badRequest(.invalidParameter, "wave_id must be at least 1", field: "wave_id") }
+        guard let wave = engine.wave(id: UInt64(id)) else {
+            throw ServiceProblem(
+                .notFound, .notFound,
+                "wave \(id) is not known (the engine keeps unfinished waves and the newest complete ones)")
+        }
+        return wave
+    }
+
+    package func listWaves(_ input: Operations.ListWaves.Input) async throws -> Operations.ListWaves.Output {
+        let query = input.query
+        if let channel = query.channel { try Validation.channel(channel) }
+        let limit = query.limit ?? 50
+        guard (1...1000).contains(limit) else {
+            throw ServiceProblem.badRequest(.invalidParameter, "limit must be in 1...1000 (got \(limit))", field: "limit")
+        }
+        if let before = query.before, before < 1 {
+            throw ServiceProblem.badRequest(.invalidParameter, "before must be at least 1 (got \(before))", field: "before")
+        }
+        var page: [Wave] = []
+        var more = false
+        for wave in engine.waves.reversed() {
+            if let channel = query.channel, wave.channel != channel { continue }
+            if let before = query.before, wave.id >= UInt64(before) { continue }
+            if page.count == limit {
+                more = true
+                break
+            }
+            page.append(wave)
+        }
+        let next = more ? page.last.map { Int64(clamping: $0.id) } : nil
+        return .ok(.init(body: .json(.init(waves: page.map { Self.report($0.report) }, nextBefore: next))))
+    }
+
+    package func getWaveEvents(_ input: Operations.GetWaveEvents.Input) async throws -> Operations.GetWaveEvents.Output {
+        let wave = try wave(input.path.waveId)
+        let stream = WaveEventStream(
+            wave: wave, interval: configuration.eventInterval, stopping: lifecycle.stopping,
+            encode: { Self.reportJSON($0) })
+        return .ok(.init(body: .textEventStream(HTTPBody(stream, length: .unknown, iterationBehavior: .single))))
+    }
+
+    package func getChannel(_ input: Operations.GetChannel.Input) async throws -> Operations.GetChannel.Output {
+        let channel = input.path.channel
+        try Validation.channel(channel)
+        guard let summary = await engine.channelSummary(channel) else {
+            throw ServiceProblem.unavailable(.shuttingDown, "the engine is shutting down", retryAfter: retryAfter)
+        }
+        return .ok(.init(body: .json(Self.channel(summary))))
+    }
+
+    package func listChannels(_ input: Operations.ListChannels.Input) async throws -> Operations.ListChannels.Output {
+        guard let summaries = await engine.channelSummaries() else {
+            throw ServiceProblem.unavailable(.shuttingDown, "the engine is shutting down", retryAfter: retryAfter)
+        }
+        return .ok(.init(body: .json(.init(channels: summaries.map(Self.channel)))))
+    }
+
+    static func channel(_ summary: ChannelSummary) -> Components.Schemas.ChannelSummary {
+        .init(
+            channel: summary.channel,
+            audience: .init(update: summary.updateTokens, pushToStart: summary.pushToStartTokens),
+            latestTimestamp: summary.latestTimestamp, liveWaves: summary.liveWaves.map { Self.report($0.report) })
+    }
+
+    // MARK: - Reports
+
+    static func report(_ report: WaveReport) -> Components.Schemas.WaveReport {
+        let state: Components.Schemas.WaveState =
+            switch report.state {
+            case .running: .running
+            case .paused: .paused
+            case .complete: .complete
+            }
+        return Components.Schemas.WaveReport(
+            id: Int64(clamping: report.id), channel: report.channel, event: .init(report.event), timestamp: report.timestamp,
+            state: state, targeted: report.targeted, accounted: report.accounted, sent: report.sent,
+            delivered: report.delivered, failed: report.failed, superseded: report.superseded,
+            downgraded: report.downgraded, expired: report.expired, invalidated: report.invalidated,
+            retried: report.retried, possibleDuplicates: report.possibleDuplicates,
+            failedByReason: .init(additionalProperties: report.failedByReason),
+            timeToFirstAckSeconds: report.timeToFirstAck.map { Double($0) / 1e9 },
+            makespanSeconds: report.makespan.map { Double($0) / 1e9 })
+    }
+
+    /// A report as the JSON of `GET /v1/waves/{id}` (for the event stream).
+    static func reportJSON(_ report: WaveReport) -> [UInt8] {
+        (try? ServiceProblem.encoder.encode(Self.report(report))).map { [UInt8]($0) } ?? Array("{}".utf8)
+    }
+}
+
+extension LiveActivityEvent {
+    init(_ event: Components.Schemas.ChannelUpdate.EventPayload) {
+        switch event {
+        case .start: self = .start
+        case .update: self = .update
+        case .end: self = .end
+        }
+    }
+
+    init(_ event: Components.Schemas.PushRequest.EventPayload) {
+        switch event {
+        case .start: self = .start
+        case .update: self = .update
+        case .end: self = .end
+        }
+    }
+}
+
+extension Components.Schemas.WaveReport.EventPayload {
+    init(_ event: LiveActivityEvent) {
+        switch event {
+        case .start: self = .start
+        case .update: self = .update
+        case .end: self = .end
+        }
+    }
+}

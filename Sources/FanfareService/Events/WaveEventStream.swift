@@ -1,0 +1,64 @@
+import FanfareFanout
+internal import Foundation
+import Synchronization
+
+/// A wave's progress as Server-Sent Events: `retry: 1000`, then a `progress` event at once and every
+/// `interval` while the wave runs, then `complete` with the final report and the end of the stream; or
+/// `shutdown` if the service stops first. Pull-based: nothing runs while the client is not reading, and a
+/// client that goes away ends it.
+package struct WaveEventStream: AsyncSequence, Sendable {
+    package typealias Element = ArraySlice<UInt8>
+
+    let wave: Wave
+    let interval: Duration
+    let stopping: StopSignal
+    let encode: @Sendable (WaveReport) -> [UInt8]
+
+    package func makeAsyncIterator() -> Iterator {
+        Iterator(stream: self)
+    }
+
+    package struct Iterator: AsyncIteratorProtocol {
+        let stream: WaveEventStream
+        var sent = 0
+        var finished = false
+
+        package mutating func next() async -> ArraySlice<UInt8>? {
+            guard !finished else { return nil }
+            if sent == 0 {
+                sent = 1
+                return ArraySlice(Array("retry: 1000\n\n".utf8) + event("progress", stream.encode(stream.wave.report)))
+            }
+            // Wait one interval, waking early for completion or shutdown.
+            let step = Duration.milliseconds(20)
+            var waited = Duration.zero
+            while waited < stream.interval && !stream.wave.isComplete && !stream.stopping.isSet {
+                try? await Task.sleep(for: step)
+                waited += step
+                if Task.isCancelled { return nil }
+            }
+            sent += 1
+            if stream.wave.isComplete {
+                finished = true
+                return ArraySlice(event("complete", stream.encode(stream.wave.report)))
+            }
+            if stream.stopping.isSet {
+                finished = true
+                return ArraySlice(event("shutdown", Array(#"{"reason":"the service is shutting down"}"#.utf8)))
+            }
+            return ArraySlice(event("progress", stream.encode(stream.wave.report)))
+        }
+
+        private func event(_ name: String, _ data: [UInt8]) -> [UInt8] {
+            Array("id: \(sent)\nevent: \(name)\ndata: ".utf8) + data + Array("\n\n".utf8)
+        }
+    }
+}
+
+/// Set once, read from anywhere (the service is stopping: long-running answers end).
+package final class StopSignal: Sendable {
+    private let flag = Atomic<Bool>(false)
+    package init() {}
+    package var isSet: Bool { flag.load(ordering: .acquiring) }
+    package func set() { flag.store(true, ordering: .releasing) }
+}

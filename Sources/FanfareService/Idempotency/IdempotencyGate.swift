@@ -1,0 +1,101 @@
+import FanfareRegistry
+import FanfareTLS
+import Synchronization
+
+/// `Idempotency-Key` handling: a retry of the same request gets the stored response, a reuse of the key for
+/// another request is refused, and a retry racing the first is refused until the first is answered.
+///
+/// Answers live in the registry file (`SQLiteTokenStore.store(_:)`), so a restarted service keeps them for
+/// their whole lifetime (24 h). Requests still being answered are tracked in memory only: a request cannot
+/// outlive its process. One gap remains by construction: if the process dies after the operation took effect
+/// and before its answer was stored, a retry runs the operation again (registrations and deletions are
+/// idempotent anyway; a publish starts a second wave of the same state, which latest-state-wins makes harmless).
+package final class IdempotencyGate: Sendable {
+    private let store: SQLiteTokenStore
+    /// How long an answer is kept (ms).
+    private let lifetime: Int64
+    private let claimed = Mutex<Set<String>>([])
+    private let wallClockMilliseconds: @Sendable () -> Int64
+
+    package static let maximumKeyLength = 255
+
+    package init(store: SQLiteTokenStore, lifetime: Duration, wallClockMilliseconds: @escaping @Sendable () -> Int64) {
+        self.store = store
+        let (seconds, attoseconds) = lifetime.components
+        self.lifetime = seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        self.wallClockMilliseconds = wallClockMilliseconds
+    }
+
+    /// A claimed key: the caller must `finish` or `abandon` it.
+    package struct Claim: Sendable {
+        fileprivate let slot: String
+        package let scope: String
+        package let key: String
+        package let fingerprint: [UInt8]
+    }
+
+    package enum Decision: Sendable {
+        /// First time: run the request, then `finish`.
+        case proceed(Claim)
+        /// Answered before: send this again.
+        case replay(StoredResponse)
+        /// The same key is being answered right now.
+        case inProgress
+        /// The key was used for a different request.
+        case reused
+    }
+
+    /// Whether a header value can be a key: 1 to 255 visible ASCII characters.
+    package static func isValidKey(_ key: String) -> Bool {
+        let bytes = key.utf8
+        return !bytes.isEmpty && bytes.count <= maximumKeyLength && bytes.allSatisfy { $0 > 0x20 && $0 < 0x7F }
+    }
+
+    /// The request's fingerprint: SHA-256 over method, path (with query) and body.
+    package static func fingerprint(method: String, path: String, body: some Collection<UInt8>) -> [UInt8] {
+        var bytes = Array("\(method) \(path)\n".utf8)
+        bytes.append(contentsOf: body)
+        return Digest.sha256(bytes)
+    }
+
+    /// Blocking (reads the registry file): call off the concurrency pool.
+    package func begin(scope: String, key: String, fingerprint: [UInt8]) throws(RegistryError) -> Decision {
+        let slot = scope + "\u{0}" + key
+        let isNew = claimed.withLock { $0.insert(slot).inserted }
+        guard isNew else { return .inProgress }
+        let stored: StoredResponse?
+        do {
+            stored = try store.storedResponse(scope: scope, key: key, notBefore: wallClockMilliseconds() - lifetime)
+        } catch {
+            release(slot)
+            throw error
+        }
+        if let stored {
+            release(slot)
+            return Digest.constantTimeEqual(stored.fingerprint, fingerprint) ? .replay(stored) : .reused
+        }
+        return .proceed(Claim(slot: slot, scope: scope, key: key, fingerprint: fingerprint))
+    }
+
+    /// Stores the answer (unless it is a 5xx: those may be retried with the same key) and releases the key.
+    /// Blocking (writes the registry file).
+    package func finish(_ claim: Claim, status: Int, headers: [StoredResponse.Header], body: [UInt8]) throws(RegistryError) {
+        defer { release(claim.slot) }
+        guard status < 500 else { return }
+        try store.store(
+            StoredResponse(
+                scope: claim.scope, key: claim.key, fingerprint: claim.fingerprint, status: status, headers: headers,
+                body: body, createdAt: wallClockMilliseconds()))
+    }
+
+    /// Releases the key without storing an answer (the request failed before it had one).
+    package func abandon(_ claim: Claim) { release(claim.slot) }
+
+    /// Deletes answers past their lifetime. Blocking.
+    @discardableResult
+    package func purgeExpired() throws(RegistryError) -> Int {
+        try store.deleteStoredResponses(createdBefore: wallClockMilliseconds() - lifetime)
+    }
+
+    private func release(_ slot: String) { _ = claimed.withLock { $0.remove(slot) } }
+}

@@ -1,0 +1,86 @@
+import FanfareFanout
+import Logging
+import Synchronization
+
+/// Watches what the log and the metrics report over time: waves published through the API (one line when a
+/// wave starts, one when it completes, with its counts; makespan and content-age histograms), and APNs
+/// connection events (from the client's totals: one line per connection that came up or ended).
+package final class WaveMonitor: Sendable {
+    private let logger: Logger
+    private let metrics: ServiceMetrics
+    private let wallClockMilliseconds: @Sendable () -> Int64
+    private struct State {
+        var running: [Wave] = []
+        var established = 0
+        var closed = 0
+        var certificateRejections = 0
+    }
+    private let state = Mutex(State())
+
+    package init(logger: Logger, metrics: ServiceMetrics, wallClockMilliseconds: @escaping @Sendable () -> Int64) {
+        self.logger = logger
+        self.metrics = metrics
+        self.wallClockMilliseconds = wallClockMilliseconds
+    }
+
+    package func started(_ wave: Wave, priority: UpdatePriority) {
+        state.withLock { $0.running.append(wave) }
+        metrics.waveStarted()
+        logger.info(
+            "wave started",
+            metadata: [
+                "wave": "\(wave.id)", "channel": "\(wave.channel)", "event": "\(wave.event.rawValue)",
+                "timestamp": "\(wave.timestamp)", "priority": "\(priority.rawValue)",
+            ])
+    }
+
+    /// One pass: completed waves and connection changes. Called every ~100 ms and once at the end.
+    package func check(engine: FanoutEngine) {
+        let completed: [Wave] = state.withLock { state in
+            let done = state.running.filter(\.isComplete)
+            state.running.removeAll(where: \.isComplete)
+            return done
+        }
+        let nowSeconds = Double(wallClockMilliseconds()) / 1000
+        for wave in completed {
+            let report = wave.report
+            metrics.waveCompleted(report, contentAgeSeconds: nowSeconds - Double(report.timestamp))
+            var metadata: Logger.Metadata = [
+                "wave": "\(report.id)", "channel": "\(report.channel)", "targeted": "\(report.targeted)",
+                "delivered": "\(report.delivered)", "superseded": "\(report.superseded)", "failed": "\(report.failed)",
+                "expired": "\(report.expired)", "invalidated": "\(report.invalidated)",
+            ]
+            if let makespan = report.makespan { metadata["makespan_ms"] = "\(makespan / 1_000_000)" }
+            if !report.failedByReason.isEmpty {
+                metadata["failed_by_reason"] = .dictionary(report.failedByReason.mapValues { .stringConvertible($0) })
+            }
+            logger.info("wave complete", metadata: metadata)
+        }
+        let statistics = engine.statistics
+        let client = statistics.client
+        let (newlyUp, newlyClosed, newRejections) = state.withLock { state in
+            defer {
+                state.established = client.connectionsEstablished
+                state.closed = client.connectionsClosed
+                state.certificateRejections = client.certificateRejections
+            }
+            return (
+                client.connectionsEstablished - state.established, client.connectionsClosed - state.closed,
+                client.certificateRejections - state.certificateRejections
+            )
+        }
+        for _ in 0..<max(0, min(newlyUp, 100)) {
+            logger.info("apns connection up", metadata: ["open": "\(client.connectionsOpen)"])
+        }
+        for _ in 0..<max(0, min(newlyClosed, 100)) {
+            var metadata: Logger.Metadata = ["open": "\(client.connectionsOpen)", "draining": "\(client.connectionsDraining)"]
+            if let error = statistics.lastConnectionError { metadata["last_error"] = "\(error)" }
+            logger.notice("apns connection closed", metadata: metadata)
+        }
+        if newRejections > 0 {
+            logger.error(
+                "apns server certificate rejected: check --endpoint and --ca-file",
+                metadata: ["rejections": "\(client.certificateRejections)"])
+        }
+    }
+}

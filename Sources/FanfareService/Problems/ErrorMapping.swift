@@ -1,0 +1,112 @@
+import FanfareFanout
+import FanfareRegistry
+import Hummingbird
+internal import OpenAPIRuntime
+
+/// Every error a request can end in, as a problem: ours, the generated code's (decoding, content types,
+/// parameters) and the framework's. Nothing becomes an empty or HTML answer.
+package enum ErrorMapping {
+    package static func problem(for error: any Error) -> ServiceProblem {
+        switch error {
+        case let problem as ServiceProblem:
+            return problem
+        case let error as ServerError:
+            return fromServerError(error)
+        case let error as DecodingError:
+            return fromDecoding(error)
+        case let error as HTTPError:
+            return fromHTTPError(error)
+        case let error as RegistryError:
+            return fromRegistry(error)
+        default:
+            return ServiceProblem(.internalServerError, ._internal, "the request failed: \(String(describing: error).prefix(300))")
+        }
+    }
+
+    private static func fromServerError(_ error: ServerError) -> ServiceProblem {
+        switch error.underlyingError {
+        case let problem as ServiceProblem: return problem
+        case let decoding as DecodingError:
+            var problem = fromDecoding(decoding)
+            // Only GET routes have parameters that can fail to decode (a POST's path and headers are strings,
+            // checked by the handlers and the front door): a GET's error is about a parameter, a POST's about
+            // its body (e.g. `null` or an array where an object belongs).
+            if error.request.method != .post, problem.code == .invalidRequest, problem.field == nil {
+                problem.code = .invalidParameter
+                problem.detail = "a path or query parameter does not match the document (GET /openapi.yaml): \(problem.detail)"
+            } else if error.request.method == .post, problem.field == nil, problem.code == .invalidRequest {
+                problem.detail = "the body must be a JSON object as the API's schema describes: \(problem.detail)"
+            }
+            return problem
+        case let registry as RegistryError: return fromRegistry(registry)
+        case let http as HTTPError: return fromHTTPError(http)
+        default: break
+        }
+        let cause = "\(error.causeDescription): \(String(describing: error.underlyingError).prefix(300))"
+        switch error.httpStatus.code {
+        case 415:
+            return ServiceProblem(
+                .unsupportedMediaType, .unsupportedMediaType,
+                "the body must be application/json (\(String(describing: error.underlyingError).prefix(200)))")
+        case 406: return ServiceProblem(.notAcceptable, .notAcceptable, cause)
+        case 400..<500: return .badRequest(.invalidParameter, cause)
+        default: return ServiceProblem(.internalServerError, ._internal, cause)
+        }
+    }
+
+    /// JSON that does not parse, or does not match the schema (with the field's path and the batch index).
+    package static func fromDecoding(_ error: DecodingError) -> ServiceProblem {
+        let (path, description): ([any CodingKey], String) =
+            switch error {
+            case .typeMismatch(_, let context), .valueNotFound(_, let context), .dataCorrupted(let context):
+                (context.codingPath, context.debugDescription)
+            case .keyNotFound(let key, let context):
+                (context.codingPath + [key], "\(key.stringValue) is required")
+            @unknown default:
+                ([], "\(error)")
+            }
+        if path.isEmpty, case .dataCorrupted(let context) = error, context.underlyingError != nil || description.contains("JSON") {
+            return .badRequest(.malformedJson, "the body is not valid JSON: \(description.prefix(200))")
+        }
+        let field = fieldPath(path)
+        var index: Int?
+        if path.count >= 2, path[0].stringValue == "tokens" { index = path[1].intValue }
+        let detail = field.isEmpty ? description : "\(field): \(description)"
+        return .badRequest(.invalidRequest, String(detail.prefix(400)), index: index, field: field.isEmpty ? nil : field)
+    }
+
+    /// `tokens[3].channels`.
+    package static func fieldPath(_ path: [any CodingKey]) -> String {
+        var text = ""
+        for key in path {
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else {
+                if !text.isEmpty { text += "." }
+                text += key.stringValue
+            }
+        }
+        return text
+    }
+
+    private static func fromHTTPError(_ error: HTTPError) -> ServiceProblem {
+        let detail = error.body ?? error.status.reasonPhrase
+        switch error.status.code {
+        case 413: return ServiceProblem(.contentTooLarge, .bodyTooLarge, detail)
+        case 404: return ServiceProblem(.notFound, .notFound, detail)
+        case 405: return ServiceProblem(.methodNotAllowed, .methodNotAllowed, detail)
+        case 415: return ServiceProblem(.unsupportedMediaType, .unsupportedMediaType, detail)
+        case 400..<500: return .badRequest(.invalidRequest, detail)
+        default: return ServiceProblem(.internalServerError, ._internal, detail)
+        }
+    }
+
+    package static func fromRegistry(_ error: RegistryError) -> ServiceProblem {
+        switch error {
+        case .invalidRegistration(let index, let reason):
+            return .badRequest(.invalidRegistration, "tokens[\(index)]: \(reason)", index: index)
+        case .storage(let message):
+            return ServiceProblem(.internalServerError, ._internal, "the registry failed: \(message.prefix(300)); nothing was changed")
+        }
+    }
+}

@@ -1,0 +1,107 @@
+package import Foundation
+import HTTPTypes
+
+/// An error answer: an RFC 9457 problem document (`Components.Schemas.Problem`) with a stable code. Thrown by
+/// handlers and the front door; the front door renders it (and every other error, mapped by `ErrorMapping`).
+package struct ServiceProblem: Error, Sendable {
+    package typealias Code = Components.Schemas.ProblemCode
+
+    package var status: HTTPResponse.Status
+    package var code: Code
+    package var detail: String
+    package var index: Int?
+    package var field: String?
+    package var size: Int?
+    package var limit: Int?
+    package var retryAfter: Int?
+    package var allowed: [String]?
+    /// Extra response header fields (Allow, WWW-Authenticate).
+    package var headers: HTTPFields = [:]
+
+    package init(
+        _ status: HTTPResponse.Status, _ code: Code, _ detail: String, index: Int? = nil, field: String? = nil,
+        size: Int? = nil, limit: Int? = nil
+    ) {
+        self.status = status
+        self.code = code
+        self.detail = detail
+        self.index = index
+        self.field = field
+        self.size = size
+        self.limit = limit
+    }
+
+    /// 400 with a code.
+    package static func badRequest(_ code: Code, _ detail: String, index: Int? = nil, field: String? = nil) -> ServiceProblem {
+        ServiceProblem(.badRequest, code, detail, index: index, field: field)
+    }
+
+    /// 503 with `Retry-After`.
+    package static func unavailable(_ code: Code, _ detail: String, retryAfter: Int) -> ServiceProblem {
+        var problem = ServiceProblem(.serviceUnavailable, code, detail)
+        problem.retryAfter = retryAfter
+        return problem
+    }
+
+    package static let mediaType = "application/problem+json"
+
+    /// The document, as the OpenAPI schema describes it.
+    package func document(instance: String?) -> Components.Schemas.Problem {
+        Components.Schemas.Problem(
+            _type: "urn:fanfare:problem:\(code.rawValue)", title: Self.title(code), status: status.code, detail: detail,
+            instance: instance, code: code, index: index, field: field, size: size, limit: limit,
+            retryAfter: retryAfter, allowed: allowed)
+    }
+
+    /// The response header fields: content type, Retry-After, and the extra ones.
+    package var responseHeaders: HTTPFields {
+        var fields = headers
+        fields[.contentType] = Self.mediaType
+        if let retryAfter { fields[.retryAfter] = "\(retryAfter)" }
+        return fields
+    }
+
+    /// The JSON body.
+    package func body(instance: String?) -> [UInt8] {
+        // Encoding our own value type cannot fail; an empty object would still be valid JSON.
+        (try? Self.encoder.encode(document(instance: instance))).map { [UInt8]($0) } ?? Array("{}".utf8)
+    }
+
+    package static let encoder: JSONEncoder = {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }()
+
+    static func title(_ code: Code) -> String {
+        switch code {
+        case .malformedJson: "The body is not valid JSON"
+        case .invalidRequest: "The request does not match the API's schema"
+        case .invalidToken: "Not a valid token"
+        case .invalidRegistration: "A registration breaks a rule"
+        case .batchTooLarge: "Too many items in one request"
+        case .invalidChannel: "Not a valid channel name"
+        case .invalidPayload: "The update breaks a Live Activity rule"
+        case .payloadTooLarge: "The APNs payload is too large"
+        case .invalidParameter: "A parameter is not valid"
+        case .alreadyExpired: "fresh_until is in the past"
+        case .freshUntilTooFar: "fresh_until is too far ahead"
+        case .olderThanCurrent: "A newer update of this channel was published"
+        case .bodyTooLarge: "The request body is too large"
+        case .unsupportedMediaType: "The body must be application/json"
+        case .notAcceptable: "No acceptable response content type"
+        case .unauthorized: "An API key is needed"
+        case .forbidden: "The API key lacks the scope for this route"
+        case .notFound: "Not found"
+        case .methodNotAllowed: "Method not allowed"
+        case .idempotencyKeyInProgress: "A request with this Idempotency-Key is still being answered"
+        case .idempotencyKeyReused: "This Idempotency-Key was used for a different request"
+        case .tooManyChannels: "Too many channels in use"
+        case .backPressure: "The engine is busy"
+        case .shuttingDown: "The service is shutting down"
+        case .notReady: "The service is not ready"
+        case .apnsNoAnswer: "APNs did not answer"
+        case ._internal: "Internal error"
+        }
+    }
+}

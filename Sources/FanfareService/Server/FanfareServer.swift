@@ -1,0 +1,227 @@
+import FanfareClient
+import FanfareFanout
+import FanfareRegistry
+internal import Foundation
+import Hummingbird
+import Logging
+internal import OpenAPIRuntime
+import ServiceLifecycle
+import Synchronization
+
+/// Why the service could not start.
+public enum ServiceStartError: Error, Sendable, CustomStringConvertible {
+    /// A setting that cannot work (the message says what to do).
+    case configuration(String)
+    case registry(RegistryError)
+    case engine(FanoutError)
+
+    public var description: String {
+        switch self {
+        case .configuration(let message): return message
+        case .registry(let error): return "\(error)"
+        case .engine(let error): return "\(error)"
+        }
+    }
+}
+
+/// `fanfare serve`: the fan-out engine on its SQLite registry behind the HTTP/JSON API (Hummingbird 2; routes
+/// and types generated from the OpenAPI document).
+///
+/// `init` opens the registry and starts the engine (loading every token); `run()` serves until `shutdown()`:
+/// then writes are refused (503 + Retry-After), in-flight waves get up to `shutdownTimeout` to finish, event
+/// streams end, the HTTP server stops accepting and closes its connections once their answers are out
+/// (`Connection: close` meanwhile), and the engine and the registry close. A second `shutdown()` skips the
+/// wait for waves.
+public final class FanfareServer: Sendable {
+    public let configuration: ServiceConfiguration
+    public let engine: FanoutEngine
+    package let store: SQLiteTokenStore
+    package let metrics: ServiceMetrics
+    package let lifecycle = ServiceLifecycleState()
+    /// What the generated code registered with the router (checked against the document by the tests).
+    package let registeredRoutes = RegisteredRoutes()
+    private let monitor: WaveMonitor
+    private let blocking: BlockingWork
+    private let idempotency: IdempotencyGate
+    private let logger: Logger
+    private let listening = ListeningPort()
+    private let shutdownRequests = Atomic<Int>(0)
+    private let shutdownStream: AsyncStream<Void>
+    private let shutdownContinuation: AsyncStream<Void>.Continuation
+
+    public init(configuration: ServiceConfiguration) throws(ServiceStartError) {
+        if let problem = configuration.problem() { throw .configuration(problem) }
+        self.configuration = configuration
+        logger = configuration.logger
+        let store: SQLiteTokenStore
+        do { store = try SQLiteTokenStore(path: configuration.databasePath) } catch { throw .registry(error) }
+        self.store = store
+        let metrics = ServiceMetrics(registry: configuration.metricsRegistry)
+        self.metrics = metrics
+        var fanout = configuration.fanout
+        var fanoutLogger = configuration.logger
+        fanoutLogger[metadataKey: "component"] = "fanout"
+        fanout.logger = fanoutLogger
+        fanout.metricsFactory = metrics.factory
+        do {
+            engine = try FanoutEngine(configuration: fanout, store: store)
+        } catch {
+            try? store.close()
+            throw .engine(error)
+        }
+        monitor = WaveMonitor(logger: configuration.logger, metrics: metrics, wallClockMilliseconds: configuration.wallClockMilliseconds)
+        blocking = BlockingWork(threads: configuration.blockingThreads)
+        idempotency = IdempotencyGate(
+            store: store, lifetime: configuration.idempotencyLifetime, wallClockMilliseconds: configuration.wallClockMilliseconds)
+        (shutdownStream, shutdownContinuation) = AsyncStream.makeStream(of: Void.self)
+        _ = try? idempotency.purgeExpired()
+    }
+
+    /// Starts a graceful shutdown (returns at once; `run()` returns when it is done). A second call stops
+    /// waiting for in-flight waves.
+    public func shutdown() {
+        if shutdownRequests.add(1, ordering: .acquiringAndReleasing).newValue == 1 {
+            shutdownContinuation.yield()
+        }
+    }
+
+    /// The port the server listens on, once it does (nil if it stopped before, e.g. the address was in use).
+    public func listeningPort() async -> Int? { await listening.value() }
+
+    /// Serves until a shutdown completes. Throws if the server cannot listen. Call once.
+    public func run() async throws {
+        let router = Router(context: ServiceRequestContext.self)
+        router.add(
+            middleware: FrontDoor(
+                keyring: configuration.apiKeys, maxBodyBytes: configuration.maxBodyBytes,
+                retryAfter: configuration.retryAfterSeconds, lifecycle: lifecycle, idempotency: idempotency,
+                blocking: blocking, metrics: metrics, logger: logger))
+        let api = FanfareAPI(
+            engine: engine, store: store, blocking: blocking, configuration: configuration, metrics: metrics,
+            monitor: monitor, lifecycle: lifecycle)
+        try api.registerHandlers(on: FastPathTransport(router: router, api: api, recorded: registeredRoutes))
+        var httpLogger = logger
+        httpLogger[metadataKey: "component"] = "http"
+        let listening = self.listening
+        let maxBodyBytes = configuration.maxBodyBytes
+        let application = Application(
+            router: router,
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [ExpectContinueHandler(maxBodyBytes: maxBodyBytes)], idleTimeout: .seconds(75))),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+            onServerRunning: { channel in listening.resolve(channel.localAddress?.port) }, logger: httpLogger)
+        let group = ServiceGroup(
+            configuration: .init(services: [application], gracefulShutdownSignals: [], cancellationSignals: [], logger: httpLogger))
+
+        let monitorTask = Task { [self] in await self.monitorLoop() }
+        let serving = Task { try await group.run() }
+        let shutdownTask = Task { [self] in
+            for await _ in shutdownStream { break }
+            guard !Task.isCancelled else { return }
+            let deadline = ContinuousClock.now + configuration.shutdownTimeout
+            await drain(until: deadline)
+            lifecycle.stopping.set()
+            await group.triggerGracefulShutdown()
+            // Requests get what is left of the timeout (at least a second) to finish. Then the engine stops, so
+            // a single push still waiting for APNs is answered (503, its push ends failed Shutdown), and a
+            // second later connections still open (a client that never sends its body) are closed.
+            try? await Task.sleep(until: max(deadline, ContinuousClock.now + .seconds(1)))
+            guard !Task.isCancelled else { return }
+            logger.warning("requests still open after the shutdown timeout: stopping the engine and closing their connections")
+            engine.shutdown()
+            try? await Task.sleep(for: .seconds(1))
+            guard !Task.isCancelled else { return }
+            serving.cancel()
+        }
+        defer {
+            monitorTask.cancel()
+            shutdownTask.cancel()
+            shutdownContinuation.finish()
+            listening.resolve(nil)
+        }
+        do {
+            try await withTaskCancellationHandler { try await serving.value } onCancel: { serving.cancel() }
+        } catch {
+            lifecycle.stopping.set()
+            await finish()
+            throw error
+        }
+        await finish()
+    }
+
+    /// Writes are refused from now on; in-flight waves get up to `shutdownTimeout` (or until a second
+    /// `shutdown()`).
+    private func drain(until deadline: ContinuousClock.Instant) async {
+        lifecycle.beginDraining()
+        let unfinished = engine.statistics.unfinishedWaves
+        logger.notice(
+            "shutting down: writes are refused, waiting for in-flight waves",
+            metadata: ["unfinished_waves": "\(unfinished)", "timeout_s": "\(configuration.shutdownTimeout.components.seconds)"])
+        while engine.statistics.unfinishedWaves > 0 && ContinuousClock.now < deadline
+            && shutdownRequests.load(ordering: .acquiring) < 2
+        {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        let left = engine.statistics.unfinishedWaves
+        if left > 0 {
+            logger.warning(
+                "stopping with waves unfinished: their open outcomes end as failed (Shutdown)", metadata: ["unfinished_waves": "\(left)"])
+        }
+    }
+
+    /// After the HTTP server stopped: the engine (every wave completes, every push gets its result) and the
+    /// registry.
+    private func finish() async {
+        engine.shutdown()
+        monitor.check(engine: engine)
+        do { try store.close() } catch { logger.error("closing the registry failed", metadata: ["error": "\(error)"]) }
+        await blocking.shutdown()
+        logger.notice("stopped")
+    }
+
+    private func monitorLoop() async {
+        var lastPurge = ContinuousClock.now
+        while !Task.isCancelled {
+            monitor.check(engine: engine)
+            if ContinuousClock.now - lastPurge > .seconds(3600) {
+                lastPurge = ContinuousClock.now
+                let gate = idempotency
+                _ = try? await blocking.run { try gate.purgeExpired() }
+            }
+            try? await Task.sleep(for: .milliseconds(100))
+        }
+    }
+}
+
+/// The port, once the server listens (or nil when it will not).
+final class ListeningPort: Sendable {
+    private struct State {
+        var resolved = false
+        var port: Int?
+        var waiters: [CheckedContinuation<Int?, Never>] = []
+    }
+    private let state = Mutex(State())
+
+    func resolve(_ port: Int?) {
+        let waiters = state.withLock { state -> [CheckedContinuation<Int?, Never>] in
+            guard !state.resolved else { return [] }
+            state.resolved = true
+            state.port = port
+            defer { state.waiters.removeAll() }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: port) }
+    }
+
+    func value() async -> Int? {
+        await withCheckedContinuation { continuation in
+            let ready: Int?? = state.withLock { state in
+                if state.resolved { return .some(state.port) }
+                state.waiters.append(continuation)
+                return .none
+            }
+            if let ready { continuation.resume(returning: ready) }
+        }
+    }
+}

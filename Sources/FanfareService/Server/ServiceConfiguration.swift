@@ -1,0 +1,73 @@
+import FanfareFanout
+import Glibc
+import Logging
+import Prometheus
+
+/// How `fanfare serve` runs: where it listens, the engine behind it, and the API's limits.
+public struct ServiceConfiguration: Sendable {
+    /// Listen address: an IP literal or `localhost` (and port; 0 picks a free one).
+    public var host: String
+    public var port: Int
+    /// The registry file (SQLite).
+    public var databasePath: String
+    /// The engine (APNs client, app, budgets, ...). The service sets its logger, metrics factory and
+    /// push-result observer.
+    public var fanout: FanoutConfiguration
+    /// API keys; nil: no authentication, which is allowed on loopback only.
+    public var apiKeys: APIKeyring?
+    /// Largest request body (bytes).
+    public var maxBodyBytes = 8 << 20
+    /// Most items in one token batch (register or delete).
+    public var maxBatchItems = 10_000
+    /// After SIGTERM/SIGINT, how long in-flight waves may take to finish before the service stops anyway.
+    public var shutdownTimeout: Duration = .seconds(30)
+    /// Between two `progress` events of a wave's event stream.
+    public var eventInterval: Duration = .milliseconds(250)
+    /// How long an Idempotency-Key's answer is kept.
+    public var idempotencyLifetime: Duration = .seconds(24 * 3600)
+    /// The Retry-After of 503 answers (seconds).
+    public var retryAfterSeconds = 1
+    /// Threads for blocking work (registry writes and reads).
+    public var blockingThreads = 2
+    public var logger = Logger(label: "fanfare.service")
+    /// Where the metrics go (served at GET /metrics).
+    public var metricsRegistry = PrometheusCollectorRegistry()
+    /// UNIX milliseconds; replaceable in tests.
+    public var wallClockMilliseconds: @Sendable () -> Int64 = {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+    }
+
+    public init(host: String = "127.0.0.1", port: Int = 8080, databasePath: String = "fanfare.db", fanout: FanoutConfiguration) {
+        self.host = host
+        self.port = port
+        self.databasePath = databasePath
+        self.fanout = fanout
+    }
+
+    /// Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).
+    public static func isLoopback(_ host: String) -> Bool {
+        let lowered = host.lowercased()
+        if lowered == "localhost" || lowered == "::1" || lowered == "[::1]" { return true }
+        let parts = lowered.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 4, parts.allSatisfy({ UInt8($0) != nil }) else { return false }
+        return parts[0] == "127"
+    }
+
+    /// The first setting that cannot work, as a message that says what to do.
+    public func problem() -> String? {
+        if apiKeys == nil && !Self.isLoopback(host) {
+            return "refusing to listen on \(host) without API keys: anyone who can reach it could register tokens and "
+                + "push to your users. Give --api-keys FILE (one key per line with its scopes), or listen on 127.0.0.1"
+        }
+        if !(0...65535).contains(port) { return "port \(port) is not in 0...65535" }
+        if maxBodyBytes < 1024 || maxBodyBytes > 1 << 30 { return "--max-body must be in 1 KiB...1 GiB" }
+        if maxBatchItems < 1 || maxBatchItems > 1_000_000 { return "the batch limit must be in 1...1,000,000" }
+        if shutdownTimeout < .zero || shutdownTimeout > .seconds(24 * 3600) { return "--shutdown-timeout must be in 0...86400 seconds" }
+        if eventInterval < .milliseconds(10) || eventInterval > .seconds(60) { return "the event interval must be in 10 ms...60 s" }
+        if retryAfterSeconds < 1 || retryAfterSeconds > 3600 { return "Retry-After must be in 1...3600 seconds" }
+        if blockingThreads < 1 || blockingThreads > 64 { return "blocking threads must be in 1...64" }
+        return nil
+    }
+}
