@@ -67,6 +67,15 @@ struct BadInputTests {
             status: 400, code: "payload_too_large")
         #expect((pushTooLarge["size"] as? Int ?? 0) > 5000)
 
+        // A collapse id an HTTP header value cannot carry: refused, not sent to APNs to be reset.
+        let controlCharacter = problem(
+            try await client.post("/v1/channels/m/updates", json: #"{"event":"update","content_state":{},"collapse_id":"a\u0006b"}"#),
+            status: 400, code: "invalid_request")
+        #expect(controlCharacter["field"] as? String == "collapse_id", "\(controlCharacter)")
+        _ = problem(
+            try await client.post("/v1/push", json: #"{"token":"\#(tokenHex(1))","event":"update","content_state":{},"collapse_id":"a\u0006b"}"#),
+            status: 400, code: "invalid_request")
+
         // More than 10,000 items.
         let batch = problem(try await client.post("/v1/tokens", json: registrationBody(0..<10_001, channel: "m")), status: 400, code: "batch_too_large")
         #expect(batch["size"] as? Int == 10_001 && batch["limit"] as? Int == 10_000)

@@ -77,7 +77,7 @@ package struct FanfareAPI: APIProtocol {
             return .badRequest(.freshUntilTooFar, "\(error)", field: "fresh_until")
         case .tooManyUnfinishedWaves, .backPressure:
             return .unavailable(.backPressure, "\(error)", retryAfter: retryAfter)
-        case .collapseIDTooLong:
+        case .invalidCollapseID:
             return .badRequest(.invalidRequest, "\(error)", field: "collapse_id")
         case .tooManyChannels:
             return .unavailable(.tooManyChannels, "\(error)", retryAfter: 60)
