@@ -447,25 +447,50 @@ public final class FanoutEngine: Sendable {
     /// newest timestamp published, and its unfinished waves. Asks every shard through its queue (they answer
     /// within a loop iteration); nil if the engine is shut down or the shards did not answer within `timeout`.
     public func channelSummary(_ name: String, timeout: Duration = .seconds(5)) async -> ChannelSummary? {
-        let asked: (census: ChannelCensus?, latest: Int64?)? = control.withLock { state in
+        await channelSummaries(of: [name], timeout: timeout)?.first
+    }
+
+    /// `channelSummary` for every channel the engine tracks now (followed by a token, or named by a wave since
+    /// the last sweep), sorted by name; one question to each shard for all of them.
+    public func channelSummaries(timeout: Duration = .seconds(5)) async -> [ChannelSummary]? {
+        await channelSummaries(of: nil, timeout: timeout)
+    }
+
+    private func channelSummaries(of requested: [String]?, timeout: Duration) async -> [ChannelSummary]? {
+        let asked: (summaries: [ChannelSummary], census: ChannelCensus?, positions: [Int])? = control.withLock { state in
             guard !isShutDown.load(ordering: .acquiring) else { return nil }
-            let latest = state.channels.latestTimestamp(of: name)
-            guard let id = state.channels.id(of: name) else { return (nil, latest) }
-            let census = ChannelCensus(channel: id, shards: shards.count)
+            let names = requested ?? state.channels.names
+            var summaries: [ChannelSummary] = []
+            var ids: [UInt16] = []
+            var positions: [Int] = []
+            for name in names {
+                summaries.append(ChannelSummary(channel: name, latestTimestamp: state.channels.latestTimestamp(of: name)))
+                if let id = state.channels.id(of: name) {
+                    ids.append(id)
+                    positions.append(summaries.count - 1)
+                }
+            }
+            guard !ids.isEmpty else { return (summaries, nil, []) }
+            let census = ChannelCensus(channels: ids, shards: shards.count)
             for shard in shards { enqueueWaiting(.countAudience(census), shard: shard.index) }
-            return (census, latest)
+            return (summaries, census, positions)
         }
-        guard let asked else { return nil }
-        var summary = ChannelSummary(channel: name, latestTimestamp: asked.latest)
-        summary.liveWaves = history.recent.filter { $0.channel == name && !$0.isComplete }
-        guard let census = asked.census else { return summary }
+        guard var summaries = asked?.summaries else { return nil }
+        let live = history.recent.filter { !$0.isComplete }
+        for index in summaries.indices {
+            summaries[index].liveWaves = live.filter { $0.channel == summaries[index].channel }
+        }
+        guard let census = asked?.census, let positions = asked?.positions else { return summaries }
         let deadline = monotonicNow() &+ Self.nanoseconds(timeout)
         while !census.isAnswered {
-            if monotonicNow() > deadline { return nil }
+            if monotonicNow() > deadline || isShutDown.load(ordering: .acquiring) { return nil }
             try? await Task.sleep(for: .microseconds(200))
         }
-        (summary.updateTokens, summary.pushToStartTokens) = census.counts
-        return summary
+        for (position, counts) in zip(positions, census.totals) {
+            summaries[position].updateTokens = counts.update
+            summaries[position].pushToStartTokens = counts.pushToStart
+        }
+        return summaries
     }
 
     /// The channels the engine tracks now (followed by a token, or named by a wave since the last sweep).

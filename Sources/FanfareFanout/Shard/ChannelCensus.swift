@@ -1,29 +1,32 @@
 import Synchronization
 
-/// One question to every shard: how many live tokens follow a channel (per kind). Shards answer on their own
-/// thread when they take the command, so the count is what the next wave of the channel would target.
+/// One question to every shard: how many live tokens follow some channels (per kind). Shards answer on their
+/// own thread when they take the command, so the counts are what the next wave of each channel would target.
 final class ChannelCensus: Sendable {
-    let channel: UInt16
+    let channels: [UInt16]
     private let unanswered: Atomic<Int>
-    private let updateTokens = Atomic<Int>(0)
-    private let pushToStartTokens = Atomic<Int>(0)
+    /// Per channel (in `channels` order): update tokens, push-to-start tokens. Added to by each shard.
+    private let counts: Mutex<[(update: Int, pushToStart: Int)]>
 
-    init(channel: UInt16, shards: Int) {
-        self.channel = channel
+    init(channels: [UInt16], shards: Int) {
+        self.channels = channels
         unanswered = Atomic(shards)
+        counts = Mutex(Array(repeating: (0, 0), count: channels.count))
     }
 
-    /// A shard's thread: its live members of the channel's two audiences.
-    func answer(update: Int, pushToStart: Int) {
-        updateTokens.add(update, ordering: .relaxed)
-        pushToStartTokens.add(pushToStart, ordering: .relaxed)
+    /// A shard's thread: its live members of each channel's two audiences (in `channels` order).
+    func answer(_ shardCounts: [(update: Int, pushToStart: Int)]) {
+        counts.withLock { counts in
+            for (position, count) in shardCounts.enumerated() where position < counts.count {
+                counts[position].update += count.update
+                counts[position].pushToStart += count.pushToStart
+            }
+        }
         unanswered.subtract(1, ordering: .releasing)
     }
 
     var isAnswered: Bool { unanswered.load(ordering: .acquiring) == 0 }
 
-    /// After every shard answered: (update tokens, push-to-start tokens).
-    var counts: (update: Int, pushToStart: Int) {
-        (updateTokens.load(ordering: .relaxed), pushToStartTokens.load(ordering: .relaxed))
-    }
+    /// After every shard answered: per channel (in `channels` order), (update tokens, push-to-start tokens).
+    var totals: [(update: Int, pushToStart: Int)] { counts.withLock { $0 } }
 }

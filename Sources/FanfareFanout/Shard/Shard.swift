@@ -250,14 +250,15 @@ final class Shard: PushProducer, @unchecked Sendable {
     }
 
     private func countAudience(_ census: ChannelCensus) {
-        let channel = Int(census.channel)
-        guard 2 * channel + 1 < audiences.count else {
-            census.answer(update: 0, pushToStart: 0)
-            return
-        }
         census.answer(
-            update: audiences[Self.audienceIndex(channel, .update)].alive,
-            pushToStart: audiences[Self.audienceIndex(channel, .pushToStart)].alive)
+            census.channels.map { id in
+                let channel = Int(id)
+                guard 2 * channel + 1 < audiences.count else { return (0, 0) }
+                return (
+                    audiences[Self.audienceIndex(channel, .update)].alive,
+                    audiences[Self.audienceIndex(channel, .pushToStart)].alive
+                )
+            })
     }
 
     // MARK: - Commands

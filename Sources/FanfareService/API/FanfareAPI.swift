@@ -1,8 +1,8 @@
 import FanfareCore
 import FanfareFanout
 import FanfareRegistry
-import Foundation
-import OpenAPIRuntime
+package import Foundation
+package import OpenAPIRuntime
 
 /// The API's handlers (`APIProtocol`, generated from the OpenAPI document). The generated server decodes each
 /// request into its `Input` and encodes the `Output`; problems are thrown as `ServiceProblem` and rendered by
@@ -112,10 +112,14 @@ package struct FanfareAPI: APIProtocol {
         return .ok(.init(body: .plainText(HTTPBody(text))))
     }
 
+    package func getOperatorPage(_ input: Operations.GetOperatorPage.Input) async throws -> Operations.GetOperatorPage.Output {
+        .ok(.init(body: .html(HTTPBody(OperatorPage.html))))
+    }
+
     package func getOpenAPIDocument(_ input: Operations.GetOpenAPIDocument.Input) async throws
         -> Operations.GetOpenAPIDocument.Output
     {
-        .ok(.init(body: .applicationYaml(HTTPBody(OpenAPIDocument.yaml))))
+        .ok(.init(body: .yaml(HTTPBody(OpenAPIDocument.yaml))))
     }
 }
 

@@ -35,6 +35,7 @@ extension FanfareAPI {
         case .delivered:
             return .ok(.init(body: .json(.init(status: 200, apnsId: result.apnsID.description, action: .delivered))))
         case .rejected(let status, let reason, let rawReason, let action, let timestamp):
+            metrics.pushFailed(reason: reason?.rawValue ?? "UnknownReason")
             return .ok(
                 .init(
                     body: .json(
@@ -42,9 +43,21 @@ extension FanfareAPI {
                             status: status, apnsId: result.apnsID.description, reason: reason?.rawValue ?? rawReason,
                             action: .init(rawValue: action.rawValue) ?? .fixConfiguration, inactiveSinceMs: timestamp))))
         case .failed(.shutdown):
+            metrics.pushFailed(reason: "Shutdown")
             throw ServiceProblem.unavailable(.shuttingDown, "the service shut down before APNs answered", retryAfter: retryAfter)
         case .failed(let failure):
+            metrics.pushFailed(reason: Self.failureReason(failure))
             throw ServiceProblem(.gatewayTimeout, .apnsNoAnswer, "APNs did not answer: \(failure)")
+        }
+    }
+
+    /// The name a local failure has in wave reports' `failed_by_reason`.
+    static func failureReason(_ failure: PushFailure) -> String {
+        switch failure {
+        case .deadlineExceeded: "DeadlineExceeded"
+        case .resendLimitReached: "ResendLimitReached"
+        case .shutdown: "Shutdown"
+        case .unconfirmed: "Unconfirmed"
         }
     }
 }

@@ -59,7 +59,8 @@ extension FanfareAPI {
         for (index, hex) in deletion.tokens.enumerated() {
             tokens.append(try Validation.token(hex, field: "tokens[\(index)]", index: index))
         }
-        let removed = try await offPool { [engine] in try engine.unregister(tokens) }
+        let batch = tokens
+        let removed = try await offPool { [engine] in try engine.unregister(batch) }
         return .ok(.init(body: .json(.init(removed: removed, notFound: tokens.count - removed))))
     }
 

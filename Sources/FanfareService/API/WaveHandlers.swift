@@ -1,7 +1,7 @@
 import FanfareCore
 import FanfareFanout
-import Foundation
-import OpenAPIRuntime
+package import Foundation
+package import OpenAPIRuntime
 
 extension FanfareAPI {
     package func publishUpdate(_ input: Operations.PublishUpdate.Input) async throws -> Operations.PublishUpdate.Output {
@@ -90,13 +90,21 @@ extension FanfareAPI {
         guard let summary = await engine.channelSummary(channel) else {
             throw ServiceProblem.unavailable(.shuttingDown, "the engine is shutting down", retryAfter: retryAfter)
         }
-        return .ok(
-            .init(
-                body: .json(
-                    .init(
-                        channel: channel,
-                        audience: .init(update: summary.updateTokens, pushToStart: summary.pushToStartTokens),
-                        latestTimestamp: summary.latestTimestamp, liveWaves: summary.liveWaves.map { Self.report($0.report) }))))
+        return .ok(.init(body: .json(Self.channel(summary))))
+    }
+
+    package func listChannels(_ input: Operations.ListChannels.Input) async throws -> Operations.ListChannels.Output {
+        guard let summaries = await engine.channelSummaries() else {
+            throw ServiceProblem.unavailable(.shuttingDown, "the engine is shutting down", retryAfter: retryAfter)
+        }
+        return .ok(.init(body: .json(.init(channels: summaries.map(Self.channel)))))
+    }
+
+    static func channel(_ summary: ChannelSummary) -> Components.Schemas.ChannelSummary {
+        .init(
+            channel: summary.channel,
+            audience: .init(update: summary.updateTokens, pushToStart: summary.pushToStartTokens),
+            latestTimestamp: summary.latestTimestamp, liveWaves: summary.liveWaves.map { Self.report($0.report) })
     }
 
     // MARK: - Reports

@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "9112e3c902f425e4cadebb0cfc704763297fa34f2715338180c8834e2d9c1eaa"
+    package static let sha256 = "c55afefb0c0279e905503c3af992db82d8c6f75488cc57fe9383e2ab1131313d"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -245,6 +245,29 @@ paths:
           $ref: '#/components/responses/InternalError'
         '503':
           $ref: '#/components/responses/ServiceUnavailable'
+  /v1/channels:
+    get:
+      operationId: listChannels
+      tags: [channels]
+      summary: Every channel the engine tracks, with its audience, latest timestamp and live waves.
+      description: |
+        The channels some token follows, and those a wave named since the last maintenance pass, sorted by
+        name. Needs scope `read`.
+      responses:
+        '200':
+          description: The channels.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/Channels'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
   /v1/channels/{channel}:
     get:
       operationId: getChannel
@@ -421,6 +444,21 @@ paths:
           $ref: '#/components/responses/ServiceUnavailable'
         '504':
           $ref: '#/components/responses/GatewayTimeout'
+  /:
+    get:
+      operationId: getOperatorPage
+      tags: [operations]
+      summary: The operator page (one self-contained HTML document, fed by this API and the wave events).
+      security: []
+      responses:
+        '200':
+          description: The page.
+          content:
+            text/html:
+              schema:
+                type: string
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
   /healthz:
     get:
       operationId: getHealth
@@ -1078,6 +1116,14 @@ components:
           description: The channel's waves that are not complete.
           items:
             $ref: '#/components/schemas/WaveReport'
+    Channels:
+      type: object
+      required: [channels]
+      properties:
+        channels:
+          type: array
+          items:
+            $ref: '#/components/schemas/ChannelSummary'
     PushRequest:
       type: object
       additionalProperties: false

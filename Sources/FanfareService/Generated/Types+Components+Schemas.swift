@@ -1226,6 +1226,21 @@ extension Components {
                 case liveWaves = "live_waves"
             }
         }
+        /// - Remark: Generated from `#/components/schemas/Channels`.
+        package struct Channels: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/Channels/channels`.
+            package var channels: [Components.Schemas.ChannelSummary]
+            /// Creates a new `Channels`.
+            ///
+            /// - Parameters:
+            ///   - channels:
+            package init(channels: [Components.Schemas.ChannelSummary]) {
+                self.channels = channels
+            }
+            package enum CodingKeys: String, CodingKey {
+                case channels
+            }
+        }
         /// One push; the content fields are those of `ChannelUpdate`.
         ///
         /// - Remark: Generated from `#/components/schemas/PushRequest`.

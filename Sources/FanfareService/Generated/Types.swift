@@ -55,6 +55,15 @@ package protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/channels/{channel}/updates`.
     /// - Remark: Generated from `#/paths//v1/channels/{channel}/updates/post(publishUpdate)`.
     func publishUpdate(_ input: Operations.PublishUpdate.Input) async throws -> Operations.PublishUpdate.Output
+    /// Every channel the engine tracks, with its audience, latest timestamp and live waves.
+    ///
+    /// The channels some token follows, and those a wave named since the last maintenance pass, sorted by
+    /// name. Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/channels`.
+    /// - Remark: Generated from `#/paths//v1/channels/get(listChannels)`.
+    func listChannels(_ input: Operations.ListChannels.Input) async throws -> Operations.ListChannels.Output
     /// A channel's audience, latest timestamp and live waves.
     ///
     /// Any valid channel name answers; a channel nobody follows has an audience of 0. Needs scope `read`.
@@ -100,6 +109,11 @@ package protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/push`.
     /// - Remark: Generated from `#/paths//v1/push/post(sendPush)`.
     func sendPush(_ input: Operations.SendPush.Input) async throws -> Operations.SendPush.Output
+    /// The operator page (one self-contained HTML document, fed by this API and the wave events).
+    ///
+    /// - Remark: HTTP `GET /`.
+    /// - Remark: Generated from `#/paths///get(getOperatorPage)`.
+    func getOperatorPage(_ input: Operations.GetOperatorPage.Input) async throws -> Operations.GetOperatorPage.Output
     /// The process is alive.
     ///
     /// - Remark: HTTP `GET /healthz`.
@@ -198,6 +212,17 @@ extension APIProtocol {
             body: body
         ))
     }
+    /// Every channel the engine tracks, with its audience, latest timestamp and live waves.
+    ///
+    /// The channels some token follows, and those a wave named since the last maintenance pass, sorted by
+    /// name. Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/channels`.
+    /// - Remark: Generated from `#/paths//v1/channels/get(listChannels)`.
+    package func listChannels(headers: Operations.ListChannels.Input.Headers = .init()) async throws -> Operations.ListChannels.Output {
+        try await listChannels(Operations.ListChannels.Input(headers: headers))
+    }
     /// A channel's audience, latest timestamp and live waves.
     ///
     /// Any valid channel name answers; a channel nobody follows has an audience of 0. Needs scope `read`.
@@ -282,6 +307,13 @@ extension APIProtocol {
             headers: headers,
             body: body
         ))
+    }
+    /// The operator page (one self-contained HTML document, fed by this API and the wave events).
+    ///
+    /// - Remark: HTTP `GET /`.
+    /// - Remark: Generated from `#/paths///get(getOperatorPage)`.
+    package func getOperatorPage(headers: Operations.GetOperatorPage.Input.Headers = .init()) async throws -> Operations.GetOperatorPage.Output {
+        try await getOperatorPage(Operations.GetOperatorPage.Input(headers: headers))
     }
     /// The process is alive.
     ///

@@ -1,7 +1,7 @@
 import HTTPTypes
 import Hummingbird
 import OpenAPIHummingbird
-import OpenAPIRuntime
+package import OpenAPIRuntime
 import Synchronization
 
 /// Where the generated server registers its operations: the Hummingbird router (through

@@ -1,4 +1,5 @@
 import FanfareRegistry
+package import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -34,6 +35,10 @@ package struct FrontDoor: RouterMiddleware {
                 logger.error("request failed", metadata: ["route": "\(Self.label(match))", "error": "\(problem.detail)"])
             }
             response = Self.response(problem, instance: path)
+        }
+        // The generated code percent-encodes header values (OpenAPI's "simple" style): a path is sent as is.
+        if let location = response.headers[.location], location.contains("%"), let path = location.removingPercentEncoding {
+            response.headers[.location] = path
         }
         if lifecycle.isDraining { response.headers[.connection] = "close" }
         metrics.requestServed(
@@ -130,6 +135,7 @@ package struct FrontDoor: RouterMiddleware {
         case "/v1/waves/{wave_id}/events": ("text", "event-stream")
         case "/metrics": ("text", "plain")
         case "/openapi.yaml": ("application", "yaml")
+        case "/": ("text", "html")
         default: ("application", "json")
         }
     }

@@ -9,8 +9,10 @@ import Synchronization
 /// per-request and per-wave values are recorded as they happen.
 ///
 /// Names (Prometheus conventions):
-/// - `fanfare_pushes_total{outcome,reason}`: push attempts by result (`delivered`/`rejected`/`failed`, APNs
-///   reason or local cause); `fanfare_pushes_in_flight`, `fanfare_pushes_pending`, `fanfare_push_resends_total`
+/// - `fanfare_pushes_total{outcome}`: push attempts by result (`delivered`, `rejected` by APNs, `failed` locally),
+///   from the client's totals (nothing is added to the per-push path); `fanfare_push_failures_total{reason}`:
+///   targeted tokens of completed waves and single pushes that did not end delivered, by APNs reason or local
+///   cause; `fanfare_pushes_in_flight`, `fanfare_pushes_pending`, `fanfare_push_resends_total`
 /// - `fanfare_apns_connections_open`, `fanfare_apns_connections_draining`, `fanfare_apns_connections_opened_total`
 ///   (attempts), `fanfare_apns_connections_closed_total`, `fanfare_apns_reconnect_backoffs_total`,
 ///   `fanfare_apns_certificate_rejections_total`
@@ -24,7 +26,6 @@ import Synchronization
 package final class ServiceMetrics: Sendable {
     package let registry: PrometheusCollectorRegistry
     package let factory: PrometheusMetricsFactory
-    package let pushOutcomes: PushOutcomeCounters
 
     private struct Cumulative {
         var values: [String: Int] = [:]
@@ -32,8 +33,8 @@ package final class ServiceMetrics: Sendable {
     /// The last totals exported, so each scrape adds the difference.
     private let exported = Mutex(Cumulative())
 
-    private let wavesPublished: Counter
-    private let wavesCompleted: Counter
+    private let wavesPublished: CoreMetrics.Counter
+    private let wavesCompleted: CoreMetrics.Counter
     private let makespan: Recorder
     private let contentAge: Recorder
 
@@ -44,16 +45,15 @@ package final class ServiceMetrics: Sendable {
     ]
     package static let waveSecondsBuckets: [Double] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600]
 
-    package init(registry: PrometheusCollectorRegistry, workers: Int) {
+    package init(registry: PrometheusCollectorRegistry) {
         self.registry = registry
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets["fanfare_http_request_duration_seconds"] = Self.durationBuckets
         factory.valueHistogramBuckets["fanfare_wave_makespan_seconds"] = Self.waveSecondsBuckets
         factory.valueHistogramBuckets["fanfare_wave_content_age_seconds"] = Self.waveSecondsBuckets
         self.factory = factory
-        pushOutcomes = PushOutcomeCounters(workers: workers)
-        wavesPublished = Counter(label: "fanfare_waves_published_total", factory: factory)
-        wavesCompleted = Counter(label: "fanfare_waves_completed_total", factory: factory)
+        wavesPublished = CoreMetrics.Counter(label: "fanfare_waves_published_total", factory: factory)
+        wavesCompleted = CoreMetrics.Counter(label: "fanfare_waves_completed_total", factory: factory)
         makespan = Recorder(label: "fanfare_wave_makespan_seconds", aggregate: true, factory: factory)
         contentAge = Recorder(label: "fanfare_wave_content_age_seconds", aggregate: true, factory: factory)
     }
@@ -61,7 +61,7 @@ package final class ServiceMetrics: Sendable {
     // MARK: - As things happen
 
     package func requestServed(route: String, method: String, status: Int, duration: Duration) {
-        Counter(
+        CoreMetrics.Counter(
             label: "fanfare_http_requests_total", dimensions: [("route", route), ("method", method), ("status", "\(status)")],
             factory: factory
         ).increment()
@@ -79,13 +79,20 @@ package final class ServiceMetrics: Sendable {
             ("delivered", report.delivered), ("failed", report.failed), ("superseded", report.superseded),
             ("expired", report.expired), ("invalidated", report.invalidated),
         ] where count > 0 {
-            Counter(label: "fanfare_wave_outcomes_total", dimensions: [("outcome", outcome)], factory: factory)
+            CoreMetrics.Counter(label: "fanfare_wave_outcomes_total", dimensions: [("outcome", outcome)], factory: factory)
                 .increment(by: Int64(count))
         }
+        for (reason, count) in report.failedByReason where count > 0 { pushFailed(reason: reason, count: count) }
+    }
+
+    /// A push that did not end delivered (a wave's token at completion, or a single push's answer).
+    package func pushFailed(reason: String, count: Int = 1) {
+        CoreMetrics.Counter(label: "fanfare_push_failures_total", dimensions: [("reason", reason)], factory: factory)
+            .increment(by: Int64(count))
     }
 
     package func refused(_ operation: String) {
-        Counter(label: "fanfare_backpressure_refusals_total", dimensions: [("operation", operation)], factory: factory).increment()
+        CoreMetrics.Counter(label: "fanfare_backpressure_refusals_total", dimensions: [("operation", operation)], factory: factory).increment()
     }
 
     // MARK: - At scrape time
@@ -109,8 +116,8 @@ package final class ServiceMetrics: Sendable {
             ("fanfare_apns_reconnect_backoffs_total", [], client.reconnectBackoffs),
             ("fanfare_apns_certificate_rejections_total", [], client.certificateRejections),
         ]
-        for (outcome, reason, count) in pushOutcomes.totals {
-            totals.append(("fanfare_pushes_total", [("outcome", outcome), ("reason", reason)], count))
+        for (outcome, count) in [("delivered", client.delivered), ("rejected", client.rejected), ("failed", client.failed)] {
+            totals.append(("fanfare_pushes_total", [("outcome", outcome)], count))
         }
         exported.withLock { exported in
             for (label, dimensions, value) in totals {
@@ -118,7 +125,7 @@ package final class ServiceMetrics: Sendable {
                 let delta = value - exported.values[key, default: 0]
                 guard delta > 0 else { continue }
                 exported.values[key] = value
-                Counter(label: label, dimensions: dimensions, factory: factory).increment(by: Int64(delta))
+                CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory).increment(by: Int64(delta))
             }
         }
         return registry.emitToString()

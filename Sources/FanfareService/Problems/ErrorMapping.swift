@@ -1,7 +1,7 @@
 import FanfareFanout
 import FanfareRegistry
 import Hummingbird
-import OpenAPIRuntime
+package import OpenAPIRuntime
 
 /// Every error a request can end in, as a problem: ours, the generated code's (decoding, content types,
 /// parameters) and the framework's. Nothing becomes an empty or HTML answer.

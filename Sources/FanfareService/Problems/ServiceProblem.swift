@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import HTTPTypes
 
 /// An error answer: an RFC 9457 problem document (`Components.Schemas.Problem`) with a stable code. Thrown by

@@ -1,10 +1,10 @@
 import FanfareClient
 import FanfareFanout
 import FanfareRegistry
-import Foundation
+package import Foundation
 import Hummingbird
 import Logging
-import OpenAPIRuntime
+package import OpenAPIRuntime
 import ServiceLifecycle
 import Synchronization
 
@@ -54,19 +54,13 @@ public final class FanfareServer: Sendable {
         let store: SQLiteTokenStore
         do { store = try SQLiteTokenStore(path: configuration.databasePath) } catch { throw .registry(error) }
         self.store = store
-        let metrics = ServiceMetrics(registry: configuration.metricsRegistry, workers: configuration.fanout.client.workerCount)
+        let metrics = ServiceMetrics(registry: configuration.metricsRegistry)
         self.metrics = metrics
         var fanout = configuration.fanout
         var fanoutLogger = configuration.logger
         fanoutLogger[metadataKey: "component"] = "fanout"
         fanout.logger = fanoutLogger
         fanout.metricsFactory = metrics.factory
-        let counters = metrics.pushOutcomes
-        let observer = fanout.onPushResult
-        fanout.onPushResult = { result in
-            counters.record(result)
-            observer?(result)
-        }
         do {
             engine = try FanoutEngine(configuration: fanout, store: store)
         } catch {

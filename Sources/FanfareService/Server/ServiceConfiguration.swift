@@ -1,4 +1,5 @@
 import FanfareFanout
+import Glibc
 import Logging
 import Prometheus
 

@@ -50,7 +50,8 @@ public enum SimulatorDecision: Sendable, Equatable {
 /// 14. body over the limit (4096; 5120 for `voip`) → 413 `PayloadTooLarge`
 /// 15. body not a JSON object with an `aps` object → `malformedPayloadReason` (default 400
 ///     `PayloadEmpty` [U]; nil skips the check)
-/// 16. token outside `knownTokens` → 410 `Unregistered` (+ timestamp) or 400 `BadDeviceToken`
+/// 16. token starting with a `tokenPrefixReplies` prefix → its reason; token outside `knownTokens` → 410
+///     `Unregistered` (+ timestamp) or 400 `BadDeviceToken`
 /// 17. more than `perTokenRateLimit` pushes to the token in this second → 429 `TooManyRequests`
 /// 18. injected faults (one uniform draw per push): the active `faultBursts` first, then `faults` → the
 ///     rule's reason
@@ -192,7 +193,10 @@ public struct RequestValidator {
         if let reason = checkBody(head, limit: limit, malformedReason: configuration.malformedPayloadReason) {
             return .reject(reason, now: now)
         }
-        // 16. known tokens
+        // 16. known tokens (and token prefixes with a fixed reply)
+        if !configuration.tokenPrefixReplies.isEmpty {
+            for rule in configuration.tokenPrefixReplies where rule.matches(token) { return .reject(rule.reason, now: now) }
+        }
         if let knownTokens, !knownTokens.contains(token) {
             return .reject(configuration.unknownTokenReply.reason, now: now)
         }

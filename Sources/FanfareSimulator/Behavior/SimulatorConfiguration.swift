@@ -87,6 +87,10 @@ public struct SimulatorConfiguration: Sendable, Equatable {
     public var knownTokens: Set<String>? = nil
     /// What a well-formed token outside `knownTokens` gets.
     public var unknownTokenReply = UnknownTokenReply.unregistered
+    /// Tokens whose hex starts with a rule's prefix get its reason (checked with `knownTokens`): a
+    /// deterministic way to see a 410 or a 400 (`fanfare serve --simulator` answers tokens starting with `0410`
+    /// with 410 `Unregistered`, `0400` with 400 `BadDeviceToken`).
+    public var tokenPrefixReplies: [TokenPrefixReply] = []
     /// Failures injected into otherwise valid pushes, drawn from the seeded PRNG.
     public var faults: [FaultRule] = []
     /// Pushes per token per one-second window before 429 `TooManyRequests`; 0 = no limit. Counted per
@@ -227,5 +231,29 @@ public struct SimulatorConfiguration: Sendable, Equatable {
         }
         if let keyID { try require(!keyID.isEmpty, "keyID", "must not be empty (unset it to accept any key)") }
         if let teamID { try require(!teamID.isEmpty, "teamID", "must not be empty (unset it to accept any team)") }
+    }
+}
+
+/// A token prefix (hex, any case, at most 200 digits) and the reason its tokens get.
+public struct TokenPrefixReply: Sendable, Equatable {
+    /// Lowercase hex digits.
+    public let prefix: [UInt8]
+    public let reason: APNsReason
+
+    /// nil if `prefix` is empty, longer than a token, or not hex.
+    public init?(prefix: String, reason: APNsReason) {
+        let bytes = Array(prefix.lowercased().utf8)
+        guard !bytes.isEmpty, bytes.count <= 200,
+            bytes.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) })
+        else { return nil }
+        self.prefix = bytes
+        self.reason = reason
+    }
+
+    /// Whether `token` (hex digits, any case) starts with the prefix.
+    func matches(_ token: UnsafeRawBufferPointer) -> Bool {
+        guard token.count >= prefix.count else { return false }
+        for (position, digit) in prefix.enumerated() where token[position] | 0x20 != digit { return false }
+        return true
     }
 }

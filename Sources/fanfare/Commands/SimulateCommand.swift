@@ -101,6 +101,9 @@ struct SimulateCommand: ParsableCommand {
     @Option(help: "Answer for tokens outside --known-tokens: unregistered (410) or badDeviceToken (400).")
     var unknownTokenReply: String = "unregistered"
 
+    @Option(help: "Answer tokens whose hex starts with PREFIX with an APNs reason: PREFIX:Reason (repeatable), e.g. 0410:Unregistered.")
+    var tokenReply: [String] = []
+
     @Option(help: "Pushes per token per second before 429 TooManyRequests (0 = no limit).")
     var perTokenRate: Int = 0
 
@@ -183,6 +186,15 @@ struct SimulateCommand: ParsableCommand {
             throw UsageError("--unknown-token-reply must be unregistered or badDeviceToken")
         }
         configuration.unknownTokenReply = reply
+        configuration.tokenPrefixReplies = try tokenReply.map { text throws in
+            let parts = text.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, let reason = APNsReason(rawValue: String(parts[1])),
+                let rule = TokenPrefixReply(prefix: String(parts[0]), reason: reason)
+            else {
+                throw UsageError("--token-reply '\(text)' is not PREFIX:Reason with a hex prefix and an APNs reason, e.g. 0410:Unregistered")
+            }
+            return rule
+        }
         if let knownTokens {
             guard let text = try? String(contentsOfFile: knownTokens, encoding: .utf8) else {
                 throw UsageError("--known-tokens: cannot read '\(knownTokens)'")

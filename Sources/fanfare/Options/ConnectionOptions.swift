@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import FanfareClient
 import FanfareCore
 import FanfareIO
@@ -15,7 +16,7 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "A PEM file of extra CA certificates to trust (e.g. the simulator's ca.pem).")
     var caFile: String?
 
-    @Option(help: "The provider key (.p8) used to sign JWTs (token authentication).")
+    @Option(help: "The provider key (.p8) used to sign JWTs (token authentication). Or its PEM text in $FANFARE_AUTH_KEY.")
     var authKey: String?
 
     @Option(help: "The 10-character key ID of --auth-key.")
@@ -25,7 +26,7 @@ struct ConnectionOptions: ParsableArguments {
     var teamId: String?
 
     @Option(help: "The app's bundle ID; the topic becomes <bundle>.push-type.liveactivity.")
-    var bundleId: String
+    var bundleId: String?
 
     @Option(help: "Client certificate (PEM) for certificate authentication (not accepted by APNs for Live Activities).")
     var clientCert: String?
@@ -51,6 +52,7 @@ struct ConnectionOptions: ParsableArguments {
     func makeClientConfiguration() throws -> ClientConfiguration {
         let endpoint = try resolvedEndpoint()
         guard timeout > 0 && timeout <= 3600 else { throw UsageError("--timeout must be between 0 and 3600 seconds") }
+        guard let bundleId else { throw UsageError("give --bundle-id (the app's bundle ID, e.g. com.example.app)") }
         guard !bundleId.isEmpty, !bundleId.contains(where: { $0 == " " || $0 == "/" }) else {
             throw UsageError("--bundle-id '\(bundleId)' is not a bundle identifier (e.g. com.example.app)")
         }
@@ -59,10 +61,18 @@ struct ConnectionOptions: ParsableArguments {
         }
         let tls = try TLSContext.client(caFile: caFile, certificateFile: clientCert, privateKeyFile: clientKey)
         var tokens: ProviderTokenSource?
-        if let authKey {
-            guard let keyId else { throw UsageError("--auth-key needs --key-id (the 10-character key ID)") }
-            guard let teamId else { throw UsageError("--auth-key needs --team-id (the 10-character team ID)") }
-            let signer = try ProviderTokenSigner(privateKeyPEMFile: authKey, keyID: keyId, teamID: teamId)
+        // The key's PEM text may come from the environment (a secret store), never from a flag's value.
+        let environmentKey = ProcessInfo.processInfo.environment[Self.authKeyVariable].flatMap { $0.isEmpty ? nil : $0 }
+        if authKey != nil || environmentKey != nil {
+            let source = authKey ?? "$\(Self.authKeyVariable)"
+            guard let keyId else { throw UsageError("\(source) needs --key-id (the 10-character key ID)") }
+            guard let teamId else { throw UsageError("\(source) needs --team-id (the 10-character team ID)") }
+            let signer =
+                if let authKey {
+                    try ProviderTokenSigner(privateKeyPEMFile: authKey, keyID: keyId, teamID: teamId)
+                } else {
+                    try ProviderTokenSigner(privateKeyPEM: environmentKey ?? "", keyID: keyId, teamID: teamId)
+                }
             tokens = ProviderTokenSource(signer: signer)
         } else if clientCert == nil {
             throw UsageError("give --auth-key with --key-id and --team-id (token authentication), or --client-cert")
@@ -73,6 +83,15 @@ struct ConnectionOptions: ParsableArguments {
         configuration.requestTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.addressFamilies = try Self.addressFamilies(addressFamily)
         return configuration
+    }
+
+    /// The environment variable that may hold the provider key's PEM text instead of `--auth-key`.
+    static let authKeyVariable = "FANFARE_AUTH_KEY"
+
+    /// Whether any flag that points at APNs or authenticates to it was given (`serve --simulator` takes none).
+    var namesAPNs: Bool {
+        endpoint != nil || sandbox || caFile != nil || authKey != nil || keyId != nil || teamId != nil || clientCert != nil
+            || clientKey != nil
     }
 
     static func addressFamilies(_ text: String) throws(UsageError) -> AddressFamilyPreference {

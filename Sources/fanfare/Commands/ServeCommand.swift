@@ -1,0 +1,218 @@
+import ArgumentParser
+import FanfareClient
+import FanfareCore
+import FanfareFanout
+import FanfareService
+import FanfareSimulator
+import FanfareTLS
+import Foundation
+import Logging
+
+/// `fanfare serve`: the fan-out engine on its SQLite registry behind the HTTP/JSON API (docs/service.md).
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run the fan-out engine as a service behind an HTTP/JSON API (OpenAPI document at GET /openapi.yaml).",
+        discussion: """
+            `--simulator` starts the built-in APNs simulator in the same process (10-30 ms latency; tokens \
+            starting with 0410 answer 410 Unregistered, 0400 answer 400 BadDeviceToken) and needs nothing else. \
+            Otherwise give the APNs flags of `fanfare push`. Without --api-keys the service only listens on \
+            loopback. SIGTERM or SIGINT: writes get 503 with Retry-After, in-flight waves finish (up to \
+            --shutdown-timeout), then the process exits 0; a second signal stops waiting for waves. Secrets can \
+            come from the environment: $FANFARE_AUTH_KEY (the .p8's PEM text) and $FANFARE_API_KEYS (the key \
+            file's text). Exit codes: 0 after a shutdown, 64 bad flags or files, 1 the service could not start.
+            """
+    )
+
+    @Option(help: "The registry file (SQLite); created if missing.")
+    var database = "fanfare.db"
+
+    @Option(help: "Address to serve HTTP on (host:port; port 0 picks a free one). Beyond loopback needs --api-keys.")
+    var listen = "127.0.0.1:8080"
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(help: "Engine worker threads (shards), each with its own io_uring ring and APNs connections.")
+    var workers = 1
+
+    @Option(help: "APNs connections per worker.")
+    var connections = 4
+
+    @Option(help: "Streams in flight per APNs connection (APNs allows about 1000).")
+    var streams = 1000
+
+    @Flag(help: "Run the built-in APNs simulator in this process and send to it (nothing else to configure).")
+    var simulator = false
+
+    @Option(help: "With --simulator: its latency (e.g. 0, 20ms, uniform:10ms-30ms).")
+    var simulatorLatency = "uniform:10ms-30ms"
+
+    @Option(help: "With --simulator: append every push it accepts to this file, one JSON line each.")
+    var simulatorLog: String?
+
+    @Option(help: "API keys: one key per line with its scopes (register,publish,read,admin). Or the file's text in $FANFARE_API_KEYS.")
+    var apiKeys: String?
+
+    @Option(help: "After SIGTERM/SIGINT, how long in-flight waves may take before the service stops anyway (e.g. 30s).")
+    var shutdownTimeout = "30s"
+
+    @Option(help: "Largest request body (bytes, or with KiB / MiB).")
+    var maxBody = "8MiB"
+
+    @Option(help: "Log lines as text or json (one JSON object per line).")
+    var logFormat = "text"
+
+    @Option(help: "Least severe log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel = "info"
+
+    static let apiKeysVariable = "FANFARE_API_KEYS"
+    static let simulatorBundleID = "com.example.fanfare"
+
+    func run() async throws {
+        // Logging first, so a configuration problem is a log line in the chosen format.
+        let format = LogFormat(rawValue: logFormat)
+        let level = Logger.Level(rawValue: logLevel)
+        LoggingSystem.bootstrap { label in
+            LineLogHandler(label: label, format: format ?? .text, level: level ?? .info)
+        }
+        let logger = Logger(label: "fanfare.serve")
+        func refuse(_ message: String) -> ExitCode {
+            logger.error("configuration problem: \(message)")
+            return ExitCode(64)
+        }
+        guard format != nil else { throw refuse("--log-format '\(logFormat)' must be text or json") }
+        guard level != nil else { throw refuse("--log-level '\(logLevel)' must be trace, debug, info, notice, warning, error or critical") }
+
+        var inProcess: APNsSimulator?
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("fanfare-serve-\(getpid())").path
+        defer {
+            inProcess?.shutdown()
+            try? FileManager.default.removeItem(atPath: scratch)
+        }
+        let configuration: ServiceConfiguration
+        do {
+            let (host, port) = try Self.parseListen(listen)
+            var client: ClientConfiguration
+            var bundleID: String
+            if simulator {
+                let started = try startSimulator(state: scratch)
+                inProcess = started
+                bundleID = Self.simulatorBundleID
+                client = try simulatorClient(state: scratch, port: started.boundAddress.port)
+                logger.info(
+                    "built-in APNs simulator started",
+                    metadata: ["endpoint": "https://127.0.0.1:\(started.boundAddress.port)", "latency": "\(simulatorLatency)"])
+            } else {
+                client = try connection.makeClientConfiguration()
+                bundleID = connection.bundleId ?? ""
+            }
+            guard (1...256).contains(workers) else { throw UsageError("--workers must be in 1...256") }
+            guard (1...64).contains(connections) else { throw UsageError("--connections must be in 1...64") }
+            guard (1...100_000).contains(streams) else { throw UsageError("--streams must be in 1...100000") }
+            client.workerCount = workers
+            client.connectionsPerWorker = connections
+            client.maxConcurrentStreamsPerConnection = streams
+            var service = ServiceConfiguration(
+                host: host, port: port, databasePath: database,
+                fanout: FanoutConfiguration(client: client, bundleID: bundleID, environment: connection.sandbox ? .sandbox : .production))
+            service.apiKeys = try loadAPIKeys()
+            service.maxBodyBytes = try Self.parseSize(maxBody, flag: "--max-body")
+            service.shutdownTimeout = .nanoseconds(try parseDuration(shutdownTimeout, flag: "--shutdown-timeout"))
+            service.logger = logger
+            if let problem = service.problem() { throw UsageError(problem) }
+            configuration = service
+        } catch let error as UsageError {
+            throw refuse(error.description)
+        } catch let error as APIKeyFileError {
+            throw refuse(error.description)
+        } catch {
+            throw refuse("\(error)")
+        }
+
+        let server: FanfareServer
+        do {
+            server = try FanfareServer(configuration: configuration)
+        } catch {
+            logger.error("cannot start: \(error)")
+            throw ExitCode(1)
+        }
+        // Signals arrive blocked in every thread (FanfareMain); one thread of our own takes them.
+        let signals = Thread {
+            while true {
+                SignalWaiter.wait(seconds: nil)
+                server.shutdown()
+            }
+        }
+        signals.start()
+        let serving = Task { try await server.run() }
+        if let port = await server.listeningPort() {
+            let scheme = "http://\(configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host):\(port)"
+            logger.notice(
+                "serving",
+                metadata: [
+                    "url": "\(scheme)", "database": "\(configuration.databasePath)",
+                    "api_keys": "\(configuration.apiKeys?.count ?? 0)", "apns": "\(simulator ? "built-in simulator" : configuration.fanout.client.host)",
+                ])
+            print("fanfare serve: listening on \(scheme)")
+        }
+        do {
+            try await serving.value
+        } catch {
+            logger.error("the HTTP server stopped: \(error)")
+            throw ExitCode(1)
+        }
+    }
+
+    /// `host:port`, `[v6]:port`.
+    static func parseListen(_ text: String) throws(UsageError) -> (host: String, port: Int) {
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)
+        else { throw UsageError("--listen '\(text)' is not host:port (e.g. 127.0.0.1:8080, [::1]:8080, 0.0.0.0:8080)") }
+        var host = String(text[..<colon])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { throw UsageError("--listen '\(text)' has no host (e.g. 127.0.0.1:8080)") }
+        return (host, port)
+    }
+
+    /// `8388608`, `512KiB`, `8MiB`.
+    static func parseSize(_ text: String, flag: String) throws(UsageError) -> Int {
+        for (suffix, scale) in [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("", 1)] where text.hasSuffix(suffix) {
+            if let value = Int(text.dropLast(suffix.count)), value >= 0, value <= (1 << 40) / scale { return value * scale }
+        }
+        throw UsageError("\(flag) '\(text)' is not a size like 8MiB, 512KiB or 1048576")
+    }
+
+    /// `--api-keys FILE`, else `$FANFARE_API_KEYS`, else none.
+    private func loadAPIKeys() throws -> APIKeyring? {
+        if let apiKeys { return try APIKeyring(contentsOfFile: apiKeys) }
+        if let text = ProcessInfo.processInfo.environment[Self.apiKeysVariable], !text.isEmpty {
+            return try APIKeyring(parsing: text, path: "$\(Self.apiKeysVariable)")
+        }
+        return nil
+    }
+
+    /// The simulator with a fresh CA, certificate and provider key in `state`, on a free loopback port.
+    private func startSimulator(state: String) throws -> APNsSimulator {
+        if connection.namesAPNs {
+            throw UsageError("--simulator runs its own APNs: drop --endpoint, --sandbox, --ca-file and the authentication flags")
+        }
+        var arguments = [
+            "--listen", "127.0.0.1:0", "--state-dir", state, "--latency", simulatorLatency, "--bundle-id", Self.simulatorBundleID,
+            "--threads", "1", "--token-reply", "0410:Unregistered", "--token-reply", "0400:BadDeviceToken",
+        ]
+        if let simulatorLog { arguments += ["--log", simulatorLog] }
+        let command: SimulateCommand
+        do { command = try SimulateCommand.parse(arguments) } catch {
+            throw UsageError(SimulateCommand.message(for: error))
+        }
+        return try command.start()
+    }
+
+    private func simulatorClient(state: String, port: UInt16) throws -> ClientConfiguration {
+        let keyPath = (state as NSString).appendingPathComponent("AuthKey_FANFARE001.p8")
+        let caPath = (state as NSString).appendingPathComponent("ca.pem")
+        let signer = try ProviderTokenSigner(privateKeyPEMFile: keyPath, keyID: "FANFARE001", teamID: "TEAMID0001")
+        return ClientConfiguration(
+            host: "127.0.0.1", port: port, tls: try TLSContext.client(caFile: caPath),
+            providerTokens: ProviderTokenSource(signer: signer), topic: Topic.liveActivity(bundleID: Self.simulatorBundleID))
+    }
+}
