@@ -1,9 +1,9 @@
 /// The operator page served at `GET /`: one self-contained HTML document (inline CSS and JavaScript, no CDN,
 /// no build step) for broadcast operators during a match. It shows the service's readiness, the live waves as
 /// large progress bars (delivered / superseded / failed / expired-or-invalidated of targeted), the channels of
-/// the recent waves (audience, latest timestamp, live waves) and the recent waves as a table.
+/// the engine (audience, latest timestamp, live waves) and the recent waves as a table.
 ///
-/// It polls `GET /readyz`, `GET /v1/waves` and `GET /v1/channels/{channel}` every 2 s and follows up to three
+/// It polls `GET /readyz`, `GET /v1/waves` and `GET /v1/channels` every 2 s and follows up to three
 /// running waves through `GET /v1/waves/{id}/events`, read with `fetch` rather than `EventSource` so that the
 /// API key can go in the `Authorization: Bearer` header. When the API answers 401 or 403 the page asks for a
 /// key and keeps it in the tab's session storage. Everything from the API is inserted as text, never as HTML.
@@ -15,6 +15,7 @@ package enum OperatorPage {
         <meta charset="utf-8">
         <meta name="viewport" content="width=device-width, initial-scale=1">
         <title>Fanfare operator</title>
+        <link rel="icon" href="data:image/svg+xml,%3Csvg xmlns='http://www.w3.org/2000/svg' viewBox='0 0 16 16'%3E%3Ccircle cx='8' cy='8' r='7' fill='%233fb27f'/%3E%3C/svg%3E">
         <style>
         :root {
           color-scheme: dark light;
@@ -68,7 +69,7 @@ package enum OperatorPage {
         .big { display: flex; align-items: center; gap: .8rem; }
         .big .bar { height: 1.4rem; flex: 1; }
         .big .pct { font-size: 1.6rem; font-weight: 700; min-width: 5.5ch; text-align: right; }
-        .counts { display: grid; grid-template-columns: repeat(4, 1fr); gap: .4rem; margin: .8rem 0 0; }
+        .counts { display: grid; grid-template-columns: repeat(3, 1fr); gap: .4rem; margin: .8rem 0 0; }
         .counts div { min-width: 0; }
         .counts dt { color: var(--muted); font-size: .8rem; }
         .counts dd { margin: 0; font-size: 1.1rem; font-variant-numeric: tabular-nums; }
@@ -80,6 +81,7 @@ package enum OperatorPage {
         caption { text-align: left; color: var(--muted); padding: 0 0 .4rem; caption-side: top; }
         th, td { padding: .45rem .7rem; text-align: left; border-bottom: 1px solid var(--line); white-space: nowrap; }
         th { color: var(--muted); font-weight: 600; font-size: .85rem; }
+        tbody th { color: var(--text); font-size: 1rem; }
         td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
         td.channel { white-space: normal; overflow-wrap: anywhere; font-weight: 600; }
         tbody tr:last-child td { border-bottom: 0; }
@@ -132,7 +134,7 @@ package enum OperatorPage {
             <h2 id="channels-title">Channels</h2>
             <div class="scroll">
               <table id="channels">
-                <caption>Followers and the latest update of each channel with recent waves</caption>
+                <caption>Channels</caption>
                 <thead><tr>
                   <th scope="col">Channel</th><th scope="col" class="num">Update tokens</th>
                   <th scope="col" class="num">Push-to-start tokens</th><th scope="col">Latest update</th>
@@ -141,7 +143,7 @@ package enum OperatorPage {
                 <tbody></tbody>
               </table>
             </div>
-            <p id="channels-empty" class="empty">No channel has had a wave yet.</p>
+            <p id="channels-empty" class="empty">No token follows a channel yet.</p>
           </section>
           <section aria-labelledby="recent-title">
             <h2 id="recent-title">Recent waves</h2>
@@ -152,7 +154,8 @@ package enum OperatorPage {
                   <th scope="col" class="num">Wave</th><th scope="col">Channel</th><th scope="col">Event</th>
                   <th scope="col">State</th><th scope="col">Progress</th><th scope="col" class="num">Targeted</th>
                   <th scope="col" class="num">Delivered</th><th scope="col" class="num">Superseded</th>
-                  <th scope="col" class="num">Failed</th><th scope="col" class="num">First answer</th>
+                  <th scope="col" class="num">Failed</th><th scope="col" class="num">Expired or invalidated</th>
+                  <th scope="col" class="num">First answer</th>
                   <th scope="col" class="num">Makespan</th>
                 </tr></thead>
                 <tbody></tbody>
@@ -178,7 +181,7 @@ package enum OperatorPage {
             key: sessionStorage.getItem(KEY) || '',
             waves: new Map(),      // id -> newest WaveReport seen (list or stream)
             order: [],             // wave ids, newest first
-            channels: new Map(),   // name -> ChannelSummary
+            channels: [],          // ChannelSummary, as GET /v1/channels lists them
             streams: new Map()     // wave id -> AbortController
           };
 
@@ -292,7 +295,7 @@ package enum OperatorPage {
               const counts = el('dl', 'counts');
               const cells = {};
               for (const [key, label] of [['delivered', 'Delivered'], ['superseded', 'Superseded'], ['failed', 'Failed'],
-                ['left', 'Not yet answered']]) {
+                ['other', 'Expired or invalidated'], ['left', 'Not yet answered']]) {
                 const box = el('div');
                 const dd = el('dd');
                 box.append(el('dt', null, label), dd);
@@ -311,7 +314,8 @@ package enum OperatorPage {
             updateBar(entry.bar, entry.pct, report);
             entry.cells.delivered.textContent = count(report.delivered);
             entry.cells.superseded.textContent = count(report.superseded);
-            entry.cells.failed.textContent = count(report.failed + report.expired + report.invalidated);
+            entry.cells.failed.textContent = count(report.failed);
+            entry.cells.other.textContent = count(report.expired + report.invalidated);
             entry.cells.left.textContent = count(Math.max(0, report.targeted - report.accounted));
             return entry.node;
           }
@@ -339,10 +343,12 @@ package enum OperatorPage {
               tr.dataset.waveId = String(report.id);
               const cells = {};
               for (const key of ['id', 'channel', 'event', 'state', 'progress', 'targeted', 'delivered', 'superseded',
-                'failed', 'first', 'makespan']) {
+                'failed', 'other', 'first', 'makespan']) {
                 const td = el(key === 'id' ? 'th' : 'td');
                 if (key === 'id') td.scope = 'row';
-                if (['id', 'targeted', 'delivered', 'superseded', 'failed', 'first', 'makespan'].includes(key)) td.className = 'num';
+                if (['id', 'targeted', 'delivered', 'superseded', 'failed', 'other', 'first', 'makespan'].includes(key)) {
+                  td.className = 'num';
+                }
                 if (key === 'channel') td.className = 'channel';
                 tr.append(td);
                 cells[key] = td;
@@ -366,7 +372,8 @@ package enum OperatorPage {
             c.targeted.textContent = count(report.targeted);
             c.delivered.textContent = count(report.delivered);
             c.superseded.textContent = count(report.superseded);
-            c.failed.textContent = count(report.failed + report.expired + report.invalidated);
+            c.failed.textContent = count(report.failed);
+            c.other.textContent = count(report.expired + report.invalidated);
             c.first.textContent = seconds(report.time_to_first_ack_seconds);
             c.makespan.textContent = report.state === 'complete' ? seconds(report.makespan_seconds) : '–';
             return entry.tr;
@@ -389,8 +396,15 @@ package enum OperatorPage {
 
           function renderChannels() {
             const body = $('channels').tBodies[0];
-            const list = [...state.channels.values()].sort((a, b) =>
-              (b.latest_timestamp || 0) - (a.latest_timestamp || 0) || a.channel.localeCompare(b.channel));
+            // Channels with live waves first, then the most recently updated, then the largest audience.
+            const list = [...state.channels].sort((a, b) =>
+              b.live_waves.length - a.live_waves.length ||
+              (b.latest_timestamp || 0) - (a.latest_timestamp || 0) ||
+              (b.audience.update + b.audience.push_to_start) - (a.audience.update + a.audience.push_to_start) ||
+              (a.channel < b.channel ? -1 : 1)).slice(0, CHANNELS_SHOWN);
+            $('channels').caption.textContent = state.channels.length > list.length
+              ? 'The ' + list.length + ' busiest of ' + count(state.channels.length) + ' channels'
+              : count(state.channels.length) + (state.channels.length === 1 ? ' channel' : ' channels');
             const fresh = [];
             for (const summary of list) {
               const tr = el('tr');
@@ -442,20 +456,8 @@ package enum OperatorPage {
             for (const id of [...state.waves.keys()]) if (!state.order.includes(id)) state.waves.delete(id);
           }
 
-          // The channels of the recent waves (the API has no list of channels), newest first.
           async function loadChannels() {
-            const names = [];
-            for (const id of state.order) {
-              const name = state.waves.get(id).channel;
-              if (!names.includes(name)) names.push(name);
-              if (names.length === CHANNELS_SHOWN) break;
-            }
-            const summaries = await Promise.all(names.map((name) =>
-              getJSON('/v1/channels/' + encodeURIComponent(name)).catch((error) => {
-                if (error instanceof AuthError) throw error;
-                return null;
-              })));
-            state.channels = new Map(summaries.filter(Boolean).map((c) => [c.channel, c]));
+            state.channels = (await getJSON('/v1/channels')).channels;
           }
 
           async function loadReadiness() {
