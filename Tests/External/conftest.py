@@ -49,8 +49,9 @@ def wait_until(condition, deadline_s, what):
         time.sleep(0.05)
 
 
-def random_token(prefix=""):
-    """A 32-byte token in hex (prefix 0410 / 0400: the simulator answers 410 / 400)."""
+def random_token(prefix="1"):
+    """A 32-byte token in hex. The simulator answers 410 for the prefix 0410 and 400 for 0400; the default
+    prefix keeps a random token clear of both."""
     return prefix + secrets.token_hex(32)[len(prefix):]
 
 

@@ -37,7 +37,7 @@ def test_metrics_match_the_wave_reports(start_service):
     service = start_service(simulator_latency="0")
     # A match channel with 40 tokens APNs calls unregistered (410), and a second channel with two updates in a
     # row (the second supersedes the first for tokens it has not reached).
-    match = [random_token("0410" if i < 40 else "") for i in range(3_000)]
+    match = [random_token("0410") if i < 40 else random_token() for i in range(3_000)]
     other = [random_token() for _ in range(1_500)]
     service.register(match, ["match-42"], batch=1_000)
     service.register(other, ["match-17"])

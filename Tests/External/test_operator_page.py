@@ -111,7 +111,7 @@ new MutationObserver(() => {
 
 def register_match(service, channel, update_tokens, push_to_start_tokens=0, unregistered=0):
     """Tokens following `channel`; the last `unregistered` update tokens are ones APNs answers 410 for."""
-    items = [{"token": random_token("0410" if i >= update_tokens - unregistered else ""), "kind": "update",
+    items = [{"token": random_token("0410") if i >= update_tokens - unregistered else random_token(), "kind": "update",
               "channels": [channel], "activity_id": f"{channel}-{i}"} for i in range(update_tokens)]
     items += [{"token": random_token(), "kind": "push-to-start", "channels": [channel], "device_id": f"device-{i}",
                "attributes_type": "MatchAttributes"} for i in range(push_to_start_tokens)]
@@ -177,11 +177,11 @@ def test_a_running_wave_reaches_100_percent_on_the_page(start_service, browser, 
                "the live card to go once the wave is complete")
 
     def channel_rows():
-        found = {}
-        for tr in browser.find_elements(By.CSS_SELECTOR, "#channels tbody tr"):
-            cells = tr.find_elements(By.CSS_SELECTOR, "th, td")
-            found[tr.get_attribute("data-channel")] = (digits(cells[1].text), digits(cells[2].text))
-        return found
+        # Read in one script, so the table cannot change between two reads.
+        rows = browser.execute_script("""
+            return [...document.querySelectorAll('#channels tbody tr')].map((tr) =>
+              [tr.dataset.channel, tr.cells[1].textContent, tr.cells[2].textContent]);""")
+        return {channel: (digits(update), digits(push_to_start)) for channel, update, push_to_start in rows}
     # Channels: every match with its audience (match-42 without the 40 tokens APNs called unregistered).
     expected = {"match-42": (3_960, 120), "match-17": (600, 40), "match-08": (250, 0)}
     wait_until(lambda: channel_rows() == expected, 30, f"the channels table to show {expected}")

@@ -405,29 +405,46 @@ package enum OperatorPage {
             $('channels').caption.textContent = state.channels.length > list.length
               ? 'The ' + list.length + ' busiest of ' + count(state.channels.length) + ' channels'
               : count(state.channels.length) + (state.channels.length === 1 ? ' channel' : ' channels');
-            const fresh = [];
-            for (const summary of list) {
+            const keep = new Set(list.map((summary) => summary.channel));
+            for (const name of [...channelRows.keys()]) {
+              if (!keep.has(name)) { channelRows.get(name).tr.remove(); channelRows.delete(name); }
+            }
+            list.forEach((summary, index) => {
+              const node = channelRow(summary);
+              if (body.children[index] !== node) body.insertBefore(node, body.children[index] || null);
+            });
+            $('channels').hidden = list.length === 0;
+            $('channels-empty').hidden = list.length > 0;
+          }
+
+          const channelRows = new Map(); // channel -> {tr, cells}
+
+          function channelRow(summary) {
+            let entry = channelRows.get(summary.channel);
+            if (!entry) {
               const tr = el('tr');
               tr.dataset.channel = summary.channel;
               const name = el('th', 'channel', summary.channel);
               name.scope = 'row';
-              const latest = el('td');
-              if (typeof summary.latest_timestamp === 'number') {
-                const time = el('time', null, clock(summary.latest_timestamp));
-                time.dateTime = new Date(summary.latest_timestamp * 1000).toISOString();
-                latest.append(time, el('span', 'muted', ' · ' + age(summary.latest_timestamp)));
-              } else {
-                latest.textContent = 'none since the service started';
-                latest.className = 'muted';
-              }
-              tr.append(name, el('td', 'num', count(summary.audience.update)),
-                el('td', 'num', count(summary.audience.push_to_start)), latest,
-                el('td', 'num', count(summary.live_waves.length)));
-              fresh.push(tr);
+              const cells = { update: el('td', 'num'), pushToStart: el('td', 'num'), latest: el('td'), live: el('td', 'num') };
+              tr.append(name, cells.update, cells.pushToStart, cells.latest, cells.live);
+              entry = { tr, cells };
+              channelRows.set(summary.channel, entry);
             }
-            body.replaceChildren(...fresh);
-            $('channels').hidden = fresh.length === 0;
-            $('channels-empty').hidden = fresh.length > 0;
+            const c = entry.cells;
+            c.update.textContent = count(summary.audience.update);
+            c.pushToStart.textContent = count(summary.audience.push_to_start);
+            c.live.textContent = count(summary.live_waves.length);
+            if (typeof summary.latest_timestamp === 'number') {
+              const time = el('time', null, clock(summary.latest_timestamp));
+              time.dateTime = new Date(summary.latest_timestamp * 1000).toISOString();
+              c.latest.replaceChildren(time, el('span', 'muted', ' · ' + age(summary.latest_timestamp)));
+              c.latest.className = '';
+            } else {
+              c.latest.textContent = 'none since the service started';
+              c.latest.className = 'muted';
+            }
+            return entry.tr;
           }
 
           function render() {
@@ -516,7 +533,8 @@ package enum OperatorPage {
                 }
                 if ((name === 'progress' || name === 'complete') && data.length > 0) {
                   accept(JSON.parse(data.join('\n')));
-                  render();
+                  renderLive();
+                  renderRecent();
                 }
                 if (name === 'complete' || name === 'shutdown') {
                   reader.cancel().catch(() => {});
