@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """perf/api.sh's publish -> first push measurement (standard library only).
 
-    api-first-push.py BASE_URL ACCEPTED_LOG CHANNEL AUDIENCE WAVES OUT_JSON
+    api-first-push.py BASE_URL ACCEPTED_LOG CHANNELS AUDIENCE WAVES OUT_JSON
 
-Registers AUDIENCE tokens on CHANNEL through the API, then publishes WAVES updates one after the other, each
-once the previous wave is complete (so none is superseded), and writes percentiles to OUT_JSON:
+Registers AUDIENCE tokens on each of CHANNELS channels (perf-first-push-<n>) through the API, then publishes
+WAVES updates one after the other, each once the previous wave is complete (so none is superseded), going round
+the channels. The engine holds a newer state back until a second has passed since the activity's last push
+(`minimumInterval`, Apple's "about one update per second per activity"), which would be measured instead of the
+engine's dispatch: so a channel gets its next update only 1.1 s after its previous one. Writes percentiles to
+OUT_JSON:
 
 - `http_to_first_push_ms`: from just before the POST is written to the first push of that wave in the built-in
   simulator's accepted-push log (APNs has the push). The log's `time` is in whole milliseconds, so each sample
@@ -38,8 +42,8 @@ def summary(values):
 
 
 def main():
-    base, accepted_log, channel, audience, waves, out = sys.argv[1:7]
-    audience, waves = int(audience), int(waves)
+    base, accepted_log, channels, audience, waves, out = sys.argv[1:7]
+    channels, audience, waves = int(channels), int(audience), int(waves)
     url = urlparse(base)
     connection = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
 
@@ -51,15 +55,22 @@ def main():
         payload = response.read()
         return response.status, payload
 
-    for start in range(0, audience, 10_000):
-        items = [{"token": "3" + secrets.token_hex(32)[1:], "kind": "update", "channels": [channel],
-                  "activity_id": f"first-push-{i}"} for i in range(start, min(audience, start + 10_000))]
-        status, payload = call("POST", "/v1/tokens", {"tokens": items})
-        if status != 200:
-            sys.exit(f"api-first-push: registering failed: {status} {payload[:300]!r}")
+    names = [f"perf-first-push-{n}" for n in range(channels)]
+    for channel in names:
+        for start in range(0, audience, 10_000):
+            items = [{"token": "3" + secrets.token_hex(32)[1:], "kind": "update", "channels": [channel],
+                      "activity_id": f"{channel}-{i}"} for i in range(start, min(audience, start + 10_000))]
+            status, payload = call("POST", "/v1/tokens", {"tokens": items})
+            if status != 200:
+                sys.exit(f"api-first-push: registering failed: {status} {payload[:300]!r}")
 
     sent_ns, answered_ms, first_ack_ms, wave_ids = {}, [], [], {}
+    last_publish = {}
     for sequence in range(waves):
+        channel = names[sequence % channels]
+        if channel in last_publish:
+            time.sleep(max(0.0, last_publish[channel] + 1.1 - time.monotonic()))
+        last_publish[channel] = time.monotonic()
         body = {"event": "update", "content_state": {"perf_sequence": sequence}}
         data = json.dumps(body).encode()
         before = time.time_ns()
@@ -107,7 +118,7 @@ def main():
     to_first_push = [first_logged_ms[s] + 1 - sent_ns[s] / 1e6 for s in sent_ns]
 
     result = {
-        "audience": audience, "waves": waves,
+        "channels": channels, "audience": audience, "waves": waves,
         "http_to_first_push_ms": summary(to_first_push),
         "first_ack_ms": summary(first_ack_ms),
         "publish_answer_ms": summary(answered_ms),

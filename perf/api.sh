@@ -11,7 +11,8 @@ usage() {
 usage: perf/api.sh [options]            (each option also reads from the environment variable shown)
   -b, --batches N      registration batches (10,000 fresh tokens each)   BATCHES (40)
   -T, --threads N      wrk threads = connections for registration       REG_CONNECTIONS (2)
-  -a, --audience N     tokens of the first-push channel                 AUDIENCE (1000)
+  -a, --audience N     tokens of each first-push channel                AUDIENCE (1000)
+  -C, --channels N     first-push channels (taken in turn)              CHANNELS (50)
   -w, --waves N        updates published for the first-push figures     WAVES (500)
   -r, --rate N         POST /v1/push requests per second                RATE (1000)
   -c, --clients N      h2load connections for POST /v1/push             PUSH_CLIENTS (10)
@@ -29,6 +30,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BATCHES="${BATCHES:-40}"
 REG_CONNECTIONS="${REG_CONNECTIONS:-2}"
 AUDIENCE="${AUDIENCE:-1000}"
+CHANNELS="${CHANNELS:-50}"
 WAVES="${WAVES:-500}"
 RATE="${RATE:-1000}"
 PUSH_CLIENTS="${PUSH_CLIENTS:-10}"
@@ -39,6 +41,7 @@ while [ $# -gt 0 ]; do
         -b | --batches) BATCHES="$2"; shift 2 ;;
         -T | --threads) REG_CONNECTIONS="$2"; shift 2 ;;
         -a | --audience) AUDIENCE="$2"; shift 2 ;;
+        -C | --channels) CHANNELS="$2"; shift 2 ;;
         -w | --waves) WAVES="$2"; shift 2 ;;
         -r | --rate) RATE="$2"; shift 2 ;;
         -c | --clients) PUSH_CLIENTS="$2"; shift 2 ;;
@@ -78,7 +81,7 @@ stop_service() {
 trap 'stop_service; rm -f "$OUT"/registry.db*' EXIT
 
 # The service and its in-process simulator (0 latency, accepted-push log on) share SIM_CPU.
-taskset -c "$SIM_CPU" "$FANFARE" serve --simulator --simulator-latency 0 --listen 127.0.0.1:0 \
+taskset -c "$SIM_CPU" "$FANFARE" serve --simulator --simulator-latency 0 --workers 1 --listen 127.0.0.1:0 \
     --database "$OUT/registry.db" --simulator-log "$OUT/accepted.jsonl" --log-level warning >"$OUT/serve.log" 2>&1 &
 SERVE_PID=$!
 BASE=""
@@ -116,9 +119,10 @@ loaded="$(curl -sf "$BASE/readyz" | jq .tokens)"
 [ "$loaded" = "$(jq .tokens <<<"$register")" ] ||
     perf_die "the engine has $loaded tokens after registering $(jq .tokens <<<"$register")"
 
-# 2. Publish -> first push at APNs, one wave at a time.
-perf_log "publish -> first push: $WAVES updates to a channel of $AUDIENCE tokens"
-taskset -c "$CLIENT_CPU" python3 "$PERF_DIR/api-first-push.py" "$BASE" "$OUT/accepted.jsonl" perf-first-push \
+# 2. Publish -> first push at APNs, one wave at a time, a channel again only after 1.1 s (the engine's
+#    one-update-per-second-per-activity interval would otherwise be what is measured).
+perf_log "publish -> first push: $WAVES updates, in turn to $CHANNELS channels of $AUDIENCE tokens"
+taskset -c "$CLIENT_CPU" python3 "$PERF_DIR/api-first-push.py" "$BASE" "$OUT/accepted.jsonl" "$CHANNELS" \
     "$AUDIENCE" "$WAVES" "$OUT/first-push.json" >"$OUT/first-push.out" 2>&1 ||
     { cat "$OUT/first-push.out" >&2; perf_die "the first-push driver failed"; }
 
@@ -138,7 +142,7 @@ read -r push_p50 push_p99 < <(awk -F'\t' '{ print $3 }' "$OUT/push.h2load.log" |
 # Every 200 must be APNs' 200: the simulator logged one push per answered request (plus the waves' pushes).
 stop_service
 
-logged="$(grep -c '"home":1,"away":0' "$OUT/accepted.jsonl" || true)"
+logged="$(grep -c '"content-state":{"away":0,"home":1}' "$OUT/accepted.jsonl" || true)"
 first="$(cat "$OUT/first-push.json")"
 {
     printf '%-58s %-12s %-14s %s\n' "measurement" "target" "result" "detail"
@@ -147,7 +151,7 @@ first="$(cat "$OUT/first-push.json")"
         "$(jq -r '"\(.tokens) tokens in \(.seconds|.*1000|round/1000) s; per batch p50 \(.p50_ms) ms, p99 \(.p99_ms) ms"' <<<"$register")"
     printf '%-58s %-12s %-14s %s\n' "publish -> first push at APNs, p99 (ms, upper bound)" "<= 5" \
         "$(jq .http_to_first_push_ms.p99 <<<"$first")" \
-        "$(jq -r '"p50 \(.http_to_first_push_ms.p50), max \(.http_to_first_push_ms.max); \(.waves) waves of \(.audience); log has 1 ms resolution, rounded up"' <<<"$first")"
+        "$(jq -r '"p50 \(.http_to_first_push_ms.p50), max \(.http_to_first_push_ms.max); \(.waves) waves of \(.audience) over \(.channels) channels; log in whole ms, rounded up"' <<<"$first")"
     printf '%-58s %-12s %-14s %s\n' "publish -> first APNs answer (wave report), p99 (ms)" "<= 5" \
         "$(jq .first_ack_ms.p99 <<<"$first")" \
         "$(jq -r '"p50 \(.first_ack_ms.p50), max \(.first_ack_ms.max); 202 answered in p50 \(.publish_answer_ms.p50), p99 \(.publish_answer_ms.p99)"' <<<"$first")"
