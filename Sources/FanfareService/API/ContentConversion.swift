@@ -1,7 +1,7 @@
 import FanfareCore
 import FanfareFanout
-package import Foundation
-package import OpenAPIRuntime
+internal import Foundation
+internal import OpenAPIRuntime
 
 /// The API's Live Activity fields (shared by `ChannelUpdate` and `PushRequest`) → `LiveActivityContent`.
 package struct ContentFields {

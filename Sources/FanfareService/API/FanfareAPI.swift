@@ -1,8 +1,8 @@
 import FanfareCore
 import FanfareFanout
 import FanfareRegistry
-package import Foundation
-package import OpenAPIRuntime
+internal import Foundation
+internal import OpenAPIRuntime
 
 /// The API's handlers (`APIProtocol`, generated from the OpenAPI document). The generated server decodes each
 /// request into its `Input` and encodes the `Output`; problems are thrown as `ServiceProblem` and rendered by

@@ -1,7 +1,7 @@
 import FanfareCore
 import FanfareFanout
-package import Foundation
-package import OpenAPIRuntime
+internal import Foundation
+internal import OpenAPIRuntime
 
 extension FanfareAPI {
     package func publishUpdate(_ input: Operations.PublishUpdate.Input) async throws -> Operations.PublishUpdate.Output {

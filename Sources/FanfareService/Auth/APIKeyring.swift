@@ -1,5 +1,5 @@
 import FanfareTLS
-package import Foundation
+internal import Foundation
 
 /// What an API key may do. `admin` implies every other scope.
 package enum Scope: String, Sendable, CaseIterable, Comparable {

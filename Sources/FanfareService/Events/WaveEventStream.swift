@@ -1,5 +1,5 @@
 import FanfareFanout
-package import Foundation
+internal import Foundation
 import Synchronization
 
 /// A wave's progress as Server-Sent Events: `retry: 1000`, then a `progress` event at once and every

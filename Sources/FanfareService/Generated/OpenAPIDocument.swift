@@ -1212,5 +1212,6 @@ components:
         apns_connections:
           type: integer
           description: APNs connections open.
+
 """#
 }

@@ -1,5 +1,5 @@
 import FanfareRegistry
-package import Foundation
+internal import Foundation
 import HTTPTypes
 import Hummingbird
 import Logging
@@ -179,6 +179,8 @@ package struct FrontDoor: RouterMiddleware {
         do {
             buffer = try await request.body.collect(upTo: maxBodyBytes)
         } catch let error as HTTPError where error.status == .contentTooLarge {
+            throw tooLarge(size: nil)
+        } catch is NIOTooManyBytesError {
             throw tooLarge(size: nil)
         }
         request.body = .init(buffer: buffer)

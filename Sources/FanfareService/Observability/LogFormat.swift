@@ -1,4 +1,4 @@
-package import Foundation
+internal import Foundation
 import Logging
 import Synchronization
 

@@ -1,10 +1,10 @@
 import FanfareClient
 import FanfareFanout
 import FanfareRegistry
-package import Foundation
+internal import Foundation
 import Hummingbird
 import Logging
-package import OpenAPIRuntime
+internal import OpenAPIRuntime
 import ServiceLifecycle
 import Synchronization
 
@@ -38,6 +38,8 @@ public final class FanfareServer: Sendable {
     package let store: SQLiteTokenStore
     package let metrics: ServiceMetrics
     package let lifecycle = ServiceLifecycleState()
+    /// What the generated code registered with the router (checked against the document by the tests).
+    package let registeredRoutes = RegisteredRoutes()
     private let monitor: WaveMonitor
     private let blocking: BlockingWork
     private let idempotency: IdempotencyGate
@@ -97,7 +99,7 @@ public final class FanfareServer: Sendable {
         let api = FanfareAPI(
             engine: engine, store: store, blocking: blocking, configuration: configuration, metrics: metrics,
             monitor: monitor, lifecycle: lifecycle)
-        try api.registerHandlers(on: FastPathTransport(router: router, api: api))
+        try api.registerHandlers(on: FastPathTransport(router: router, api: api, recorded: registeredRoutes))
         var httpLogger = logger
         httpLogger[metadataKey: "component"] = "http"
         let listening = self.listening
@@ -109,12 +111,24 @@ public final class FanfareServer: Sendable {
             configuration: .init(services: [application], gracefulShutdownSignals: [], cancellationSignals: [], logger: httpLogger))
 
         let monitorTask = Task { [self] in await self.monitorLoop() }
+        let serving = Task { try await group.run() }
         let shutdownTask = Task { [self] in
             for await _ in shutdownStream { break }
             guard !Task.isCancelled else { return }
-            await drain()
+            let deadline = ContinuousClock.now + configuration.shutdownTimeout
+            await drain(until: deadline)
             lifecycle.stopping.set()
             await group.triggerGracefulShutdown()
+            // Requests get what is left of the timeout (at least a second) to finish. Then the engine stops, so
+            // a single push still waiting for APNs is answered (503, its push ends failed Shutdown), and a
+            // second later connections still open (a client that never sends its body) are closed.
+            try? await Task.sleep(until: max(deadline, ContinuousClock.now + .seconds(1)))
+            guard !Task.isCancelled else { return }
+            logger.warning("requests still open after the shutdown timeout: stopping the engine and closing their connections")
+            engine.shutdown()
+            try? await Task.sleep(for: .seconds(1))
+            guard !Task.isCancelled else { return }
+            serving.cancel()
         }
         defer {
             monitorTask.cancel()
@@ -123,7 +137,7 @@ public final class FanfareServer: Sendable {
             listening.resolve(nil)
         }
         do {
-            try await group.run()
+            try await withTaskCancellationHandler { try await serving.value } onCancel: { serving.cancel() }
         } catch {
             lifecycle.stopping.set()
             await finish()
@@ -134,13 +148,12 @@ public final class FanfareServer: Sendable {
 
     /// Writes are refused from now on; in-flight waves get up to `shutdownTimeout` (or until a second
     /// `shutdown()`).
-    private func drain() async {
+    private func drain(until deadline: ContinuousClock.Instant) async {
         lifecycle.beginDraining()
         let unfinished = engine.statistics.unfinishedWaves
         logger.notice(
             "shutting down: writes are refused, waiting for in-flight waves",
             metadata: ["unfinished_waves": "\(unfinished)", "timeout_s": "\(configuration.shutdownTimeout.components.seconds)"])
-        let deadline = ContinuousClock.now + configuration.shutdownTimeout
         while engine.statistics.unfinishedWaves > 0 && ContinuousClock.now < deadline
             && shutdownRequests.load(ordering: .acquiring) < 2
         {

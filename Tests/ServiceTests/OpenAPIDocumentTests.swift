@@ -1,0 +1,74 @@
+// The OpenAPI document is the source of truth: the service serves the committed file byte for byte, the
+// committed generated code was made from it, and the routes it lists are exactly those the router has and the
+// front door knows (so no route is undocumented and no documented route is missing).
+import FanfareService
+import FanfareTLS
+import Foundation
+import Testing
+
+@Suite("OpenAPI document")
+struct OpenAPIDocumentTests {
+    static let specPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("Sources/FanfareService/openapi.yaml").path
+
+    /// (METHOD, path) of every operation in the document (its `paths:` block, two-space YAML indentation).
+    static func documentedOperations(_ yaml: String) -> Set<String> {
+        var operations = Set<String>()
+        var inPaths = false
+        var path: String?
+        for line in yaml.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line == "paths:" {
+                inPaths = true
+                continue
+            }
+            guard inPaths else { continue }
+            if !line.hasPrefix(" ") && !line.isEmpty { break }
+            if line.hasPrefix("  /") && line.hasSuffix(":") && !line.hasPrefix("   ") {
+                path = String(line.dropFirst(2).dropLast())
+            } else if let path, line.hasPrefix("    ") && !line.hasPrefix("     ") && line.hasSuffix(":") {
+                let method = line.trimmingCharacters(in: .whitespaces).dropLast()
+                if ["get", "post", "put", "patch", "delete", "head", "options"].contains(String(method)) {
+                    operations.insert("\(method.uppercased()) \(path)")
+                }
+            }
+        }
+        return operations
+    }
+
+    @Test("served document == committed file == what the generated code came from; routes == router == front door")
+    func documentMatchesServer() async throws {
+        let file = try String(contentsOfFile: Self.specPath, encoding: .utf8)
+        let digest = Digest.sha256(Array(file.utf8)).map { String(format: "%02x", $0) }.joined()
+        #expect(
+            OpenAPIDocument.sha256 == digest,
+            "Sources/FanfareService/openapi.yaml changed without scripts/generate-openapi: regenerate and commit Generated/")
+
+        let fixture = try await ServiceFixture()
+        defer { fixture.removeDirectory() }
+        let served = try await fixture.client.get("/openapi.yaml")
+        #expect(served.status == 200)
+        #expect(served.header("content-type")?.hasPrefix("application/yaml") == true, "\(served)")
+        #expect(served.text == file)
+
+        let documented = Self.documentedOperations(file)
+        #expect(documented.count == 15, "\(documented)")
+        let registered = Set(fixture.server.registeredRoutes.all.map { "\($0.method.rawValue) \($0.path)" })
+        let frontDoor = Set(APIRoutes.all.map { "\($0.method.rawValue) \($0.template)" })
+        #expect(registered == documented, "router: \(registered.symmetricDifference(documented))")
+        #expect(frontDoor == documented, "front door: \(frontDoor.symmetricDifference(documented))")
+
+        // Every documented GET answers (not the router's 404) with the content type the document names.
+        for operation in documented where operation.hasPrefix("GET ") {
+            let path = operation.dropFirst(4)
+                .replacingOccurrences(of: "{token}", with: tokenHex(1))
+                .replacingOccurrences(of: "{channel}", with: "m")
+                .replacingOccurrences(of: "{wave_id}", with: "1")
+            guard !path.hasSuffix("/events") else { continue }
+            let response = try await fixture.client.get(path)
+            let code = response.json?["code"] as? String
+            #expect(response.status == 200 || (path.contains("/v1/tokens/") || path.contains("/v1/waves/")) && code == "not_found" || path == "/readyz",
+                "\(operation): \(response)")
+        }
+        try await fixture.stop()
+    }
+}

@@ -1,0 +1,71 @@
+// Graceful shutdown in-process: writes refused with 503 while waves finish, and a client that never finishes
+// its request cannot hold the service past its shutdown timeout.
+import FanfareService
+import FanfareSimulator
+import Foundation
+import Glibc
+import Testing
+
+@Suite("Shutdown")
+struct ShutdownTests {
+    @Test("requests still open after --shutdown-timeout do not keep the service from stopping")
+    func stalledRequests() async throws {
+        // APNs holds its answer for 60 s (the push's deadline is 20 s): the single push's handler waits.
+        let fixture = try await ServiceFixture(
+            simulator: ServiceFixture.simulatorConfiguration(latency: .fixed(nanoseconds: 60_000_000_000))
+        ) { $0.shutdownTimeout = .seconds(1) }
+        defer { fixture.removeDirectory() }
+        let client = fixture.client
+        let pending = Task { try await client.post("/v1/push", json: #"{"token":"\#(tokenHex(9))","event":"update","content_state":{}}"#) }
+        let engine = fixture.server.engine
+        #expect(await eventually { engine.statistics.client.inFlight == 1 })
+        // And a client that sent half a request and nothing more.
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(client.port).bigEndian)
+        inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(connected == 0)
+        let partial = Array("POST /v1/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"tokens\"".utf8)
+        #expect(partial.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == partial.count)
+
+        let started = ContinuousClock.now
+        try await fixture.stop()
+        let took = ContinuousClock.now - started
+        #expect(took < .seconds(10), "stopping took \(took)")
+        // The held push was answered: the service stopped before APNs did.
+        let answer = try? await pending.value
+        #expect(answer?.status == 503, "\(String(describing: answer))")
+    }
+
+    @Test("writes get 503 shutting_down with Retry-After while a wave finishes; the wave completes")
+    func drainsWaves() async throws {
+        // 2 streams at 50 ms: 200 tokens take about 5 s.
+        let fixture = try await ServiceFixture(
+            simulator: ServiceFixture.simulatorConfiguration(latency: .fixed(nanoseconds: 50_000_000))
+        ) {
+            $0.fanout.client.connectionsPerWorker = 1
+            $0.fanout.client.maxConcurrentStreamsPerConnection = 2
+        }
+        defer { fixture.removeDirectory() }
+        let client = fixture.client
+        #expect(try await client.post("/v1/tokens", json: registrationBody(0..<200, channel: "d")).status == 200)
+        let published = try await client.post("/v1/channels/d/updates", json: updateBody(timestamp: unixNow, home: 1))
+        let wave = try #require(published.json?["wave_id"] as? Int)
+        fixture.server.shutdown()
+        let refused = try await client.post("/v1/channels/d/updates", json: updateBody(timestamp: unixNow + 1, home: 2))
+        _ = problem(refused, status: 503, code: "shutting_down")
+        #expect(refused.header("retry-after") == "1")
+        _ = problem(try await client.get("/readyz"), status: 503, code: "not_ready")
+        let during = try await client.get("/v1/waves/\(wave)")
+        #expect(during.json?["state"] as? String == "running", "\(during)")
+        try await fixture.stopped()
+        let report = try #require(fixture.server.engine.wave(id: UInt64(wave))?.report)
+        #expect(report.isComplete && report.delivered == 200, "\(report)")
+        #expect(fixture.acceptedLines().count == 200)
+    }
+}

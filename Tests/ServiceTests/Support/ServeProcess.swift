@@ -1,0 +1,128 @@
+// `fanfare serve` as a child process: the binary `swift build` puts next to this test bundle. Output goes to
+// files, so a chatty child never blocks on a pipe.
+import Foundation
+import Glibc
+
+final class ServeProcess: @unchecked Sendable {
+    let process: Process
+    let port: Int
+    let outputPath: String
+    let errorPath: String
+
+    /// `fanfare` next to the running test bundle (`.build/<configuration>/`), or `$FANFARE_EXECUTABLE`.
+    static func executable() throws -> String {
+        if let path = ProcessInfo.processInfo.environment["FANFARE_EXECUTABLE"] { return path }
+        var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+        let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        guard count > 0 else { throw HTTPTestError(description: "cannot read /proc/self/exe") }
+        let bundle = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let path = (bundle as NSString).deletingLastPathComponent + "/fanfare"
+        guard FileManager.default.isExecutableFile(atPath: path) else {
+            throw HTTPTestError(description: "\(path) is missing: build it first (scripts/test and `swift build --build-tests` do)")
+        }
+        return path
+    }
+
+    private static func launch(
+        _ arguments: [String], directory: String, name: String, environment: [String: String]
+    ) throws -> (Process, String, String) {
+        let outputPath = directory + "/\(name).out"
+        let errorPath = directory + "/\(name).err"
+        guard FileManager.default.createFile(atPath: outputPath, contents: nil),
+            FileManager.default.createFile(atPath: errorPath, contents: nil),
+            let output = FileHandle(forWritingAtPath: outputPath), let error = FileHandle(forWritingAtPath: errorPath)
+        else { throw HTTPTestError(description: "cannot create \(outputPath)") }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: try executable())
+        process.arguments = ["serve"] + arguments
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        var inherited = ProcessInfo.processInfo.environment
+        inherited.removeValue(forKey: "FANFARE_API_KEYS")
+        inherited.removeValue(forKey: "FANFARE_AUTH_KEY")
+        process.environment = inherited.merging(environment) { _, new in new }
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = output
+        process.standardError = error
+        try process.run()
+        try? output.close()
+        try? error.close()
+        return (process, outputPath, errorPath)
+    }
+
+    /// Starts `fanfare serve <arguments>` and waits for the line that says where it listens.
+    init(
+        _ arguments: [String], directory: String, name: String = "serve", environment: [String: String] = [:],
+        timeout: Duration = .seconds(120)
+    ) async throws {
+        (process, outputPath, errorPath) = try Self.launch(arguments, directory: directory, name: name, environment: environment)
+        let marker = "listening on http://"
+        let deadline = ContinuousClock.now + timeout
+        var found: Int?
+        while found == nil {
+            let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+            if let range = text.range(of: marker), let line = text[range.upperBound...].split(separator: "\n").first,
+                let colon = line.lastIndex(of: ":"), let port = Int(line[line.index(after: colon)...])
+            {
+                found = port
+                break
+            }
+            if !process.isRunning || ContinuousClock.now >= deadline {
+                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                process.waitUntilExit()
+                throw HTTPTestError(
+                    description: "fanfare serve \(arguments.joined(separator: " ")) did not start:\n\(text)\n"
+                        + ((try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""))
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        port = found!
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
+    }
+
+    var client: HTTPTestClient { HTTPTestClient(port: port) }
+    var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
+    var errors: String { (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "" }
+
+    func signal(_ number: Int32) { if process.isRunning { kill(process.processIdentifier, number) } }
+
+    /// Waits for the process to end (SIGKILL after `timeout`); its exit status.
+    func waitForExit(timeout: Duration = .seconds(90)) async -> Int32 {
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return -1
+        }
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    /// Runs `fanfare serve <arguments>` to its end (for refusals that happen at once); a hang guard kills it.
+    static func run(
+        _ arguments: [String], directory: String, environment: [String: String] = [:], timeout: Duration = .seconds(60)
+    ) async throws -> (status: Int32, output: String, errors: String) {
+        let name = "run-" + UUID().uuidString.prefix(8)
+        let (process, outputPath, errorPath) = try launch(arguments, directory: directory, name: name, environment: environment)
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            if ContinuousClock.now >= deadline {
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                throw HTTPTestError(description: "fanfare serve \(arguments.joined(separator: " ")) hung")
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        process.waitUntilExit()
+        return (
+            process.terminationStatus, (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "",
+            (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
+        )
+    }
+}
