@@ -109,6 +109,36 @@ new MutationObserver(() => {
 """
 
 
+# Markup rules the page keeps (a few machine-checkable ones): a language, unique ids, labelled form fields,
+# tables with captions and header scopes, progress bars with a range and a spoken value, labelled cards.
+AUDIT = """
+const problems = [];
+if (!document.documentElement.lang) problems.push('html has no lang');
+const ids = [...document.querySelectorAll('[id]')].map((e) => e.id);
+for (const id of new Set(ids)) if (ids.filter((x) => x === id).length > 1) problems.push('duplicate id ' + id);
+for (const input of document.querySelectorAll('input')) {
+  if (!input.labels || input.labels.length === 0) problems.push('input without a label: ' + input.id);
+}
+for (const table of document.querySelectorAll('table')) {
+  if (!table.caption || !table.caption.textContent.trim()) problems.push('table without a caption: ' + table.id);
+  for (const th of table.querySelectorAll('th')) if (!th.scope) problems.push('th without scope in ' + table.id);
+}
+for (const bar of document.querySelectorAll('[role=progressbar]')) {
+  for (const attribute of ['aria-valuemin', 'aria-valuemax', 'aria-valuenow', 'aria-valuetext']) {
+    if (!bar.hasAttribute(attribute)) problems.push('progress bar without ' + attribute);
+  }
+}
+for (const card of document.querySelectorAll('article')) {
+  const label = document.getElementById(card.getAttribute('aria-labelledby') || '');
+  if (!label || !label.textContent.trim()) problems.push('card without a label');
+}
+for (const section of document.querySelectorAll('section')) {
+  if (!document.getElementById(section.getAttribute('aria-labelledby') || '')) problems.push('unlabelled section');
+}
+return problems;
+"""
+
+
 def register_match(service, channel, update_tokens, push_to_start_tokens=0, unregistered=0):
     """Tokens following `channel`; the last `unregistered` update tokens are ones APNs answers 410 for."""
     items = [{"token": random_token("0410") if i >= update_tokens - unregistered else random_token(), "kind": "update",
@@ -146,6 +176,8 @@ def test_a_running_wave_reaches_100_percent_on_the_page(start_service, browser, 
     # The page finds the wave on its next refresh and shows it as a live card while it runs.
     wait_until(lambda: browser.execute_script(f"return (window.fanfareSeenLive['{running}'] || []).length > 0"),
                60, f"a live card for wave {running}")
+    # With a live card, the channels and the waves on screen: the markup rules hold.
+    assert browser.execute_script(AUDIT) == []
     if SCREENSHOT:
         # Mid-wave if the browser is quick enough; the picture is documentation, not a check.
         wait_until(lambda: int(row_percent(browser, running) or 0) >= 25 or
