@@ -19,7 +19,8 @@ usage: perf/api.sh [options]            (each option also reads from the environ
   -s, --seconds N      how long POST /v1/push runs                       PUSH_SECONDS (20)
       --out DIR        output directory                                 OUT (perf/out/<timestamp>-api)
       --no-build       use the existing release binary                  NO_BUILD=1
-Also: FANFARE_BIN (use this binary, no build), SIM_CPU (1) and CLIENT_CPU (0).
+Also: FANFARE_BIN (use this binary, no build), SIM_CPU (1) and CLIENT_CPU (0), KEEP_LOG=1 (keep the
+simulator's accepted-push log, ~190 MB with the defaults).
 Needs wrk (apt-get install -y wrk), h2load (nghttp2-client), python3, curl, jq, taskset.
 USAGE
 }
@@ -158,4 +159,6 @@ first="$(cat "$OUT/first-push.json")"
     printf '%-58s %-12s %-14s %s\n' "POST /v1/push at $RATE/s, p99 (ms)" "<= 10" "$push_p99" \
         "p50 $push_p50; achieved $push_rate req/s, $push_2xx of $push_total 2xx, $logged accepted by the simulator"
 } | tee "$OUT/table.txt"
+# The accepted-push log is ~190 MB with the defaults: kept only on request.
+[ "${KEEP_LOG:-0}" = 1 ] || rm -f "$OUT/accepted.jsonl"
 perf_log "raw output in $OUT"
