@@ -74,6 +74,8 @@ package enum OperatorPage {
         .counts dt { color: var(--muted); font-size: .8rem; }
         .counts dd { margin: 0; font-size: 1.1rem; font-variant-numeric: tabular-nums; }
         .empty { color: var(--muted); margin: 0; }
+        .reasons { color: var(--muted); margin: .6rem 0 0; font-size: .9rem; }
+        .reasons[hidden] { display: none; }
         .bar { display: flex; height: .8rem; min-width: 8rem; border-radius: 4px; overflow: hidden; background: var(--track); }
         .bar span { display: block; height: 100%; transition: width .2s linear; }
         table { width: 100%; border-collapse: collapse; background: var(--panel); border: 1px solid var(--line);
@@ -243,6 +245,12 @@ package enum OperatorPage {
             return Math.round(s / 3600) + ' h ago';
           }
 
+          // "Unregistered 3, Unconfirmed 1": the failures of a wave by APNs reason or local cause, most first.
+          function reasons(report) {
+            return Object.entries(report.failed_by_reason || {}).filter(([, n]) => n > 0)
+              .sort((a, b) => b[1] - a[1]).map(([reason, n]) => reason + ' ' + count(n)).join(', ');
+          }
+
           function el(tag, className, text) {
             const node = document.createElement(tag);
             if (className) node.className = className;
@@ -302,10 +310,11 @@ package enum OperatorPage {
                 counts.append(box);
                 cells[key] = dd;
               }
-              node.append(title, meta, big, counts);
+              const reasons = el('p', 'reasons');
+              node.append(title, meta, big, counts, reasons);
               title.id = 'wave-title-' + report.id;
               node.setAttribute('aria-labelledby', title.id);
-              entry = { node, title, meta, bar, pct, cells };
+              entry = { node, title, meta, bar, pct, cells, reasons };
               cards.set(report.id, entry);
             }
             entry.title.textContent = report.channel;
@@ -317,6 +326,9 @@ package enum OperatorPage {
             entry.cells.failed.textContent = count(report.failed);
             entry.cells.other.textContent = count(report.expired + report.invalidated);
             entry.cells.left.textContent = count(Math.max(0, report.targeted - report.accounted));
+            const why = reasons(report);
+            entry.reasons.textContent = why ? 'Failed: ' + why : '';
+            entry.reasons.hidden = !why;
             return entry.node;
           }
 
@@ -373,6 +385,7 @@ package enum OperatorPage {
             c.delivered.textContent = count(report.delivered);
             c.superseded.textContent = count(report.superseded);
             c.failed.textContent = count(report.failed);
+            c.failed.title = reasons(report);
             c.other.textContent = count(report.expired + report.invalidated);
             c.first.textContent = seconds(report.time_to_first_ack_seconds);
             c.makespan.textContent = report.state === 'complete' ? seconds(report.makespan_seconds) : '–';
