@@ -73,7 +73,8 @@ def requested_urls(driver):
 
 
 def digits(text):
-    return int(re.sub(r"[^0-9]", "", text))
+    """The number a cell shows (its first line: a Failed cell may list the reasons below)."""
+    return int(re.sub(r"[^0-9]", "", text.split("\n")[0]))
 
 
 def wave_row(driver, wave_id):

@@ -76,6 +76,7 @@ package enum OperatorPage {
         .empty { color: var(--muted); margin: 0; }
         .reasons { color: var(--muted); margin: .6rem 0 0; font-size: .9rem; }
         .reasons[hidden] { display: none; }
+        td .why { display: block; color: var(--muted); font-size: .8rem; white-space: normal; }
         .bar { display: flex; height: .8rem; min-width: 8rem; border-radius: 4px; overflow: hidden; background: var(--track); }
         .bar span { display: block; height: 100%; transition: width .2s linear; }
         table { width: 100%; border-collapse: collapse; background: var(--panel); border: 1px solid var(--line);
@@ -384,8 +385,9 @@ package enum OperatorPage {
             c.targeted.textContent = count(report.targeted);
             c.delivered.textContent = count(report.delivered);
             c.superseded.textContent = count(report.superseded);
+            const why = reasons(report);
             c.failed.textContent = count(report.failed);
-            c.failed.title = reasons(report);
+            if (why) c.failed.append(el('span', 'why', why));
             c.other.textContent = count(report.expired + report.invalidated);
             c.first.textContent = seconds(report.time_to_first_ack_seconds);
             c.makespan.textContent = report.state === 'complete' ? seconds(report.makespan_seconds) : '–';
