@@ -81,18 +81,25 @@ stop_service() {
 }
 trap 'stop_service; rm -f "$OUT"/registry.db*' EXIT
 
-# The service and its in-process simulator (0 latency, accepted-push log on) share SIM_CPU.
-taskset -c "$SIM_CPU" "$FANFARE" serve --simulator --simulator-latency 0 --workers 1 --listen 127.0.0.1:0 \
-    --database "$OUT/registry.db" --simulator-log "$OUT/accepted.jsonl" --log-level warning >"$OUT/serve.log" 2>&1 &
-SERVE_PID=$!
-BASE=""
-for _ in $(seq 600); do
-    BASE="$(grep -m1 -o 'listening on http://[0-9.:]*' "$OUT/serve.log" 2>/dev/null | sed 's/listening on //' || true)"
-    [ -n "$BASE" ] && curl -sf "$BASE/readyz" >/dev/null 2>&1 && break
-    kill -0 "$SERVE_PID" 2>/dev/null || { cat "$OUT/serve.log" >&2; perf_die "fanfare serve exited during start-up"; }
-    sleep 0.1
-done
-curl -sf "$BASE/readyz" >/dev/null || perf_die "fanfare serve was not ready within 60 s (log: $OUT/serve.log)"
+# start_service LOG [flags...]: the service and its in-process simulator (0 latency) on SIM_CPU, on the run's
+# registry; sets SERVE_PID and BASE once /readyz answers 200.
+start_service() {
+    local log="$1"
+    shift
+    taskset -c "$SIM_CPU" "$FANFARE" serve --simulator --simulator-latency 0 --workers 1 --listen 127.0.0.1:0 \
+        --database "$OUT/registry.db" --log-level warning "$@" >"$log" 2>&1 &
+    SERVE_PID=$!
+    BASE=""
+    for _ in $(seq 1200); do
+        BASE="$(grep -m1 -o 'listening on http://[0-9.:]*' "$log" 2>/dev/null | sed 's/listening on //' || true)"
+        [ -n "$BASE" ] && curl -sf "$BASE/readyz" >/dev/null 2>&1 && return
+        kill -0 "$SERVE_PID" 2>/dev/null || { cat "$log" >&2; perf_die "fanfare serve exited during start-up"; }
+        sleep 0.1
+    done
+    perf_die "fanfare serve was not ready within 120 s (log: $log)"
+}
+
+start_service "$OUT/serve.log" --simulator-log "$OUT/accepted.jsonl"
 perf_log "fanfare serve at $BASE (CPU $SIM_CPU); load from CPU $CLIENT_CPU"
 
 # 1. Registration: BATCHES bodies of 10,000 fresh random tokens, REG_CONNECTIONS at a time. Each answer
@@ -140,8 +147,15 @@ push_rate="$(awk '/^finished in/ { for (i = 1; i <= NF; i++) if ($(i + 1) ~ /^re
 push_total="$(awk '/^requests:/ { print $2; exit }' "$OUT/push.h2load.txt")"
 push_2xx="$(awk '/^status codes:/ { print $3; exit }' "$OUT/push.h2load.txt")"
 read -r push_p50 push_p99 < <(awk -F'\t' '{ print $3 }' "$OUT/push.h2load.log" | perf_percentiles /dev/stdin)
-# Every 200 must be APNs' 200: the simulator logged one push per answered request (plus the waves' pushes).
 stop_service
+
+# Durable means back after a restart: the same registry, loaded again.
+perf_log "restarting the service on the same registry"
+start_service "$OUT/serve-restart.log"
+expected=$(($(jq .tokens <<<"$register") + CHANNELS * AUDIENCE))
+reloaded="$(curl -sf "$BASE/readyz" | jq .tokens)"
+stop_service
+[ "$reloaded" = "$expected" ] || perf_die "after a restart the service loaded $reloaded tokens, not $expected"
 
 logged="$(grep -c '"content-state":{"away":0,"home":1}' "$OUT/accepted.jsonl" || true)"
 first="$(cat "$OUT/first-push.json")"
@@ -149,7 +163,7 @@ first="$(cat "$OUT/first-push.json")"
     printf '%-58s %-12s %-14s %s\n' "measurement" "target" "result" "detail"
     printf '%-58s %-12s %-14s %s\n' "registration, batches of 10,000, durable (tokens/s)" ">= 100,000" \
         "$(jq .tokens_per_second <<<"$register")" \
-        "$(jq -r '"\(.tokens) tokens in \(.seconds|.*1000|round/1000) s; per batch p50 \(.p50_ms) ms, p99 \(.p99_ms) ms"' <<<"$register")"
+        "$(jq -r '"\(.tokens) tokens in \(.seconds|.*1000|round/1000) s, all back after a restart; per batch p50 \(.p50_ms) ms, p99 \(.p99_ms) ms"' <<<"$register")"
     printf '%-58s %-12s %-14s %s\n' "publish -> first push at APNs, p99 (ms, upper bound)" "<= 5" \
         "$(jq .http_to_first_push_ms.p99 <<<"$first")" \
         "$(jq -r '"p50 \(.http_to_first_push_ms.p50), max \(.http_to_first_push_ms.max); \(.waves) waves of \(.audience) over \(.channels) channels; log in whole ms, rounded up"' <<<"$first")"
