@@ -26,6 +26,19 @@ extension FanfareAPI {
         }
     }
 
+    /// `POST /v1/tokens` from `TokenBatchDecoder`'s items: the same rules, then the same durable write.
+    func register(_ items: [RegistrationFields]) async throws -> Int {
+        try checkBatchSize(items.count)
+        let now = configuration.wallClockMilliseconds()
+        var registrations: [TokenRegistration] = []
+        registrations.reserveCapacity(items.count)
+        for (index, fields) in items.enumerated() {
+            registrations.append(try fields.registration(index: index, bundleID: bundleID, environment: environment, now: now))
+        }
+        try await register(registrations)
+        return registrations.count
+    }
+
     /// The schema's rules for each item, then the registry's (the index names the first bad item).
     func makeRegistrations(_ items: [Components.Schemas.TokenRegistration]) throws(ServiceProblem) -> [TokenRegistration] {
         try checkBatchSize(items.count)
@@ -84,7 +97,7 @@ extension FanfareAPI {
 }
 
 /// One registration item as the API gives it (from the generated types or the fast decoder).
-package struct RegistrationFields {
+package struct RegistrationFields: Equatable, Sendable {
     var token: String
     var kind: TokenKind
     var channels: [String]

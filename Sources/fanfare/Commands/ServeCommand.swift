@@ -158,7 +158,7 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             try await serving.value
         } catch {
-            logger.error("the HTTP server stopped: \(error)")
+            logger.error("cannot serve HTTP on \(listen): \(error)")
             throw ExitCode(1)
         }
     }
