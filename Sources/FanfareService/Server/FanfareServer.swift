@@ -103,8 +103,12 @@ public final class FanfareServer: Sendable {
         var httpLogger = logger
         httpLogger[metadataKey: "component"] = "http"
         let listening = self.listening
+        let maxBodyBytes = configuration.maxBodyBytes
         let application = Application(
-            router: router, server: .http1(configuration: .init(idleTimeout: .seconds(75))),
+            router: router,
+            server: .http1(
+                configuration: .init(
+                    additionalChannelHandlers: [ExpectContinueHandler(maxBodyBytes: maxBodyBytes)], idleTimeout: .seconds(75))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: { channel in listening.resolve(channel.localAddress?.port) }, logger: httpLogger)
         let group = ServiceGroup(
