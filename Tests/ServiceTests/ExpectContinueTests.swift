@@ -13,11 +13,11 @@ struct ExpectContinueTests {
         }
     }
 
-    /// Sends the head, reads what comes within two seconds, then (if told) the body and the rest.
+    /// Sends the head, reads the first answer (the interim 100, or a final one), then (if told) the body and the rest.
     static func exchange(port: Int, head: String, body: [UInt8], sendBody: Bool) throws -> (interim: String, final: String) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
-        var timeout = timeval(tv_sec: 2, tv_usec: 0)
+        var timeout = timeval(tv_sec: 60, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)

@@ -18,11 +18,32 @@ struct TokenIndex {
         mask = size - 1
     }
 
-    /// The shard hash picks the shard from the low bits; the index uses the high bits so tokens of one shard
-    /// still spread over the whole table.
+    /// A hash of every byte of the token. The shard hash reads only the first 16 bytes (enough for random
+    /// tokens, and it runs per push); the index hashes them all, so tokens that share a prefix (sequential
+    /// test tokens, or a caller of the service registering such tokens on purpose) do not pile up in one
+    /// probe run and make registration quadratic.
     @inline(__always)
-    private static func home(_ token: DeviceToken, mask: Int) -> Int {
-        Int(truncatingIfNeeded: token.shardHash >> 24) & mask
+    static func home(_ token: DeviceToken, mask: Int) -> Int {
+        token.withUnsafeBytes { bytes in
+            var hash: UInt64 = 0x243F_6A88_85A3_08D3 ^ UInt64(bytes.count)
+            var offset = 0
+            while offset + 8 <= bytes.count {
+                hash = (hash ^ UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))) &* 0x9E37_79B9_7F4A_7C15
+                hash ^= hash >> 29
+                offset += 8
+            }
+            while offset < bytes.count {
+                hash = (hash ^ UInt64(bytes[offset])) &* 0x100_0000_01B3
+                offset += 1
+            }
+            // murmur3's finalizer: every input bit reaches the low bits the mask keeps.
+            hash ^= hash >> 33
+            hash &*= 0xFF51_AFD7_ED55_8CCD
+            hash ^= hash >> 33
+            hash &*= 0xC4CE_B9FE_1A85_EC53
+            hash ^= hash >> 33
+            return Int(truncatingIfNeeded: hash) & mask
+        }
     }
 
     func find(_ token: DeviceToken, in table: TokenTable) -> UInt32? {
