@@ -71,10 +71,13 @@ package struct FanfareAPI: APIProtocol {
             return .badRequest(.invalidPayload, message)
         case .olderThanCurrent:
             return ServiceProblem(.conflict, .olderThanCurrent, "\(error); send a newer timestamp")
-        case .alreadyExpired:
-            return .badRequest(.alreadyExpired, "\(error)", field: "fresh_until")
-        case .freshUntilTooFar:
-            return .badRequest(.freshUntilTooFar, "\(error)", field: "fresh_until")
+        case .alreadyExpired(let freshUntil, let now):
+            return .badRequest(.alreadyExpired, "fresh_until \(freshUntil) is in the past (now \(now))", field: "fresh_until")
+        case .freshUntilTooFar(let freshUntil, let now, let limit):
+            return .badRequest(
+                .freshUntilTooFar,
+                "fresh_until \(freshUntil) is more than \(limit / 86_400) days after now (\(now)), longer than APNs keeps a "
+                    + "push: it must be UNIX seconds (not milliseconds)", field: "fresh_until")
         case .tooManyUnfinishedWaves, .backPressure:
             return .unavailable(.backPressure, "\(error)", retryAfter: retryAfter)
         case .invalidCollapseID:

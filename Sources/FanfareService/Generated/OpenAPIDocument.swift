@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "c55afefb0c0279e905503c3af992db82d8c6f75488cc57fe9383e2ab1131313d"
+    package static let sha256 = "952ec30510bd5b6154c813e99f4be7353cc2ed73632899903c6b3058d46270a8"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -383,7 +383,31 @@ paths:
           content:
             text/event-stream:
               schema:
-                type: string
+                description: |
+                  One event of the stream (OpenAPI 3.2's `itemSchema` reading, which tools apply to 3.1
+                  documents too): its `event` name, its `id` counter, and its `data`, one line of JSON.
+                type: object
+                required: [data]
+                properties:
+                  id:
+                    type: string
+                  event:
+                    type: string
+                    enum: [progress, complete, shutdown]
+                  retry:
+                    type: integer
+                  data:
+                    type: string
+                    contentMediaType: application/json
+                    contentSchema:
+                      oneOf:
+                        - $ref: '#/components/schemas/WaveReport'
+                        - type: object
+                          description: The `shutdown` event.
+                          required: [reason]
+                          properties:
+                            reason:
+                              type: string
         '400':
           $ref: '#/components/responses/BadRequest'
         '401':
