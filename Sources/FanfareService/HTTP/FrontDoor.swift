@@ -1,3 +1,4 @@
+import FanfareCore
 import FanfareRegistry
 internal import Foundation
 import HTTPTypes
@@ -272,7 +273,7 @@ package struct FrontDoor: RouterMiddleware {
 
     /// Request text in messages: bounded, control characters escaped.
     static func printable(_ text: String) -> String {
-        String(LineLogHandler.quoted(String(text.prefix(200))).dropFirst().dropLast())
+        PrintableText.escaping(text, limit: 200)
     }
 }
 

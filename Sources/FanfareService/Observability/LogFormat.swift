@@ -1,3 +1,4 @@
+import FanfareCore
 internal import Foundation
 import Logging
 import Synchronization
@@ -38,15 +39,25 @@ public struct LineLogHandler: LogHandler {
         var line: String
         switch format {
         case .text:
-            line = "\(time) \(event.level) \(label): \(event.message)"
+            line = "\(time) \(event.level) \(label): \(Self.text(.string("\(event.message)"), bare: true))"
             for key in merged.keys.sorted() { line += " \(key)=\(Self.text(merged[key]!))" }
         case .json:
-            line = "{\"ts\":\(Self.quoted(time)),\"level\":\(Self.quoted("\(event.level)")),\"label\":\(Self.quoted(label)),"
-                + "\"message\":\(Self.quoted("\(event.message)"))"
-            for key in merged.keys.sorted() where !["ts", "level", "label", "message"].contains(key) {
-                line += ",\(Self.quoted(key)):\(Self.json(merged[key]!))"
+            line = Self.rendered { writer in
+                writer.beginObject()
+                writer.key("ts")
+                writer.string(time)
+                writer.key("level")
+                writer.string("\(event.level)")
+                writer.key("label")
+                writer.string(label)
+                writer.key("message")
+                writer.string("\(event.message)")
+                for key in merged.keys.sorted() where !["ts", "level", "label", "message"].contains(key) {
+                    writer.key(key)
+                    Self.write(merged[key]!, to: &writer, depth: 1)
+                }
+                writer.endObject()
             }
-            line += "}"
         }
         sink.write(line + "\n")
     }
@@ -62,48 +73,75 @@ public struct LineLogHandler: LogHandler {
             Int(parts.tm_mday), Int(parts.tm_hour), Int(parts.tm_min), Int(parts.tm_sec), Int(spec.tv_nsec / 1_000_000))
     }
 
-    private static func text(_ value: Logger.MetadataValue) -> String {
+    /// A metadata value in a text line: as it is when it is plain printable text, otherwise as a JSON string
+    /// literal, so a value (an error from the network, say) can never break the line or fake a field. The
+    /// message itself (`bare`) may hold spaces.
+    private static func text(_ value: Logger.MetadataValue, bare: Bool = false) -> String {
         switch value {
-        case .string(let string): return string.contains(" ") ? quoted(string) : string
-        case .stringConvertible(let convertible): return text(.string(convertible.description))
-        case .array(let values): return "[" + values.map(text).joined(separator: ",") + "]"
+        case .string(let string):
+            let plain = string.utf8.allSatisfy { byte in
+                byte > 0x20 && byte < 0x7F && byte != UInt8(ascii: "\"") || (bare && byte == 0x20)
+            }
+            return plain && !string.isEmpty ? string : quoted(string)
+        case .stringConvertible(let convertible): return text(.string(convertible.description), bare: bare)
+        case .array(let values): return "[" + values.map { text($0) }.joined(separator: ",") + "]"
         case .dictionary(let values): return "{" + values.keys.sorted().map { "\($0)=\(text(values[$0]!))" }.joined(separator: ",") + "}"
         }
     }
 
-    private static func json(_ value: Logger.MetadataValue) -> String {
+    /// Containers nest at most this deep in a JSON line; deeper ones are written as their description.
+    public static let maximumNesting = 16
+
+    private static func write(_ value: Logger.MetadataValue, to writer: inout JSONWriter, depth: Int) {
+        if depth >= maximumNesting {
+            switch value {
+            case .array, .dictionary:
+                writer.string("\(value)")
+                return
+            case .string, .stringConvertible: break
+            }
+        }
         switch value {
-        case .string(let string): return quoted(string)
+        case .string(let string): writer.string(string)
         case .stringConvertible(let convertible):
-            if let number = convertible as? any BinaryInteger { return "\(number)" }
-            if let number = convertible as? Double, number.isFinite { return "\(number)" }
-            if let flag = convertible as? Bool { return flag ? "true" : "false" }
-            return quoted(convertible.description)
-        case .array(let values): return "[" + values.map(json).joined(separator: ",") + "]"
+            if let number = convertible as? any BinaryInteger, let exact = Int64(exactly: number) {
+                writer.int(exact)
+            } else if let number = convertible as? Double, number.isFinite {
+                writer.double(number)
+            } else if let flag = convertible as? Bool {
+                writer.bool(flag)
+            } else {
+                writer.string(convertible.description)
+            }
+        case .array(let values):
+            writer.beginArray()
+            for element in values { write(element, to: &writer, depth: depth + 1) }
+            writer.endArray()
         case .dictionary(let values):
-            return "{" + values.keys.sorted().map { "\(quoted($0)):\(json(values[$0]!))" }.joined(separator: ",") + "}"
+            writer.beginObject()
+            for key in values.keys.sorted() {
+                writer.key(key)
+                write(values[key]!, to: &writer, depth: depth + 1)
+            }
+            writer.endObject()
         }
     }
 
-    /// A JSON string literal (control characters escaped, so a value can never break the line).
+    /// A JSON string literal, written by the project's one JSON writer (control characters escaped, so a value
+    /// can never break the line).
     static func quoted(_ string: String) -> String {
-        var out = "\""
-        for scalar in string.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x7F {
-                    out += String(format: "\\u%04x", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
+        rendered { $0.string(string) }
+    }
+
+    /// What `body` writes through `JSONWriter`: a counting pass sizes the string, a second pass fills it.
+    private static func rendered(_ body: (inout JSONWriter) -> Void) -> String {
+        var counter = JSONWriter.counting()
+        body(&counter)
+        return String(unsafeUninitializedCapacity: counter.count) { buffer in
+            var writer = JSONWriter(buffer: UnsafeMutableRawBufferPointer(buffer))
+            body(&writer)
+            return writer.count
         }
-        return out + "\""
     }
 }
 
