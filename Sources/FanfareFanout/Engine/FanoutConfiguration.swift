@@ -38,6 +38,8 @@ public struct FanoutConfiguration: Sendable {
     public var retainedWaveAge: Duration? = nil
     /// When to stop deleting tokens because APNs calls too many of them bad (a configuration mistake).
     public var invalidTokenBreaker = InvalidTokenBreakerConfiguration()
+    /// Progress checkpoints of running waves, when the engine has a `WaveStore` (see `CheckpointConfiguration`).
+    public var checkpoints = CheckpointConfiguration()
     /// How often the engine retires activities past ActivityKit's lifetime and ended channels, and forgets
     /// channels nothing uses any more.
     public var maintenanceInterval: Duration = .seconds(60)
@@ -110,6 +112,7 @@ public struct FanoutConfiguration: Sendable {
             if let problem = profile.problem { throw .invalidConfiguration(field: name, problem: problem) }
         }
         if let problem = invalidTokenBreaker.problem { throw .invalidConfiguration(field: "invalidTokenBreaker", problem: problem) }
+        if let problem = checkpoints.problem { throw .invalidConfiguration(field: "checkpoints", problem: problem) }
         try checkEnvironmentAndTopic()
     }
 

@@ -57,6 +57,7 @@ public final class FanoutEngine: Sendable {
     let shards: [Shard]
     private let client: APNsClient
     private let store: TokenStore
+    let waveStore: (any WaveStore)?
     private let registryWorker: RegistryWorker
     private let router: ResultRouter
     private let breaker: InvalidTokenBreaker
@@ -84,13 +85,16 @@ public final class FanoutEngine: Sendable {
 
     /// Checks the configuration, loads the app's tokens from `store` into the shards, then starts the workers.
     /// - Parameter onInvalidation: called on the registry thread after a dead token was durably removed.
+    /// - Parameter waveStore: where waves, their progress and their final reports are kept so that a restarted
+    ///   engine resumes unfinished waves (docs/fanout.md, "Durable waves"); nil keeps waves in memory only.
     public init(
-        configuration: FanoutConfiguration, store: TokenStore,
+        configuration: FanoutConfiguration, store: TokenStore, waveStore: (any WaveStore)? = nil,
         onInvalidation: (@Sendable (InvalidationReport) -> Void)? = nil
     ) throws(FanoutError) {
         try configuration.validate()
         self.configuration = configuration
         self.store = store
+        self.waveStore = waveStore
         let breaker = InvalidTokenBreaker(
             configuration: configuration.invalidTokenBreaker, logger: configuration.logger,
             metrics: configuration.metricsFactory, host: configuration.client.host,
@@ -373,6 +377,29 @@ public final class FanoutEngine: Sendable {
 
     /// A retained wave by id.
     public func wave(id: UInt64) -> Wave? { history.wave(id: id) }
+
+    /// A wave's report: a retained wave's current one, else the final report the wave store kept (waves that
+    /// completed before a restart, or that are no longer retained in memory). nil if neither knows it.
+    public func report(id: UInt64) throws(FanoutError) -> WaveReport? {
+        if let wave = history.wave(id: id) { return wave.report }
+        guard let waveStore else { return nil }
+        do {
+            return try waveStore.waveReport(id: id).map(WaveReport.init(record:))
+        } catch {
+            throw .registry(error)
+        }
+    }
+
+    /// The newest `limit` complete reports the wave store kept for this app, newest first (empty without one).
+    public func storedReports(limit: Int) throws(FanoutError) -> [WaveReport] {
+        guard let waveStore, limit > 0 else { return [] }
+        do {
+            return try waveStore.waveReports(bundleID: configuration.bundleID, environment: configuration.environment, limit: limit)
+                .map(WaveReport.init(record:))
+        } catch {
+            throw .registry(error)
+        }
+    }
 
     /// On the thread that finished the wave's last shard (a worker's): never takes the control lock.
     private func waveCompleted(_ wave: Wave) {

@@ -112,6 +112,9 @@ public enum WaveState: String, Sendable, Equatable {
     case paused
     /// Every targeted token has its outcome.
     case complete
+    /// The engine shut down gracefully with the wave unfinished; its progress is checkpointed and the next
+    /// engine on the same `WaveStore` resumes it (same id).
+    case interrupted
 }
 
 /// A wave's counters summed over shards.
@@ -132,6 +135,11 @@ public struct WaveReport: Sendable, Equatable {
     /// Delivered after an earlier attempt of the same state ended unconfirmed (`PushFailure.unconfirmed`):
     /// the device may have received it twice.
     public var possibleDuplicates = 0
+    /// Pushes sent after a restart to tokens that may have received this wave's push before it (sent after the
+    /// last checkpoint, or in flight at the crash): the most duplicates the restart could have caused.
+    public var resentAfterRestart = 0
+    /// How many times an engine resumed this wave after a restart.
+    public var restarts = 0
     /// Failed outcomes by reason (APNs reason string, or DeadlineExceeded / ResendLimitReached / Shutdown).
     public var failedByReason: [String: Int] = [:]
     /// From publish to the first and to the last answer from APNs (makespan), in ns; nil before any answer.

@@ -40,6 +40,7 @@ public enum WaveTable {
         case .running: return "*"
         case .paused: return "!"
         case .complete: return ""
+        case .interrupted: return "~"
         }
     }
 

@@ -115,6 +115,7 @@ extension FanfareAPI {
             case .running: .running
             case .paused: .paused
             case .complete: .complete
+            case .interrupted: .paused  // TODO(helper): the API's `interrupted` state
             }
         return Components.Schemas.WaveReport(
             id: Int64(clamping: report.id), channel: report.channel, event: .init(report.event), timestamp: report.timestamp,
