@@ -38,17 +38,27 @@ extension FanfareAPI {
     }
 
     package func getWave(_ input: Operations.GetWave.Input) async throws -> Operations.GetWave.Output {
-        .ok(.init(body: .json(Self.report(try wave(input.path.waveId).report))))
+        let report: WaveReport
+        switch try await waveSource(input.path.waveId) {
+        case .live(let wave): report = wave.report
+        case .stored(let stored): report = stored
+        }
+        return .ok(.init(body: .json(Self.report(report))))
     }
 
-    func wave(_ id: Int64) throws(ServiceProblem) -> Wave {
-        guard id >= 1 else { throw .badRequest(.invalidParameter, "wave_id must be at least 1", field: "wave_id") }
-        guard let wave = engine.wave(id: UInt64(id)) else {
+    /// A wave the engine keeps in memory, else the final report the wave store kept (a wave that completed
+    /// before a restart, or one no longer retained in memory).
+    func waveSource(_ id: Int64) async throws -> WaveEventStream.Source {
+        guard id >= 1 else { throw ServiceProblem.badRequest(.invalidParameter, "wave_id must be at least 1", field: "wave_id") }
+        if let wave = engine.wave(id: UInt64(id)) { return .live(wave) }
+        let stored = try await offPool { [engine] in try engine.report(id: UInt64(id)) }
+        guard let stored else {
             throw ServiceProblem(
                 .notFound, .notFound,
-                "wave \(id) is not known (the engine keeps unfinished waves and the newest complete ones)")
+                "wave \(id) is not known (the engine keeps unfinished waves and the newest complete ones, the registry "
+                    + "the newest final reports)")
         }
-        return wave
+        return .stored(stored)
     }
 
     package func listWaves(_ input: Operations.ListWaves.Input) async throws -> Operations.ListWaves.Output {
@@ -61,26 +71,35 @@ extension FanfareAPI {
         if let before = query.before, before < 1 {
             throw ServiceProblem.badRequest(.invalidParameter, "before must be at least 1 (got \(before))", field: "before")
         }
-        var page: [Wave] = []
+        // Memory first (running waves and the newest complete ones), then the stored final reports of waves not
+        // in memory (from before a restart), merged newest first.
+        let memory = engine.waves.map(\.report)
+        let known = Set(memory.map(\.id))
+        let stored = try await offPool { [engine, configuration] in
+            try engine.storedReports(limit: configuration.storedWaveReportsListed)
+        }
+        var candidates = memory
+        candidates.append(contentsOf: stored.lazy.filter { !known.contains($0.id) })
+        candidates.sort { $0.id > $1.id }
+        var page: [WaveReport] = []
         var more = false
-        for wave in engine.waves.reversed() {
-            if let channel = query.channel, wave.channel != channel { continue }
-            if let before = query.before, wave.id >= UInt64(before) { continue }
+        for report in candidates {
+            if let channel = query.channel, report.channel != channel { continue }
+            if let before = query.before, report.id >= UInt64(before) { continue }
             if page.count == limit {
                 more = true
                 break
             }
-            page.append(wave)
+            page.append(report)
         }
         let next = more ? page.last.map { Int64(clamping: $0.id) } : nil
-        return .ok(.init(body: .json(.init(waves: page.map { Self.report($0.report) }, nextBefore: next))))
+        return .ok(.init(body: .json(.init(waves: page.map { Self.report($0) }, nextBefore: next))))
     }
 
     package func getWaveEvents(_ input: Operations.GetWaveEvents.Input) async throws -> Operations.GetWaveEvents.Output {
-        let wave = try wave(input.path.waveId)
         let stream = WaveEventStream(
-            wave: wave, interval: configuration.eventInterval, stopping: lifecycle.stopping,
-            encode: { Self.reportJSON($0) })
+            source: try await waveSource(input.path.waveId), interval: configuration.eventInterval,
+            stopping: lifecycle.stopping, encode: { Self.reportJSON($0) })
         return .ok(.init(body: .textEventStream(HTTPBody(stream, length: .unknown, iterationBehavior: .single))))
     }
 
@@ -109,13 +128,13 @@ extension FanfareAPI {
 
     // MARK: - Reports
 
-    static func report(_ report: WaveReport) -> Components.Schemas.WaveReport {
+    package static func report(_ report: WaveReport) -> Components.Schemas.WaveReport {
         let state: Components.Schemas.WaveState =
             switch report.state {
             case .running: .running
             case .paused: .paused
             case .complete: .complete
-            case .interrupted: .paused  // TODO(helper): the API's `interrupted` state
+            case .interrupted: .interrupted
             }
         return Components.Schemas.WaveReport(
             id: Int64(clamping: report.id), channel: report.channel, event: .init(report.event), timestamp: report.timestamp,
@@ -123,6 +142,7 @@ extension FanfareAPI {
             delivered: report.delivered, failed: report.failed, superseded: report.superseded,
             downgraded: report.downgraded, expired: report.expired, invalidated: report.invalidated,
             retried: report.retried, possibleDuplicates: report.possibleDuplicates,
+            resentAfterRestart: report.resentAfterRestart, restarts: report.restarts,
             failedByReason: .init(additionalProperties: report.failedByReason),
             timeToFirstAckSeconds: report.timeToFirstAck.map { Double($0) / 1e9 },
             makespanSeconds: report.makespan.map { Double($0) / 1e9 })

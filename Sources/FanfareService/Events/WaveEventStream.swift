@@ -4,12 +4,21 @@ import Synchronization
 
 /// A wave's progress as Server-Sent Events: `retry: 1000`, then a `progress` event at once and every
 /// `interval` while the wave runs, then `complete` with the final report and the end of the stream; or
-/// `shutdown` if the service stops first. Pull-based: nothing runs while the client is not reading, and a
-/// client that goes away ends it.
+/// `shutdown` if the service stops first. A wave that completed before a restart (its final report read from
+/// the registry) gets `retry: 1000` and its `complete` event at once. Pull-based: nothing runs while the client
+/// is not reading, and a client that goes away ends it.
 package struct WaveEventStream: AsyncSequence, Sendable {
     package typealias Element = ArraySlice<UInt8>
 
-    let wave: Wave
+    /// What the events report.
+    package enum Source: Sendable {
+        /// A wave the engine runs or retains.
+        case live(Wave)
+        /// The final report the wave store kept.
+        case stored(WaveReport)
+    }
+
+    let source: Source
     let interval: Duration
     let stopping: StopSignal
     let encode: @Sendable (WaveReport) -> [UInt8]
@@ -25,28 +34,37 @@ package struct WaveEventStream: AsyncSequence, Sendable {
 
         package mutating func next() async -> ArraySlice<UInt8>? {
             guard !finished else { return nil }
+            let wave: Wave
+            switch stream.source {
+            case .stored(let report):
+                sent = 1
+                finished = true
+                return ArraySlice(Array("retry: 1000\n\n".utf8) + event("complete", stream.encode(report)))
+            case .live(let live):
+                wave = live
+            }
             if sent == 0 {
                 sent = 1
-                return ArraySlice(Array("retry: 1000\n\n".utf8) + event("progress", stream.encode(stream.wave.report)))
+                return ArraySlice(Array("retry: 1000\n\n".utf8) + event("progress", stream.encode(wave.report)))
             }
             // Wait one interval, waking early for completion or shutdown.
             let step = Duration.milliseconds(20)
             var waited = Duration.zero
-            while waited < stream.interval && !stream.wave.isComplete && !stream.stopping.isSet {
+            while waited < stream.interval && !wave.isComplete && !stream.stopping.isSet {
                 try? await Task.sleep(for: step)
                 waited += step
                 if Task.isCancelled { return nil }
             }
             sent += 1
-            if stream.wave.isComplete {
+            if wave.isComplete {
                 finished = true
-                return ArraySlice(event("complete", stream.encode(stream.wave.report)))
+                return ArraySlice(event("complete", stream.encode(wave.report)))
             }
             if stream.stopping.isSet {
                 finished = true
                 return ArraySlice(event("shutdown", Array(#"{"reason":"the service is shutting down"}"#.utf8)))
             }
-            return ArraySlice(event("progress", stream.encode(stream.wave.report)))
+            return ArraySlice(event("progress", stream.encode(wave.report)))
         }
 
         private func event(_ name: String, _ data: [UInt8]) -> [UInt8] {

@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "952ec30510bd5b6154c813e99f4be7353cc2ed73632899903c6b3058d46270a8"
+    package static let sha256 = "b343d9f53b4678bd76ec7238c1ce513bd618d3cd46d169ee5e0c053101aadb59"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -45,7 +45,7 @@ info:
 
     - `progress`: a `WaveReport`, sent at once and then about every 250 ms while the wave runs.
     - `complete`: the final `WaveReport` (state `complete`, every targeted token accounted for); the stream
-      ends after it.
+      ends after it. A wave that completed before the service restarted gets only this event.
     - `shutdown`: `{"reason": "..."}` when the service stops before the wave completed; the stream ends.
 
     Each event has an `id:` (a counter) and the stream starts with `retry: 1000`.
@@ -300,8 +300,9 @@ paths:
       tags: [waves]
       summary: Recent waves, newest first.
       description: |
-        The engine keeps every unfinished wave and the newest complete ones (1,000 by default). Pages go
-        from newest to oldest: pass the `next_before` of one page as `before` to get the next. Needs scope
+        The engine keeps every unfinished wave and the newest complete ones (1,000 by default) in memory; the
+        final reports of waves from before a restart come from the registry database (its newest 1,000). Pages
+        go from newest to oldest: pass the `next_before` of one page as `before` to get the next. Needs scope
         `read`.
       parameters:
         - name: channel
@@ -347,7 +348,9 @@ paths:
       operationId: getWave
       tags: [waves]
       summary: A wave's state and counters.
-      description: Needs scope `read`.
+      description: |
+        A wave the engine keeps in memory, else the final report the registry database kept (a wave that
+        completed before a restart). Needs scope `read`.
       parameters:
         - $ref: '#/components/parameters/WaveID'
       responses:
@@ -1031,8 +1034,11 @@ components:
           type: string
     WaveState:
       type: string
-      description: '`paused` while the invalid-token breaker is open (nothing of the wave is sent).'
-      enum: [running, paused, complete]
+      description: |
+        `paused` while the invalid-token breaker is open (nothing of the wave is sent). `interrupted`: the service
+        shut down gracefully with the wave unfinished; its progress is checkpointed and the next start resumes it
+        (same id) with no duplicate.
+      enum: [running, paused, complete, interrupted]
     WaveReport:
       type: object
       description: |
@@ -1055,6 +1061,8 @@ components:
         - invalidated
         - retried
         - possible_duplicates
+        - resent_after_restart
+        - restarts
         - failed_by_reason
       properties:
         id:
@@ -1092,6 +1100,15 @@ components:
           type: integer
         possible_duplicates:
           type: integer
+        resent_after_restart:
+          type: integer
+          description: |
+            Pushes sent after a restart to tokens that may have received this wave's push before it (sent after
+            the last checkpoint, or in flight at a crash): the most duplicates the restarts could have caused.
+            0 after a graceful restart.
+        restarts:
+          type: integer
+          description: How many times the service resumed this wave after a restart.
         failed_by_reason:
           type: object
           description: Failed outcomes by APNs reason (or DeadlineExceeded, Unconfirmed, Shutdown, ...).

@@ -966,13 +966,17 @@ extension Components {
                 case channel
             }
         }
-        /// `paused` while the invalid-token breaker is open (nothing of the wave is sent).
+        /// `paused` while the invalid-token breaker is open (nothing of the wave is sent). `interrupted`: the service
+        /// shut down gracefully with the wave unfinished; its progress is checkpointed and the next start resumes it
+        /// (same id) with no duplicate.
+        ///
         ///
         /// - Remark: Generated from `#/components/schemas/WaveState`.
         @frozen package enum WaveState: String, Codable, Hashable, Sendable, CaseIterable {
             case running = "running"
             case paused = "paused"
             case complete = "complete"
+            case interrupted = "interrupted"
         }
         /// Every targeted token ends in exactly one of delivered, failed, superseded, expired or invalidated
         /// (`accounted` equals `targeted` once complete); `sent`, `downgraded`, `retried` count attempts.
@@ -1018,6 +1022,17 @@ extension Components {
             package var retried: Swift.Int
             /// - Remark: Generated from `#/components/schemas/WaveReport/possible_duplicates`.
             package var possibleDuplicates: Swift.Int
+            /// Pushes sent after a restart to tokens that may have received this wave's push before it (sent after
+            /// the last checkpoint, or in flight at a crash): the most duplicates the restarts could have caused.
+            /// 0 after a graceful restart.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/WaveReport/resent_after_restart`.
+            package var resentAfterRestart: Swift.Int
+            /// How many times the service resumed this wave after a restart.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WaveReport/restarts`.
+            package var restarts: Swift.Int
             /// Failed outcomes by APNs reason (or DeadlineExceeded, Unconfirmed, Shutdown, ...).
             ///
             /// - Remark: Generated from `#/components/schemas/WaveReport/failed_by_reason`.
@@ -1069,6 +1084,8 @@ extension Components {
             ///   - invalidated:
             ///   - retried:
             ///   - possibleDuplicates:
+            ///   - resentAfterRestart: Pushes sent after a restart to tokens that may have received this wave's push before it (sent after
+            ///   - restarts: How many times the service resumed this wave after a restart.
             ///   - failedByReason: Failed outcomes by APNs reason (or DeadlineExceeded, Unconfirmed, Shutdown, ...).
             ///   - timeToFirstAckSeconds: From publish to APNs' first answer.
             ///   - makespanSeconds: From publish to APNs' last answer.
@@ -1089,6 +1106,8 @@ extension Components {
                 invalidated: Swift.Int,
                 retried: Swift.Int,
                 possibleDuplicates: Swift.Int,
+                resentAfterRestart: Swift.Int,
+                restarts: Swift.Int,
                 failedByReason: Components.Schemas.WaveReport.FailedByReasonPayload,
                 timeToFirstAckSeconds: Swift.Double? = nil,
                 makespanSeconds: Swift.Double? = nil
@@ -1109,6 +1128,8 @@ extension Components {
                 self.invalidated = invalidated
                 self.retried = retried
                 self.possibleDuplicates = possibleDuplicates
+                self.resentAfterRestart = resentAfterRestart
+                self.restarts = restarts
                 self.failedByReason = failedByReason
                 self.timeToFirstAckSeconds = timeToFirstAckSeconds
                 self.makespanSeconds = makespanSeconds
@@ -1130,6 +1151,8 @@ extension Components {
                 case invalidated
                 case retried
                 case possibleDuplicates = "possible_duplicates"
+                case resentAfterRestart = "resent_after_restart"
+                case restarts
                 case failedByReason = "failed_by_reason"
                 case timeToFirstAckSeconds = "time_to_first_ack_seconds"
                 case makespanSeconds = "makespan_seconds"

@@ -1996,8 +1996,9 @@ package enum Operations {
     }
     /// Recent waves, newest first.
     ///
-    /// The engine keeps every unfinished wave and the newest complete ones (1,000 by default). Pages go
-    /// from newest to oldest: pass the `next_before` of one page as `before` to get the next. Needs scope
+    /// The engine keeps every unfinished wave and the newest complete ones (1,000 by default) in memory; the
+    /// final reports of waves from before a restart come from the registry database (its newest 1,000). Pages
+    /// go from newest to oldest: pass the `next_before` of one page as `before` to get the next. Needs scope
     /// `read`.
     ///
     ///
@@ -2245,7 +2246,9 @@ package enum Operations {
     }
     /// A wave's state and counters.
     ///
-    /// Needs scope `read`.
+    /// A wave the engine keeps in memory, else the final report the registry database kept (a wave that
+    /// completed before a restart). Needs scope `read`.
+    ///
     ///
     /// - Remark: HTTP `GET /v1/waves/{wave_id}`.
     /// - Remark: Generated from `#/paths//v1/waves/{wave_id}/get(getWave)`.

@@ -17,6 +17,8 @@ import Synchronization
 ///   (attempts), `fanfare_apns_connections_closed_total`, `fanfare_apns_reconnect_backoffs_total`,
 ///   `fanfare_apns_certificate_rejections_total`
 /// - `fanfare_waves_running`, `fanfare_waves_published_total`, `fanfare_waves_completed_total`,
+///   `fanfare_waves_resumed_total` (unfinished waves of an earlier run, resumed at start),
+///   `fanfare_pushes_resent_after_restart_total` (a completed wave's `resentAfterRestart`),
 ///   `fanfare_wave_outcomes_total{outcome}` (tokens of completed waves), `fanfare_wave_makespan_seconds` and
 ///   `fanfare_wave_content_age_seconds` (histograms, per completed wave)
 /// - `fanfare_registry_tokens`, `fanfare_channels_in_use`, `fanfare_invalid_tokens_held`,
@@ -35,6 +37,8 @@ package final class ServiceMetrics: Sendable {
 
     private let wavesPublished: CoreMetrics.Counter
     private let wavesCompleted: CoreMetrics.Counter
+    private let wavesResumed: CoreMetrics.Counter
+    private let resentAfterRestart: CoreMetrics.Counter
     private let makespan: Recorder
     private let contentAge: Recorder
 
@@ -54,6 +58,8 @@ package final class ServiceMetrics: Sendable {
         self.factory = factory
         wavesPublished = CoreMetrics.Counter(label: "fanfare_waves_published_total", factory: factory)
         wavesCompleted = CoreMetrics.Counter(label: "fanfare_waves_completed_total", factory: factory)
+        wavesResumed = CoreMetrics.Counter(label: "fanfare_waves_resumed_total", factory: factory)
+        resentAfterRestart = CoreMetrics.Counter(label: "fanfare_pushes_resent_after_restart_total", factory: factory)
         makespan = Recorder(label: "fanfare_wave_makespan_seconds", aggregate: true, factory: factory)
         contentAge = Recorder(label: "fanfare_wave_content_age_seconds", aggregate: true, factory: factory)
     }
@@ -71,10 +77,13 @@ package final class ServiceMetrics: Sendable {
 
     package func waveStarted() { wavesPublished.increment() }
 
+    package func waveResumed() { wavesResumed.increment() }
+
     package func waveCompleted(_ report: WaveReport, contentAgeSeconds: Double) {
         wavesCompleted.increment()
         if let makespan = report.makespan { self.makespan.record(Double(makespan) / 1e9) }
         contentAge.record(max(0, contentAgeSeconds))
+        if report.resentAfterRestart > 0 { resentAfterRestart.increment(by: Int64(report.resentAfterRestart)) }
         for (outcome, count) in [
             ("delivered", report.delivered), ("failed", report.failed), ("superseded", report.superseded),
             ("expired", report.expired), ("invalidated", report.invalidated),

@@ -2,8 +2,9 @@ import FanfareFanout
 import Logging
 import Synchronization
 
-/// Watches what the log and the metrics report over time: waves published through the API (one line when a
-/// wave starts, one when it completes, with its counts; makespan and content-age histograms), and APNs
+/// Watches what the log and the metrics report over time: waves published through the API or resumed at start
+/// (one line when a wave starts or resumes, one when it completes, with its counts; makespan and content-age
+/// histograms; one per wave left unfinished at shutdown), and APNs
 /// connection events (from the client's totals: one line per connection that came up or ended).
 package final class WaveMonitor: Sendable {
     private let logger: Logger
@@ -34,6 +35,34 @@ package final class WaveMonitor: Sendable {
             ])
     }
 
+    /// A wave the engine resumed at start (from an earlier run on the same registry).
+    package func resumed(_ wave: Wave) {
+        state.withLock { $0.running.append(wave) }
+        metrics.waveResumed()
+        let report = wave.report
+        logger.notice(
+            "wave resumed",
+            metadata: [
+                "wave": "\(report.id)", "channel": "\(report.channel)", "event": "\(report.event.rawValue)",
+                "timestamp": "\(report.timestamp)", "restarts": "\(report.restarts)", "targeted": "\(report.targeted)",
+                "accounted": "\(report.accounted)",
+            ])
+    }
+
+    /// At the end (after the engine shut down): one line per wave left unfinished, which the next start resumes.
+    package func stopped() {
+        let left = state.withLock { state in state.running.filter { !$0.isComplete } }
+        for wave in left {
+            let report = wave.report
+            logger.notice(
+                "wave interrupted: it resumes at the next start",
+                metadata: [
+                    "wave": "\(report.id)", "channel": "\(report.channel)", "state": "\(report.state.rawValue)",
+                    "targeted": "\(report.targeted)", "accounted": "\(report.accounted)", "delivered": "\(report.delivered)",
+                ])
+        }
+    }
+
     /// One pass: completed waves and connection changes. Called every ~100 ms and once at the end.
     package func check(engine: FanoutEngine) {
         let completed: [Wave] = state.withLock { state in
@@ -51,6 +80,10 @@ package final class WaveMonitor: Sendable {
                 "expired": "\(report.expired)", "invalidated": "\(report.invalidated)",
             ]
             if let makespan = report.makespan { metadata["makespan_ms"] = "\(makespan / 1_000_000)" }
+            if report.restarts > 0 {
+                metadata["restarts"] = "\(report.restarts)"
+                metadata["resent_after_restart"] = "\(report.resentAfterRestart)"
+            }
             if !report.failedByReason.isEmpty {
                 metadata["failed_by_reason"] = .dictionary(report.failedByReason.mapValues { .stringConvertible($0) })
             }

@@ -91,7 +91,7 @@ package enum OperatorPage {
         .progress { display: flex; align-items: center; gap: .5rem; }
         .progress .pct { min-width: 5ch; text-align: right; font-variant-numeric: tabular-nums; }
         .state { font-size: .85rem; font-weight: 600; }
-        .state.running { color: var(--delivered); } .state.paused { color: var(--other); }
+        .state.running { color: var(--delivered); } .state.paused, .state.interrupted { color: var(--other); }
         .state.complete { color: var(--muted); }
         .scroll { overflow-x: auto; }
         .muted { color: var(--muted); }

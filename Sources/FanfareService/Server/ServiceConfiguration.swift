@@ -19,8 +19,12 @@ public struct ServiceConfiguration: Sendable {
     public var maxBodyBytes = 8 << 20
     /// Most items in one token batch (register or delete).
     public var maxBatchItems = 10_000
-    /// After SIGTERM/SIGINT, how long in-flight waves may take to finish before the service stops anyway.
+    /// After SIGTERM/SIGINT, how long the engine's graceful shutdown (in-flight pushes answered, a final
+    /// checkpoint of every unfinished wave) and requests still open may take before the service stops anyway.
     public var shutdownTimeout: Duration = .seconds(30)
+    /// `GET /v1/waves` lists, after the waves in memory, the final reports of up to this many of the newest
+    /// waves the registry kept (waves from before a restart).
+    public var storedWaveReportsListed = 1000
     /// Between two `progress` events of a wave's event stream.
     public var eventInterval: Duration = .milliseconds(250)
     /// How long an Idempotency-Key's answer is kept.
@@ -68,6 +72,7 @@ public struct ServiceConfiguration: Sendable {
         if eventInterval < .milliseconds(10) || eventInterval > .seconds(60) { return "the event interval must be in 10 ms...60 s" }
         if retryAfterSeconds < 1 || retryAfterSeconds > 3600 { return "Retry-After must be in 1...3600 seconds" }
         if blockingThreads < 1 || blockingThreads > 64 { return "blocking threads must be in 1...64" }
+        if storedWaveReportsListed < 0 || storedWaveReportsListed > 100_000 { return "stored wave reports listed must be in 0...100,000" }
         return nil
     }
 }
