@@ -97,6 +97,17 @@ final class CheckpointWriter: @unchecked Sendable {
         thread = nil
     }
 
+    /// After `stop()`, on the caller's thread: writes what was handed over since, then `extra` (a graceful
+    /// shutdown's last checkpoints). Returns false if something could not be written.
+    func writeRemaining(_ extra: [WaveCheckpoint]) -> Bool {
+        var work = pending.withLock { list in
+            defer { list.removeAll() }
+            return list
+        }
+        if !extra.isEmpty { work.append(.checkpoints(shard: 0, generation: 0, extra)) }
+        return write(work).isEmpty
+    }
+
     /// Tests: what a crash leaves behind. Stops at once; nothing handed over from now on reaches the store.
     func abandon() {
         abandoned.store(true, ordering: .releasing)

@@ -215,6 +215,9 @@ public final class FanoutEngine: Sendable {
 
     // MARK: - Durable waves
 
+    /// Complete reports read at start-up to find newer waves of a resumed wave's channel.
+    static let supersedingReportsRead = 4096
+
     /// Picks up the waves an earlier engine left unfinished, oldest first: the newest wave of each channel
     /// (and audience) resumes from its shards' checkpoints; an older one, or one a newer wave of its channel
     /// followed, ends superseded for what is left; one past `freshUntil` ends expired.
@@ -223,6 +226,18 @@ public final class FanoutEngine: Sendable {
         func audienceKey(_ record: WaveRecord) -> String { record.channel + (record.event == "start" ? "\u{0}start" : "\u{0}update") }
         var newest: [String: UInt64] = [:]
         for wave in unfinished { newest[audienceKey(wave.record)] = max(newest[audienceKey(wave.record)] ?? 0, wave.record.id) }
+        // Waves that completed after an unfinished one (on another engine, or before the crash) supersede it too.
+        let oldest = unfinished.first?.record.id ?? 0
+        do {
+            for report in try waveStore?.waveReports(
+                bundleID: configuration.bundleID, environment: configuration.environment, limit: Self.supersedingReportsRead) ?? []
+            where report.id > oldest {
+                let key = report.channel + (report.event == "start" ? "\u{0}start" : "\u{0}update")
+                newest[key] = max(newest[key] ?? 0, report.id)
+            }
+        } catch {
+            configuration.logger.error("durable waves: reading recent reports failed (\(error)); resuming without them")
+        }
         for wave in unfinished {
             let record = wave.record
             guard let event = LiveActivityEvent(rawValue: record.event) else {
@@ -237,8 +252,7 @@ public final class FanoutEngine: Sendable {
                 continue
             }
             var mode = Shard.ResumeMode.resume
-            let latest = control.withLock { $0.latest[record.channel] }
-            if newest[audienceKey(record)] != record.id || (event != .start && (latest ?? .min) > record.timestamp) {
+            if newest[audienceKey(record)] != record.id {
                 mode = .supersede
             } else if let freshUntil = record.freshUntil, freshUntil <= now {
                 mode = .expire
@@ -746,15 +760,13 @@ public final class FanoutEngine: Sendable {
         }
         client.shutdown()
         checkpointWriter.stop()  // after what shards handed it is written
+        checkpointWriter.kick = nil  // the workers are gone
         var final: [WaveCheckpoint] = []
         for shard in shards { final += shard.checkpointAfterStop() }
-        if let waveStore, !final.isEmpty {
-            do {
-                try waveStore.saveCheckpoints(final)
-            } catch {
-                configuration.logger.error(
-                    "durable waves: the last checkpoints could not be written (\(error)); the next start resumes from earlier ones")
-            }
+        // Then what the shards' last service handed over (a wave that completed there) and the last checkpoints.
+        if !checkpointWriter.writeRemaining(final) {
+            configuration.logger.error(
+                "durable waves: the last checkpoints could not be written (\(checkpointWriter.lastError ?? "?")); the next start resumes from earlier ones")
         }
         for wave in history.recent where !wave.isComplete { wave.interrupt() }
         registryWorker.stop()

@@ -365,6 +365,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         walk.appendRange(sorted, from: first, count: sorted.count)
         walk.from = startKey
         walk.to = startKey
+        walkSorter.releaseIfLarge()
         // A superseding wave starts at a key only its first checkpoint records: nothing goes out before that
         // checkpoint is durable. A wave that starts at the origin may go `window` members ahead at once (a
         // restart without its checkpoint counts those as possibly sent).
@@ -1033,8 +1034,9 @@ final class Shard: PushProducer, @unchecked Sendable {
             [WaveCheckpoint(waveID: wave.update.wave.id, shard: index, data: checkpoint.encoded(), savedAt: Int64(time(nil)) * 1000)])
     }
 
-    /// One wave's progress on this shard now, and the permit it asks for.
-    private func progress(of slot: Int) -> ShardCheckpoint {
+    /// One wave's progress on this shard now, and the permit it asks for. `final`: the shard sends nothing
+    /// more (a graceful shutdown), so nothing past the cursor can have gone out after this.
+    private func progress(of slot: Int, final: Bool = false) -> ShardCheckpoint {
         let wave = waves[slot]!
         var checkpoint = ShardCheckpoint()
         checkpoint.restarts = wave.update.wave.restarts
@@ -1064,9 +1066,15 @@ final class Shard: PushProducer, @unchecked Sendable {
                     pending.append(.init(hash: walk.hashes[position], possiblySent: possiblySent(member)))
                 }
             }
-            let highPosition = min(walk.count, max(visited, walk.explicitCount + walk.rangePossiblySent, walk.explicitCount) &+ checkpointWindow)
-            for position in visited..<walk.explicitCount {
-                pending.append(.init(hash: walk.hashes[position], possiblySent: walk.possiblySent(position) || position < highPosition))
+            // Past the cursor, pushes may go out up to the permit this checkpoint grants (none after a final one);
+            // a resumed wave's range may also hold members an earlier run possibly sent.
+            let alreadySent = walk.explicitCount + walk.rangePossiblySent
+            let highPosition = min(walk.count, final ? max(visited, alreadySent) : max(visited, alreadySent) &+ checkpointWindow)
+            if visited < walk.explicitCount {
+                for position in visited..<walk.explicitCount {
+                    let mayHaveGone = walk.possiblySent(position) || (!final && position < highPosition)
+                    pending.append(.init(hash: walk.hashes[position], possiblySent: mayHaveGone))
+                }
             }
             if visited >= walk.count {
                 checkpoint.rangeDone = true
@@ -1107,7 +1115,12 @@ final class Shard: PushProducer, @unchecked Sendable {
         let audienceIndex = Self.audienceIndex(channel, update.kind)
         precondition(update.sequence > audiences[audienceIndex].lastSequence, "resumed waves arrive in publish order")
         audiences[audienceIndex].lastSequence = update.sequence
-        if let checkpoint { tally.restore(checkpoint) }
+        if let checkpoint {
+            tally.restore(checkpoint)
+            let publishedAt = update.wave.publishedAt
+            if checkpoint.firstAck != 0 { tally.firstAck.store(publishedAt &+ checkpoint.firstAck, ordering: .relaxed) }
+            if checkpoint.lastAck != 0 { tally.lastAck.store(publishedAt &+ checkpoint.lastAck, ordering: .relaxed) }
+        }
         if let checkpoint, checkpoint.finished {
             update.wave.shardFinished(index)
             return
@@ -1151,6 +1164,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         guard let checkpoint else {
             walk.appendRange(sorted, from: 0, count: sorted.count)
             walk.rangePossiblySent = everythingSent ? sorted.count : min(sorted.count, checkpointWindow == Int.max ? sorted.count : checkpointWindow)
+            walkSorter.releaseIfLarge()
             return (walk, 0)
         }
         // The range still to visit, as positions of `sorted`.
@@ -1205,6 +1219,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         walk.rangePossiblySent = everythingSent ? rangeCount : rangeSent
         walk.from = checkpoint.rangeDone ? checkpoint.to : checkpoint.from
         walk.to = checkpoint.to
+        walkSorter.releaseIfLarge()
         return (walk, missing)
     }
 
@@ -1234,7 +1249,8 @@ final class Shard: PushProducer, @unchecked Sendable {
         var items: [WaveCheckpoint] = []
         let savedAt = Int64(time(nil)) * 1000
         for slot in waves.indices where waves[slot] != nil {
-            items.append(WaveCheckpoint(waveID: waves[slot]!.update.wave.id, shard: index, data: progress(of: slot).encoded(), savedAt: savedAt))
+            items.append(
+                WaveCheckpoint(waveID: waves[slot]!.update.wave.id, shard: index, data: progress(of: slot, final: true).encoded(), savedAt: savedAt))
         }
         return items
     }

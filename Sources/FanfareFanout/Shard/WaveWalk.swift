@@ -120,6 +120,11 @@ struct WalkSorter {
         scratch = .init(start: nil, count: 0)
     }
 
+    /// Gives a big audience's sort buffers back between waves (32 bytes per member).
+    mutating func releaseIfLarge() {
+        if entries.count > 65_536 { deallocate() }
+    }
+
     private mutating func reserve(_ count: Int) {
         guard entries.count < count else { return }
         entries.deallocate()
