@@ -126,7 +126,9 @@ enum RegistrySchema {
             try db.execute(sql: "CREATE INDEX waves_unfinished ON waves(app_id, id) WHERE completed_at IS NULL")
             try db.execute(sql: "CREATE INDEX waves_complete ON waves(app_id, id) WHERE completed_at IS NOT NULL")
             // The last checkpoint of each (wave, shard): replaced in place every ~100 ms while the wave runs,
-            // deleted when it completes. `data` is the engine's own encoding.
+            // deleted when it completes. `data` is the engine's own encoding, up to tens of KiB. A rowid table,
+            // not WITHOUT ROWID: there a row is its own B-tree key, and a page split copies a whole row (overflow
+            // pages included) into the parent; here parents hold rowids and the key index holds two integers.
             try db.execute(sql: """
                 CREATE TABLE wave_checkpoints (
                     wave_id INTEGER NOT NULL,
@@ -134,7 +136,7 @@ enum RegistrySchema {
                     data BLOB NOT NULL,
                     saved_at INTEGER NOT NULL,
                     PRIMARY KEY (wave_id, shard)
-                ) WITHOUT ROWID
+                )
                 """)
             // The newest update timestamp published per channel, so latest-state-wins holds across restarts.
             // By name, not by `channels.id`: that row goes when no token follows the channel any more.
