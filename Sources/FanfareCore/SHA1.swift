@@ -2,8 +2,9 @@
 /// schedule live inline.
 ///
 /// Only for name-based UUIDs (RFC 9562 §5.5 names SHA-1; see ``NameBasedUUID``), never for anything that needs
-/// collision resistance. Pure Swift rather than OpenSSL because it is as fast for the 2–3 blocks of an id
-/// (docs/performance.md has both measured) and keeps C out of FanfareCore.
+/// collision resistance. Pure Swift, so FanfareCore stays free of C and the id can be checked here against the
+/// standard's vectors; OpenSSL's `SHA1_*` (deprecated in OpenSSL 3, SHA-NI on CPUs that have it) measured about
+/// 4 times faster per id, docs/performance.md has both.
 public struct SHA1: Sendable {
     /// A 20-byte SHA-1 digest as five big-endian words (`h0` first).
     public struct Digest: Sendable, Equatable, CustomStringConvertible {
