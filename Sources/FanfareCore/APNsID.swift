@@ -48,10 +48,17 @@ public struct APNsIDGenerator: Sendable {
         // RFC 4122 variant: the top two bits of byte 8 are 10.
         let high = next() & ~0xF000 | 0x4000
         let low = next() & ~(0xC0 << 56) | (0x80 << 56)
+        Self.writeCanonical(high: high, low: low, to: destination)
+    }
+
+    /// Writes the canonical lowercase 8-4-4-4-12 text of the UUID whose bytes 0-7 are `high` and 8-15 `low`
+    /// (each big-endian), exactly ``byteCount`` bytes, to `destination`. Random and name-based ids share it.
+    @inlinable
+    public static func writeCanonical(high: UInt64, low: UInt64, to destination: UnsafeMutableRawPointer) {
         // The 32 digits side by side, then cut into 8-4-4-4-12 around the hyphens.
         var digits: (UInt64, UInt64, UInt64, UInt64) = (
-            Self.hexDigits(UInt32(truncatingIfNeeded: high >> 32)), Self.hexDigits(UInt32(truncatingIfNeeded: high)),
-            Self.hexDigits(UInt32(truncatingIfNeeded: low >> 32)), Self.hexDigits(UInt32(truncatingIfNeeded: low))
+            hexDigits(UInt32(truncatingIfNeeded: high >> 32)), hexDigits(UInt32(truncatingIfNeeded: high)),
+            hexDigits(UInt32(truncatingIfNeeded: low >> 32)), hexDigits(UInt32(truncatingIfNeeded: low))
         )
         withUnsafeBytes(of: &digits) { hex in
             let source = hex.baseAddress!

@@ -26,6 +26,14 @@ struct RawStatement {
         sqlite3_bind_int64(handle, index, value)
     }
 
+    func bind(_ index: Int32, _ value: Int64?) {
+        guard let value else {
+            sqlite3_bind_null(handle, index)
+            return
+        }
+        sqlite3_bind_int64(handle, index, value)
+    }
+
     func bind(_ index: Int32, _ value: Bool) {
         sqlite3_bind_int64(handle, index, value ? 1 : 0)
     }
@@ -52,6 +60,10 @@ struct RawStatement {
             return
         }
         sqlite3_bind_blob(handle, index, pointer, Int32(blob.count), transient)
+    }
+
+    func bind(_ index: Int32, blob: [UInt8]) {
+        blob.withUnsafeBytes { bind(index, blob: $0) }
     }
 
     // MARK: Execution
@@ -90,6 +102,12 @@ struct RawStatement {
     }
 
     // MARK: Reading the current row (0-based columns)
+
+    /// The storage class of a column of the current row: SQLITE_INTEGER, SQLITE_FLOAT, SQLITE_TEXT, SQLITE_BLOB
+    /// or SQLITE_NULL (`int64`, `string` and `blob` convert silently; strict readers check this first).
+    func type(_ column: Int32) -> Int32 {
+        sqlite3_column_type(handle, column)
+    }
 
     func int64(_ column: Int32) -> Int64 {
         sqlite3_column_int64(handle, column)

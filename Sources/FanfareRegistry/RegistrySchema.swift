@@ -81,6 +81,83 @@ enum RegistrySchema {
                 """)
             try db.execute(sql: "CREATE INDEX idempotency_keys_by_created_at ON idempotency_keys(created_at)")
         }
+        migrator.registerMigration("v3: waves") { db in
+            // Durable waves (WaveStore, docs/fanout.md "Durable waves: storage"). One row per published wave,
+            // written before `publish` returns; `completed_at` stays NULL until the wave's final report is
+            // written into the same row. AUTOINCREMENT (ids are given by the engine, not assigned here) makes
+            // SQLite remember the highest id ever inserted in `sqlite_sequence`, so pruning the newest reports
+            // cannot make a restarted engine reuse their ids. The app is the `apps` row tokens use.
+            try db.execute(sql: """
+                CREATE TABLE waves (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    app_id INTEGER NOT NULL,
+                    channel TEXT NOT NULL,
+                    event TEXT NOT NULL,
+                    timestamp INTEGER NOT NULL,
+                    priority TEXT NOT NULL,
+                    has_alert INTEGER NOT NULL,
+                    payload BLOB NOT NULL,
+                    fresh_until INTEGER,
+                    collapse_id TEXT,
+                    dismissal_date INTEGER,
+                    published_at INTEGER NOT NULL,
+                    shard_count INTEGER NOT NULL,
+                    start_keys BLOB NOT NULL,
+                    completed_at INTEGER,
+                    targeted INTEGER NOT NULL DEFAULT 0,
+                    sent INTEGER NOT NULL DEFAULT 0,
+                    delivered INTEGER NOT NULL DEFAULT 0,
+                    failed INTEGER NOT NULL DEFAULT 0,
+                    superseded INTEGER NOT NULL DEFAULT 0,
+                    downgraded INTEGER NOT NULL DEFAULT 0,
+                    expired INTEGER NOT NULL DEFAULT 0,
+                    invalidated INTEGER NOT NULL DEFAULT 0,
+                    retried INTEGER NOT NULL DEFAULT 0,
+                    possible_duplicates INTEGER NOT NULL DEFAULT 0,
+                    resent_after_restart INTEGER NOT NULL DEFAULT 0,
+                    restarts INTEGER NOT NULL DEFAULT 0,
+                    failed_by_reason TEXT NOT NULL DEFAULT '',
+                    time_to_first_ack INTEGER,
+                    makespan INTEGER
+                )
+                """)
+            // Start-up reads one app's unfinished waves; reports are listed per app newest first. Partial
+            // indexes: each holds only the rows its query wants.
+            try db.execute(sql: "CREATE INDEX waves_unfinished ON waves(app_id, id) WHERE completed_at IS NULL")
+            try db.execute(sql: "CREATE INDEX waves_complete ON waves(app_id, id) WHERE completed_at IS NOT NULL")
+            // The last checkpoint of each (wave, shard): replaced in place every ~100 ms while the wave runs,
+            // deleted when it completes. `data` is the engine's own encoding, up to tens of KiB. A rowid table,
+            // not WITHOUT ROWID: there a row is its own B-tree key, and a page split copies a whole row (overflow
+            // pages included) into the parent; here parents hold rowids and the key index holds two integers.
+            try db.execute(sql: """
+                CREATE TABLE wave_checkpoints (
+                    wave_id INTEGER NOT NULL,
+                    shard INTEGER NOT NULL,
+                    data BLOB NOT NULL,
+                    saved_at INTEGER NOT NULL,
+                    PRIMARY KEY (wave_id, shard)
+                )
+                """)
+            // The newest update timestamp published per channel, so latest-state-wins holds across restarts.
+            // By name, not by `channels.id`: that row goes when no token follows the channel any more.
+            try db.execute(sql: """
+                CREATE TABLE channel_latest (
+                    app_id INTEGER NOT NULL,
+                    channel TEXT NOT NULL,
+                    timestamp INTEGER NOT NULL,
+                    PRIMARY KEY (app_id, channel)
+                ) WITHOUT ROWID
+                """)
+            // Channels whose update tokens retire at `due_at` (UNIX s: an `end`'s dismissal date), until applied.
+            try db.execute(sql: """
+                CREATE TABLE pending_retirements (
+                    app_id INTEGER NOT NULL,
+                    channel TEXT NOT NULL,
+                    due_at INTEGER NOT NULL,
+                    PRIMARY KEY (app_id, channel)
+                ) WITHOUT ROWID
+                """)
+        }
         return migrator
     }
 }

@@ -252,6 +252,16 @@ public final class SQLiteTokenStore: TokenStore {
         try access("reading PRAGMA \(name)") { db in try String.fetchOne(db, sql: "PRAGMA \(name)") }
     }
 
+    /// Runs raw SQL on the store's connection (tests corrupt rows with it, the file being locked to others).
+    func execute(sql: String) throws(RegistryError) {
+        try access("executing \(sql)") { db in try db.execute(sql: sql) }
+    }
+
+    /// The integer a query returns (tests count rows with it).
+    func scalar(sql: String) throws(RegistryError) -> Int64? {
+        try access("querying \(sql)") { db in try Int64.fetchOne(db, sql: sql) }
+    }
+
     // MARK: - Helpers
 
     /// Runs `body` on the database queue (every call goes through it, so none overlap); `memory` may be read
@@ -282,7 +292,7 @@ public final class SQLiteTokenStore: TokenStore {
 
     /// Runs `body` in an IMMEDIATE transaction with the in-memory state; what `body` changed in memory is undone
     /// if the transaction does not commit. Every failure becomes `.storage("<operation> failed: ...")`.
-    private func transaction<T: Sendable>(
+    func transaction<T: Sendable>(
         _ operation: @autoclosure () -> String, _ body: (Database, inout RegistryMemoryState) throws -> T
     ) throws(RegistryError) -> T {
         do {
@@ -376,7 +386,7 @@ public final class SQLiteTokenStore: TokenStore {
     }
 
     /// The id of an app (bundle id, environment), adding the app if it is new.
-    private static func appID(_ key: AppKey, _ db: Database, _ memory: inout RegistryMemoryState) throws -> Int64 {
+    static func appID(_ key: AppKey, _ db: Database, _ memory: inout RegistryMemoryState) throws -> Int64 {
         if let id = memory.appIDs[key] { return id }
         try db.execute(
             sql: "INSERT INTO apps (bundle_id, environment) VALUES (?, ?)",

@@ -61,13 +61,19 @@ public struct TokenRegistration: Sendable, Equatable {
 public enum RegistryError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A registration is malformed (index in the batch, what is wrong).
     case invalidRegistration(index: Int, reason: String)
-    /// The database could not be opened, read or written.
+    /// The database could not be opened, read or written (or holds a row it cannot read back).
     case storage(String)
+    /// A `WaveStore` call named a wave that was never saved (or was pruned).
+    case unknownWave(id: UInt64)
+    /// A `WaveStore` call passed a wave, checkpoint or report the store refuses (which wave, what is wrong).
+    case invalidWave(id: UInt64, reason: String)
 
     public var description: String {
         switch self {
         case .invalidRegistration(let index, let reason): return "registration #\(index) is invalid: \(reason)"
         case .storage(let message): return "token registry: \(message)"
+        case .unknownWave(let id): return "wave \(id) is unknown (never saved, or pruned)"
+        case .invalidWave(let id, let reason): return "wave \(id) cannot be stored: \(reason)"
         }
     }
 }

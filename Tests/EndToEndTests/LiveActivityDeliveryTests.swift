@@ -98,6 +98,40 @@ import Testing
         #expect((endAPS["dismissal-date"] as? NSNumber)?.intValue == 0)
     }
 
+    /// A wave push's apns-id (`PushIdentifier.waveID`) is sent as is, and a push sent again (as after a restart)
+    /// shows twice in the simulator's log under one id: a duplicate anyone can count and recompute.
+    @Test func wavePushIDsReachTheSimulatorAndRepeatOnResend() async throws {
+        let harness = try TestHarness()
+        defer { harness.shutdown() }
+        let client = try harness.startClient(try harness.clientConfiguration(), collector: ResultCollector())
+        let payload = try updatePayload()
+        // Python: ns = uuid.UUID("314bf00d-1ac8-5df6-b187-865dac19318b"); token = bytes((5 + 13 * i) & 0xff for i
+        // in range(80)); uuid.UUID(bytes=hashlib.sha1(ns.bytes + (0x0123456789abcdef).to_bytes(8, "big")
+        // + token).digest()[:16], version=5)
+        let known = try DeviceToken(bytes: (0..<80).map { UInt8(truncatingIfNeeded: 5 + 13 * $0) })
+        let wave: UInt64 = 0x0123_4567_89AB_CDEF
+        let tokens = [known] + (0..<4).map { makeToken($0) }
+        let sends = tokens + [known, tokens[1]]  // two resends
+        for (index, token) in sends.enumerated() {
+            let job = PushJob(token: token, payload: payload, apnsID: PushIdentifier.waveID(wave: wave, token: token), cookie: UInt64(index))
+            let result = try await client.send(job)
+            #expect(result.disposition == .delivered)
+            #expect(result.apnsID == PushIdentifier.waveID(wave: wave, token: token))
+        }
+        harness.shutdown()
+
+        let log = try harness.acceptedLog()
+        try #require(log.count == sends.count)
+        let ids = log.map { $0.string("apns-id") ?? "" }
+        for record in log {
+            let token = try DeviceToken(hex: try #require(record.string("token")))
+            #expect(record.string("apns-id") == PushIdentifier.waveID(wave: wave, token: token).description)
+        }
+        #expect(ids.filter { $0 == "9ad4bba8-2b05-54df-8d31-c311c3a6a3a3" }.count == 2, "the known token, sent twice")
+        #expect(Set(ids).count == tokens.count, "each resend repeats its first attempt's id")
+        #expect(PushIdentifier.waveID(wave: wave + 1, token: known) != PushIdentifier.waveID(wave: wave, token: known))
+    }
+
     @Test func handlerReceivesEveryPushOfABatchWithItsCookie() async throws {
         let harness = try TestHarness()
         defer { harness.shutdown() }

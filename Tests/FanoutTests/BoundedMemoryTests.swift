@@ -62,10 +62,13 @@ import Testing
         let first = try driver.publish(timestamp: 1)
         let jobs = driver.take()
         #expect(jobs.count == 1_000)
-        // The first 100 stay in flight (members 0..<100); 500 of the delivered ones are unregistered.
-        let inFlight = Array(jobs.prefix(100))
-        driver.deliver(Array(jobs.dropFirst(100)))
-        let gone = Set(jobs.dropFirst(100).prefix(500).map(\.token))
+        // The first 100 registered stay in flight (members 0..<100; waves visit members in token-hash order, so
+        // pick them by token); 500 of the delivered ones are unregistered.
+        let first100 = Set(tokens.prefix(100))
+        let inFlight = jobs.filter { first100.contains($0.token) }
+        let answered = jobs.filter { !first100.contains($0.token) }
+        driver.deliver(answered)
+        let gone = Set(answered.prefix(500).map(\.token))
         for token in gone { driver.shard.unregister(token) }
 
         // The next wave compacts the audience around the busy members and frees the dead tokens' slots.

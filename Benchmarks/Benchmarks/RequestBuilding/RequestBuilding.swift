@@ -6,6 +6,7 @@
 // code of "/3/device/" + the token's hex written straight from the token bytes, :authority, authorization,
 // apns-push-type, apns-topic and apns-priority from the encoder table (steady state: already in the server's
 // dynamic table, one index byte each), apns-id raw behind a precomputed prefix, and apns-expiration optionally.
+// Also a wave push's apns-id, derived from (wave id, token) (`PushIdentifier.waveID`, SHA-1 in pure Swift).
 // Expected: 0 mallocs.
 import Benchmark
 @_spi(Benchmarks) import FanfareClient
@@ -51,6 +52,27 @@ let benchmarks: @Sendable () -> Void = {
         }
     } setup: {
         try RequestHeaders()
+    }
+
+    // A wave push's apns-id, as the fan-out shard sets it on the job: `PushIdentifier.waveID`, the version-5 UUID
+    // of (wave id, token), for an 80-byte token (namespace + wave + token = 104 bytes: two SHA-1 blocks) and for
+    // the longest token, 100 bytes (three blocks). The wave id changes every operation, as tokens do in a wave.
+    Benchmark("WaveAPNsID", configuration: configuration) { benchmark, ids in
+        for iteration in benchmark.scaledIterations {
+            ids.job.pointee.apnsID = PushIdentifier.waveID(wave: UInt64(iteration), token: ids.token80)
+            blackHole(ids.job.pointee.apnsID)
+        }
+    } setup: {
+        try WaveIdentifiers()
+    }
+
+    Benchmark("WaveAPNsIDLongestToken", configuration: configuration) { benchmark, ids in
+        for iteration in benchmark.scaledIterations {
+            ids.job.pointee.apnsID = PushIdentifier.waveID(wave: UInt64(iteration), token: ids.token100)
+            blackHole(ids.job.pointee.apnsID)
+        }
+    } setup: {
+        try WaveIdentifiers()
     }
 
     // The client's `apns-expiration` digits.
@@ -148,5 +170,32 @@ final class RequestHeaders {
         table.beginBlock(&writer)
         APNsRequestHeaders.write(job, fields: fields, table: &table, writer: &writer)
         return writer.count
+    }
+}
+
+/// The tokens and the job slot of the `WaveAPNsID` benchmarks. Setup checks one id against the value Python's
+/// hashlib/uuid gives (the recipe in `PushIdentifier.waveID`'s documentation).
+final class WaveIdentifiers {
+    let token80: DeviceToken
+    let token100: DeviceToken
+    let job: UnsafeMutablePointer<PushJob>
+
+    init() throws {
+        token80 = try DeviceToken(bytes: (0..<80).map { UInt8(truncatingIfNeeded: 5 + 13 * $0) })
+        token100 = try DeviceToken(bytes: (0..<100).map { UInt8(truncatingIfNeeded: 9 + 13 * $0) })
+        job = .allocate(capacity: 1)
+        job.initialize(to: PushJob(token: token80, payload: try PushPayload(#"{"aps":{}}"#)))
+        // Python: ns = uuid.UUID("314bf00d-1ac8-5df6-b187-865dac19318b"); token = bytes((5 + 13 * i) & 0xff for i in
+        // range(80)); uuid.UUID(bytes=hashlib.sha1(ns.bytes + (0x0123456789abcdef).to_bytes(8, "big")
+        // + token).digest()[:16], version=5)
+        precondition(
+            PushIdentifier.waveID(wave: 0x0123_4567_89AB_CDEF, token: token80).description
+                == "9ad4bba8-2b05-54df-8d31-c311c3a6a3a3")
+        precondition(PushIdentifier.waveID(wave: .max, token: token100).description == "00f429ce-740b-5396-a010-7ddfba165f64")
+    }
+
+    deinit {
+        job.deinitialize(count: 1)
+        job.deallocate()
     }
 }

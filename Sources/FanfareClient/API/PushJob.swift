@@ -45,7 +45,8 @@ public struct PushJob: Sendable {
     public var expiration: Int64?
     /// `apns-collapse-id`, at most 64 bytes.
     public var collapseID: String?
-    /// `apns-id`; generated (random UUID, lowercase) when nil.
+    /// `apns-id`; generated (random UUID, lowercase) when nil. A wave's pushes carry
+    /// ``PushIdentifier/waveID(wave:token:)``, the same for every attempt.
     public var apnsID: PushIdentifier?
     /// The caller's handle for this push; comes back in its `PushResult`.
     public var cookie: UInt64
@@ -84,6 +85,21 @@ public struct PushIdentifier: Sendable, Equatable, CustomStringConvertible {
 
     /// An empty identifier (no apns-id yet).
     public init() {}
+
+    /// The `apns-id` of `token`'s push in wave `wave`: a version-5 (name-based, SHA-1) UUID, RFC 9562 §5.5, so a
+    /// push resent after a restart carries the same id as its first attempt, in APNs' logs and the simulator's.
+    ///
+    /// Namespace ``NameBasedUUID/waveNamespace`` (314bf00d-1ac8-5df6-b187-865dac19318b); name the wave id as 8
+    /// bytes big-endian, then the token's raw bytes. To recompute an id from a log line, in Python:
+    /// `uuid.UUID(bytes=hashlib.sha1(uuid.UUID("314bf00d-1ac8-5df6-b187-865dac19318b").bytes
+    /// + wave.to_bytes(8, "big") + bytes.fromhex(token)).digest()[:16], version=5)`.
+    /// No allocation, lock or syscall: two or three SHA-1 blocks (docs/performance.md has the time per id).
+    public static func waveID(wave: UInt64, token: DeviceToken) -> PushIdentifier {
+        let uuid = NameBasedUUID(wave: wave, token: token)
+        var identifier = PushIdentifier()
+        identifier.withUnsafeMutableBytes { uuid.write(to: $0.baseAddress!) }
+        return identifier
+    }
 
     /// Parses a canonical 8-4-4-4-12 UUID; stored lowercase.
     public init?(_ text: String) {

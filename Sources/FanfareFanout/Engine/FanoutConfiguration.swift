@@ -40,6 +40,9 @@ public struct FanoutConfiguration: Sendable {
     public var invalidTokenBreaker = InvalidTokenBreakerConfiguration()
     /// Progress checkpoints of running waves, when the engine has a `WaveStore` (see `CheckpointConfiguration`).
     public var checkpoints = CheckpointConfiguration()
+    /// A graceful `shutdown()` of an engine with a wave store waits this long for pushes in flight to be
+    /// answered (so the next start does not send them again), then checkpoints and stops.
+    public var shutdownDrainTimeout: Duration = .seconds(10)
     /// How often the engine retires activities past ActivityKit's lifetime and ended channels, and forgets
     /// channels nothing uses any more.
     public var maintenanceInterval: Duration = .seconds(60)

@@ -62,6 +62,8 @@ public final class FanoutEngine: Sendable {
     private let router: ResultRouter
     private let breaker: InvalidTokenBreaker
     private let history: WaveHistory
+    /// Writes checkpoints, final reports and retirements when the engine has a wave store.
+    private let checkpointWriter: CheckpointWriter?
     private let control: Mutex<ControlState>
     /// Pending retirements have their own lock: wave completions (on worker threads) add to them, and a worker
     /// must never wait for the control lock (its holder may be waiting for that worker's queue to drain).
@@ -78,6 +80,9 @@ public final class FanoutEngine: Sendable {
 
     private struct ControlState {
         var channels: ChannelDirectory
+        /// The newest timestamp published per channel (kept for channels the directory forgot, and loaded from
+        /// the wave store at start: latest state wins across restarts).
+        var latest: [String: Int64] = [:]
         var nextWaveID: UInt64 = 1
         /// Stamps every command that names a channel (and publishes, which shards check for order).
         var nextSequence: UInt64 = 1
@@ -120,7 +125,29 @@ public final class FanoutEngine: Sendable {
         }
         self.shards = shards
         let channels = try Self.load(from: store, into: shards, configuration: configuration)
-        control = Mutex(ControlState(channels: channels))
+        var controlState = ControlState(channels: channels)
+        var unfinished: [UnfinishedWave] = []
+        if let waveStore {
+            let writer = CheckpointWriter(
+                store: waveStore, bundleID: configuration.bundleID, environment: configuration.environment,
+                shards: shards.count, logger: configuration.logger)
+            if configuration.checkpoints.isEnabled {
+                for shard in shards { shard.configureCheckpoints(writer, configuration.checkpoints) }
+            }
+            checkpointWriter = writer
+            do {
+                controlState.latest = try waveStore.latestTimestamps(bundleID: configuration.bundleID, environment: configuration.environment)
+                controlState.nextWaveID = try waveStore.lastWaveID() + 1
+                let pending = try waveStore.pendingRetirements(bundleID: configuration.bundleID, environment: configuration.environment)
+                retirements.withLock { $0 = pending }
+                unfinished = try waveStore.unfinishedWaves(bundleID: configuration.bundleID, environment: configuration.environment)
+            } catch {
+                throw .registry(error)
+            }
+        } else {
+            checkpointWriter = nil
+        }
+        control = Mutex(controlState)
         router = ResultRouter(shards: shards, observer: configuration.onPushResult)
         do {
             client = try APNsClient(configuration: configuration.client, resultHandler: router, producers: shards)
@@ -128,7 +155,13 @@ public final class FanoutEngine: Sendable {
             throw .client("\(error)")
         }
         retirement.engine = self
+        if let checkpointWriter {
+            let client = client
+            checkpointWriter.kick = { shard in client.kickProducer(worker: shard) }
+            checkpointWriter.start()
+        }
         registryWorker.start()
+        if !unfinished.isEmpty { resume(unfinished) }
     }
 
     deinit { shutdown() }
@@ -178,6 +211,105 @@ public final class FanoutEngine: Sendable {
         let whole = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
         if whole.overflow { return .max }
         return whole.partialValue.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000)).partialValue
+    }
+
+    // MARK: - Durable waves
+
+    /// Complete reports read at start-up to find newer waves of a resumed wave's channel.
+    static let supersedingReportsRead = 4096
+
+    /// Picks up the waves an earlier engine left unfinished, oldest first: the newest wave of each channel
+    /// (and audience) resumes from its shards' checkpoints; an older one, or one a newer wave of its channel
+    /// followed, ends superseded for what is left; one past `freshUntil` ends expired.
+    private func resume(_ unfinished: [UnfinishedWave]) {
+        let now = configuration.wallClock()
+        func audienceKey(_ record: WaveRecord) -> String { record.channel + (record.event == "start" ? "\u{0}start" : "\u{0}update") }
+        var newest: [String: UInt64] = [:]
+        for wave in unfinished { newest[audienceKey(wave.record)] = max(newest[audienceKey(wave.record)] ?? 0, wave.record.id) }
+        // Waves that completed after an unfinished one (on another engine, or before the crash) supersede it too.
+        let oldest = unfinished.first?.record.id ?? 0
+        do {
+            for report in try waveStore?.waveReports(
+                bundleID: configuration.bundleID, environment: configuration.environment, limit: Self.supersedingReportsRead) ?? []
+            where report.id > oldest {
+                let key = report.channel + (report.event == "start" ? "\u{0}start" : "\u{0}update")
+                newest[key] = max(newest[key] ?? 0, report.id)
+            }
+        } catch {
+            configuration.logger.error("durable waves: reading recent reports failed (\(error)); resuming without them")
+        }
+        for wave in unfinished {
+            let record = wave.record
+            guard let event = LiveActivityEvent(rawValue: record.event) else {
+                configuration.logger.error("durable waves: wave \(record.id) has event '\(record.event)'; it cannot be resumed")
+                continue
+            }
+            let payload: PushPayload
+            do {
+                payload = try record.payload.withUnsafeBytes { bytes throws(PayloadError) in try PushPayload(copying: bytes) }
+            } catch {
+                configuration.logger.error("durable waves: wave \(record.id)'s stored payload is unusable (\(error)); it ends expired")
+                continue
+            }
+            var mode = Shard.ResumeMode.resume
+            if newest[audienceKey(record)] != record.id {
+                mode = .supersede
+            } else if let freshUntil = record.freshUntil, freshUntil <= now {
+                mode = .expire
+            }
+            var checkpoints = [ShardCheckpoint?](repeating: nil, count: shards.count)
+            var restarts = 0
+            if record.shardCount == shards.count {
+                for stored in wave.checkpoints where stored.shard >= 0 && stored.shard < shards.count {
+                    do {
+                        let checkpoint = try ShardCheckpoint(decoding: stored.data)
+                        checkpoints[stored.shard] = checkpoint
+                        restarts = max(restarts, checkpoint.restarts)
+                    } catch {
+                        configuration.logger.error(
+                            "durable waves: wave \(record.id), shard \(stored.shard): \(error); that shard's part starts over")
+                    }
+                }
+            } else if !wave.checkpoints.isEmpty {
+                configuration.logger.warning(
+                    "durable waves: wave \(record.id) ran on \(record.shardCount) shards, this engine has \(shards.count): it starts over")
+            }
+            var content = LiveActivityContent(event: event, timestamp: record.timestamp)
+            content.dismissalDate = record.dismissalDate
+            let update = ChannelUpdate(
+                channel: record.channel, content: content, priority: UpdatePriority(rawValue: record.priority) ?? .auto,
+                freshUntil: record.freshUntil, collapseID: record.collapseID)
+            let monotonic = monotonicNow()
+            let age = UInt64(max(0, Self.wallMilliseconds() - record.publishedAt)) &* 1_000_000
+            let publishedAt = monotonic > age ? monotonic - age : 1
+            let deadline = record.freshUntil.map { freshUntil -> UInt64 in
+                let ahead = max(0, min(freshUntil - now, Self.longestFreshness))
+                return monotonic &+ UInt64(ahead) * 1_000_000_000
+            } ?? 0
+            control.withLock { state in
+                let sequence = state.nextSequence
+                state.nextSequence += 1
+                let channel = state.channels.mention(record.channel, sequence: sequence)
+                state.channels.setLatestTimestamp(max(state.latest[record.channel] ?? record.timestamp, record.timestamp), of: channel)
+                let resumed = Wave(
+                    id: record.id, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
+                    publishedAtWall: record.publishedAt, restarts: restarts + 1,
+                    onComplete: { [weak self] wave in self?.waveCompleted(wave) })
+                // Its tallies start from the checkpoints (the shards store them before anything is sent).
+                let published = PublishedUpdate(
+                    wave: resumed, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline)
+                published.hasAlert = record.hasAlert
+                unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
+                history.append(resumed)
+                for shard in shards {
+                    enqueueWaiting(
+                        .resumeWave(ResumedWave(update: published, checkpoint: checkpoints[shard.index], mode: mode)),
+                        shard: shard.index)
+                }
+            }
+            configuration.logger.notice(
+                "durable waves: wave \(record.id) on \(record.channel) \(mode == .resume ? "resumes" : mode == .supersede ? "ends superseded" : "ends expired") after a restart")
+        }
     }
 
     // MARK: - Registration
@@ -301,7 +433,7 @@ public final class FanoutEngine: Sendable {
 
         return try control.withLock { state throws(PublishError) -> Wave in
             guard !isShutDown.load(ordering: .acquiring) else { throw .shutDown }
-            if let current = state.channels.latestTimestamp(of: update.channel), update.content.timestamp < current {
+            if let current = state.latest[update.channel], update.content.timestamp < current {
                 throw .olderThanCurrent(channel: update.channel, timestamp: update.content.timestamp, current: current)
             }
             guard state.channels.canAdmit(CollectionOfOne(update.channel)) else {
@@ -316,13 +448,27 @@ public final class FanoutEngine: Sendable {
             for shard in shards where shard.controlQueued.load(ordering: .relaxed) >= shard.controlCapacity {
                 throw .backPressure(shard: shard.index)
             }
+            let publishedAtWall = Self.wallMilliseconds()
+            if let waveStore {
+                // Durable before anything is sent or `publish` returns (one transaction; under the lock so ids,
+                // sequences and the store agree).
+                let record = WaveRecord(
+                    id: state.nextWaveID, bundleID: configuration.bundleID, environment: configuration.environment,
+                    channel: update.channel, event: update.content.event.rawValue, timestamp: update.content.timestamp,
+                    priority: update.priority.rawValue, hasAlert: update.hasAlert,
+                    payload: Array(payload.bytes), freshUntil: update.freshUntil, collapseID: update.collapseID,
+                    dismissalDate: update.content.dismissalDate, publishedAt: publishedAtWall, shardCount: shards.count,
+                    startKeys: [])
+                do { try waveStore.saveWave(record) } catch { throw .storage("\(error)") }
+            }
             let sequence = state.nextSequence
             state.nextSequence += 1
             let channel = state.channels.mention(update.channel, sequence: sequence)
             state.channels.setLatestTimestamp(update.content.timestamp, of: channel)
+            state.latest[update.channel] = max(state.latest[update.channel] ?? .min, update.content.timestamp)
             let wave = Wave(
                 id: state.nextWaveID, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
-                onComplete: { [weak self] wave in self?.waveCompleted(wave) })
+                publishedAtWall: publishedAtWall, onComplete: { [weak self] wave in self?.waveCompleted(wave) })
             state.nextWaveID += 1
             let published = PublishedUpdate(
                 wave: wave, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline)
@@ -404,12 +550,25 @@ public final class FanoutEngine: Sendable {
     /// On the thread that finished the wave's last shard (a worker's): never takes the control lock.
     private func waveCompleted(_ wave: Wave) {
         unfinishedWaves.subtract(1, ordering: .acquiringAndReleasing)
+        if let checkpointWriter {
+            checkpointWriter.complete(
+                wave.report.record(
+                    bundleID: configuration.bundleID, environment: configuration.environment,
+                    publishedAt: wave.publishedAtWall, completedAt: Self.wallMilliseconds()))
+        }
         guard wave.event == .end else { return }
         // The activities of an ended channel go away after their dismissal window: retire its update tokens.
         // iOS removes an ended activity within the window even if `dismissal-date` is later.
         let latest = configuration.wallClock() + Int64(Self.nanoseconds(configuration.defaultDismissalWindow) / 1_000_000_000)
         let at = min(wave.dismissalDate ?? latest, latest)
         retirements.withLock { $0[wave.channel] = at }
+        checkpointWriter?.saveRetirement(channel: wave.channel, dueAt: at)
+    }
+
+    static func wallMilliseconds() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
     }
 
     // MARK: - Maintenance
@@ -435,6 +594,13 @@ public final class FanoutEngine: Sendable {
                 }
             } catch {
                 registryWorker.noteError("retiring channel \(channel): \(error)")
+            }
+        }
+        if let waveStore, !due.isEmpty {
+            do {
+                try waveStore.removeRetirements(bundleID: configuration.bundleID, environment: configuration.environment, channels: due)
+            } catch {
+                registryWorker.noteError("forgetting applied retirements: \(error)")
             }
         }
         let lifetime = Int64(Self.nanoseconds(configuration.activityLifetime) / 1_000_000)
@@ -493,7 +659,7 @@ public final class FanoutEngine: Sendable {
             var ids: [UInt16] = []
             var positions: [Int] = []
             for name in names {
-                summaries.append(ChannelSummary(channel: name, latestTimestamp: state.channels.latestTimestamp(of: name)))
+                summaries.append(ChannelSummary(channel: name, latestTimestamp: state.latest[name] ?? state.channels.latestTimestamp(of: name)))
                 if let id = state.channels.id(of: name) {
                     ids.append(id)
                     positions.append(summaries.count - 1)
@@ -556,6 +722,9 @@ public final class FanoutEngine: Sendable {
         stats.registrationsRefused = shards.reduce(0) { $0 + $1.registrationsRefused.load(ordering: .relaxed) }
         stats.breaker = breaker.state
         stats.unfinishedWaves = unfinishedWaves.load(ordering: .relaxed)
+        stats.checkpointWrites = checkpointWriter?.writes.load(ordering: .relaxed) ?? 0
+        stats.checkpointErrors = checkpointWriter?.errors.load(ordering: .relaxed) ?? 0
+        stats.lastCheckpointError = checkpointWriter?.lastError
         stats.channelsInUse = control.withLock { $0.channels.count }
         stats.queuedCommands = shards.reduce(0) {
             $0 + $1.controlQueued.load(ordering: .relaxed) + $1.singlesQueued.load(ordering: .relaxed)
@@ -571,8 +740,47 @@ public final class FanoutEngine: Sendable {
         // Control commands are queued under the lock after checking the flag: once we have held it, no more come.
         control.withLock { _ in }
         while enqueuingPushes.load(ordering: .sequentiallyConsistent) > 0 { usleep(100) }
+        guard let checkpointWriter else {
+            client.shutdown()
+            for shard in shards { shard.abandonAfterStop() }
+            registryWorker.stop()
+            return
+        }
+        // Durable waves: send no more wave pushes, let the ones out be answered (so none is resent), then record
+        // where every unfinished wave is. The next engine on the store resumes them.
+        for shard in shards {
+            shard.stopWavesRequested.store(true, ordering: .relaxed)
+            shard.inFlight.store(-1, ordering: .relaxed)
+            client.kickProducer(worker: shard.index)
+        }
+        let deadline = monotonicNow() &+ Self.nanoseconds(configuration.shutdownDrainTimeout)
+        while shards.contains(where: { $0.inFlight.load(ordering: .relaxed) != 0 }) && monotonicNow() < deadline {
+            for shard in shards { client.kickProducer(worker: shard.index) }
+            usleep(1000)
+        }
         client.shutdown()
-        for shard in shards { shard.abandonAfterStop() }
+        checkpointWriter.stop()  // after what shards handed it is written
+        checkpointWriter.kick = nil  // the workers are gone
+        var final: [WaveCheckpoint] = []
+        for shard in shards { final += shard.checkpointAfterStop() }
+        // Then what the shards' last service handed over (a wave that completed there) and the last checkpoints.
+        if !checkpointWriter.writeRemaining(final) {
+            configuration.logger.error(
+                "durable waves: the last checkpoints could not be written (\(checkpointWriter.lastError ?? "?")); the next start resumes from earlier ones")
+        }
+        for wave in history.recent where !wave.isComplete { wave.interrupt() }
+        registryWorker.stop()
+    }
+
+    /// Tests: leaves the store as a crash (kill -9) would. The checkpoint thread stops writing at once, the
+    /// workers stop, and nothing is accounted or checkpointed any more: the waves stay unfinished in memory and
+    /// in the store, at their last durable checkpoints.
+    func abandonForTesting() {
+        guard !isShutDown.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        control.withLock { _ in }
+        while enqueuingPushes.load(ordering: .sequentiallyConsistent) > 0 { usleep(100) }
+        checkpointWriter?.abandon()
+        client.shutdown()
         registryWorker.stop()
     }
 
@@ -596,6 +804,11 @@ public struct FanoutStatistics: Sendable {
     /// Registrations a shard had no room for (its 4 GiB token arena was full); they stay in the registry.
     public var registrationsRefused = 0
     public var unfinishedWaves = 0
+    /// Durable waves: transactions the checkpoint thread wrote, and failed writes (retried; waves stall at their
+    /// window meanwhile).
+    public var checkpointWrites = 0
+    public var checkpointErrors = 0
+    public var lastCheckpointError: String?
     /// Channels the engine tracks (members or waves); forgotten ones do not count.
     public var channelsInUse = 0
     /// Commands waiting in the shards' queues (publishes, registrations, single pushes, ...).

@@ -35,11 +35,23 @@ struct Audience {
 
     /// The newest wave published on this audience (shard wave slot + 1; 0 = none or finished).
     var currentWave: UInt16 = 0
-    /// The cursor of `currentWave`: members `(start + i) % count` for `i < visited` have been visited.
+    /// The cursor of `currentWave`: walk positions `0..<visited` have been visited (see `WaveWalk`). The walk
+    /// stays after the cursor ends, for the wave's last checkpoint, until the next wave replaces it.
     var cursorActive = false
-    var cursorStart = 0
-    var cursorCount = 0
+    var walk = WaveWalk()
+    /// Whether `walk` still names the current wave's members (compaction moves members and clears it).
+    var walkValid = false
     var visited = 0
+    /// The cursor may not pass this position until a checkpoint that allows more is durable
+    /// (`CheckpointConfiguration.window`); `Int.max` without checkpoints.
+    var permit = Int.max
+    /// The permit the last checkpoint taken asks for, once its generation is durable.
+    var proposedPermit = 0
+    var proposedGeneration: UInt64 = 0
+    /// Positions before this one are settled (idle): the checkpoint scans for unsettled members from here.
+    var lowWater = 0
+    /// Out of `activeAudiences` because the cursor reached `permit`.
+    var stalled = false
     /// The channel's newest publish sequence seen here (updates arrive in order; asserted).
     var lastSequence: UInt64 = 0
 
@@ -52,13 +64,6 @@ struct Audience {
         owed.append(0)
         attempts.append(0)
         alive += 1
-    }
-
-    /// Where a new wave's cursor starts: where the superseded one stopped, so the members that have gone
-    /// longest without an update get the newest state first.
-    var resumePosition: Int {
-        guard cursorCount > 0 else { return 0 }
-        return (cursorStart + visited) % cursorCount
     }
 
     /// Drops the members of dead tokens, calling `dropped` with each one's token slot. Busy members (in
@@ -125,13 +130,16 @@ struct Audience {
     var deadCount: Int { slots.count - alive }
 
     func deallocate() {
+        walk.deallocate()
         slots.deallocate()
         states.deallocate()
         owed.deallocate()
         attempts.deallocate()
     }
 
-    var bytesUsed: Int { slots.bytesUsed + states.bytesUsed + owed.bytesUsed + attempts.bytesUsed }
+    var bytesUsed: Int {
+        slots.bytesUsed + states.bytesUsed + owed.bytesUsed + attempts.bytesUsed + walk.members.bytesUsed + walk.hashes.bytesUsed
+    }
 }
 
 /// A member's address inside a shard, carried in push cookies and lanes:

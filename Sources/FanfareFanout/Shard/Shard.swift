@@ -1,6 +1,8 @@
 import FanfareClient
 import FanfareCore
+import FanfareRegistry
 import Synchronization
+import Glibc
 
 /// One worker's share of the tokens, and the fan-out state that goes with them.
 ///
@@ -83,6 +85,25 @@ final class Shard: PushProducer, @unchecked Sendable {
         var timestamp: Int64?
     }
 
+    // Durable waves (docs/fanout.md): checkpoints go to `checkpoints`, which says which generation is durable.
+    /// nil: no wave store, or checkpoints turned off (nothing limits a cursor).
+    var checkpoints: CheckpointWriter?
+    var checkpointWindow = Int.max
+    private var checkpointInterval: UInt64 = 100_000_000
+    private var checkpointPushes: UInt64 = 10_000
+    @exclusivity(unchecked) private var checkpointDue = false
+    @exclusivity(unchecked) private var nextCheckpointAt: UInt64 = 0
+    @exclusivity(unchecked) private var pushesAtCheckpoint: UInt64 = 0
+    @exclusivity(unchecked) private var checkpointGeneration: UInt64 = 0
+    @exclusivity(unchecked) private var durableSeen: UInt64 = 0
+    @exclusivity(unchecked) private var stalledAudiences: [Int] = []
+    @exclusivity(unchecked) private var walkSorter = WalkSorter()
+    /// A graceful shutdown asked the shard to send no more wave pushes (single pushes still go).
+    let stopWavesRequested = Atomic<Bool>(false)
+    @exclusivity(unchecked) private var stoppingWaves = false
+    /// Pushes handed out and not answered yet, published once per loop iteration while stopping.
+    let inFlight = Atomic<Int>(0)
+
     /// Monotonic origin of the shard clock (deciseconds, offset so 0 means "never").
     private let clockOrigin: UInt64
 
@@ -104,6 +125,7 @@ final class Shard: PushProducer, @unchecked Sendable {
     }
 
     deinit {
+        walkSorter.deallocate()
         tokens.deallocate()
         for index in audiences.indices { audiences[index].deallocate() }
     }
@@ -204,6 +226,9 @@ final class Shard: PushProducer, @unchecked Sendable {
     /// Drops the members of dead tokens from one audience (not under a cursor) and frees their token slots
     /// once nothing points at them.
     private func compact(_ audienceIndex: Int) {
+        // Members move: a finished cursor's walk no longer names the right ones.
+        audiences[audienceIndex].walk.reset()
+        audiences[audienceIndex].walkValid = false
         let table = tokens  // views of the same columns: `isAlive` reads the live flags
         audiences[audienceIndex].compact(isAlive: { table.isAlive($0) }) { slot in
             if self.tokens.removeMembership(slot) { self.slotFreed(slot) }
@@ -285,27 +310,42 @@ final class Shard: PushProducer, @unchecked Sendable {
             case .sweepChannels(let sweep): sweepChannels(sweep)
             case .countAudience(let census): countAudience(census)
             case .resumeAfterBreaker(let prune): resumeAfterBreaker(pruneHeldTokens: prune, now: now)
+            case .resumeWave(let resumed): resume(resumed.update, checkpoint: resumed.checkpoint, mode: resumed.mode)
             }
         }
         // Once per loop iteration, not per push: another shard may have opened the breaker.
         if breaker.generation.load(ordering: .relaxed) & 1 == 1 { paused = true }
+        if let checkpoints {
+            let durable = checkpoints.durableGeneration(shard: index)
+            if durable != durableSeen {
+                durableSeen = durable
+                applyPermits(durable: durable)
+            }
+            if checkpointDue || now >= nextCheckpointAt || pushesOut &- pushesAtCheckpoint >= checkpointPushes {
+                takeCheckpoint(now: now)
+            }
+        }
+        if stopWavesRequested.load(ordering: .relaxed) {
+            stoppingWaves = true
+            inFlight.store(Int(pushesOut &- resultsBack), ordering: .relaxed)
+        }
     }
 
     // MARK: - Waves
 
     private func start(_ update: PublishedUpdate) {
-        let tally = update.wave.tallies[index]
         let channel = Int(update.channel)
         ensureChannel(channel)
         let audienceIndex = Self.audienceIndex(channel, update.kind)
         precondition(update.sequence > audiences[audienceIndex].lastSequence, "updates of a channel arrived out of order")
         audiences[audienceIndex].lastSequence = update.sequence
 
-        // The running wave, if any, stops here: its unvisited members get only the newer state.
-        var resume = 0
+        // The running wave, if any, stops here: its unvisited members get only the newer state, starting where
+        // it had got to (the members that have gone longest without an update get the newest state first).
+        var startKey = WalkKey.origin
         if audiences[audienceIndex].cursorActive {
             let old = Int(audiences[audienceIndex].currentWave) - 1
-            resume = audiences[audienceIndex].resumePosition
+            startKey = cursorKey(audienceIndex)
             let skipped = waves[old]!.unvisited
             waves[old]!.tally.superseded.add(skipped, ordering: .relaxed)
             waves[old]!.unvisited = 0
@@ -316,29 +356,60 @@ final class Shard: PushProducer, @unchecked Sendable {
         }
         // Dead members would only cost visits and hold token slots: drop them while no cursor walks the
         // audience (busy members keep their places).
-        if worthCompacting(audienceIndex) {
-            compact(audienceIndex)
-            resume = 0
-        }
+        if worthCompacting(audienceIndex) { compact(audienceIndex) }
 
+        let sorted = walkSorter.sort(slots: audiences[audienceIndex].slots, tokens: tokens)
+        let first = WalkSorter.lowerBound(startKey, in: sorted, slots: audiences[audienceIndex].slots, tokens: tokens)
+        var walk = audiences[audienceIndex].walk
+        walk.reset()
+        walk.appendRange(sorted, from: first, count: sorted.count)
+        walk.from = startKey
+        walk.to = startKey
+        walkSorter.releaseIfLarge()
+        // A superseding wave starts at a key only its first checkpoint records: nothing goes out before that
+        // checkpoint is durable. A wave that starts at the origin may go `window` members ahead at once (a
+        // restart without its checkpoint counts those as possibly sent).
+        let permit = checkpoints == nil ? Int.max : (startKey == .origin ? checkpointWindow : 0)
+        begin(update, audienceIndex: audienceIndex, walk: walk, permit: permit, counted: 0)
+        if startKey != .origin { checkpointDue = true }
+    }
+
+    /// Starts a wave on this shard over `walk` (positions still to visit); `counted` members already have their
+    /// outcome in the tally (a resumed wave's checkpoint).
+    private func begin(_ update: PublishedUpdate, audienceIndex: Int, walk: WaveWalk, permit: Int, counted: Int) {
+        let tally = update.wave.tallies[index]
         epoch &+= 1
-        let targeted = audiences[audienceIndex].alive
-        tally.targeted.store(targeted, ordering: .relaxed)
+        let remaining = walk.count
+        tally.targeted.store(counted + remaining, ordering: .relaxed)
         let slot = allocateWaveSlot()
         waveOwners[slot] = update
         waves[slot] = ShardWave(
-            update: update, tally: tally, channel: channel, kind: update.kind, epoch: epoch, outstanding: targeted,
-            unvisited: targeted, cursorDone: targeted == 0)
+            update: update, tally: tally, channel: Int(update.channel), kind: update.kind, epoch: epoch,
+            outstanding: remaining, unvisited: remaining, cursorDone: remaining == 0)
+        audiences[audienceIndex].walk = walk
+        audiences[audienceIndex].walkValid = true
         audiences[audienceIndex].currentWave = UInt16(slot + 1)
-        if targeted > 0 {
-            let count = audiences[audienceIndex].count
+        audiences[audienceIndex].visited = 0
+        audiences[audienceIndex].lowWater = 0
+        audiences[audienceIndex].permit = permit
+        audiences[audienceIndex].proposedPermit = permit
+        audiences[audienceIndex].proposedGeneration = 0
+        audiences[audienceIndex].stalled = false
+        if remaining > 0 {
             audiences[audienceIndex].cursorActive = true
-            audiences[audienceIndex].cursorCount = count
-            audiences[audienceIndex].cursorStart = resume % count
-            audiences[audienceIndex].visited = 0
             activeAudiences.append(audienceIndex)
         }
         settleIfDone(slot)
+    }
+
+    /// Where the audience's cursor is, as a key: the next member it would visit (its range start while it
+    /// still visits carried-over members; the range end once it visited everything).
+    func cursorKey(_ audienceIndex: Int) -> WalkKey {
+        let audience = audiences[audienceIndex]
+        let walk = audience.walk
+        if audience.visited < walk.explicitCount { return walk.from }
+        if audience.visited < walk.count { return walk.key(at: audience.visited, slots: audience.slots, tokens: tokens) }
+        return walk.to
     }
 
     private func allocateWaveSlot() -> Int {
@@ -352,6 +423,7 @@ final class Shard: PushProducer, @unchecked Sendable {
 
     private func endCursor(_ audienceIndex: Int) {
         audiences[audienceIndex].cursorActive = false
+        audiences[audienceIndex].stalled = false
         if let position = activeAudiences.firstIndex(of: audienceIndex) {
             activeAudiences.swapAt(position, activeAudiences.count - 1)
             activeAudiences.removeLast()
@@ -370,9 +442,12 @@ final class Shard: PushProducer, @unchecked Sendable {
     private func settleIfDone(_ slot: Int) {
         guard let wave = waves[slot], wave.outstanding == 0, wave.cursorDone || wave.unvisited == 0 else { return }
         let audienceIndex = Self.audienceIndex(wave.channel, wave.kind)
+        if checkpoints != nil { finalCheckpoint(slot) }
         if audiences[audienceIndex].currentWave == UInt16(slot + 1) {
             if audiences[audienceIndex].cursorActive { endCursor(audienceIndex) }
             audiences[audienceIndex].currentWave = 0
+            audiences[audienceIndex].walk.reset()
+            audiences[audienceIndex].walkValid = false
         }
         waves[slot] = nil
         freeWaves.append(slot)
@@ -384,8 +459,8 @@ final class Shard: PushProducer, @unchecked Sendable {
 
     func poll(now: UInt64) -> ProducerPoll {
         if nextReadySingle < readySingles.count { return .push(sendSingle(now: now)) }
-        // The breaker is open: waves wait (the resume command kicks the worker).
-        if paused { return .wait(until: now &+ 1_000_000_000) }
+        // The breaker is open: waves wait (the resume command kicks the worker). A graceful shutdown stops them.
+        if paused || stoppingWaves { return .wait(until: now &+ (stoppingWaves ? 5_000_000 : 1_000_000_000)) }
         // Members whose back-off or interval ended come first: they have waited longest.
         for lane in lanes.indices {
             while let raw = lanes[lane].popDue(now: now) {
@@ -419,23 +494,30 @@ final class Shard: PushProducer, @unchecked Sendable {
             settleIfDone(waveSlot)
             return nil
         }
-        let count = audiences[audienceIndex].cursorCount
-        let position = audiences[audienceIndex].cursorStart + audiences[audienceIndex].visited
-        let member = position >= count ? position - count : position
+        let position = audiences[audienceIndex].visited
+        if position >= audiences[audienceIndex].permit {
+            // As far ahead of the last durable checkpoint as the window allows: wait for the next one.
+            stall(audienceIndex)
+            return nil
+        }
+        let count = audiences[audienceIndex].walk.count
+        let member = Int(audiences[audienceIndex].walk.members[position])
         audiences[audienceIndex].visited += 1
         if audiences[audienceIndex].visited == count {
             waves[waveSlot]!.cursorDone = true
             endCursor(audienceIndex)
         }
+        if audiences[audienceIndex].walk.possiblySent(position) {
+            // It may have got this state before a restart: a delivery now may be its second.
+            audiences[audienceIndex].attempts[member] |= Self.restartBit | Self.unconfirmedBit
+        }
         let tokenSlot = audiences[audienceIndex].slots[member]
         var job: PushJob?
         if !tokens.isAlive(tokenSlot) {
-            // Targeted only if it died after this wave started (never a vacant hole).
-            if tokenSlot != TokenTable.vacant && tokens.registeredOrDiedAt[Int(tokenSlot)] >= wave.epoch {
-                waves[waveSlot]!.unvisited -= 1
-                WaveTally.bump(wave.tally.invalidated)
-                settle(waveSlot)
-            }
+            // The walk holds the members alive at the start: this one died during the wave.
+            waves[waveSlot]!.unvisited -= 1
+            WaveTally.bump(wave.tally.invalidated)
+            settle(waveSlot)
         } else {
             waves[waveSlot]!.unvisited -= 1
             job = deliver(waveSlot, to: member, of: audienceIndex, now: now)
@@ -546,6 +628,10 @@ final class Shard: PushProducer, @unchecked Sendable {
         tokens.lastSentAt[tokenSlot] = nowTenths
         pushesOut &+= 1
         WaveTally.bump(wave.tally.sent)
+        if audiences[audienceIndex].attempts[member] & Self.restartBit != 0 {
+            audiences[audienceIndex].attempts[member] &= ~Self.restartBit
+            WaveTally.bump(wave.tally.resentAfterRestart)
+        }
         if audiences[audienceIndex].states[member] == .idle { audiences[audienceIndex].busy += 1 }
         audiences[audienceIndex].states[member] = .inFlight
         let ref = MemberRef(channel: audienceIndex >> 1, kind: audienceIndex & 1 == 0 ? .update : .pushToStart, member: member)
@@ -701,10 +787,28 @@ final class Shard: PushProducer, @unchecked Sendable {
     /// `attempts` bit: an earlier attempt of the member's current state went out unconfirmed (it may have
     /// reached APNs); the low bits count retries.
     private static let unconfirmedBit: UInt8 = 0x80
+    /// `attempts` bit: the member may have got this wave's state before a restart; its next send counts in
+    /// `resentAfterRestart` (once).
+    static let restartBit: UInt8 = 0x40
 
     /// A transient failure: back off, then send the newest state (never a superseded one).
     private func retry(_ waveSlot: Int, member: Int, of audienceIndex: Int, result: PushResult, now: UInt64) {
         let reason = FailureReason.index(of: result.disposition)
+        if case .failed(.shutdown) = result.disposition, checkpoints != nil {
+            // A graceful shutdown of a durable engine: the member stays owed (it may have got the push: the
+            // next engine resends it as possibly sent).
+            let owedSlot = Int(audiences[audienceIndex].owed[member]) - 1
+            if owedSlot >= 0 {
+                WaveTally.bump(waves[waveSlot]!.tally.superseded)
+                settle(waveSlot)
+            } else {
+                audiences[audienceIndex].owed[member] = UInt16(waveSlot + 1)
+                audiences[audienceIndex].attempts[member] |= Self.unconfirmedBit
+            }
+            audiences[audienceIndex].states[member] = .waiting
+            audiences[audienceIndex].busy += 1
+            return
+        }
         if case .failed(.shutdown) = result.disposition {
             waves[waveSlot]!.tally.recordFailure(reason: reason)
             settle(waveSlot)
@@ -716,7 +820,7 @@ final class Shard: PushProducer, @unchecked Sendable {
             }
             return
         }
-        let previous = audiences[audienceIndex].attempts[member]
+        let previous = audiences[audienceIndex].attempts[member] & ~Self.restartBit
         let attempt = Int(previous & ~Self.unconfirmedBit) + 1
         let owedSlot = Int(audiences[audienceIndex].owed[member]) - 1
         if attempt > maxRetries {
@@ -856,6 +960,269 @@ final class Shard: PushProducer, @unchecked Sendable {
         heldCount.store(0, ordering: .relaxed)
     }
 
+    // MARK: - Checkpoints (durable waves)
+
+    /// Before the worker starts.
+    func configureCheckpoints(_ writer: CheckpointWriter, _ configuration: CheckpointConfiguration) {
+        checkpoints = writer
+        checkpointWindow = configuration.window
+        checkpointInterval = max(1_000_000, FanoutEngine.nanoseconds(configuration.interval))
+        checkpointPushes = UInt64(configuration.pushes)
+    }
+
+    /// The cursor reached its permit: out of the round-robin until a durable checkpoint moves the permit.
+    private func stall(_ audienceIndex: Int) {
+        audiences[audienceIndex].stalled = true
+        if let position = activeAudiences.firstIndex(of: audienceIndex) {
+            activeAudiences.swapAt(position, activeAudiences.count - 1)
+            activeAudiences.removeLast()
+        }
+        stalledAudiences.append(audienceIndex)
+        checkpointDue = true
+    }
+
+    /// Checkpoints up to generation `durable` are on disk: their permits apply.
+    private func applyPermits(durable: UInt64) {
+        for audienceIndex in activeAudiences + stalledAudiences {
+            let audience = audiences[audienceIndex]
+            guard audience.proposedGeneration != 0, audience.proposedGeneration <= durable else { continue }
+            audiences[audienceIndex].permit = max(audience.permit, audience.proposedPermit)
+        }
+        var still: [Int] = []
+        for audienceIndex in stalledAudiences {
+            guard audiences[audienceIndex].stalled, audiences[audienceIndex].cursorActive else { continue }
+            if audiences[audienceIndex].visited < audiences[audienceIndex].permit {
+                audiences[audienceIndex].stalled = false
+                activeAudiences.append(audienceIndex)
+            } else {
+                still.append(audienceIndex)
+            }
+        }
+        stalledAudiences = still
+    }
+
+    /// Records every unfinished wave's progress and hands it to the writer (not per push: every
+    /// `interval` or `pushes`).
+    private func takeCheckpoint(now: UInt64) {
+        checkpointDue = false
+        nextCheckpointAt = now &+ checkpointInterval
+        pushesAtCheckpoint = pushesOut
+        guard let checkpoints else { return }
+        checkpointGeneration &+= 1
+        var items: [WaveCheckpoint] = []
+        let savedAt = Int64(time(nil)) * 1000
+        for slot in waves.indices where waves[slot] != nil {
+            let checkpoint = progress(of: slot)
+            items.append(WaveCheckpoint(waveID: waves[slot]!.update.wave.id, shard: index, data: checkpoint.encoded(), savedAt: savedAt))
+        }
+        guard !items.isEmpty else { return }
+        checkpoints.submit(shard: index, generation: checkpointGeneration, items)
+    }
+
+    /// The wave is done on this shard: its last checkpoint says so (the store drops it once the wave completes).
+    private func finalCheckpoint(_ slot: Int) {
+        guard let checkpoints, let wave = waves[slot] else { return }
+        var checkpoint = ShardCheckpoint()
+        checkpoint.finished = true
+        checkpoint.rangeDone = true
+        checkpoint.restarts = wave.update.wave.restarts
+        (checkpoint.counters, checkpoint.failures, checkpoint.firstAck, checkpoint.lastAck) = wave.tally.snapshot(
+            publishedAt: wave.update.wave.publishedAt)
+        checkpointGeneration &+= 1
+        checkpoints.submit(
+            shard: index, generation: checkpointGeneration,
+            [WaveCheckpoint(waveID: wave.update.wave.id, shard: index, data: checkpoint.encoded(), savedAt: Int64(time(nil)) * 1000)])
+    }
+
+    /// One wave's progress on this shard now, and the permit it asks for. `final`: the shard sends nothing
+    /// more (a graceful shutdown), so nothing past the cursor can have gone out after this.
+    private func progress(of slot: Int, final: Bool = false) -> ShardCheckpoint {
+        let wave = waves[slot]!
+        var checkpoint = ShardCheckpoint()
+        checkpoint.restarts = wave.update.wave.restarts
+        (checkpoint.counters, checkpoint.failures, checkpoint.firstAck, checkpoint.lastAck) = wave.tally.snapshot(
+            publishedAt: wave.update.wave.publishedAt)
+        let audienceIndex = Self.audienceIndex(wave.channel, wave.kind)
+        guard audiences[audienceIndex].currentWave == UInt16(slot + 1) else {
+            // A newer wave took the audience over: what is left of this one ends superseded at a restart.
+            checkpoint.superseded = true
+            checkpoint.rangeDone = true
+            return checkpoint
+        }
+        let audience = audiences[audienceIndex]
+        let walk = audience.walk
+        let visited = audience.visited
+        var pending: [ShardCheckpoint.Pending] = []
+        func possiblySent(_ member: Int) -> Bool {
+            audience.states[member] == .inFlight || audience.attempts[member] & (Self.unconfirmedBit | Self.restartBit) != 0
+        }
+        if audience.walkValid {
+            var low = audience.lowWater
+            while low < visited && audience.states[Int(walk.members[low])] == .idle { low += 1 }
+            audiences[audienceIndex].lowWater = low
+            for position in low..<visited {
+                let member = Int(walk.members[position])
+                if audience.states[member] != .idle {
+                    pending.append(.init(hash: walk.hashes[position], possiblySent: possiblySent(member)))
+                }
+            }
+            // Past the cursor, pushes may go out up to the permit this checkpoint grants (none after a final one);
+            // a resumed wave's range may also hold members an earlier run possibly sent.
+            let alreadySent = walk.explicitCount + walk.rangePossiblySent
+            let highPosition = min(walk.count, final ? max(visited, alreadySent) : max(visited, alreadySent) &+ checkpointWindow)
+            if visited < walk.explicitCount {
+                for position in visited..<walk.explicitCount {
+                    let mayHaveGone = walk.possiblySent(position) || (!final && position < highPosition)
+                    pending.append(.init(hash: walk.hashes[position], possiblySent: mayHaveGone))
+                }
+            }
+            if visited >= walk.count {
+                checkpoint.rangeDone = true
+            } else {
+                checkpoint.from = cursorKey(audienceIndex)
+                checkpoint.to = walk.to
+                checkpoint.highWater = highPosition >= walk.count ? nil : walk.key(at: highPosition, slots: audience.slots, tokens: tokens)
+                audiences[audienceIndex].proposedPermit = highPosition
+                audiences[audienceIndex].proposedGeneration = checkpointGeneration
+            }
+        } else {
+            // The cursor is done and compaction moved members: every busy member is one this wave still owes.
+            checkpoint.rangeDone = true
+            for member in 0..<audience.count where audience.states[member] != .idle {
+                pending.append(.init(hash: TokenHash.of(tokens.bytes(audience.slots[member])), possiblySent: possiblySent(member)))
+            }
+        }
+        checkpoint.pending = pending
+        return checkpoint
+    }
+
+    /// How a wave found unfinished at start-up goes on.
+    enum ResumeMode: Sendable {
+        /// Its remaining members get it (the newest state of their channel).
+        case resume
+        /// A newer wave of the channel exists: what is left ends superseded (the newer one delivers).
+        case supersede
+        /// Past `freshUntil`: what is left ends expired, unsent.
+        case expire
+    }
+
+    /// Before the worker starts: picks up a wave from its checkpoint on this shard (nil: none was durable, so
+    /// the wave starts over here, the first `window` members counted as possibly sent).
+    func resume(_ update: PublishedUpdate, checkpoint: ShardCheckpoint?, mode: ResumeMode) {
+        let tally = update.wave.tallies[index]
+        let channel = Int(update.channel)
+        ensureChannel(channel)
+        let audienceIndex = Self.audienceIndex(channel, update.kind)
+        precondition(update.sequence > audiences[audienceIndex].lastSequence, "resumed waves arrive in publish order")
+        audiences[audienceIndex].lastSequence = update.sequence
+        if let checkpoint {
+            tally.restore(checkpoint)
+            let publishedAt = update.wave.publishedAt
+            if checkpoint.firstAck != 0 { tally.firstAck.store(publishedAt &+ checkpoint.firstAck, ordering: .relaxed) }
+            if checkpoint.lastAck != 0 { tally.lastAck.store(publishedAt &+ checkpoint.lastAck, ordering: .relaxed) }
+        }
+        if let checkpoint, checkpoint.finished {
+            update.wave.shardFinished(index)
+            return
+        }
+        if let checkpoint, checkpoint.superseded {
+            let left = max(0, checkpoint.counters.targeted - checkpoint.counters.accounted)
+            tally.superseded.store(checkpoint.counters.superseded + left, ordering: .relaxed)
+            update.wave.shardFinished(index)
+            return
+        }
+        let counted = checkpoint?.counters.accounted ?? 0
+        let (walk, missing) = resumedWalk(audienceIndex, checkpoint: checkpoint)
+        switch mode {
+        case .resume:
+            // Pending members whose token is gone (invalidated or unregistered while down) end invalidated.
+            if missing > 0 { tally.invalidated.store(tally.invalidated.load(ordering: .relaxed) + missing, ordering: .relaxed) }
+            let permit = checkpoints == nil ? Int.max : walk.explicitPossiblySent
+            begin(update, audienceIndex: audienceIndex, walk: walk, permit: permit, counted: counted + missing)
+            checkpointDue = true
+        case .supersede, .expire:
+            let left = walk.count + missing
+            if mode == .supersede {
+                tally.superseded.store(tally.superseded.load(ordering: .relaxed) + left, ordering: .relaxed)
+            } else {
+                tally.expired.store(tally.expired.load(ordering: .relaxed) + left, ordering: .relaxed)
+            }
+            tally.targeted.store(counted + left, ordering: .relaxed)
+            var empty = walk
+            empty.deallocate()
+            update.wave.shardFinished(index)
+        }
+    }
+
+    /// The members a resumed wave still has to visit: the checkpoint's pending ones (possibly sent first), then
+    /// its key range. Also how many pending members are no longer here.
+    private func resumedWalk(_ audienceIndex: Int, checkpoint: ShardCheckpoint?) -> (WaveWalk, missing: Int) {
+        let slots = audiences[audienceIndex].slots
+        let sorted = walkSorter.sort(slots: slots, tokens: tokens)
+        var walk = WaveWalk()
+        let everythingSent = checkpoints == nil
+        guard let checkpoint else {
+            walk.appendRange(sorted, from: 0, count: sorted.count)
+            walk.rangePossiblySent = everythingSent ? sorted.count : min(sorted.count, checkpointWindow == Int.max ? sorted.count : checkpointWindow)
+            walkSorter.releaseIfLarge()
+            return (walk, 0)
+        }
+        // The range still to visit, as positions of `sorted`.
+        var rangeFirst = 0
+        var rangeCount = 0
+        var rangeSent = 0
+        if !checkpoint.rangeDone && sorted.count > 0 {
+            rangeFirst = WalkSorter.lowerBound(checkpoint.from, in: sorted, slots: slots, tokens: tokens)
+            let end = WalkSorter.lowerBound(checkpoint.to, in: sorted, slots: slots, tokens: tokens)
+            rangeCount = checkpoint.from == checkpoint.to ? sorted.count : (end - rangeFirst + sorted.count) % sorted.count
+            if let high = checkpoint.highWater {
+                let highPosition = WalkSorter.lowerBound(high, in: sorted, slots: slots, tokens: tokens)
+                rangeSent = min(rangeCount, (highPosition - rangeFirst + sorted.count) % sorted.count)
+            } else {
+                rangeSent = rangeCount
+            }
+        }
+        func inRange(_ position: Int) -> Bool {
+            rangeCount > 0 && (position - rangeFirst + sorted.count) % sorted.count < rangeCount
+        }
+        // Pending members, found by hash (a hash shared by two tokens brings both: one more push at most).
+        var missing = 0
+        var sentFirst: [UInt32] = []
+        var others: [UInt32] = []
+        var sentHashes: [UInt64] = []
+        var otherHashes: [UInt64] = []
+        for item in checkpoint.pending {
+            var position = WalkSorter.lowerBound(WalkKey(hash: item.hash, token: nil), in: sorted, slots: slots, tokens: tokens)
+            var found = false
+            while position < sorted.count && sorted[position].hash == item.hash {
+                found = true
+                if !inRange(position) {
+                    if item.possiblySent || everythingSent {
+                        sentFirst.append(sorted[position].member)
+                        sentHashes.append(item.hash)
+                    } else {
+                        others.append(sorted[position].member)
+                        otherHashes.append(item.hash)
+                    }
+                }
+                position += 1
+            }
+            if !found { missing += 1 }
+        }
+        for (member, hash) in zip(sentFirst + others, sentHashes + otherHashes) {
+            walk.members.append(member)
+            walk.hashes.append(hash)
+        }
+        walk.explicitCount = walk.members.count
+        walk.explicitPossiblySent = sentFirst.count
+        walk.appendRange(sorted, from: rangeFirst, count: rangeCount)
+        walk.rangePossiblySent = everythingSent ? rangeCount : rangeSent
+        walk.from = checkpoint.rangeDone ? checkpoint.to : checkpoint.from
+        walk.to = checkpoint.to
+        walkSorter.releaseIfLarge()
+        return (walk, missing)
+    }
+
     // MARK: - Shutdown
 
     /// After the worker thread is gone (joined): starts queued waves, then ends every outcome still open as
@@ -864,6 +1231,31 @@ final class Shard: PushProducer, @unchecked Sendable {
     func abandonAfterStop() {
         let now = monotonicNow()
         service(now: now, commandLimit: .max)
+        failQueuedSingles()
+        if heldTotal > 0 { releaseHeld(prune: false, resend: false, now: now) }
+        endOpenOutcomes()
+    }
+
+    /// After the worker thread is gone, for a graceful shutdown of a durable engine: starts queued waves, fails
+    /// queued single pushes, and returns every unfinished wave's progress (the waves stay unfinished: the next
+    /// engine resumes them).
+    func checkpointAfterStop() -> [WaveCheckpoint] {
+        let now = monotonicNow()
+        let writer = checkpoints
+        checkpoints = nil  // nothing more goes to the writer: the engine writes what this returns
+        service(now: now, commandLimit: .max)
+        checkpoints = writer
+        failQueuedSingles()
+        var items: [WaveCheckpoint] = []
+        let savedAt = Int64(time(nil)) * 1000
+        for slot in waves.indices where waves[slot] != nil {
+            items.append(
+                WaveCheckpoint(waveID: waves[slot]!.update.wave.id, shard: index, data: progress(of: slot, final: true).encoded(), savedAt: savedAt))
+        }
+        return items
+    }
+
+    private func failQueuedSingles() {
         for index in nextReadySingle..<readySingles.count {
             let single = readySingles[index]
             single.completion(
@@ -873,7 +1265,9 @@ final class Shard: PushProducer, @unchecked Sendable {
         }
         readySingles.removeAll()
         nextReadySingle = 0
-        if heldTotal > 0 { releaseHeld(prune: false, resend: false, now: now) }
+    }
+
+    private func endOpenOutcomes() {
         let reason = FailureReason.shutdown
         for audienceIndex in audiences.indices {
             for member in audiences[audienceIndex].owed.indices {

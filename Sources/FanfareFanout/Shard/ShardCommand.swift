@@ -20,6 +20,8 @@ enum ShardCommand {
     /// The operator closed the invalid-token breaker: settle the held answers (prune their tokens, or keep
     /// them) and resume the paused waves.
     case resumeAfterBreaker(pruneHeldTokens: Bool)
+    /// A wave an earlier engine left unfinished (durable waves): pick it up from this shard's checkpoint.
+    case resumeWave(ResumedWave)
 
     /// Commands the control path sends (under the engine's control lock), as opposed to single pushes.
     var isControl: Bool {
@@ -48,7 +50,7 @@ final class PublishedUpdate: Sendable {
     let sequence: UInt64
     let payload: PushPayload
     let priority: UpdatePriority
-    let hasAlert: Bool
+    nonisolated(unsafe) var hasAlert: Bool
     /// `apns-expiration` (UNIX seconds), and the same moment on the monotonic clock (0 = none).
     let expiration: Int64?
     let deadline: UInt64
@@ -107,4 +109,16 @@ struct ShardWave {
     /// Targeted members the cursor has not reached yet.
     var unvisited: Int
     var cursorDone: Bool
+}
+
+/// A wave found unfinished at start-up, for one shard.
+final class ResumedWave: Sendable {
+    let update: PublishedUpdate
+    let checkpoint: ShardCheckpoint?
+    let mode: Shard.ResumeMode
+    init(update: PublishedUpdate, checkpoint: ShardCheckpoint?, mode: Shard.ResumeMode) {
+        self.update = update
+        self.checkpoint = checkpoint
+        self.mode = mode
+    }
 }

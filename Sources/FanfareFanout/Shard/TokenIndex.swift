@@ -24,26 +24,7 @@ struct TokenIndex {
     /// probe run and make registration quadratic.
     @inline(__always)
     static func home(_ token: DeviceToken, mask: Int) -> Int {
-        token.withUnsafeBytes { bytes in
-            var hash: UInt64 = 0x243F_6A88_85A3_08D3 ^ UInt64(bytes.count)
-            var offset = 0
-            while offset + 8 <= bytes.count {
-                hash = (hash ^ UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))) &* 0x9E37_79B9_7F4A_7C15
-                hash ^= hash >> 29
-                offset += 8
-            }
-            while offset < bytes.count {
-                hash = (hash ^ UInt64(bytes[offset])) &* 0x100_0000_01B3
-                offset += 1
-            }
-            // murmur3's finalizer: every input bit reaches the low bits the mask keeps.
-            hash ^= hash >> 33
-            hash &*= 0xFF51_AFD7_ED55_8CCD
-            hash ^= hash >> 33
-            hash &*= 0xC4CE_B9FE_1A85_EC53
-            hash ^= hash >> 33
-            return Int(truncatingIfNeeded: hash) & mask
-        }
+        Int(truncatingIfNeeded: TokenHash.of(token)) & mask
     }
 
     func find(_ token: DeviceToken, in table: TokenTable) -> UInt32? {

@@ -174,6 +174,13 @@ struct TokenTable {
         return try! DeviceToken(bytes: UnsafeBufferPointer(start: arena.base + start, count: Int(lengths[index])))
     }
 
+    /// The token's bytes in place (valid until the table next grows).
+    @inline(__always)
+    func bytes(_ slot: UInt32) -> UnsafeRawBufferPointer {
+        let index = Int(slot)
+        return UnsafeRawBufferPointer(start: arena.base + Int(offsets[index]), count: Int(lengths[index]))
+    }
+
     /// Whether `slot` holds exactly `token`'s bytes.
     @inline(__always)
     func matches(_ slot: UInt32, _ token: DeviceToken) -> Bool {

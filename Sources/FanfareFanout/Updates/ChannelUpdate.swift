@@ -64,6 +64,8 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The engine already tracks `FanoutEngine.maximumChannels` channels.
     case tooManyChannels(limit: Int)
     case shutDown
+    /// The wave store could not record the wave (durable waves): nothing of it is sent.
+    case storage(String)
 
     public var description: String {
         switch self {
@@ -86,6 +88,7 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
             return "more than \(limit) channels in use at once; channels no token follows and no wave runs on are "
                 + "forgotten at the next maintenance pass"
         case .shutDown: return "the engine is shut down"
+        case .storage(let message): return "the wave could not be recorded, so it was not published: \(message)"
         }
     }
 }

@@ -14,7 +14,13 @@ public final class Wave: Sendable {
     public let dismissalDate: Int64?
     /// Monotonic ns (`IOLoop.monotonicNanoseconds()`) when `publish` accepted it.
     public let publishedAt: UInt64
+    /// UNIX ms when it was first published (before any restart).
+    public let publishedAtWall: Int64
+    /// How many times an engine resumed it after a restart.
+    public let restarts: Int
     let tallies: [WaveTally]
+    /// Set when a graceful shutdown left the wave unfinished (checkpointed, resumed by the next engine).
+    private let interrupted = Atomic<Bool>(false)
     private let unfinishedShards: Atomic<Int>
     /// Monotonic ns when the last shard finished (0 while running).
     private let completedAtStorage = Atomic<UInt64>(0)
@@ -25,8 +31,10 @@ public final class Wave: Sendable {
 
     init(
         id: UInt64, update: ChannelUpdate, shardCount: Int, publishedAt: UInt64, breaker: InvalidTokenBreaker? = nil,
-        onComplete: (@Sendable (Wave) -> Void)?
+        publishedAtWall: Int64 = 0, restarts: Int = 0, onComplete: (@Sendable (Wave) -> Void)?
     ) {
+        self.publishedAtWall = publishedAtWall
+        self.restarts = restarts
         self.id = id
         channel = update.channel
         event = update.content.event
@@ -45,6 +53,7 @@ public final class Wave: Sendable {
     /// Running, paused (the invalid-token breaker is open: nothing of it is sent), or complete.
     public var state: WaveState {
         if isComplete { return .complete }
+        if interrupted.load(ordering: .acquiring) { return .interrupted }
         return breaker?.isOpen == true ? .paused : .running
     }
 
@@ -57,17 +66,30 @@ public final class Wave: Sendable {
     /// A consistent-enough snapshot for progress displays (counters move while a wave runs).
     public var report: WaveReport { WaveReport(self) }
 
-    /// Returns once the wave is complete.
+    /// Returns once the wave is complete (or interrupted by a graceful shutdown: see `state`).
     public func completion() async {
-        if isComplete { return }
+        if isComplete || isInterrupted { return }
         await withCheckedContinuation { continuation in
             let ready = waiters.withLock { list -> Bool in
-                if isComplete { return true }
+                if isComplete || isInterrupted { return true }
                 list.append(continuation)
                 return false
             }
             if ready { continuation.resume() }
         }
+    }
+
+    var isInterrupted: Bool { interrupted.load(ordering: .acquiring) }
+
+    /// A graceful shutdown left it unfinished: wake whoever waits for it.
+    func interrupt() {
+        guard !isComplete else { return }
+        interrupted.store(true, ordering: .releasing)
+        let continuations = waiters.withLock { list in
+            defer { list.removeAll() }
+            return list
+        }
+        for continuation in continuations { continuation.resume() }
     }
 
     /// Blocks the calling thread until the wave completes or `timeout` passes; returns whether it completed.
@@ -154,6 +176,7 @@ public struct WaveReport: Sendable, Equatable {
         event = wave.event
         timestamp = wave.timestamp
         state = wave.state
+        restarts = wave.restarts
         var firstAck: UInt64 = .max
         var lastAck: UInt64 = 0
         for tally in wave.tallies {
@@ -167,6 +190,7 @@ public struct WaveReport: Sendable, Equatable {
             invalidated += tally.invalidated.load(ordering: .relaxed)
             retried += tally.retried.load(ordering: .relaxed)
             possibleDuplicates += tally.possibleDuplicates.load(ordering: .relaxed)
+            resentAfterRestart += tally.resentAfterRestart.load(ordering: .relaxed)
             let first = tally.firstAck.load(ordering: .relaxed)
             if first != 0 { firstAck = min(firstAck, first) }
             lastAck = max(lastAck, tally.lastAck.load(ordering: .relaxed))

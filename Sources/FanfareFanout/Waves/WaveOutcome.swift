@@ -28,6 +28,13 @@ enum FailureReason {
         }
     }
 
+    /// The index of a reason name (`name(_:)`'s inverse); an unknown name is `unknownAPNsReason`.
+    static func index(named name: String) -> Int {
+        if let reason = APNsReason(rawValue: name), let index = apnsReasons.firstIndex(of: reason) { return index }
+        for index in apnsReasons.count..<count where self.name(index) == name { return index }
+        return unknownAPNsReason
+    }
+
     static func name(_ index: Int) -> String {
         if index < apnsReasons.count { return apnsReasons[index].rawValue }
         switch index {

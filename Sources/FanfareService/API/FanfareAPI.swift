@@ -86,6 +86,9 @@ package struct FanfareAPI: APIProtocol {
             return .unavailable(.tooManyChannels, "\(error)", retryAfter: 60)
         case .shutDown:
             return .unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+        case .storage:
+            // The wave could not be made durable (a full or failing disk): nothing was sent; retry later.
+            return .unavailable(.notReady, "\(error)", retryAfter: retryAfter)
         }
     }
 

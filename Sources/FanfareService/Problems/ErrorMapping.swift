@@ -107,6 +107,9 @@ package enum ErrorMapping {
             return .badRequest(.invalidRegistration, "tokens[\(index)]: \(reason)", index: index)
         case .storage(let message):
             return ServiceProblem(.internalServerError, ._internal, "the registry failed: \(message.prefix(300)); nothing was changed")
+        case .unknownWave, .invalidWave:
+            // The engine's own bookkeeping of durable waves, never what a request sent.
+            return ServiceProblem(.internalServerError, ._internal, "the registry refused a wave: \(error.description.prefix(300))")
         }
     }
 }

@@ -1,0 +1,50 @@
+/// A published wave as persisted before `publish` returns: everything a restarted engine needs to send the
+/// rest of it exactly as the first process would have.
+public struct WaveRecord: Sendable, Equatable {
+    /// At most `Int64.max` (stores keep ids as signed 64-bit integers).
+    public var id: UInt64
+    public var bundleID: String
+    public var environment: APNsEnvironment
+    public var channel: String
+    /// LiveActivityEvent raw value: "start", "update", "end".
+    public var event: String
+    /// The update's timestamp (UNIX s).
+    public var timestamp: Int64
+    /// UpdatePriority raw value: "auto", "immediate", "normal".
+    public var priority: String
+    public var hasAlert: Bool
+    /// The exact body every push of the wave carries.
+    public var payload: [UInt8]
+    /// UNIX s.
+    public var freshUntil: Int64?
+    public var collapseID: String?
+    /// UNIX s.
+    public var dismissalDate: Int64?
+    /// UNIX ms.
+    public var publishedAt: Int64
+    public var shardCount: Int
+    /// Per shard, where the wave's walk starts (engine-defined; may be empty).
+    public var startKeys: [UInt64]
+
+    public init(
+        id: UInt64, bundleID: String, environment: APNsEnvironment, channel: String, event: String, timestamp: Int64,
+        priority: String, hasAlert: Bool, payload: [UInt8], freshUntil: Int64?, collapseID: String?,
+        dismissalDate: Int64?, publishedAt: Int64, shardCount: Int, startKeys: [UInt64]
+    ) {
+        self.id = id
+        self.bundleID = bundleID
+        self.environment = environment
+        self.channel = channel
+        self.event = event
+        self.timestamp = timestamp
+        self.priority = priority
+        self.hasAlert = hasAlert
+        self.payload = payload
+        self.freshUntil = freshUntil
+        self.collapseID = collapseID
+        self.dismissalDate = dismissalDate
+        self.publishedAt = publishedAt
+        self.shardCount = shardCount
+        self.startKeys = startKeys
+    }
+}

@@ -1,0 +1,190 @@
+// Issue 11: durable waves. An engine abandoned mid-wave (what kill -9 leaves in the store) and a new engine on
+// the same database file: the wave completes, nothing is lost, resends stay within the checkpoint window and
+// carry the first attempt's apns-id; latest state wins across the restart; retirements survive it; a graceful
+// shutdown resumes with no duplicate. Real simulator over loopback, real SQLite file.
+import FanfareClient
+import FanfareCore
+@testable import FanfareFanout
+import FanfareRegistry
+import FanfareSimulator
+import Foundation
+import Testing
+
+@Suite(.serialized) struct DurableWaveTests {
+    static let window = 2_000
+
+    /// A simulator slow enough that a wave of `count` tokens takes a while (20 ms per push, 2 x 200 streams).
+    static func simulator() -> SimulatorConfiguration {
+        var configuration = SimulatorConfiguration()
+        configuration.latency = .fixed(nanoseconds: 20_000_000)
+        return configuration
+    }
+
+    static func engine(_ harness: TestHarness, _ store: SQLiteTokenStore) throws -> FanoutEngine {
+        var client = try harness.clientConfiguration()
+        client.workerCount = 2
+        client.connectionsPerWorker = 1
+        client.maxConcurrentStreamsPerConnection = 200
+        var configuration = FanoutConfiguration(client: client, bundleID: Fixture.bundleID, environment: .production)
+        configuration.minimumInterval = nil
+        configuration.retryDelays = [.milliseconds(10), .milliseconds(20), .milliseconds(40)]
+        configuration.checkpoints = CheckpointConfiguration(interval: .milliseconds(20), pushes: 500, window: window)
+        configuration.defaultDismissalWindow = .zero
+        return try FanoutEngine(configuration: configuration, store: store, waveStore: store)
+    }
+
+    /// Tokens of the accepted log, by token hex: the apns-ids of its lines, in order.
+    static func accepted(_ harness: TestHarness) throws -> [String: [String]] {
+        var byToken: [String: [String]] = [:]
+        for record in try harness.acceptedLog() {
+            guard let token = record.string("token"), let id = record.string("apns-id") else { continue }
+            byToken[token, default: []].append(id)
+        }
+        return byToken
+    }
+
+    @Test func aWaveAbandonedMidWayCompletesOnTheNextEngineWithinTheWindow() async throws {
+        let harness = try TestHarness(Self.simulator())
+        defer { harness.shutdown() }
+        let path = harness.directory + "/durable.db"
+        let count = 12_000
+        var store = try SQLiteTokenStore(path: path)
+        var engine = try Self.engine(harness, store)
+        try engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
+        let wave = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
+        let id = wave.id
+        #expect(await eventually(timeout: .seconds(60)) { wave.report.delivered >= count / 3 })
+        engine.abandonForTesting()
+        let before = wave.report
+        #expect(!wave.isComplete)
+        try store.close()
+
+        store = try SQLiteTokenStore(path: path)
+        engine = try Self.engine(harness, store)
+        let resumed = try #require(engine.wave(id: id))
+        #expect(await eventually(timeout: .seconds(60)) { resumed.isComplete })
+        let report = resumed.report
+        #expect(report.delivered == count && report.targeted == count && report.accounted == count, "\(report)")
+        #expect(report.restarts == 1)
+        engine.shutdown()
+
+        let log = try Self.accepted(harness)
+        #expect(log.count == count, "every token at least once")
+        let duplicates = log.values.filter { $0.count > 1 }
+        // Everything sent after the last durable checkpoint may go again: at most the window per shard, plus
+        // what was in flight (2 shards x 200 streams).
+        #expect(duplicates.count <= 2 * Self.window + 2 * 200, "\(duplicates.count) duplicates")
+        #expect(duplicates.allSatisfy { Set($0).count == 1 }, "a resend carries its first attempt's apns-id")
+        #expect(report.resentAfterRestart >= duplicates.count)
+        #expect(report.resentAfterRestart <= 2 * Self.window + 2 * 200)
+        print("durable waves, in-process crash: \(count) tokens, abandoned at \(before.delivered) delivered; "
+            + "\(duplicates.count) duplicates in the log, resentAfterRestart \(report.resentAfterRestart)")
+    }
+
+    @Test func aGracefulShutdownResumesWithNoDuplicate() async throws {
+        let harness = try TestHarness(Self.simulator())
+        defer { harness.shutdown() }
+        let path = harness.directory + "/durable.db"
+        let count = 8_000
+        var store = try SQLiteTokenStore(path: path)
+        var engine = try Self.engine(harness, store)
+        try engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
+        let wave = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
+        #expect(await eventually(timeout: .seconds(60)) { wave.report.delivered >= count / 3 })
+        engine.shutdown()
+        #expect(wave.state == .interrupted)
+        try store.close()
+
+        store = try SQLiteTokenStore(path: path)
+        engine = try Self.engine(harness, store)
+        let resumed = try #require(engine.wave(id: wave.id))
+        #expect(await eventually(timeout: .seconds(60)) { resumed.isComplete })
+        let report = resumed.report
+        #expect(report.delivered == count && report.accounted == report.targeted, "\(report)")
+        #expect(report.resentAfterRestart == 0)
+        engine.shutdown()
+        let log = try Self.accepted(harness)
+        #expect(log.count == count && log.values.allSatisfy { $0.count == 1 }, "no duplicate after a graceful restart")
+    }
+
+    @Test func latestStateWinsAcrossARestart() async throws {
+        let harness = try TestHarness(Self.simulator())
+        defer { harness.shutdown() }
+        let path = harness.directory + "/durable.db"
+        let count = 6_000
+        var store = try SQLiteTokenStore(path: path)
+        var engine = try Self.engine(harness, store)
+        try engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
+        let first = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
+        let second = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_002, home: 2, away: 0))
+        #expect(await eventually(timeout: .seconds(60)) { second.report.delivered >= count / 4 })
+        engine.abandonForTesting()
+        try store.close()
+
+        store = try SQLiteTokenStore(path: path)
+        engine = try Self.engine(harness, store)
+        // An older state than the newest published before the crash is refused.
+        #expect(throws: PublishError.self) {
+            try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_000, home: 0, away: 0))
+        }
+        let oldWave = try #require(engine.wave(id: first.id))
+        let newWave = try #require(engine.wave(id: second.id))
+        #expect(await eventually(timeout: .seconds(60)) { oldWave.isComplete && newWave.isComplete })
+        #expect(oldWave.report.accounted == oldWave.report.targeted)
+        #expect(newWave.report.delivered == count && newWave.report.accounted == count, "\(newWave.report)")
+        engine.shutdown()
+        // Every token's last accepted push carries the newest score.
+        var last: [String: String] = [:]
+        for record in try harness.acceptedLog() {
+            if let token = record.string("token") { last[token] = record.line }
+        }
+        #expect(last.count == count)
+        #expect(last.values.allSatisfy { $0.contains(#""home":2"#) })
+    }
+
+    @Test func reportsAndRetirementsSurviveARestart() async throws {
+        let harness = try TestHarness(SimulatorConfiguration())
+        defer { harness.shutdown() }
+        let path = harness.directory + "/durable.db"
+        var store = try SQLiteTokenStore(path: path)
+        var engine = try Self.engine(harness, store)
+        try engine.register(FanoutFixture.registrations(0..<50, channel: "ended"))
+        var end = LiveActivityContent(event: .end, timestamp: 1_800_000_010)
+        end.contentState = try RawJSON(validating: #"{"home":3,"away":1}"#)
+        let wave = try engine.publish(ChannelUpdate(channel: "ended", content: end))
+        await wave.completion()
+        #expect(wave.isComplete)
+        // The end wave's retirement is due at once (defaultDismissalWindow 0) but no maintenance ran yet.
+        engine.abandonForTesting()
+        try store.close()
+
+        store = try SQLiteTokenStore(path: path)
+        engine = try Self.engine(harness, store)
+        let report = try #require(try engine.report(id: wave.id))
+        #expect(report.isComplete && report.delivered == 50)
+        engine.runMaintenance()
+        #expect(try store.count() == 0, "the ended channel's tokens were retired after the restart")
+        engine.shutdown()
+    }
+
+    @Test func checkpointBytesRoundTripAndDamageIsAnError() throws {
+        var checkpoint = ShardCheckpoint()
+        checkpoint.restarts = 2
+        checkpoint.counters.targeted = 10
+        checkpoint.counters.delivered = 4
+        checkpoint.counters.failed = 1
+        checkpoint.failures = ["BadTopic": 1]
+        checkpoint.from = WalkKey(hash: 42, token: makeToken(1))
+        checkpoint.to = .origin
+        checkpoint.highWater = WalkKey(hash: 99, token: nil)
+        checkpoint.pending = [.init(hash: 7, possiblySent: true), .init(hash: 8, possiblySent: false)]
+        let bytes = checkpoint.encoded()
+        #expect(try ShardCheckpoint(decoding: bytes) == checkpoint)
+        for cut in [0, 1, 10, bytes.count - 1] {
+            #expect(throws: ShardCheckpoint.DecodingError.self) { try ShardCheckpoint(decoding: Array(bytes.prefix(cut))) }
+        }
+        var damaged = bytes
+        damaged[0] = 9
+        #expect(throws: ShardCheckpoint.DecodingError.self) { try ShardCheckpoint(decoding: damaged) }
+    }
+}
