@@ -13,6 +13,13 @@ struct RawStatement {
     private let statement: Statement
     private let handle: OpaquePointer
     private let connection: OpaquePointer
+    /// A value SQLite refused to bind (longer than its length limit): the next `step` throws instead of running
+    /// with the parameter unset.
+    private let refusedBind = RefusedBind()
+
+    private final class RefusedBind {
+        var byteCount: UInt64?
+    }
 
     init(_ db: Database, sql: String) throws {
         statement = try db.cachedStatement(sql: sql)
@@ -50,7 +57,9 @@ struct RawStatement {
                 return
             }
             let text = UnsafeRawPointer(pointer).assumingMemoryBound(to: CChar.self)
-            sqlite3_bind_text(handle, index, text, Int32(utf8.count), transient)
+            // The 64-bit call: a length past Int32.max is refused by SQLite (SQLITE_TOOBIG), not a trap here.
+            let code = sqlite3_bind_text64(handle, index, text, UInt64(utf8.count), transient, UInt8(SQLITE_UTF8))
+            if code != SQLITE_OK { refusedBind.byteCount = UInt64(utf8.count) }
         }
     }
 
@@ -59,7 +68,9 @@ struct RawStatement {
             sqlite3_bind_zeroblob(handle, index, 0)
             return
         }
-        sqlite3_bind_blob(handle, index, pointer, Int32(blob.count), transient)
+        if sqlite3_bind_blob64(handle, index, pointer, UInt64(blob.count), transient) != SQLITE_OK {
+            refusedBind.byteCount = UInt64(blob.count)
+        }
     }
 
     func bind(_ index: Int32, blob: [UInt8]) {
@@ -70,6 +81,12 @@ struct RawStatement {
 
     /// Steps once: true when a row is ready to read, false when the statement is done.
     func step() throws -> Bool {
+        if let byteCount = refusedBind.byteCount {
+            refusedBind.byteCount = nil
+            throw DatabaseError(
+                resultCode: .SQLITE_TOOBIG, message: "a value of \(byteCount) bytes is longer than SQLite stores",
+                sql: statement.sql)
+        }
         let code = sqlite3_step(handle)
         switch code {
         case SQLITE_ROW: return true

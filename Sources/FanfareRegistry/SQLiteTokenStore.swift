@@ -1,6 +1,7 @@
 import FanfareCore
 import Foundation
 import GRDB
+import GRDBSQLite
 import Synchronization
 
 /// The embedded `TokenStore`: one SQLite file through GRDB.
@@ -255,6 +256,11 @@ public final class SQLiteTokenStore: TokenStore {
     /// Runs raw SQL on the store's connection (tests corrupt rows with it, the file being locked to others).
     func execute(sql: String) throws(RegistryError) {
         try access("executing \(sql)") { db in try db.execute(sql: sql) }
+    }
+
+    /// Lowers SQLite's limit on the length of one value (tests make it refuse long values with it).
+    func limitValueLength(toBytes bytes: Int32) throws(RegistryError) {
+        try access("limiting value length") { db in _ = sqlite3_limit(db.sqliteConnection, SQLITE_LIMIT_LENGTH, bytes) }
     }
 
     /// The integer a query returns (tests count rows with it).

@@ -461,6 +461,26 @@ struct WaveStoreTests {
         #expect(try store.lastWaveID() == 1)
     }
 
+    /// A value longer than SQLite keeps (its limit lowered here; 1 GB by default) is a `.storage` error, not a
+    /// trap and not a parameter silently left unset; nothing of the call is written.
+    @Test func valuesOverSQLitesLengthLimitAreRefused() throws {
+        try withStore { store, _ in
+            try store.limitValueLength(toBytes: 1_000)
+            let message = storageMessage { try store.saveWave(makeWave(1, payloadBytes: 1_001)) }
+            #expect(message?.contains("saving wave 1 failed: a value of 1001 bytes is longer than SQLite stores") == true,
+                    "\(message ?? "no error")")
+            let long = String(repeating: "c", count: 1_001)
+            #expect(storageMessage {
+                try store.saveRetirement(bundleID: testBundle, environment: .production, channel: long, dueAt: 1)
+            }?.contains("a value of 1001 bytes") == true)
+            try store.saveWave(makeWave(2, payloadBytes: 100))
+            #expect(storageMessage { try store.saveCheckpoints([checkpoint(2, shard: 0, byte: 1, bytes: 1_001)]) } != nil)
+            #expect(try store.unfinishedWaves(bundleID: testBundle, environment: .production).map(\.record.id) == [2])
+            #expect(try store.rows("SELECT count(*) FROM wave_checkpoints") == 0)
+            #expect(try store.pendingRetirements(bundleID: testBundle, environment: .production).isEmpty)
+        }
+    }
+
     @Test func closedStoreRefusesWaveCalls() throws {
         try withStore { store, _ in
             try store.close()
