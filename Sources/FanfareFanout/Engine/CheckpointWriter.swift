@@ -172,6 +172,15 @@ final class CheckpointWriter: @unchecked Sendable {
             } catch {
                 errors.add(1, ordering: .relaxed)
                 let message = "\(error)"
+                switch error {
+                case .invalidWave, .unknownWave:
+                    // Refused for good (retrying would block every later write): drop it, say so.
+                    logger.error("durable waves: the store refused a write, dropped: \(message)")
+                    lastErrorBox.withLock { $0 = message }
+                    index = max(end, index + 1)
+                    continue
+                default: break
+                }
                 let first = lastErrorBox.withLock { last in
                     defer { last = message }
                     return last != message

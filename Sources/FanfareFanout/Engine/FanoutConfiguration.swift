@@ -43,6 +43,8 @@ public struct FanoutConfiguration: Sendable {
     /// A graceful `shutdown()` of an engine with a wave store waits this long for pushes in flight to be
     /// answered (so the next start does not send them again), then checkpoints and stops.
     public var shutdownDrainTimeout: Duration = .seconds(10)
+    /// Final reports a wave store keeps (per app, newest first); older ones are pruned at each maintenance pass.
+    public var storedWaveReports = 100_000
     /// How often the engine retires activities past ActivityKit's lifetime and ended channels, and forgets
     /// channels nothing uses any more.
     public var maintenanceInterval: Duration = .seconds(60)
@@ -116,6 +118,9 @@ public struct FanoutConfiguration: Sendable {
         }
         if let problem = invalidTokenBreaker.problem { throw .invalidConfiguration(field: "invalidTokenBreaker", problem: problem) }
         if let problem = checkpoints.problem { throw .invalidConfiguration(field: "checkpoints", problem: problem) }
+        try require(storedWaveReports >= 1, "storedWaveReports", "must be at least 1")
+        try require(
+            shutdownDrainTimeout >= .zero && shutdownDrainTimeout <= Self.longestInterval, "shutdownDrainTimeout", "must be in 0...1 hour")
         try checkEnvironmentAndTopic()
     }
 

@@ -596,11 +596,14 @@ public final class FanoutEngine: Sendable {
                 registryWorker.noteError("retiring channel \(channel): \(error)")
             }
         }
-        if let waveStore, !due.isEmpty {
+        if let waveStore {
             do {
-                try waveStore.removeRetirements(bundleID: configuration.bundleID, environment: configuration.environment, channels: due)
+                if !due.isEmpty {
+                    try waveStore.removeRetirements(bundleID: configuration.bundleID, environment: configuration.environment, channels: due)
+                }
+                try waveStore.pruneWaveReports(keeping: configuration.storedWaveReports)
             } catch {
-                registryWorker.noteError("forgetting applied retirements: \(error)")
+                registryWorker.noteError("durable waves: maintenance of the wave store: \(error)")
             }
         }
         let lifetime = Int64(Self.nanoseconds(configuration.activityLifetime) / 1_000_000)

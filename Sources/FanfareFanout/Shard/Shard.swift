@@ -635,9 +635,12 @@ final class Shard: PushProducer, @unchecked Sendable {
         if audiences[audienceIndex].states[member] == .idle { audiences[audienceIndex].busy += 1 }
         audiences[audienceIndex].states[member] = .inFlight
         let ref = MemberRef(channel: audienceIndex >> 1, kind: audienceIndex & 1 == 0 ? .update : .pushToStart, member: member)
+        let token = tokens.token(UInt32(tokenSlot))
+        // The same id on every attempt, before and after a restart: a resend is recognisable as one.
         return PushJob(
-            token: tokens.token(UInt32(tokenSlot)), payload: update.payload, priority: priority,
-            expiration: update.expiration, collapseID: update.collapseID, cookie: FanoutCookie.make(ref, wave: waveSlot))
+            token: token, payload: update.payload, priority: priority, expiration: update.expiration,
+            collapseID: update.collapseID, apnsID: PushIdentifier.waveID(wave: update.wave.id, token: token),
+            cookie: FanoutCookie.make(ref, wave: waveSlot))
     }
 
     // MARK: - Single pushes
