@@ -1,6 +1,7 @@
 // The real `fanfare serve --simulator` binary as a child process, driven over HTTP only: 50,000 tokens
 // registered through the API, waves followed to `complete` and checked against the simulator's accepted-push
-// log, a burst that supersedes, single pushes, SIGTERM with a wave in flight, and the refusals at start-up.
+// log, a burst that supersedes, single pushes, SIGTERM with a wave in flight (resumed by the next start), and
+// the refusals at start-up.
 import FanfareIO
 import FanfareSimulator
 import Foundation
@@ -106,26 +107,25 @@ struct ServeCommandTests {
         #expect(lines.contains { $0.contains("apns connection up") })
     }
 
-    @Test("SIGTERM with a wave in flight: writes get 503 + Retry-After, reads go on, the wave finishes, exit 0")
+    @Test("SIGTERM with a wave in flight: writes get 503 + Retry-After, reads go on, exit 0; the next start finishes the wave, no push twice")
     func gracefulShutdown() async throws {
         let directory = NSTemporaryDirectory() + "fanfare-serve-term-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let logPath = directory + "/accepted.jsonl"
-        // 10 streams at 500 ms: 600 tokens take about 30 s, however slow the machine, so the wave is still in
-        // flight when the requests after the signal arrive (a shorter wave could end first under load, and the
-        // process with it).
-        let serve = try await ServeProcess(
-            [
-                "--simulator", "--listen", "127.0.0.1:0", "--database", directory + "/fanfare.db", "--simulator-log", logPath,
-                "--simulator-latency", "500ms", "--connections", "1", "--streams", "10", "--shutdown-timeout", "120s",
-            ], directory: directory)
+        // 10 streams at 5 s: the graceful shutdown waits for the pushes in flight (up to 5 s), so the service
+        // still answers the requests that follow the signal however slow the machine.
+        let arguments = [
+            "--simulator", "--listen", "127.0.0.1:0", "--database", directory + "/fanfare.db", "--simulator-log", logPath,
+            "--simulator-latency", "5s", "--connections", "1", "--streams", "10", "--shutdown-timeout", "120s",
+        ]
+        let serve = try await ServeProcess(arguments, directory: directory)
         let client = serve.client
         #expect(await eventually { try await client.get("/readyz").status == 200 })
-        #expect(try await client.post("/v1/tokens", json: registrationBody(0..<600, channel: "late")).status == 200)
+        #expect(try await client.post("/v1/tokens", json: registrationBody(0..<100, channel: "late")).status == 200)
         let published = try await client.post("/v1/channels/late/updates", json: updateBody(timestamp: unixNow, home: 7))
         let wave = try #require(published.json?["wave_id"] as? Int)
-        #expect(await eventually { (try await client.get("/v1/waves/\(wave)").json?["delivered"] as? Int ?? 0) > 0 })
+        #expect(await eventually { (try await client.get("/v1/waves/\(wave)").json?["sent"] as? Int ?? 0) > 0 })
 
         serve.signal(SIGTERM)
         // Draining shows first in readiness (a write sent before the signal is handled would still be taken).
@@ -134,15 +134,28 @@ struct ServeCommandTests {
         _ = problem(refused, status: 503, code: "shutting_down")
         #expect(refused.header("retry-after") != nil)
         _ = problem(try await client.post("/v1/tokens", json: registrationBody(5_000..<5_001, channel: "late")), status: 503, code: "shutting_down")
-        // Reads still answer while the wave finishes.
+        // Reads still answer while the engine shuts down.
         let during = try await client.get("/v1/waves/\(wave)")
         #expect(during.status == 200, "\(during)")
         #expect(await serve.waitForExit() == 0, "\(serve.errors.suffix(2000))")
+        #expect(serve.errors.contains("wave interrupted"), "\(serve.errors.suffix(2000))")
+        let cut = ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n")
+        #expect(Self.lines(cut, home: 7).count < 100, "the wave was cut by the shutdown")
+
+        // The next start resumes the wave (at 0 latency now) and sends only what the first run did not.
+        let restarted = try await ServeProcess(
+            arguments.map { $0 == "5s" ? "0" : $0 }, directory: directory, name: "serve-again")
+        let again = restarted.client
+        #expect(await eventually { try await again.get("/v1/waves/\(wave)").json?["state"] as? String == "complete" })
+        let report = try await again.get("/v1/waves/\(wave)").json
+        #expect(report?["delivered"] as? Int == 100 && report?["restarts"] as? Int == 1, "\(String(describing: report))")
+        #expect(report?["resent_after_restart"] as? Int == 0, "\(String(describing: report))")
+        restarted.signal(SIGTERM)
+        #expect(await restarted.waitForExit() == 0, "\(restarted.errors.suffix(2000))")
         let log = ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n")
-        #expect(Self.lines(log, home: 7).count == 600, "the wave in flight finished before the exit")
+        let tokens = Self.lines(log, home: 7).compactMap { line in line.range(of: #""token":""#).map { line[$0.upperBound...].prefix(64) } }
+        #expect(tokens.count == 100 && Set(tokens).count == 100, "\(tokens.count) lines, \(Set(tokens).count) tokens")
         #expect(Self.lines(log, home: 8).isEmpty)
-        #expect(serve.errors.contains("wave complete"))
-        #expect(serve.errors.contains("delivered=600"), "\(serve.errors.suffix(2000))")
     }
 
     @Test("refusals at start-up: beyond loopback without keys, conflicting or bad flags, unreadable key files (exit 64)")
@@ -159,6 +172,9 @@ struct ServeCommandTests {
             (["--simulator", "--max-body", "lots"], "--max-body"),
             (["--simulator", "--shutdown-timeout", "soon"], "--shutdown-timeout"),
             (["--simulator", "--log-format", "xml"], "--log-format"),
+            (["--simulator", "--checkpoint-interval", "0"], "--checkpoint-interval must be in 1...3600000"),
+            (["--simulator", "--checkpoint-pushes", "20000", "--checkpoint-window", "10000"], "--checkpoint-window must be at least"),
+            (["--simulator", "--checkpoint-pushes", "many"], "--checkpoint-pushes"),
             (["--listen", "127.0.0.1:0"], "--bundle-id"),
         ]
         for (arguments, message) in cases {

@@ -27,11 +27,13 @@ public enum ServiceStartError: Error, Sendable, CustomStringConvertible {
 /// `fanfare serve`: the fan-out engine on its SQLite registry behind the HTTP/JSON API (Hummingbird 2; routes
 /// and types generated from the OpenAPI document).
 ///
-/// `init` opens the registry and starts the engine (loading every token); `run()` serves until `shutdown()`:
-/// then writes are refused (503 + Retry-After), in-flight waves get up to `shutdownTimeout` to finish, event
+/// `init` opens the registry and starts the engine on it (loading every token; the registry is also the
+/// engine's `WaveStore`, so unfinished waves of an earlier run resume); `run()` serves until `shutdown()`: then
+/// writes are refused (503 + Retry-After), the engine shuts down gracefully (in-flight pushes answered, every
+/// unfinished wave checkpointed and left `interrupted`, to resume at the next start with no duplicate), event
 /// streams end, the HTTP server stops accepting and closes its connections once their answers are out
-/// (`Connection: close` meanwhile), and the engine and the registry close. A second `shutdown()` skips the
-/// wait for waves.
+/// (`Connection: close` meanwhile), and the registry closes; all within `shutdownTimeout`. A second
+/// `shutdown()` stops waiting for the engine.
 public final class FanfareServer: Sendable {
     public let configuration: ServiceConfiguration
     public let engine: FanoutEngine
@@ -48,6 +50,8 @@ public final class FanfareServer: Sendable {
     private let shutdownRequests = Atomic<Int>(0)
     private let shutdownStream: AsyncStream<Void>
     private let shutdownContinuation: AsyncStream<Void>.Continuation
+    /// Set when the engine's graceful shutdown (on a thread of its own) has returned.
+    private let engineStopped = StopSignal()
 
     public init(configuration: ServiceConfiguration) throws(ServiceStartError) {
         if let problem = configuration.problem() { throw .configuration(problem) }
@@ -63,13 +67,18 @@ public final class FanfareServer: Sendable {
         fanoutLogger[metadataKey: "component"] = "fanout"
         fanout.logger = fanoutLogger
         fanout.metricsFactory = metrics.factory
+        // The engine's wait for pushes in flight at a shutdown takes at most half of the service's shutdown
+        // timeout: the rest is for the last checkpoints and the requests still open.
+        fanout.shutdownDrainTimeout = min(fanout.shutdownDrainTimeout, configuration.shutdownTimeout / 2)
         do {
-            engine = try FanoutEngine(configuration: fanout, store: store)
+            engine = try FanoutEngine(configuration: fanout, store: store, waveStore: store)
         } catch {
             try? store.close()
             throw .engine(error)
         }
         monitor = WaveMonitor(logger: configuration.logger, metrics: metrics, wallClockMilliseconds: configuration.wallClockMilliseconds)
+        // A fresh engine's waves are the ones it resumed from an earlier run.
+        for wave in engine.waves { monitor.resumed(wave) }
         blocking = BlockingWork(threads: configuration.blockingThreads)
         idempotency = IdempotencyGate(
             store: store, lifetime: configuration.idempotencyLifetime, wallClockMilliseconds: configuration.wallClockMilliseconds)
@@ -78,7 +87,7 @@ public final class FanfareServer: Sendable {
     }
 
     /// Starts a graceful shutdown (returns at once; `run()` returns when it is done). A second call stops
-    /// waiting for in-flight waves.
+    /// waiting for the engine's graceful shutdown.
     public func shutdown() {
         if shutdownRequests.add(1, ordering: .acquiringAndReleasing).newValue == 1 {
             shutdownContinuation.yield()
@@ -120,18 +129,14 @@ public final class FanfareServer: Sendable {
             for await _ in shutdownStream { break }
             guard !Task.isCancelled else { return }
             let deadline = ContinuousClock.now + configuration.shutdownTimeout
-            await drain(until: deadline)
+            await stopEngine(until: deadline)
             lifecycle.stopping.set()
             await group.triggerGracefulShutdown()
-            // Requests get what is left of the timeout (at least a second) to finish. Then the engine stops, so
-            // a single push still waiting for APNs is answered (503, its push ends failed Shutdown), and a
-            // second later connections still open (a client that never sends its body) are closed.
+            // Requests get what is left of the timeout (at least a second) to finish; then connections still open
+            // (a client that never sends its body) are closed.
             try? await Task.sleep(until: max(deadline, ContinuousClock.now + .seconds(1)))
             guard !Task.isCancelled else { return }
-            logger.warning("requests still open after the shutdown timeout: stopping the engine and closing their connections")
-            engine.shutdown()
-            try? await Task.sleep(for: .seconds(1))
-            guard !Task.isCancelled else { return }
+            logger.warning("requests still open after the shutdown timeout: closing their connections")
             serving.cancel()
         }
         defer {
@@ -150,32 +155,47 @@ public final class FanfareServer: Sendable {
         await finish()
     }
 
-    /// Writes are refused from now on; in-flight waves get up to `shutdownTimeout` (or until a second
-    /// `shutdown()`).
-    private func drain(until deadline: ContinuousClock.Instant) async {
+    /// Writes are refused from now on; the engine shuts down gracefully (in-flight pushes answered, a final
+    /// checkpoint of every unfinished wave) on a thread of its own, waited for until `deadline` or a second
+    /// `shutdown()`. Waves are not waited for: they resume at the next start.
+    private func stopEngine(until deadline: ContinuousClock.Instant) async {
         lifecycle.beginDraining()
         let unfinished = engine.statistics.unfinishedWaves
         logger.notice(
-            "shutting down: writes are refused, waiting for in-flight waves",
+            "shutting down: writes are refused, unfinished waves are checkpointed and resume at the next start",
             metadata: ["unfinished_waves": "\(unfinished)", "timeout_s": "\(configuration.shutdownTimeout.components.seconds)"])
-        while engine.statistics.unfinishedWaves > 0 && ContinuousClock.now < deadline
-            && shutdownRequests.load(ordering: .acquiring) < 2
-        {
+        let engine = self.engine
+        let stopped = engineStopped
+        let thread = Thread {
+            engine.shutdown()
+            stopped.set()
+        }
+        thread.name = "fanfare-engine-shutdown"
+        thread.start()
+        while !stopped.isSet && ContinuousClock.now < deadline && shutdownRequests.load(ordering: .acquiring) < 2 {
             try? await Task.sleep(for: .milliseconds(20))
         }
-        let left = engine.statistics.unfinishedWaves
-        if left > 0 {
+        if !stopped.isSet {
             logger.warning(
-                "stopping with waves unfinished: their open outcomes end as failed (Shutdown)", metadata: ["unfinished_waves": "\(left)"])
+                """
+                the engine's graceful shutdown did not finish in time: unfinished waves resume from their last durable \
+                checkpoint, and pushes sent since may be sent again
+                """)
         }
     }
 
-    /// After the HTTP server stopped: the engine (every wave completes, every push gets its result) and the
-    /// registry.
+    /// After the HTTP server stopped: the engine (a no-op after `stopEngine`) and the registry.
     private func finish() async {
-        engine.shutdown()
-        monitor.check(engine: engine)
-        do { try store.close() } catch { logger.error("closing the registry failed", metadata: ["error": "\(error)"]) }
+        if lifecycle.isDraining && !engineStopped.isSet {
+            // The engine may still be writing its last checkpoints: the registry stays open until the process
+            // exits (SQLite keeps every committed transaction; the next start resumes from what is there).
+            logger.warning("stopping while the engine still shuts down; the registry is left to the process exit")
+        } else {
+            engine.shutdown()
+            monitor.check(engine: engine)
+            monitor.stopped()
+            do { try store.close() } catch { logger.error("closing the registry failed", metadata: ["error": "\(error)"]) }
+        }
         await blocking.shutdown()
         logger.notice("stopped")
     }

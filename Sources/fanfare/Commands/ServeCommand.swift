@@ -17,8 +17,11 @@ struct ServeCommand: AsyncParsableCommand {
             `--simulator` starts the built-in APNs simulator in the same process (10-30 ms latency; tokens \
             starting with 0410 answer 410 Unregistered, 0400 answer 400 BadDeviceToken) and needs nothing else. \
             Otherwise give the APNs flags of `fanfare push`. Without --api-keys the service only listens on \
-            loopback. SIGTERM or SIGINT: writes get 503 with Retry-After, in-flight waves finish (up to \
-            --shutdown-timeout), then the process exits 0; a second signal stops waiting for waves. Secrets can \
+            loopback. Waves are durable: saved in --database before the 202, their progress checkpointed while \
+            they run, so after a crash or a restart unfinished waves resume (a crash resends at most \
+            --checkpoint-window pushes per worker and wave). SIGTERM or SIGINT: writes get 503 with Retry-After, \
+            in-flight pushes are answered and unfinished waves checkpointed (up to --shutdown-timeout; they resume \
+            at the next start with no duplicate), then the process exits 0; a second signal stops waiting. Secrets can \
             come from the environment: $FANFARE_AUTH_KEY (the .p8's PEM text) and $FANFARE_API_KEYS (the key \
             file's text). Exit codes: 0 after a shutdown, 64 bad flags or files, 1 the service could not start.
             """
@@ -31,6 +34,8 @@ struct ServeCommand: AsyncParsableCommand {
     var listen = "127.0.0.1:8080"
 
     @OptionGroup var connection: ConnectionOptions
+
+    @OptionGroup var checkpoints: CheckpointOptions
 
     @Option(help: "Engine worker threads (shards), each with its own io_uring ring and APNs connections.")
     var workers = 1
@@ -53,7 +58,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "API keys: one key per line with its scopes (register,publish,read,admin). Or the file's text in $FANFARE_API_KEYS.")
     var apiKeys: String?
 
-    @Option(help: "After SIGTERM/SIGINT, how long in-flight waves may take before the service stops anyway (e.g. 30s).")
+    @Option(help: "After SIGTERM/SIGINT, how long answering in-flight pushes and checkpointing waves may take before the service stops anyway (e.g. 30s).")
     var shutdownTimeout = "30s"
 
     @Option(help: "Largest request body (bytes, or with KiB / MiB).")
@@ -112,9 +117,9 @@ struct ServeCommand: AsyncParsableCommand {
             client.workerCount = workers
             client.connectionsPerWorker = connections
             client.maxConcurrentStreamsPerConnection = streams
-            var service = ServiceConfiguration(
-                host: host, port: port, databasePath: database,
-                fanout: FanoutConfiguration(client: client, bundleID: bundleID, environment: connection.sandbox ? .sandbox : .production))
+            var fanout = FanoutConfiguration(client: client, bundleID: bundleID, environment: connection.sandbox ? .sandbox : .production)
+            fanout.checkpoints = try checkpoints.configuration()
+            var service = ServiceConfiguration(host: host, port: port, databasePath: database, fanout: fanout)
             service.apiKeys = try loadAPIKeys()
             service.maxBodyBytes = try Self.parseSize(maxBody, flag: "--max-body")
             service.shutdownTimeout = .nanoseconds(try parseDuration(shutdownTimeout, flag: "--shutdown-timeout"))

@@ -1,5 +1,5 @@
-// `fanfare serve` as a child process: the binary `swift build` puts next to this test bundle. Output goes to
-// files, so a chatty child never blocks on a pipe.
+// `fanfare serve` (and `fanfare simulate`) as child processes: the binary `swift build` puts next to this test
+// bundle. Output goes to files, so a chatty child never blocks on a pipe.
 import Foundation
 import Glibc
 
@@ -23,8 +23,8 @@ final class ServeProcess: @unchecked Sendable {
         return path
     }
 
-    private static func launch(
-        _ arguments: [String], directory: String, name: String, environment: [String: String]
+    static func launch(
+        _ arguments: [String], directory: String, name: String, environment: [String: String], command: String = "serve"
     ) throws -> (Process, String, String) {
         let outputPath = directory + "/\(name).out"
         let errorPath = directory + "/\(name).err"
@@ -34,7 +34,7 @@ final class ServeProcess: @unchecked Sendable {
         else { throw HTTPTestError(description: "cannot create \(outputPath)") }
         let process = Process()
         process.executableURL = URL(fileURLWithPath: try executable())
-        process.arguments = ["serve"] + arguments
+        process.arguments = [command] + arguments
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         var inherited = ProcessInfo.processInfo.environment
         inherited.removeValue(forKey: "FANFARE_API_KEYS")
@@ -104,18 +104,21 @@ final class ServeProcess: @unchecked Sendable {
         return process.terminationStatus
     }
 
-    /// Runs `fanfare serve <arguments>` to its end (for refusals that happen at once); a hang guard kills it.
+    /// Runs `fanfare <command> <arguments>` to its end (for refusals that happen at once, or a command that
+    /// prints and exits); a hang guard kills it.
     static func run(
-        _ arguments: [String], directory: String, environment: [String: String] = [:], timeout: Duration = .seconds(60)
+        _ arguments: [String], directory: String, environment: [String: String] = [:], timeout: Duration = .seconds(60),
+        command: String = "serve"
     ) async throws -> (status: Int32, output: String, errors: String) {
         let name = "run-" + UUID().uuidString.prefix(8)
-        let (process, outputPath, errorPath) = try launch(arguments, directory: directory, name: name, environment: environment)
+        let (process, outputPath, errorPath) = try launch(
+            arguments, directory: directory, name: name, environment: environment, command: command)
         let deadline = ContinuousClock.now + timeout
         while process.isRunning {
             if ContinuousClock.now >= deadline {
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
-                throw HTTPTestError(description: "fanfare serve \(arguments.joined(separator: " ")) hung")
+                throw HTTPTestError(description: "fanfare \(command) \(arguments.joined(separator: " ")) hung")
             }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -124,5 +127,69 @@ final class ServeProcess: @unchecked Sendable {
             process.terminationStatus, (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "",
             (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""
         )
+    }
+}
+
+/// `fanfare simulate` as a child process of its own, so it outlives a `fanfare serve` killed with SIGKILL; its
+/// state directory holds the CA and the provider key the service is given.
+final class SimulateProcess: @unchecked Sendable {
+    let process: Process
+    let port: Int
+    let stateDirectory: String
+    let outputPath: String
+
+    /// Starts `fanfare simulate --listen 127.0.0.1:0 --state-dir <directory>/simulator <arguments>` and waits for
+    /// the line that says where it listens.
+    init(_ arguments: [String], directory: String, timeout: Duration = .seconds(120)) async throws {
+        stateDirectory = directory + "/simulator"
+        let errorPath: String
+        (process, outputPath, errorPath) = try ServeProcess.launch(
+            ["--listen", "127.0.0.1:0", "--state-dir", stateDirectory] + arguments, directory: directory, name: "simulate",
+            environment: [:], command: "simulate")
+        let marker = "simulating APNs on https://"
+        let deadline = ContinuousClock.now + timeout
+        var found: Int?
+        while found == nil {
+            let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+            if let range = text.range(of: marker), let line = text[range.upperBound...].split(separator: "\n").first,
+                let colon = line.lastIndex(of: ":"), let port = Int(line[line.index(after: colon)...])
+            {
+                found = port
+                break
+            }
+            if !process.isRunning || ContinuousClock.now >= deadline {
+                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                process.waitUntilExit()
+                throw HTTPTestError(
+                    description: "fanfare simulate did not start:\n\(text)\n" + ((try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""))
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        port = found!
+    }
+
+    /// The flags that point `fanfare serve` at this simulator (its CA, provider key and identity).
+    var serveArguments: [String] {
+        [
+            "--endpoint", "https://127.0.0.1:\(port)", "--ca-file", stateDirectory + "/ca.pem",
+            "--auth-key", stateDirectory + "/AuthKey_FANFARE001.p8", "--key-id", "FANFARE001", "--team-id", "TEAMID0001",
+            "--bundle-id", "com.example.fanfare",
+        ]
+    }
+
+    /// SIGINT: the simulator flushes its accepted-push log and exits.
+    func stop(timeout: Duration = .seconds(30)) async {
+        if process.isRunning { kill(process.processIdentifier, SIGINT) }
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+    }
+
+    deinit {
+        if process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
     }
 }
