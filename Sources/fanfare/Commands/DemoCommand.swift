@@ -17,7 +17,8 @@ struct DemoCommand: ParsableCommand {
         abstract: "Play a match to a million Live Activity tokens through the fan-out engine and the built-in APNs simulator.",
         discussion: """
             Everything is local: the simulator listens on 127.0.0.1 with realistic latency and a few injected \
-            failures, the registry is a fresh SQLite file, and the engine pushes over real TLS + HTTP/2. \
+            failures, the registry is a fresh SQLite file (also the engine's wave store: waves are durable and \
+            checkpointed as they run, unless --no-checkpoints), and the engine pushes over real TLS + HTTP/2. \
             `--scenario wave` sends one update to every token instead (the fan-out benchmark); `--scenario soak` \
             runs for --minutes with token churn and a wave per channel every second, sampling the process's RSS \
             (perf/soak.sh).
@@ -70,6 +71,8 @@ struct DemoCommand: ParsableCommand {
     @Option(help: "Minimum seconds between two pushes to one activity (0 turns it off).")
     var minimumInterval: Double = 1
 
+    @OptionGroup var checkpoints: CheckpointOptions
+
     func validate() throws {
         guard tokenCount > 0, matches > 0, workers > 0, connections > 0, streams > 0 else {
             throw ValidationError("--tokens, --matches, --workers, --connections and --streams must be positive")
@@ -81,6 +84,7 @@ struct DemoCommand: ParsableCommand {
         if let warmupMinutes, !(warmupMinutes >= 0 && warmupMinutes < minutes) {
             throw ValidationError("--warmup-minutes must be in 0..<--minutes")
         }
+        do { _ = try checkpoints.configuration() } catch { throw ValidationError(error.description) }
     }
 
     var tokenCount: Int { tokens ?? (scenario == .soak ? 50_000 : 1_000_000) }
@@ -134,9 +138,11 @@ struct DemoCommand: ParsableCommand {
         var configuration = FanoutConfiguration(client: client, bundleID: bundleID)
         configuration.minimumInterval = minimumInterval > 0 ? .milliseconds(Int64(minimumInterval * 1000)) : nil
         configuration.maintenanceInterval = .seconds(1)
+        configuration.checkpoints = try checkpoints.configuration()
         let invalidated = InvalidationCounter()
         let loadStarted = Date()
-        let engine = try FanoutEngine(configuration: configuration, store: store, onInvalidation: { invalidated.add($0) })
+        let engine = try FanoutEngine(
+            configuration: configuration, store: store, waveStore: store, onInvalidation: { invalidated.add($0) })
         let loadSeconds = Date().timeIntervalSince(loadStarted)
         let footprint = engine.shardFootprint
         let loaded = footprint.reduce(0) { $0 + $1.tokens }
@@ -145,6 +151,13 @@ struct DemoCommand: ParsableCommand {
             String(
                 format: "engine      loaded %@ tokens into %d shard(s) in %.2f s, %.0f bytes of shard memory per token",
                 WaveTable.group(loaded), workers, loadSeconds, Double(bytes) / Double(max(1, loaded))))
+        let checkpointing = configuration.checkpoints
+        print(
+            "durable     waves saved in \(database); "
+                + (checkpointing.isEnabled
+                    ? "checkpoints on: every \(checkpointing.interval) or \(WaveTable.group(checkpointing.pushes)) pushes, "
+                        + "window \(WaveTable.group(checkpointing.window))"
+                    : "checkpoints off"))
 
         // 4. Play.
         let script = scenario == .wave ? MatchScript.singleWave(channel: channels[0]) : MatchScript.match(channels: channels, dismissAfter: 2)
