@@ -139,6 +139,11 @@ struct DurableWaveProcessTests {
         let first = try await run.serve("serve-1")
         try await Self.register(first.client)
         let wave = try await Self.publishAndStop(first, run: run, signal: SIGKILL)
+        // Between the crash and the restart, `fanfare waves` shows the wave unfinished, with its checkpoints.
+        let between = try await ServeProcess.run(["--database", run.database, "--json"], directory: run.directory, command: "waves")
+        let unfinished = (try? JSONSerialization.jsonObject(with: Data(between.output.utf8)) as? [String: Any])?["unfinished"] as? [[String: Any]]
+        #expect(unfinished?.count == 1 && unfinished?.first?["id"] as? Int == Int(wave), "\(between)")
+        #expect((unfinished?.first?["checkpoints"] as? Int ?? 0) >= 1, "\(between)")
 
         let second = try await run.serve("serve-2")
         let report = try await Self.completeReport(second, wave: wave)
