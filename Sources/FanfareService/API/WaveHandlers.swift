@@ -75,9 +75,11 @@ extension FanfareAPI {
         // in memory (from before a restart), merged newest first.
         let memory = engine.waves.map(\.report)
         let known = Set(memory.map(\.id))
-        let stored = try await offPool { [engine, configuration] in
-            try engine.storedReports(limit: configuration.storedWaveReportsListed)
-        }
+        // Without filters the page is the newest `limit` of memory and store together, so the store's newest
+        // `limit + 1` suffice (the extra one says whether there is more); a filter may need them all.
+        let listed = configuration.storedWaveReportsListed
+        let reading = query.before == nil && query.channel == nil ? min(limit + 1, listed) : listed
+        let stored = try await offPool { [engine] in try engine.storedReports(limit: reading) }
         var candidates = memory
         candidates.append(contentsOf: stored.lazy.filter { !known.contains($0.id) })
         candidates.sort { $0.id > $1.id }
