@@ -113,11 +113,13 @@ struct ServeCommandTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let logPath = directory + "/accepted.jsonl"
-        // 10 streams at 5 s: the graceful shutdown waits for the pushes in flight (up to 5 s), so the service
-        // still answers the requests that follow the signal however slow the machine.
+        // 10 streams answered after 15-16 s each: at the signal the newest push in flight was sent moments ago,
+        // and the graceful shutdown waits for its answer (up to half of --shutdown-timeout), so the service still
+        // answers the requests that follow the signal for about 15 s, however slow the machine.
+        let slow = "uniform:15s-16s"
         let arguments = [
             "--simulator", "--listen", "127.0.0.1:0", "--database", directory + "/fanfare.db", "--simulator-log", logPath,
-            "--simulator-latency", "5s", "--connections", "1", "--streams", "10", "--shutdown-timeout", "120s",
+            "--simulator-latency", slow, "--connections", "1", "--streams", "10", "--shutdown-timeout", "120s",
         ]
         let serve = try await ServeProcess(arguments, directory: directory)
         let client = serve.client
@@ -144,7 +146,7 @@ struct ServeCommandTests {
 
         // The next start resumes the wave (at 0 latency now) and sends only what the first run did not.
         let restarted = try await ServeProcess(
-            arguments.map { $0 == "5s" ? "0" : $0 }, directory: directory, name: "serve-again")
+            arguments.map { $0 == slow ? "0" : $0 }, directory: directory, name: "serve-again")
         let again = restarted.client
         #expect(await eventually { try await again.get("/v1/waves/\(wave)").json?["state"] as? String == "complete" })
         let report = try await again.get("/v1/waves/\(wave)").json

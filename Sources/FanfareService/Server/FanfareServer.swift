@@ -67,9 +67,9 @@ public final class FanfareServer: Sendable {
         fanoutLogger[metadataKey: "component"] = "fanout"
         fanout.logger = fanoutLogger
         fanout.metricsFactory = metrics.factory
-        // The engine's wait for pushes in flight at a shutdown takes at most half of the service's shutdown
-        // timeout: the rest is for the last checkpoints and the requests still open.
-        fanout.shutdownDrainTimeout = min(fanout.shutdownDrainTimeout, configuration.shutdownTimeout / 2)
+        // At a shutdown the engine waits for the pushes in flight for half of the service's shutdown timeout:
+        // the rest is for the last checkpoints and the requests still open.
+        fanout.shutdownDrainTimeout = configuration.shutdownTimeout / 2
         do {
             engine = try FanoutEngine(configuration: fanout, store: store, waveStore: store)
         } catch {

@@ -21,6 +21,7 @@ public struct ServiceConfiguration: Sendable {
     public var maxBatchItems = 10_000
     /// After SIGTERM/SIGINT, how long the engine's graceful shutdown (in-flight pushes answered, a final
     /// checkpoint of every unfinished wave) and requests still open may take before the service stops anyway.
+    /// The engine waits for pushes in flight for half of it (`FanoutConfiguration.shutdownDrainTimeout`).
     public var shutdownTimeout: Duration = .seconds(30)
     /// `GET /v1/waves` lists, after the waves in memory, the final reports of up to this many of the newest
     /// waves the registry kept (waves from before a restart).
