@@ -8,6 +8,7 @@ import FanfareCore
 import FanfareRegistry
 import FanfareSimulator
 import Foundation
+import Synchronization
 import Testing
 
 @Suite(.serialized) struct DurableWaveTests {
@@ -190,5 +191,72 @@ import Testing
         var damaged = bytes
         damaged[0] = 9
         #expect(throws: ShardCheckpoint.DecodingError.self) { try ShardCheckpoint(decoding: damaged) }
+    }
+}
+
+/// The real SQLite store with one fault switched in: checkpoint writes fail as on a full disk.
+final class DiskFullWaveStore: WaveStore, @unchecked Sendable {
+    let inner: SQLiteTokenStore
+    let full = Mutex(false)
+    init(_ inner: SQLiteTokenStore) { self.inner = inner }
+
+    func saveWave(_ wave: WaveRecord) throws(RegistryError) { try inner.saveWave(wave) }
+    func saveCheckpoints(_ checkpoints: [WaveCheckpoint]) throws(RegistryError) {
+        if full.withLock({ $0 }) { throw .storage("database or disk is full (SQLite error 13, injected)") }
+        try inner.saveCheckpoints(checkpoints)
+    }
+    func completeWave(_ report: WaveReportRecord) throws(RegistryError) { try inner.completeWave(report) }
+    func unfinishedWaves(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [UnfinishedWave] {
+        try inner.unfinishedWaves(bundleID: bundleID, environment: environment)
+    }
+    func waveReport(id: UInt64) throws(RegistryError) -> WaveReportRecord? { try inner.waveReport(id: id) }
+    func waveReports(bundleID: String, environment: APNsEnvironment, limit: Int) throws(RegistryError) -> [WaveReportRecord] {
+        try inner.waveReports(bundleID: bundleID, environment: environment, limit: limit)
+    }
+    func latestTimestamps(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [String: Int64] {
+        try inner.latestTimestamps(bundleID: bundleID, environment: environment)
+    }
+    func lastWaveID() throws(RegistryError) -> UInt64 { try inner.lastWaveID() }
+    func saveRetirement(bundleID: String, environment: APNsEnvironment, channel: String, dueAt: Int64) throws(RegistryError) {
+        try inner.saveRetirement(bundleID: bundleID, environment: environment, channel: channel, dueAt: dueAt)
+    }
+    func removeRetirements(bundleID: String, environment: APNsEnvironment, channels: [String]) throws(RegistryError) {
+        try inner.removeRetirements(bundleID: bundleID, environment: environment, channels: channels)
+    }
+    func pendingRetirements(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [String: Int64] {
+        try inner.pendingRetirements(bundleID: bundleID, environment: environment)
+    }
+    func pruneWaveReports(keeping: Int) throws(RegistryError) -> Int { try inner.pruneWaveReports(keeping: keeping) }
+}
+
+@Suite struct DurableWaveFaultTests {
+    @Test func whenCheckpointsCannotBeWrittenTheWaveStallsAtTheWindowThenGoesOn() async throws {
+        let harness = try TestHarness(DurableWaveTests.simulator())
+        defer { harness.shutdown() }
+        let store = try SQLiteTokenStore(path: harness.directory + "/durable.db")
+        let faulty = DiskFullWaveStore(store)
+        faulty.full.withLock { $0 = true }
+        var client = try harness.clientConfiguration()
+        client.workerCount = 2
+        client.connectionsPerWorker = 1
+        client.maxConcurrentStreamsPerConnection = 200
+        var configuration = FanoutConfiguration(client: client, bundleID: Fixture.bundleID, environment: .production)
+        configuration.minimumInterval = nil
+        configuration.checkpoints = CheckpointConfiguration(interval: .milliseconds(20), pushes: 500, window: 1_000)
+        let engine = try FanoutEngine(configuration: configuration, store: store, waveStore: faulty)
+        defer { engine.shutdown() }
+        let count = 10_000
+        try engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
+        let wave = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
+        // No checkpoint reaches the disk: each shard sends its first window and waits.
+        #expect(await eventually { engine.statistics.checkpointErrors > 0 && wave.report.delivered >= 1_000 })
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(wave.report.sent <= 2 * 1_000, "\(wave.report.sent) sent with no durable checkpoint")
+        #expect(!wave.isComplete)
+        #expect(engine.statistics.lastCheckpointError?.contains("disk is full") == true)
+        // The disk has room again: the retried checkpoints land and the wave completes, every token accounted.
+        faulty.full.withLock { $0 = false }
+        #expect(await eventually(timeout: .seconds(60)) { wave.isComplete })
+        #expect(wave.report.delivered == count && wave.report.accounted == count)
     }
 }
