@@ -54,9 +54,10 @@ struct IdempotencyTests {
 
     @Test("a repeat while the first request is still being answered is 409")
     func inProgress() async throws {
-        // APNs answers after 1.5 s, so the first push is in flight while the repeat arrives.
+        // APNs answers after 10 s, so the first push is in flight while the repeat arrives, however loaded the
+        // machine (with 1.5 s the repeat came after the answer under the full suite).
         let fixture = try await ServiceFixture(
-            simulator: ServiceFixture.simulatorConfiguration(latency: .fixed(nanoseconds: 1_500_000_000)))
+            simulator: ServiceFixture.simulatorConfiguration(latency: .fixed(nanoseconds: 10_000_000_000)))
         defer { fixture.removeDirectory() }
         let client = fixture.client
         let key = [("Idempotency-Key", "single-push-7")]
