@@ -16,7 +16,7 @@ struct DurableWaveProcessTests {
     static let shards = 1
     static let window = 25_000
     static let connections = 2
-    static let streams = 250
+    static let streams = 100
 
     /// A simulator process, a registry with `total` tokens on channel "match" registered through the API of
     /// a first service process, and that service.
@@ -46,8 +46,9 @@ struct DurableWaveProcessTests {
         let directory = NSTemporaryDirectory() + "fanfare-durable-\(name)-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let logPath = directory + "/accepted.jsonl"
-        // 20 ms per answer and at most 500 streams in flight: 25,000 pushes/s at most, so the wave lasts long
-        // enough (8 s or more) for the kill to land inside it on any machine.
+        // 20 ms per answer and at most 200 streams in flight: 10,000 pushes/s at most, so the wave lasts 20 s or
+        // more: the kill lands inside it on any machine, and the two processes leave room for the tests that run
+        // beside them (at full speed they took both cores and starved other suites' timing).
         let simulator = try await SimulateProcess(["--latency", "20ms", "--log", logPath], directory: directory)
         return Run(directory: directory, database: directory + "/fanfare.db", logPath: logPath, simulator: simulator)
     }
