@@ -21,8 +21,8 @@ public struct CheckpointConfiguration: Sendable, Equatable {
         self.window = window
     }
 
-    /// Why this configuration cannot work, or nil.
-    var problem: String? {
+    /// Why this configuration cannot work, or nil (`FanoutEngine.init` refuses it with this).
+    public var problem: String? {
         if interval < .milliseconds(1) || interval > .seconds(3600) { return "interval must be in 1 ms...1 hour (got \(interval))" }
         if pushes < 1 || pushes > 100_000_000 { return "pushes must be in 1...100,000,000 (got \(pushes))" }
         if window < pushes || window > 1_000_000_000 {

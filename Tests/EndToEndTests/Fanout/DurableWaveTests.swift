@@ -14,18 +14,21 @@ import Testing
 @Suite(.serialized) struct DurableWaveTests {
     static let window = 2_000
 
-    /// A simulator slow enough that a wave of `count` tokens takes a while (20 ms per push, 2 x 200 streams).
+    /// A simulator slow enough that a wave takes seconds however loaded the machine (50 ms per push, and the
+    /// engines below keep 2 x 50 streams: at most 2,000 pushes/s).
     static func simulator() -> SimulatorConfiguration {
         var configuration = SimulatorConfiguration()
-        configuration.latency = .fixed(nanoseconds: 20_000_000)
+        configuration.latency = .fixed(nanoseconds: 50_000_000)
         return configuration
     }
+
+    static let streams = 50
 
     static func engine(_ harness: TestHarness, _ store: SQLiteTokenStore) throws -> FanoutEngine {
         var client = try harness.clientConfiguration()
         client.workerCount = 2
         client.connectionsPerWorker = 1
-        client.maxConcurrentStreamsPerConnection = 200
+        client.maxConcurrentStreamsPerConnection = streams
         var configuration = FanoutConfiguration(client: client, bundleID: Fixture.bundleID, environment: .production)
         configuration.minimumInterval = nil
         configuration.retryDelays = [.milliseconds(10), .milliseconds(20), .milliseconds(40)]
@@ -48,7 +51,7 @@ import Testing
         let harness = try TestHarness(Self.simulator())
         defer { harness.shutdown() }
         let path = harness.directory + "/durable.db"
-        let count = 12_000
+        let count = 9_000
         var store = try SQLiteTokenStore(path: path)
         var engine = try Self.engine(harness, store)
         try engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
@@ -73,11 +76,11 @@ import Testing
         #expect(log.count == count, "every token at least once")
         let duplicates = log.values.filter { $0.count > 1 }
         // Everything sent after the last durable checkpoint may go again: at most the window per shard, plus
-        // what was in flight (2 shards x 200 streams).
-        #expect(duplicates.count <= 2 * Self.window + 2 * 200, "\(duplicates.count) duplicates")
+        // what was in flight (2 shards x 50 streams).
+        #expect(duplicates.count <= 2 * Self.window + 2 * Self.streams, "\(duplicates.count) duplicates")
         #expect(duplicates.allSatisfy { Set($0).count == 1 }, "a resend carries its first attempt's apns-id")
         #expect(report.resentAfterRestart >= duplicates.count)
-        #expect(report.resentAfterRestart <= 2 * Self.window + 2 * 200)
+        #expect(report.resentAfterRestart <= 2 * Self.window + 2 * Self.streams)
         print("durable waves, in-process crash: \(count) tokens, abandoned at \(before.delivered) delivered; "
             + "\(duplicates.count) duplicates in the log, resentAfterRestart \(report.resentAfterRestart)")
     }
@@ -86,7 +89,7 @@ import Testing
         let harness = try TestHarness(Self.simulator())
         defer { harness.shutdown() }
         let path = harness.directory + "/durable.db"
-        let count = 8_000
+        let count = 6_000
         var store = try SQLiteTokenStore(path: path)
         var engine = try Self.engine(harness, store)
         try engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
@@ -112,7 +115,7 @@ import Testing
         let harness = try TestHarness(Self.simulator())
         defer { harness.shutdown() }
         let path = harness.directory + "/durable.db"
-        let count = 6_000
+        let count = 4_000
         var store = try SQLiteTokenStore(path: path)
         var engine = try Self.engine(harness, store)
         try engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
@@ -239,13 +242,13 @@ final class DiskFullWaveStore: WaveStore, @unchecked Sendable {
         var client = try harness.clientConfiguration()
         client.workerCount = 2
         client.connectionsPerWorker = 1
-        client.maxConcurrentStreamsPerConnection = 200
+        client.maxConcurrentStreamsPerConnection = DurableWaveTests.streams
         var configuration = FanoutConfiguration(client: client, bundleID: Fixture.bundleID, environment: .production)
         configuration.minimumInterval = nil
         configuration.checkpoints = CheckpointConfiguration(interval: .milliseconds(20), pushes: 500, window: 1_000)
         let engine = try FanoutEngine(configuration: configuration, store: store, waveStore: faulty)
         defer { engine.shutdown() }
-        let count = 10_000
+        let count = 4_000
         try engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
         let wave = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
         // No checkpoint reaches the disk: each shard sends its first window and waits.
