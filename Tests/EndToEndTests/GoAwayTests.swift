@@ -66,7 +66,11 @@ import Testing
         let payload = try updatePayload()
         let burst = 1500
         try await submitAll(client, (0..<burst).map { PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0)) })
-        let sent: Void? = try await perform(when: { client.statistics.inFlight > 0 }) { harness.simulator.goAwayAllConnections() }
+        // Both connections up (a loaded machine may still be opening the second one) and the burst on them.
+        let sent: Void? = try await perform(when: {
+            let statistics = client.statistics
+            return statistics.connectionsEstablished >= 2 && statistics.inFlight > 0
+        }) { harness.simulator.goAwayAllConnections() }
         #expect(sent != nil, "the burst never showed up in flight")
         #expect(await collector.waitFor(count: burst))
         #expect(collector.count == burst)

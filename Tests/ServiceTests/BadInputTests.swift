@@ -125,9 +125,10 @@ struct BadInputTests {
 
     @Test("a full engine is 503 back_pressure with Retry-After, counted in the metrics; nothing is taken")
     func backPressure() async throws {
-        // One unfinished wave at a time, and APNs answers after 1 s: the second publish finds the engine full.
+        // One unfinished wave at a time, and APNs answers after 10 s: the second publish finds the engine full
+        // however slowly a loaded machine gets to it.
         let fixture = try await ServiceFixture(
-            simulator: ServiceFixture.simulatorConfiguration(latency: .fixed(nanoseconds: 1_000_000_000))
+            simulator: ServiceFixture.simulatorConfiguration(latency: .fixed(nanoseconds: 10_000_000_000))
         ) { $0.fanout.maximumUnfinishedWaves = 1 }
         defer { fixture.removeDirectory() }
         let client = fixture.client
