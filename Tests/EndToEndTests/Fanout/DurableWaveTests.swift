@@ -57,8 +57,13 @@ import Testing
         try engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
         let wave = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
         let id = wave.id
-        #expect(await eventually(timeout: .seconds(60)) { wave.report.delivered >= count / 3 })
-        engine.abandonForTesting()
+        // Abandoned from a thread of its own the moment a third is delivered: a busy cooperative pool could
+        // otherwise look too late, after the wave ended.
+        let abandoning = engine
+        let abandoned: Void? = try await perform(when: { wave.report.delivered >= count / 3 }, timeout: .seconds(60)) {
+            abandoning.abandonForTesting()
+        }
+        try #require(abandoned != nil, "a third of the wave delivered within 60 s")
         let before = wave.report
         try #require(!wave.isComplete, "the wave must still run when the engine is abandoned")
         try store.close()
@@ -94,8 +99,11 @@ import Testing
         var engine = try Self.engine(harness, store)
         try engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
         let wave = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
-        #expect(await eventually(timeout: .seconds(60)) { wave.report.delivered >= count / 3 })
-        engine.shutdown()
+        let stopping = engine
+        let stopped: Void? = try await perform(when: { wave.report.delivered >= count / 3 }, timeout: .seconds(60)) {
+            stopping.shutdown()
+        }
+        try #require(stopped != nil, "a third of the wave delivered within 60 s")
         #expect(wave.state == .interrupted)
         try store.close()
 
@@ -121,8 +129,11 @@ import Testing
         try engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
         let first = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
         let second = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_002, home: 2, away: 0))
-        #expect(await eventually(timeout: .seconds(60)) { second.report.delivered >= count / 4 })
-        engine.abandonForTesting()
+        let abandoning = engine
+        let abandoned: Void? = try await perform(when: { second.report.delivered >= count / 4 }, timeout: .seconds(60)) {
+            abandoning.abandonForTesting()
+        }
+        try #require(abandoned != nil, "a quarter of the newer wave delivered within 60 s")
         try store.close()
 
         store = try SQLiteTokenStore(path: path)
