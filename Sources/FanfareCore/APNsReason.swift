@@ -34,7 +34,9 @@ public enum APNsReason: String, Sendable, CaseIterable {
     case invalidProviderToken = "InvalidProviderToken"
     case missingProviderToken = "MissingProviderToken"
     case unrelatedKeyIdInToken = "UnrelatedKeyIdInToken"
+    /// A team-scoped key restricted to the other environment (apns-spec.md §6; both spellings are seen).
     case badEnvironmentKeyIdInToken = "BadEnvironmentKeyIdInToken"
+    case badEnvironmentKeyInToken = "BadEnvironmentKeyInToken"
     case topicMismatch = "TopicMismatch"
     // 404, 405
     case badPath = "BadPath"
@@ -63,7 +65,7 @@ public enum APNsReason: String, Sendable, CaseIterable {
             return 400
         case .badCertificate, .badCertificateEnvironment, .expiredProviderToken, .forbidden,
             .invalidProviderToken, .missingProviderToken, .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken,
-            .topicMismatch:
+            .badEnvironmentKeyInToken, .topicMismatch:
             return 403
         case .badPath: return 404
         case .methodNotAllowed: return 405
@@ -86,8 +88,9 @@ public enum APNsReason: String, Sendable, CaseIterable {
             return .retryOnNewConnection
         case .expiredProviderToken:
             return .refreshProviderToken
-        case .unrelatedKeyIdInToken:
-            return .retryOnNewConnection
+        // Provider keys as APNs has them since 2025: a topic-specific key used for another topic
+        // (UnrelatedKeyIdInToken) or an environment-restricted key used in the other environment fail again
+        // on any connection until the configuration changes.
         case .payloadTooLarge, .payloadEmpty:
             return .discardMessage
         default:
