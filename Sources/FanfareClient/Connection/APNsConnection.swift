@@ -243,7 +243,11 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         // ":status" is the only field a token push's outcome needs (the body carries the reason). A broadcast
         // also takes its answer's request id, from whichever header carries one.
         guard name.count == 7, memcmp(name.baseAddress!, Self.statusName.utf8Start, 7) == 0 else {
-            if Self.names(name, Self.requestIDName) || Self.names(name, Self.apnsIDName) { takeAnsweredID(request, value) }
+            if Self.names(name, Self.requestIDName) {
+                takeAnsweredID(request, value, isRequestID: true)
+            } else if Self.names(name, Self.apnsIDName) {
+                takeAnsweredID(request, value, isRequestID: false)
+            }
             return
         }
         // Three digits (RFC 9110 §15); anything else is the server's garbage, not an answer (-1: malformed).
@@ -259,12 +263,15 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         name.count == expected.utf8CodeUnitCount && memcmp(name.baseAddress!, expected.utf8Start, name.count) == 0
     }
 
-    /// A broadcast's answered request id replaces the one sent (they match unless the server made its own).
-    /// A value that is not a UUID is ignored (the request's own id stays).
-    private func takeAnsweredID(_ request: Int, _ value: UnsafeRawBufferPointer) {
+    /// A broadcast's answered request id replaces the one sent (they match unless the server made its own):
+    /// `apns-request-id` when the answer has it (apns-spec.md §7.5), else `apns-id`. A value that is not a
+    /// UUID is ignored (the request's own id stays).
+    private func takeAnsweredID(_ request: Int, _ value: UnsafeRawBufferPointer, isRequestID: Bool) {
         guard slots.isInUse(request), slots[request].pointee.hasJob, value.count == PushIdentifier.byteCount,
             APNsIDGenerator.isValidAPNsID(value)
         else { return }
+        if !isRequestID && slots[request].pointee.answeredRequestID { return }
+        if isRequestID { slots[request].pointee.answeredRequestID = true }
         let job = slots.job(request)
         guard case .channel = job.pointee.target else { return }
         var identifier = PushIdentifier()
