@@ -85,9 +85,21 @@ public final class BroadcastChannels: Sendable {
     /// Where channels are kept across restarts; nil = memory only.
     public let file: ChannelStateFile?
     private let state: Mutex<State>
+    /// Makes a candidate id (random; tests pass their own to see an issued id skipped).
+    private let makeID: @Sendable () -> BroadcastChannelID
 
     /// Loads `file` when given (a missing file is an empty state; a damaged one throws, naming the file).
-    public init(environment: SimulatorConfiguration.Environment, maxChannelsPerApp: Int, file: ChannelStateFile?) throws(ChannelStateFileError) {
+    public convenience init(
+        environment: SimulatorConfiguration.Environment, maxChannelsPerApp: Int, file: ChannelStateFile?
+    ) throws(ChannelStateFileError) {
+        try self.init(environment: environment, maxChannelsPerApp: maxChannelsPerApp, file: file, makeID: Self.randomID)
+    }
+
+    init(
+        environment: SimulatorConfiguration.Environment, maxChannelsPerApp: Int, file: ChannelStateFile?,
+        makeID: @escaping @Sendable () -> BroadcastChannelID
+    ) throws(ChannelStateFileError) {
+        self.makeID = makeID
         self.environment = environment
         self.maxChannelsPerApp = maxChannelsPerApp
         self.file = file
@@ -106,8 +118,8 @@ public final class BroadcastChannels: Sendable {
         let result: Result<BroadcastChannel, BroadcastChannelError> = state.withLock { state in
             let count = state.counts[AppKey(environment: environment, bundleID: bundleID)] ?? 0
             guard count < maxChannelsPerApp else { return .failure(.limitReached(maxChannelsPerApp)) }
-            var id = Self.randomID()
-            while state.issued.contains(id) { id = Self.randomID() }
+            var id = makeID()
+            while state.issued.contains(id) { id = makeID() }
             let channel = BroadcastChannel(id: id, environment: environment, bundleID: bundleID, storagePolicy: storagePolicy)
             state.insert(channel)
             if let problem = save(state) {
