@@ -117,7 +117,7 @@ let package = Package(
         .testTarget(name: "FanfareIOTests", dependencies: ["FanfareIO", "CURing"]),
         .testTarget(name: "FanfareTLSTests", dependencies: ["FanfareTLS", "FanfareCore", "COpenSSL"]),
         // HPACK and HTTP/2 framing, checked against nghttp2's own encoder and decoder.
-        .testTarget(name: "FanfareHTTP2Tests", dependencies: ["FanfareHTTP2", "FanfareCore", "CNghttp2"]),
+        .testTarget(name: "FanfareHTTP2Tests", dependencies: ["FanfareHTTP2", "FanfareCore", "FanfareClient", "CNghttp2"]),
         .testTarget(name: "FanfareSimulatorTests", dependencies: ["FanfareSimulator", "FanfareCore", "FanfareTLS"]),
         .testTarget(
             name: "LoadTests",

@@ -76,36 +76,47 @@ final class TestHarness: @unchecked Sendable {
 
     /// `observeTokens` sees every provider token the simulator verified (on its thread, before it applies
     /// the age and binding rules).
+    /// `management` adds the channel-management listener (`managementPort`); `channelStateFile` keeps the
+    /// channels in that file (relative to this test's directory).
     init(
         _ configuration: SimulatorConfiguration = SimulatorConfiguration(), threads: Int = 1, maxStreamsPerWorker: Int? = nil,
+        management: Bool = false, channelStateFile: String? = nil,
         observeTokens: (@Sendable (VerifiedProviderToken) -> Void)? = nil
     ) throws {
-        directory = NSTemporaryDirectory() + "fanfare-e2e-" + UUID().uuidString
+        let directory = NSTemporaryDirectory() + "fanfare-e2e-" + UUID().uuidString
+        self.directory = directory
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         acceptedLogPath = directory + "/accepted.jsonl"
         verifier = ObservingVerifier(inner: SharedKeys.shared.verifier, observe: observeTokens)
         simulator = try Self.makeSimulator(
-            configuration, threads: threads, maxStreamsPerWorker: maxStreamsPerWorker, port: 0, verifier: verifier, log: acceptedLogPath)
+            configuration, threads: threads, maxStreamsPerWorker: maxStreamsPerWorker, port: 0, verifier: verifier, log: acceptedLogPath,
+            managementPort: management ? 0 : nil, channelStateFile: channelStateFile.map { directory + "/" + $0 })
     }
 
     private static func makeSimulator(
         _ configuration: SimulatorConfiguration, threads: Int, maxStreamsPerWorker: Int? = nil, port: UInt16, verifier: ObservingVerifier,
-        log: String
+        log: String, managementPort: UInt16? = nil, channelStateFile: String? = nil
     ) throws -> APNsSimulator {
         var options = APNsSimulator.Options(
             listen: try SocketAddress(ip: "127.0.0.1", port: port), tls: SharedKeys.shared.serverTLS, verifier: verifier)
         options.threads = threads
         options.maxStreamsPerWorker = maxStreamsPerWorker
         options.acceptedLogPath = log
+        options.managementListen = try managementPort.map { try SocketAddress(ip: "127.0.0.1", port: $0) }
+        options.channelStateFile = channelStateFile
         return try APNsSimulator(configuration: configuration, options: options)
     }
 
     /// Another simulator on `port` (e.g. the first one's, after it stopped: a restarted APNs), with the same
     /// certificate and provider key and its own accepted-push log. `shutdown()` stops it too.
+    /// `managementPort` and `channelStateFile` (relative to this test's directory) as in `init`.
     func startSimulator(
-        _ configuration: SimulatorConfiguration = SimulatorConfiguration(), port: UInt16, log: String
+        _ configuration: SimulatorConfiguration = SimulatorConfiguration(), port: UInt16, log: String,
+        managementPort: UInt16? = nil, channelStateFile: String? = nil
     ) throws -> APNsSimulator {
-        let simulator = try Self.makeSimulator(configuration, threads: 1, port: port, verifier: verifier, log: directory + "/" + log)
+        let simulator = try Self.makeSimulator(
+            configuration, threads: 1, port: port, verifier: verifier, log: directory + "/" + log, managementPort: managementPort,
+            channelStateFile: channelStateFile.map { directory + "/" + $0 })
         extraSimulators.withLock { $0.append(simulator) }
         return simulator
     }
@@ -116,6 +127,9 @@ final class TestHarness: @unchecked Sendable {
     }
 
     var port: UInt16 { simulator.boundAddress.port }
+
+    /// The management listener's port (a harness made with `management: true`).
+    var managementPort: UInt16 { simulator.managementAddress?.port ?? 0 }
 
     /// A signer with the trusted key (or `privateKeyFile`), under the given key and team IDs.
     func signer(keyID: String = Fixture.keyID, teamID: String = Fixture.teamID, privateKeyFile: String? = nil) throws

@@ -195,3 +195,48 @@ import Testing
         #expect(decide(request, configuration: configuration, auth: auth).reason == .expiredProviderToken)
     }
 }
+
+@Suite struct ProviderKeyScopeCheckingTests {
+    private func state(_ configuration: SimulatorConfiguration, _ tokens: [String: VerifiedProviderToken]) -> ConnectionAuthState {
+        ConnectionAuthState(policy: configuration.providerTokenPolicy, verifier: FakeVerifier(tokens))
+    }
+
+    @Test func restrictedKeysGetTheirReasonsOnceVerified() {
+        var configuration = SimulatorConfiguration()
+        configuration.providerKeys = [
+            "SANDBOXKEY": ProviderKeyScope(environment: .sandbox),
+            "OTHERAPP01": ProviderKeyScope(topics: ["com.other.app"]),
+            "BOTHWRONG1": ProviderKeyScope(environment: .sandbox, topics: ["com.other.app"]),
+            "GOODKEY001": ProviderKeyScope(environment: .production, topics: [Fixtures.bundle]),
+        ]
+        let tokens = [
+            "sandbox": Fixtures.identity(keyID: "SANDBOXKEY"), "other": Fixtures.identity(keyID: "OTHERAPP01"),
+            "both": Fixtures.identity(keyID: "BOTHWRONG1"), "good": Fixtures.identity(keyID: "GOODKEY001"),
+            "stranger": Fixtures.identity(keyID: "STRANGER01"),
+        ]
+        func check(_ jwt: String, _ configuration: SimulatorConfiguration) -> APNsReason? {
+            withBytes("bearer \(jwt)") { state(configuration, tokens).check(authorization: $0, now: Fixtures.now) }
+        }
+        #expect(check("sandbox", configuration) == .badEnvironmentKeyIdInToken)
+        #expect(check("other", configuration) == .unrelatedKeyIdInToken)
+        #expect(check("both", configuration) == .badEnvironmentKeyIdInToken, "the environment is checked first")
+        #expect(check("good", configuration) == nil)
+        #expect(check("stranger", configuration) == .invalidProviderToken, "only keyID and the keys named are accepted")
+        configuration.environmentKeyReason = .badEnvironmentKeyInToken
+        #expect(check("sandbox", configuration) == .badEnvironmentKeyInToken)
+        configuration.environment = .sandbox
+        #expect(check("sandbox", configuration) == nil)
+        #expect(check("good", configuration) == .badEnvironmentKeyInToken)
+    }
+
+    @Test func aRefusedKeyIsNotVerifiedAgainOnItsConnection() {
+        var configuration = SimulatorConfiguration()
+        configuration.providerKeys = ["SANDBOXKEY": ProviderKeyScope(environment: .sandbox)]
+        let verifier = FakeVerifier(["sandbox": Fixtures.identity(keyID: "SANDBOXKEY")])
+        let auth = ConnectionAuthState(policy: configuration.providerTokenPolicy, verifier: verifier)
+        for _ in 0..<3 {
+            #expect(withBytes("bearer sandbox") { auth.check(authorization: $0, now: Fixtures.now) } == .badEnvironmentKeyIdInToken)
+        }
+        #expect(verifier.callCount == 1)
+    }
+}

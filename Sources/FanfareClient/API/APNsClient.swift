@@ -10,11 +10,15 @@ public enum SubmitError: Error, Sendable, CustomStringConvertible {
     case backPressure(worker: Int)
     /// The client is shutting down.
     case shutDown
+    /// The push breaks a rule the client checks before sending (`PushJob.localProblem`: a broadcast at
+    /// priority 1 or over 5120 bytes); APNs would refuse it as it is.
+    case invalidPush(String)
 
     public var description: String {
         switch self {
         case .backPressure(let worker): return "worker \(worker) is full (back-pressure); submit again later"
         case .shutDown: return "the client is shut down"
+        case .invalidPush(let problem): return "push refused before sending: \(problem)"
         }
     }
 }
@@ -87,7 +91,8 @@ public final class APNsClient: Sendable {
         // A JWT's length does not change between re-mints (same header and claims); 64 bytes of margin.
         let authorizationLength = configuration.providerTokens.map { $0.current().authorizationHeaderValue.utf8.count + 64 } ?? 0
         let largest = APNsRequestHeaders.largestBlock(
-            authority: authority, authorizationLength: authorizationLength, pushType: configuration.pushType, topic: configuration.topic)
+            authority: authority, authorizationLength: authorizationLength, pushType: configuration.pushType, topic: configuration.topic,
+            broadcastBundleID: configuration.broadcastBundleID)
         guard largest <= HTTP2ClientSession.maxRequestHeaderBlock else {
             throw .headersTooLarge(bytes: largest, limit: HTTP2ClientSession.maxRequestHeaderBlock)
         }
@@ -99,11 +104,12 @@ public final class APNsClient: Sendable {
     /// another thread (then `.failed(.shutdown)`); one it refuses throws and gets none.
     public func submit(_ job: PushJob) throws(SubmitError) {
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
+        if case .channel = job.target, let problem = job.localProblem { throw .invalidPush(problem) }
         var job = job
         let now = IOLoop.monotonicNanoseconds()
         job.submittedAt = job.scheduledAt ?? now
         job.deadline = PushWorker.deadline(now: now, timeout: job.timeout ?? configuration.requestTimeout)
-        let worker = workers[Self.workerIndex(for: job.token, workerCount: workers.count)]
+        let worker = workers[Self.workerIndex(for: job.target, workerCount: workers.count)]
         guard worker.inbox.enqueue(job) else {
             // A closed inbox means shutdown began: the push was not taken.
             throw worker.inbox.isClosed ? .shutDown : .backPressure(worker: worker.index)
@@ -147,6 +153,11 @@ public final class APNsClient: Sendable {
     /// A `workerCount` below 1 counts as 1.
     public static func workerIndex(for token: DeviceToken, workerCount: Int) -> Int {
         Int(token.shardHash % UInt64(max(1, workerCount)))
+    }
+
+    /// Which worker handles `target` (a channel's broadcasts all go through one worker).
+    public static func workerIndex(for target: PushTarget, workerCount: Int) -> Int {
+        Int(target.shardHash % UInt64(max(1, workerCount)))
     }
 
     /// True once every worker's producer said `.finished` (false when there are no producers).

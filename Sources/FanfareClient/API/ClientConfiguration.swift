@@ -13,8 +13,14 @@ public struct ClientConfiguration: Sendable {
     public var providerTokens: ProviderTokenSource?
     /// `apns-topic` for every request (Live Activities: `<bundle>.push-type.liveactivity`).
     public var topic: String
-    /// `apns-push-type` for every request.
+    /// `apns-push-type` for every request to a token (broadcasts always send `liveactivity`).
     public var pushType: String = "liveactivity"
+    /// The app's bundle id, for broadcasts (`:path /4/broadcasts/apps/<bundle id>`, no push-type suffix).
+    /// Nil takes it from `topic` without its `.push-type.liveactivity` suffix.
+    public var bundleID: String? = nil
+    /// The header a broadcast's request id goes in. Apple's samples disagree (apns-spec.md §8.3: the token-auth
+    /// sample sends `apns-id`, the certificate sample `apns-request-id`); the answer's id is read from either.
+    public var broadcastRequestIDHeader: BroadcastRequestIDHeader = .apnsRequestID
 
     /// Worker threads, each with its own io_uring ring and connections (thread-per-core).
     public var workerCount: Int = 1
@@ -71,6 +77,21 @@ public struct ClientConfiguration: Sendable {
         self.providerTokens = providerTokens
         self.topic = topic
     }
+
+    /// The bundle id broadcasts are published under: `bundleID`, else `topic` without a
+    /// `.push-type.liveactivity` suffix (a topic without one is taken as the bundle id).
+    public var broadcastBundleID: String {
+        if let bundleID { return bundleID }
+        return Topic.bundleID(fromLiveActivityTopic: topic).map(String.init) ?? topic
+    }
+}
+
+/// The header name of a broadcast's request id (apns-spec.md §8.3, marked uncertain).
+public enum BroadcastRequestIDHeader: String, Sendable, CaseIterable {
+    /// `apns-request-id`, as Apple's certificate sample and its channel-management API name it.
+    case apnsRequestID = "apns-request-id"
+    /// `apns-id`, as Apple's token-auth broadcast sample sends it.
+    case apnsID = "apns-id"
 }
 
 import FanfareHTTP2
@@ -107,6 +128,11 @@ extension ClientConfiguration {
         try require(!host.isEmpty && !host.utf8.contains(0), "host", "must be a non-empty host name")
         try require(port != 0, "port", "must be 1...65535")
         try require(!topic.isEmpty, "topic", "must not be empty")
+        if let bundleID {
+            try require(
+                !bundleID.isEmpty && bundleID.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") },
+                "bundleID", "'\(PrintableText.escaping(bundleID))' must be a bundle id (printable ASCII, no spaces or '/')")
+        }
         try require((1...Limits.workers).contains(workerCount), "workerCount", "\(workerCount) must be 1...\(Limits.workers)")
         try require((1...Limits.connectionsPerWorker).contains(connectionsPerWorker), "connectionsPerWorker",
             "\(connectionsPerWorker) must be 1...\(Limits.connectionsPerWorker)")

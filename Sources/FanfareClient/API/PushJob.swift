@@ -36,17 +36,62 @@ public final class PushPayload: @unchecked Sendable {
     public var count: Int { bytes.count }
 }
 
-/// One push to send: a token, shared payload bytes and the per-request header values.
+/// Where a push goes: one activity's token (`POST /3/device/<hex>`) or an APNs broadcast channel (`POST
+/// /4/broadcasts/apps/<bundle id>` with `apns-channel-id`, apns-spec.md §8.3), which reaches every device
+/// subscribed to it.
+///
+/// Both ids are stored inline, so the enum is one byte larger than a `DeviceToken` alone (102 bytes): it fits
+/// the padding the token left in `PushJob` and `PushResult`, and a token push costs what it did.
+public enum PushTarget: Sendable, Equatable, CustomStringConvertible {
+    case device(DeviceToken)
+    case channel(BroadcastChannelID)
+
+    /// A stable, well-mixed hash for picking a worker (a token's `shardHash`; for a channel, FNV-1a of its
+    /// text through murmur3's finalizer).
+    public var shardHash: UInt64 {
+        switch self {
+        case .device(let token): return token.shardHash
+        case .channel(let channel):
+            return channel.withUnsafeBytes { bytes in
+                var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+                for byte in bytes { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+                hash ^= hash >> 33
+                hash &*= 0xFF51_AFD7_ED55_8CCD
+                hash ^= hash >> 33
+                return hash
+            }
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .device(let token): return "token \(token)"
+        case .channel(let channel): return "channel \(channel)"
+        }
+    }
+
+    /// What `token` reads on a broadcast: 32 zero bytes, a token no device has. Check `channel` first.
+    public static let noDevice: DeviceToken = {
+        guard let token = try? DeviceToken(bytes: repeatElement(UInt8(0), count: DeviceToken.minimumByteCount)) else {
+            preconditionFailure("32 zero bytes are a well-formed token")
+        }
+        return token
+    }()
+}
+
+/// One push to send: a token or a broadcast channel, shared payload bytes and the per-request header values.
 public struct PushJob: Sendable {
-    public var token: DeviceToken
+    public var target: PushTarget
     public var payload: PushPayload
     public var priority: PushPriority
     /// `apns-expiration` in UNIX seconds; nil omits the header (APNs' default storage), 0 means "try once".
+    /// A broadcast always sends it (0 when nil): APNs requires 0 on a channel that stores no message.
     public var expiration: Int64?
-    /// `apns-collapse-id`, at most 64 bytes.
+    /// `apns-collapse-id`, at most 64 bytes. Not sent on a broadcast (APNs documents none there).
     public var collapseID: String?
-    /// `apns-id`; generated (random UUID, lowercase) when nil. A wave's pushes carry
-    /// ``PushIdentifier/waveID(wave:token:)``, the same for every attempt.
+    /// `apns-id` (a broadcast's request id, sent as `ClientConfiguration.broadcastRequestIDHeader`); generated
+    /// (random UUID, lowercase) when nil. A wave's pushes carry ``PushIdentifier/waveID(wave:token:)``, the
+    /// same for every attempt.
     public var apnsID: PushIdentifier?
     /// The caller's handle for this push; comes back in its `PushResult`.
     public var cookie: UInt64
@@ -67,7 +112,7 @@ public struct PushJob: Sendable {
         token: DeviceToken, payload: PushPayload, priority: PushPriority = .immediate, expiration: Int64? = nil,
         collapseID: String? = nil, apnsID: PushIdentifier? = nil, cookie: UInt64 = 0, timeout: Duration? = nil
     ) {
-        self.token = token
+        self.target = .device(token)
         self.payload = payload
         self.priority = priority
         self.expiration = expiration
@@ -75,6 +120,51 @@ public struct PushJob: Sendable {
         self.apnsID = apnsID
         self.cookie = cookie
         self.timeout = timeout
+    }
+
+    /// A broadcast on `channel` (apns-spec.md §8.3): `update` and `end` payloads only (a broadcast cannot
+    /// start an activity), at most ``PayloadLimits/broadcast`` bytes, priority 5 or 10 (`APNsClient.submit`
+    /// refuses 1), `apns-expiration` always sent (it must be 0 on a channel with storage policy 0).
+    public init(
+        channel: BroadcastChannelID, payload: PushPayload, priority: PushPriority, expiration: Int64 = 0,
+        apnsID: PushIdentifier? = nil, cookie: UInt64 = 0, timeout: Duration? = nil
+    ) {
+        self.target = .channel(channel)
+        self.payload = payload
+        self.priority = priority
+        self.expiration = expiration
+        self.collapseID = nil
+        self.apnsID = apnsID
+        self.cookie = cookie
+        self.timeout = timeout
+    }
+
+    /// The device token; ``PushTarget/noDevice`` for a broadcast (check `channel`).
+    public var token: DeviceToken {
+        get {
+            if case .device(let token) = target { return token }
+            return PushTarget.noDevice
+        }
+        set { target = .device(newValue) }
+    }
+
+    /// The broadcast channel, nil for a token push.
+    public var channel: BroadcastChannelID? {
+        if case .channel(let channel) = target { return channel }
+        return nil
+    }
+
+    /// Why the client would refuse this push before sending it (nil: it may be sent). Only broadcasts have
+    /// rules of their own here; a token push goes as given and APNs judges it.
+    public var localProblem: String? {
+        guard case .channel = target else { return nil }
+        if priority == .powerSaving {
+            return "a broadcast's apns-priority must be 5 or 10, not 1 (APNs answers BadPriority)"
+        }
+        if payload.count > PayloadLimits.broadcast {
+            return "a broadcast payload of \(payload.count) bytes exceeds APNs' \(PayloadLimits.broadcast)-byte limit (PayloadTooLarge)"
+        }
+        return nil
     }
 }
 
@@ -109,6 +199,13 @@ public struct PushIdentifier: Sendable, Equatable, CustomStringConvertible {
         guard valid else { return nil }
         for index in utf8.indices where utf8[index] >= 0x41 && utf8[index] <= 0x46 { utf8[index] += 0x20 }
         utf8.withUnsafeBytes { source in withUnsafeMutableBytes { $0.copyMemory(from: source) } }
+    }
+
+    /// ASCII `A-F` to `a-f` (the canonical form).
+    mutating func lowercase() {
+        withUnsafeMutableBytes { bytes in
+            for index in bytes.indices where bytes[index] >= 0x41 && bytes[index] <= 0x46 { bytes[index] += 0x20 }
+        }
     }
 
     mutating func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) -> R) -> R {

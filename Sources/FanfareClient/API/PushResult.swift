@@ -3,9 +3,11 @@ import FanfareCore
 /// How one push ended. Every submitted push ends in exactly one `PushResult`.
 public struct PushResult: Sendable {
     public var cookie: UInt64
-    public var token: DeviceToken
+    /// The push's token or broadcast channel.
+    public var target: PushTarget
     public var disposition: PushDisposition
-    /// The `apns-id` the request carried (APNs echoes it).
+    /// The `apns-id` the request carried (APNs echoes it). For a broadcast, the request id of APNs' answer
+    /// when it carried one (`apns-request-id` or `apns-id`, whichever it sent), else the request's own.
     public var apnsID: PushIdentifier
     /// How many times the push was re-sent after a connection refused or lost it unprocessed.
     public var resends: Int
@@ -19,16 +21,40 @@ public struct PushResult: Sendable {
     public var possibleDuplicate: Bool = false
 
     public init(
-        cookie: UInt64, token: DeviceToken, disposition: PushDisposition, apnsID: PushIdentifier, resends: Int,
+        cookie: UInt64, target: PushTarget, disposition: PushDisposition, apnsID: PushIdentifier, resends: Int,
         latencyNanoseconds: UInt64, worker: Int
     ) {
         self.cookie = cookie
-        self.token = token
+        self.target = target
         self.disposition = disposition
         self.apnsID = apnsID
         self.resends = resends
         self.latencyNanoseconds = latencyNanoseconds
         self.worker = worker
+    }
+
+    public init(
+        cookie: UInt64, token: DeviceToken, disposition: PushDisposition, apnsID: PushIdentifier, resends: Int,
+        latencyNanoseconds: UInt64, worker: Int
+    ) {
+        self.init(
+            cookie: cookie, target: .device(token), disposition: disposition, apnsID: apnsID, resends: resends,
+            latencyNanoseconds: latencyNanoseconds, worker: worker)
+    }
+
+    /// The device token; ``PushTarget/noDevice`` for a broadcast (check `channel`).
+    public var token: DeviceToken {
+        get {
+            if case .device(let token) = target { return token }
+            return PushTarget.noDevice
+        }
+        set { target = .device(newValue) }
+    }
+
+    /// The broadcast channel, nil for a token push.
+    public var channel: BroadcastChannelID? {
+        if case .channel(let channel) = target { return channel }
+        return nil
     }
 
     public var isDelivered: Bool {

@@ -100,8 +100,11 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
             identifier.withUnsafeMutableBytes { worker.identifiers.write(to: $0.baseAddress!) }
             job.apnsID = identifier
         }
+        // A broadcast's answer names its request id (in `apns-request-id` or `apns-id`): its headers are read.
+        let isBroadcast: Bool
+        if case .channel = job.target { isBroadcast = true } else { isBroadcast = false }
         let slotIndex = slots.acquire(job, tokenGeneration: authorizationGeneration)
-        guard session.submit(request: slotIndex) else {
+        guard session.submit(request: slotIndex, reportsHeaders: isBroadcast) else {
             let returned = slots.release(slotIndex)!
             // Out of stream ids or GOAWAY already received: stop admitting here and let the worker resend.
             beginDraining(reason: session.goAwayReceived ? (goAwayReason ?? "GOAWAY") : "stream ids exhausted")
@@ -172,7 +175,9 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         let authority = configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
         repeated = APNsRequestHeaders.RepeatedFields(
             authority: authority, usesProviderTokens: configuration.providerTokens != nil, pushType: configuration.pushType,
-            topic: configuration.topic, register: { newSession.registerRepeatedField(nameIndex: $0, name: $1, value: $2) })
+            topic: configuration.topic, broadcastBundleID: configuration.broadcastBundleID,
+            broadcastRequestIDHeader: configuration.broadcastRequestIDHeader,
+            register: { newSession.registerRepeatedField(nameIndex: $0, name: $1, value: $2) })
         session = newSession
         hasAuthorization = false
         newSession.start()
@@ -231,15 +236,48 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
 
     private static let statusName: StaticString = ":status"
 
+    private static let requestIDName: StaticString = "apns-request-id"
+    private static let apnsIDName: StaticString = "apns-id"
+
     override func http2ResponseHeader(request: Int, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
-        // ":status" is the only field the outcome needs (the body carries the reason).
-        guard name.count == 7, memcmp(name.baseAddress!, Self.statusName.utf8Start, 7) == 0 else { return }
+        // ":status" is the only field a token push's outcome needs (the body carries the reason). A broadcast
+        // also takes its answer's request id, from whichever header carries one.
+        guard name.count == 7, memcmp(name.baseAddress!, Self.statusName.utf8Start, 7) == 0 else {
+            if Self.names(name, Self.requestIDName) {
+                takeAnsweredID(request, value, isRequestID: true)
+            } else if Self.names(name, Self.apnsIDName) {
+                takeAnsweredID(request, value, isRequestID: false)
+            }
+            return
+        }
         // Three digits (RFC 9110 §15); anything else is the server's garbage, not an answer (-1: malformed).
         var status = -1
         if value.count == 3, let base = value.baseAddress {
             status = HTTP2.parseDecimal(base.assumingMemoryBound(to: UInt8.self), 3)
         }
         slots[request].pointee.status = status >= 100 ? Int32(status) : -1
+    }
+
+    @inline(__always)
+    private static func names(_ name: UnsafeRawBufferPointer, _ expected: StaticString) -> Bool {
+        name.count == expected.utf8CodeUnitCount && memcmp(name.baseAddress!, expected.utf8Start, name.count) == 0
+    }
+
+    /// A broadcast's answered request id replaces the one sent (they match unless the server made its own):
+    /// `apns-request-id` when the answer has it (apns-spec.md §7.5), else `apns-id`. A value that is not a
+    /// UUID is ignored (the request's own id stays).
+    private func takeAnsweredID(_ request: Int, _ value: UnsafeRawBufferPointer, isRequestID: Bool) {
+        guard slots.isInUse(request), slots[request].pointee.hasJob, value.count == PushIdentifier.byteCount,
+            APNsIDGenerator.isValidAPNsID(value)
+        else { return }
+        if !isRequestID && slots[request].pointee.answeredRequestID { return }
+        if isRequestID { slots[request].pointee.answeredRequestID = true }
+        let job = slots.job(request)
+        guard case .channel = job.pointee.target else { return }
+        var identifier = PushIdentifier()
+        identifier.withUnsafeMutableBytes { $0.copyMemory(from: value) }
+        identifier.lowercase()
+        job.pointee.apnsID = identifier
     }
 
     override func http2ResponseData(request: Int, bytes: UnsafeRawBufferPointer) {

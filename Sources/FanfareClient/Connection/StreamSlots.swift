@@ -18,6 +18,8 @@ struct StreamSlots: ~Copyable {
         var hasJob = false
         /// The job was already reported (deadline); only the stream's close is awaited.
         var abandoned = false
+        /// A broadcast's answer carried `apns-request-id` (it wins over an `apns-id` in the same answer).
+        var answeredRequestID = false
         var status: Int32 = 0
         var bodyCount: Int32 = 0
         /// The push's payload bytes (kept alive by the job's `PushPayload` while the slot holds it).

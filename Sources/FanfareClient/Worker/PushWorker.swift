@@ -343,21 +343,29 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     private func pollProducer() -> PushJob? {
         guard let producer, !producerFinished, !stopping else { return nil }
         let now = loop.now
-        if producerWaitUntil > now { return nil }
-        switch producer.poll(now: now) {
-        case .push(var job):
-            job.submittedAt = job.scheduledAt ?? now
-            job.deadline = Self.deadline(now: now, timeout: job.timeout ?? configuration.requestTimeout)
-            counters.submitted.add(1, ordering: .relaxed)
-            return job
-        case .wait(let until):
-            producerWaitUntil = until
-            loop.schedule(at: until, handler: handlerID, tag: TimerTag.producer.rawValue, cookie: 0)
-            return nil
-        case .finished:
-            producerFinished = true
-            return nil
+        while producerWaitUntil <= now {
+            switch producer.poll(now: now) {
+            case .push(var job):
+                job.submittedAt = job.scheduledAt ?? now
+                job.deadline = Self.deadline(now: now, timeout: job.timeout ?? configuration.requestTimeout)
+                counters.submitted.add(1, ordering: .relaxed)
+                if case .channel = job.target, job.localProblem != nil {
+                    // `submit` throws for these; a producer's push still ends exactly once, answered as APNs
+                    // would answer it, without being sent.
+                    finish(job, Self.localRejection(job))
+                    continue
+                }
+                return job
+            case .wait(let until):
+                producerWaitUntil = until
+                loop.schedule(at: until, handler: handlerID, tag: TimerTag.producer.rawValue, cookie: 0)
+                return nil
+            case .finished:
+                producerFinished = true
+                return nil
+            }
         }
+        return nil
     }
 
     /// Takes pushes from the producer up to the streams the connections can open now (nothing queues).
@@ -371,6 +379,14 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             room -= 1
             needsAdmission = true
         }
+    }
+
+    /// The answer APNs would give a broadcast that breaks `PushJob.localProblem`'s rules.
+    static func localRejection(_ job: PushJob) -> PushDisposition {
+        if job.priority == .powerSaving {
+            return .rejected(status: 400, reason: .badPriority, rawReason: nil, action: APNsReason.badPriority.action, timestamp: nil)
+        }
+        return .rejected(status: 413, reason: .payloadTooLarge, rawReason: nil, action: APNsReason.payloadTooLarge.action, timestamp: nil)
     }
 
     /// `job` went out and its connection ended before APNs answered: APNs may have processed it. It ends
@@ -436,7 +452,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             if case .unconfirmed = failure { counters.unconfirmed.add(1, ordering: .relaxed) }
         }
         var result = PushResult(
-            cookie: job.cookie, token: job.token, disposition: disposition, apnsID: job.apnsID ?? PushIdentifier(),
+            cookie: job.cookie, target: job.target, disposition: disposition, apnsID: job.apnsID ?? PushIdentifier(),
             resends: job.resends, latencyNanoseconds: now >= job.submittedAt ? now - job.submittedAt : 0, worker: index)
         if job.possibleDuplicate { result.possibleDuplicate = true }
         resultHandler.pushCompleted(result)

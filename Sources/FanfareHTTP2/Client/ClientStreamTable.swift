@@ -22,6 +22,8 @@ struct ClientStreamTable: ~Copyable {
         var receivedUnacknowledged: Int32 = 0
         var next: Int32 = -1
         var previous: Int32 = -1
+        /// Report every response header of this request, even when the session reports only `:status`.
+        var reportsHeaders = false
     }
 
     let capacity: Int

@@ -233,12 +233,14 @@ public final class HTTP2ClientSession {
     }
 
     /// Queues request `request`; it leaves in the next `produce`. Returns false (nothing queued) when the
-    /// session no longer accepts requests.
-    public func submit(request: Int) -> Bool {
+    /// session no longer accepts requests. `reportsHeaders` asks for every field of its response even when
+    /// the session reports only `:status` (`LocalSettings.reportsOnlyStatus`).
+    public func submit(request: Int, reportsHeaders: Bool = false) -> Bool {
         guard acceptsRequests else { return false }
         let entry = streams[request]
         precondition(entry.pointee.phase == .idle, "request \(request) is already in use")
         entry.pointee.phase = .queued
+        entry.pointee.reportsHeaders = reportsHeaders
         sendQueue.append(request, in: streams)
         withTransport({ $0.setNeedsFlush() })
         return true
@@ -573,8 +575,9 @@ public final class HTTP2ClientSession {
         let request = streams.request(for: streamID)
         if request == nil { try checkClosedStream(streamID, "HEADERS") }
         // Every block is decoded, even for a stream we reset: the HPACK table must stay in step.
+        let reportsOnlyStatus = local.reportsOnlyStatus && !(request.map { streams[$0].pointee.reportsHeaders } ?? false)
         do {
-            try decoder.decode(block, wantsValue: { [reportsOnlyStatus = local.reportsOnlyStatus] name in
+            try decoder.decode(block, wantsValue: { name in
                 !reportsOnlyStatus || Self.isStatus(name)
             }) { name, value in
                 if let request { withDelegate({ $0.http2ResponseHeader(request: request, name: name, value: value) }) }

@@ -57,6 +57,38 @@ struct JSONScanner {
         return .some(found)
     }
 
+    /// Validates `bytes` as one JSON object and calls `visit` with each top-level member's raw key bytes
+    /// (escapes not decoded) and value range, in order. nil when the document is not valid JSON; false when
+    /// it is valid but not an object.
+    static func forEachTopLevelMember(
+        _ bytes: UnsafeRawBufferPointer, _ visit: (UnsafeRawBufferPointer, Range<Int>) -> Void
+    ) -> Bool? {
+        guard isValid(bytes) else { return nil }
+        var scanner = JSONScanner(bytes)
+        scanner.skipWhitespace()
+        guard bytes[scanner.position] == UInt8(ascii: "{") else { return false }
+        scanner.position += 1
+        scanner.skipWhitespace()
+        // Valid JSON, so the member syntax needs no more checks here.
+        while bytes[scanner.position] != UInt8(ascii: "}") {
+            let keyStart = scanner.position + 1
+            _ = scanner.scanString()
+            let key = bytes.slice(from: keyStart, count: scanner.position - 1 - keyStart)
+            scanner.skipWhitespace()
+            scanner.position += 1  // ':'
+            scanner.skipWhitespace()
+            let valueStart = scanner.position
+            _ = scanner.scanValue(depth: 1)
+            visit(key, valueStart..<scanner.position)
+            scanner.skipWhitespace()
+            if bytes[scanner.position] == UInt8(ascii: ",") {
+                scanner.position += 1
+                scanner.skipWhitespace()
+            }
+        }
+        return true
+    }
+
     /// Copies valid JSON without insignificant whitespace (so a payload fits on one log line).
     /// Returns the number of bytes written; the destination needs `source.count` bytes of room.
     static func writeMinified(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer, at offset: Int) -> Int {

@@ -48,6 +48,13 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
     /// Only a JSON number is a valid `iat` (RFC 7519's NumericDate): a decimal string → `InvalidProviderToken`.
     /// Off by default because APNs accepts the string (APNSwift sends `"iat":"1700000000"` in production).
     public var requireNumericIssuedAt: Bool
+    /// Keys that verify but may not be used here (2025 keys, apns-spec.md §6.1), with their 403:
+    /// `BadEnvironmentKeyIdInToken` / `BadEnvironmentKeyInToken` for a key of the other environment,
+    /// `UnrelatedKeyIdInToken` for a topic-specific key without this app. Keys named here are accepted
+    /// besides `keyID`.
+    public var keyRejections: [String: APNsReason]
+    /// Keys accepted besides `keyID` (the keys the simulator was told about, `providerKeys`).
+    public var additionalKeyIDs: Set<String>
 
     public init(
         keyID: String? = nil,
@@ -56,8 +63,12 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
         maxClockSkew: Int64 = 60,
         minTokenRefreshInterval: Int64 = 1200,
         wedgeAfterExpiredToken: Bool = false,
-        requireNumericIssuedAt: Bool = false
+        requireNumericIssuedAt: Bool = false,
+        keyRejections: [String: APNsReason] = [:],
+        additionalKeyIDs: Set<String> = []
     ) {
+        self.keyRejections = keyRejections
+        self.additionalKeyIDs = additionalKeyIDs.union(keyRejections.keys)
         self.keyID = keyID
         self.teamID = teamID
         self.tokenMaxAge = tokenMaxAge
@@ -83,9 +94,13 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
 /// 5. Verification fails, the JWT is longer than the cache (`tokenCapacity`), `kid` is not the configured
 ///    key, `iss` not the configured team, or `iat` is a string while `requireNumericIssuedAt`
 ///    → `InvalidProviderToken`.
+/// 5a. `kid` is a key the policy restricts (`keyRejections`: another environment's key, a topic-specific key
+///    without this app) → its reason (`BadEnvironmentKeyIdInToken` or `UnrelatedKeyIdInToken`).
 /// 6. `iss` differs from the team the connection is bound to → `InvalidProviderToken` [U: Apple only says
 ///    tokens from several developer accounts on one connection are not supported]; `kid` differs from the
-///    bound key → `UnrelatedKeyIdInToken` [A: "to use that key, open a new connection"].
+///    bound key → `UnrelatedKeyIdInToken` [A: "to use that key, open a new connection"]. Kept since 2025:
+///    APNs binds a connection to the first token's key *family* (a topic-specific key and its one related
+///    key); the simulator knows no key relations, so every other key is unrelated (§6.1).
 /// 7. `iat` more than `maxClockSkew` in the future → `InvalidProviderToken`.
 /// 8. `now - iat > tokenMaxAge` → `ExpiredProviderToken` (and wedge the connection if configured).
 /// 9. A new token less than `minTokenRefreshInterval` after the connection's previous token change
@@ -116,6 +131,8 @@ public final class ConnectionAuthState {
     @exclusivity(unchecked) private var candidateTokenCount = 0
     /// The candidate's identity; nil when it failed verification or the key/team policy.
     @exclusivity(unchecked) private var candidate: VerifiedProviderToken?
+    /// Why the candidate was refused (when `candidate` is nil).
+    @exclusivity(unchecked) private var candidateRejection = APNsReason.invalidProviderToken
 
     /// The team and key bound at the first accepted token.
     @exclusivity(unchecked) public private(set) var boundTeamID: String?
@@ -185,16 +202,25 @@ public final class ConnectionAuthState {
         if candidateTokenCount > 0,
             jwt.equals(UnsafeRawBufferPointer(candidateToken).slice(from: 0, count: candidateTokenCount))
         {
-            guard let candidate else { return .invalidProviderToken }
+            guard let candidate else { return candidateRejection }
             identity = candidate
         } else {
             guard jwt.count <= tokenCapacity else { return .invalidProviderToken }
             verificationCount += 1
             var verified = verifier.verify(jwt: jwt)
-            if let token = verified, !isAllowedByPolicy(token) { verified = nil }
+            var rejection = APNsReason.invalidProviderToken
+            if let token = verified {
+                if !isAllowedByPolicy(token) {
+                    verified = nil
+                } else if let reason = policy.keyRejections[token.keyID] {
+                    verified = nil
+                    rejection = reason
+                }
+            }
             remember(jwt, in: candidateToken, count: &candidateTokenCount)
             candidate = verified
-            guard let verified else { return .invalidProviderToken }
+            candidateRejection = rejection
+            guard let verified else { return rejection }
             identity = verified
         }
 
@@ -226,7 +252,7 @@ public final class ConnectionAuthState {
     }
 
     private func isAllowedByPolicy(_ identity: VerifiedProviderToken) -> Bool {
-        if let keyID = policy.keyID, identity.keyID != keyID { return false }
+        if let keyID = policy.keyID, identity.keyID != keyID, !policy.additionalKeyIDs.contains(identity.keyID) { return false }
         if let teamID = policy.teamID, identity.teamID != teamID { return false }
         if policy.requireNumericIssuedAt && identity.issuedAtIsString { return false }
         return true

@@ -57,12 +57,21 @@ public enum SimulatorDecision: Sendable, Equatable {
 ///     rule's reason
 /// 19. otherwise 200.
 ///
+/// A channel-management path (`/1/apps/…`) is 404 `BadPath` right after rule 1, whatever its method: this port
+/// does not serve it (APNs has the management API on another host and port, §1.1).
+///
 /// Broadcast pushes (`/4/broadcasts/apps/<bundle>`, apns-spec.md §8.3) use: 1 (`apns-id` and
 /// `apns-request-id` → `BadMessageId`), 2, 3, bundle in the path with a push-type suffix
 /// → `TopicDisallowed`, another bundle → 403 `TopicMismatch` [U], 6, `apns-channel-id` absent
-/// → `MissingChannelId`, not base64 → `BadChannelId`, 8, push type absent → `MissingPushType`, not
-/// `liveactivity` → `InvalidPushType`, 10, 12, 13, 14 (limit 5120), 15 (→ `BadRequestPayload`), 18.
-/// Channels are not tracked, so `ChannelNotRegistered` is never produced.
+/// → `MissingChannelId`, not base64 → `BadChannelId`, `apns-priority` absent or not `5`/`10`
+/// → `BadPriority` (Apple lists it as required), push type absent → `MissingPushType`, not
+/// `liveactivity` → `InvalidPushType`, 10, 12, then with the channels (`BroadcastChannels`, one lookup
+/// under its lock: only broadcasts pay for it): no such channel for the app in this environment
+/// → `ChannelNotRegistered`, a storage-policy-0 channel with a non-zero `apns-expiration`
+/// → `BadExpirationDate`; then 13, 14 (limit 5120), 15 (→ `BadRequestPayload`), `aps.event` = `start`
+/// → `broadcastStartEventReason` (default `BadRequestPayload`; broadcast cannot start an activity), 18.
+/// The channel is looked up after authentication, so an unauthenticated caller learns nothing about
+/// channels, and before the body, as APNs checks headers before payloads.
 ///
 /// A header whose value did not fit the head's arena counts as a malformed value of that header.
 public struct RequestValidator {
@@ -80,13 +89,21 @@ public struct RequestValidator {
     private var firstRequestTime: Int64 = -1
     /// The worker's PRNG (faults here; the server may also use it for latency via `random`).
     public var random: SimulatorRandom
+    /// The simulator's broadcast channels; nil = none are tracked (every well-formed channel id is taken).
+    private let channels: BroadcastChannels?
+    /// The last decided request was a broadcast (its response carries `apns-request-id`).
+    public private(set) var lastWasBroadcast = false
 
     /// - Parameters:
     ///   - worker: the worker's index; selects the PRNG stream so workers draw different sequences.
     ///   - knownTokens: a set built once and shared by all workers; when nil and the configuration has
     ///     `knownTokens`, this validator builds its own.
-    public init(configuration: SimulatorConfiguration, worker: Int = 0, knownTokens: DeviceTokenSet? = nil) {
+    ///   - channels: the broadcast channels broadcasts are checked against; nil checks only the id's syntax.
+    public init(
+        configuration: SimulatorConfiguration, worker: Int = 0, knownTokens: DeviceTokenSet? = nil, channels: BroadcastChannels? = nil
+    ) {
         self.configuration = configuration
+        self.channels = channels
         bundle = Array(configuration.bundleID.utf8)
         if let knownTokens {
             self.knownTokens = knownTokens
@@ -117,14 +134,18 @@ public struct RequestValidator {
     public mutating func decide(_ head: borrowing RequestHead, auth: ConnectionAuthState, now: SimulatorInstant) -> SimulatorDecision {
         decidedRequests &+= 1
         if firstRequestTime < 0 { firstRequestTime = now.nanosecondsSinceEpoch }
+        lastWasBroadcast = false
         // 1. apns-id
         if let reason = checkUUID(head.lookup(.apnsID)) { return .reject(reason, now: now) }
+        // The management API lives on its own port.
+        let path = head.value(.path)
+        if let path, path.hasPrefix("/1/apps/") { return .reject(.badPath, now: now) }
         // 2. method
         guard let method = head.value(.method), method.equals("POST") else {
             return .reject(.methodNotAllowed, now: now)
         }
         // 3. path
-        guard let path = head.value(.path) else { return .reject(.badPath, now: now) }
+        guard let path else { return .reject(.badPath, now: now) }
         switch RequestRoute.classify(path: path) {
         case .device:
             return decideDevice(head, path: path, auth: auth, now: now)
@@ -229,6 +250,7 @@ public struct RequestValidator {
     private mutating func decideBroadcast(
         _ head: borrowing RequestHead, path: UnsafeRawBufferPointer, auth: ConnectionAuthState, now: SimulatorInstant
     ) -> SimulatorDecision {
+        lastWasBroadcast = true
         if let reason = checkUUID(head.lookup(.apnsRequestID)) { return .reject(reason, now: now) }
         let pathBundle = RequestRoute.broadcastBundle(inPath: path)
         let topicKind = bundle.withUnsafeBytes { TopicKind.classify(topic: pathBundle, bundle: $0) }
@@ -238,13 +260,19 @@ public struct RequestValidator {
         case nil: return .reject(.topicMismatch, now: now)
         }
         if head.hasDuplicateHeaders { return .reject(.duplicateHeaders, now: now) }
+        let channelID: UnsafeRawBufferPointer
         switch head.lookup(.apnsChannelID) {
         case .absent: return .reject(.missingChannelId, now: now)
         case .oversized: return .reject(.badChannelId, now: now)
         case .present(let value):
-            guard HeaderSyntax.isBase64(value) else { return .reject(.badChannelId, now: now) }
+            guard HeaderSyntax.isBase64(value), value.count <= BroadcastChannelID.maximumByteCount else {
+                return .reject(.badChannelId, now: now)
+            }
+            channelID = value
         }
-        if let reason = checkPriority(head.lookup(.apnsPriority)) { return .reject(reason, now: now) }
+        guard let priority = head.value(.apnsPriority), priority.equals("10") || priority.equals("5") else {
+            return .reject(.badPriority, now: now)
+        }
         switch head.lookup(.apnsPushType) {
         case .absent: return .reject(.missingPushType, now: now)
         case .oversized: return .reject(.invalidPushType, now: now)
@@ -255,12 +283,31 @@ public struct RequestValidator {
         if let reason = auth.check(authorization: head.lookup(.authorization), now: now) {
             return .reject(reason, now: now)
         }
+        if let channels {
+            guard let policy = channels.storagePolicy(ofChannel: channelID, bundle: pathBundle) else {
+                return .reject(.channelNotRegistered, now: now)
+            }
+            if policy == 0, let expiration = head.value(.apnsExpiration), HeaderSyntax.parseNonNegativeInteger(expiration) != 0 {
+                return .reject(.badExpirationDate, now: now)
+            }
+        }
         let malformed: APNsReason? = configuration.malformedPayloadReason == nil ? nil : .badRequestPayload
         if let reason = checkBody(head, limit: configuration.broadcastMaxPayloadBytes, malformedReason: malformed) {
             return .reject(reason, now: now)
         }
+        if let reason = configuration.broadcastStartEventReason, head.isBodyFullyStored, Self.isStartEvent(head.body) {
+            return .reject(reason, now: now)
+        }
         if let reason = drawFault(now: now) { return .reject(reason, now: now) }
         return .accept
+    }
+
+    /// Whether a payload's `aps.event` is `"start"`.
+    static func isStartEvent(_ body: UnsafeRawBufferPointer) -> Bool {
+        guard let aps = JSONScanner.topLevelMember(body, key: "aps"), let aps else { return false }
+        let object = body.slice(from: aps.lowerBound, count: aps.count)
+        guard let event = JSONScanner.topLevelMember(object, key: "event"), let event else { return false }
+        return object.slice(from: event.lowerBound, count: event.count).equals("\"start\"")
     }
 
     // MARK: - Shared rules

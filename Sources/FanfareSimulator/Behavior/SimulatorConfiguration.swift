@@ -149,6 +149,26 @@ public struct SimulatorConfiguration: Sendable, Equatable {
     /// Serve `/4/broadcasts/apps/<bundle>`; when false that path is 404 `BadPath`.
     public var acceptBroadcasts = true
 
+    // MARK: Broadcast channels (apns-spec.md §8)
+
+    /// Channels one app may have in one environment; one more → 400 `CannotCreateChannelConfig`. APNs: 10,000.
+    public var maxChannelsPerApp = 10_000
+    /// What a broadcast whose `aps.event` is `start` gets (broadcast cannot start an activity, §8.3); nil
+    /// accepts it. [U] Apple names no reason for it; the default `BadRequestPayload` is §7.5's reason for a
+    /// payload the broadcast endpoint cannot take (`BadRequestParams` is documented for the management API's
+    /// attributes, `InvalidPushType` for the header).
+    public var broadcastStartEventReason: APNsReason? = .badRequestPayload
+
+    // MARK: Provider keys since 2025 (apns-spec.md §6.1)
+
+    /// What the simulator knows of particular keys (by `kid`): the environment a team-scoped key is
+    /// restricted to, the topics (bundle IDs) of a topic-specific key. A key named here is accepted besides
+    /// `keyID` (it must verify with the same public key). Keys not named here work everywhere.
+    public var providerKeys: [String: ProviderKeyScope] = [:]
+    /// The reason for a key restricted to the other environment: `BadEnvironmentKeyIdInToken` (default) or
+    /// `BadEnvironmentKeyInToken` [U: both spellings are seen].
+    public var environmentKeyReason = APNsReason.badEnvironmentKeyIdInToken
+
     // MARK: Output and determinism
 
     /// JSON-lines log of accepted pushes (one file shared by all workers, whole-line appends); nil = off.
@@ -169,8 +189,25 @@ public struct SimulatorConfiguration: Sendable, Equatable {
             maxClockSkew: maxTokenClockSkew,
             minTokenRefreshInterval: minTokenRefreshInterval,
             wedgeAfterExpiredToken: wedgeAfterExpiredToken,
-            requireNumericIssuedAt: strictProviderToken
+            requireNumericIssuedAt: strictProviderToken,
+            keyRejections: providerKeyRejections,
+            additionalKeyIDs: Set(providerKeys.keys)
         )
+    }
+
+    /// For each restricted key that cannot be used here, the 403 it gets: the other environment first, then a
+    /// topic list without this app (every topic the simulator serves belongs to `bundleID`, so a topic-specific
+    /// key either covers all of its requests or none).
+    var providerKeyRejections: [String: APNsReason] {
+        var rejections: [String: APNsReason] = [:]
+        for (keyID, scope) in providerKeys {
+            if let keyEnvironment = scope.environment, keyEnvironment != environment {
+                rejections[keyID] = environmentKeyReason
+            } else if let topics = scope.topics, !topics.contains(bundleID) {
+                rejections[keyID] = .unrelatedKeyIdInToken
+            }
+        }
+        return rejections
     }
 
     /// Body bytes a `RequestHead` must keep to check every limit (largest limit + 1).
@@ -230,7 +267,30 @@ public struct SimulatorConfiguration: Sendable, Equatable {
             try require(malformedPayloadReason.status == 400, "malformedPayloadReason", "must be a 400 reason")
         }
         if let keyID { try require(!keyID.isEmpty, "keyID", "must not be empty (unset it to accept any key)") }
+        try require(maxChannelsPerApp >= 0, "maxChannelsPerApp", "must not be negative")
+        if let broadcastStartEventReason {
+            try require(broadcastStartEventReason.status == 400, "broadcastStartEventReason", "must be a 400 reason (or unset to accept start events)")
+        }
+        try require(environmentKeyReason == .badEnvironmentKeyIdInToken || environmentKeyReason == .badEnvironmentKeyInToken,
+            "environmentKeyReason", "must be BadEnvironmentKeyIdInToken or BadEnvironmentKeyInToken")
+        for (keyID, scope) in providerKeys {
+            try require(!keyID.isEmpty, "providerKeys", "a key id must not be empty")
+            if let topics = scope.topics { try require(!topics.isEmpty, "providerKeys", "key \(keyID): a topic-specific key needs at least one topic") }
+        }
         if let teamID { try require(!teamID.isEmpty, "teamID", "must not be empty (unset it to accept any team)") }
+    }
+}
+
+/// What APNs knows of one provider key since 2025 (apns-spec.md §6.1).
+public struct ProviderKeyScope: Sendable, Equatable {
+    /// A team-scoped key restricted to one environment; nil = both (keys made before 2025).
+    public var environment: SimulatorConfiguration.Environment?
+    /// A topic-specific key's topics (bundle IDs); nil = a team-scoped key (every app of the team).
+    public var topics: Set<String>?
+
+    public init(environment: SimulatorConfiguration.Environment? = nil, topics: Set<String>? = nil) {
+        self.environment = environment
+        self.topics = topics
     }
 }
 

@@ -29,6 +29,13 @@ public final class APNsSimulator: @unchecked Sendable {
         /// with REFUSED_STREAM. nil = no limit but each connection's advertised
         /// SETTINGS_MAX_CONCURRENT_STREAMS, so no stream within it is ever refused. Set it to bound memory.
         public var maxStreamsPerWorker: Int? = nil
+        /// Where the channel-management API listens (`/1/apps/<bundle>/channels`, `…/all-channels`,
+        /// apns-spec.md §8.2; APNs serves it on its own host and port 2195/2196); nil = no management listener.
+        /// Port 0 picks a free port (`managementAddress`). One thread serves it: channel management is rare.
+        public var managementListen: SocketAddress? = nil
+        /// File the broadcast channels are kept in across restarts (`ChannelStateFile`; `fanfare simulate`
+        /// uses `channels` in its state directory); nil = memory only.
+        public var channelStateFile: String? = nil
 
         public init(listen: SocketAddress, tls: TLSContext, verifier: (any ProviderTokenVerifying)?) {
             self.listen = listen
@@ -41,7 +48,15 @@ public final class APNsSimulator: @unchecked Sendable {
     public let options: Options
     /// Where the simulator listens (the real port when `listen` asked for port 0).
     public let boundAddress: SocketAddress
+    /// Where the management API listens (the real port when `managementListen` asked for port 0); nil when
+    /// there is no management listener.
+    public let managementAddress: SocketAddress?
+    /// The broadcast channels: created, read, listed and deleted on the management port; checked by
+    /// broadcasts on the push port.
+    public let channels: BroadcastChannels
     private let workers: [SimulatorWorker]
+    /// Serves the management port, apart from the push workers (its stats are `managementStatistics()`).
+    private let managementWorker: SimulatorWorker?
     private let threads: [IOThread]
     private let stopped = Atomic<Bool>(false)
 
@@ -50,6 +65,10 @@ public final class APNsSimulator: @unchecked Sendable {
         try Self.validate(options)
         self.configuration = configuration
         self.options = options
+        let channels = try BroadcastChannels(
+            environment: configuration.environment, maxChannelsPerApp: configuration.maxChannelsPerApp,
+            file: options.channelStateFile.map { ChannelStateFile(path: $0) })
+        self.channels = channels
         // The first listener picks the port (possibly 0 → a free one); the others join it with SO_REUSEPORT.
         let first = try Sockets.listen(on: options.listen, backlog: 4096, reusePort: true)
         boundAddress = first.boundAddress
@@ -62,6 +81,16 @@ public final class APNsSimulator: @unchecked Sendable {
             for fd in listeners { Sockets.close(fd) }
             throw error
         }
+        var management: (fd: Int32, boundAddress: SocketAddress)?
+        if let managementListen = options.managementListen {
+            do {
+                management = try Sockets.listen(on: managementListen, backlog: 256, reusePort: false)
+            } catch {
+                for fd in listeners { Sockets.close(fd) }
+                throw error
+            }
+        }
+        managementAddress = management?.boundAddress
         var workers: [SimulatorWorker] = []
         for index in 0..<options.threads {
             // One log object per worker on the same file: O_APPEND whole-line writes never interleave.
@@ -74,13 +103,22 @@ public final class APNsSimulator: @unchecked Sendable {
             }
             workers.append(
                 SimulatorWorker(
-                    index: index, configuration: configuration, options: options, listenerFD: listeners[index], log: log))
+                    index: index, configuration: configuration, options: options, listenerFD: listeners[index], log: log,
+                    channels: channels))
         }
         self.workers = workers
+        if let management {
+            managementWorker = SimulatorWorker(
+                index: options.threads, role: .management, configuration: configuration, options: options,
+                listenerFD: management.fd, log: nil, channels: channels)
+        } else {
+            managementWorker = nil
+        }
         var threads: [IOThread] = []
-        for worker in workers {
+        for worker in workers + (managementWorker.map { [$0] } ?? []) {
             let cpu = options.cpuAffinity.map { $0[worker.index % $0.count] }
-            threads.append(try IOThread(name: "fanfare-sim\(worker.index)", cpu: cpu) { loop in
+            let name = worker.role == .management ? "fanfare-sim-mgmt" : "fanfare-sim\(worker.index)"
+            threads.append(try IOThread(name: name, cpu: cpu) { loop in
                 worker.attach(to: loop)
             })
         }
@@ -111,6 +149,11 @@ public final class APNsSimulator: @unchecked Sendable {
         return total
     }
 
+    /// Counts by status and reason of the management port (a 201/200/204 counts as accepted); empty without one.
+    public func managementStatistics() -> SimulatorStats {
+        managementWorker?.publishedStats() ?? SimulatorStats()
+    }
+
     /// The most streams any one connection had open at once, and before its first 200 (merged over workers).
     public func streamConcurrency() -> SimulatorStreamConcurrency {
         var total = SimulatorStreamConcurrency()
@@ -130,9 +173,10 @@ public final class APNsSimulator: @unchecked Sendable {
     /// Closes listeners and connections and joins the threads.
     public func shutdown() {
         guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        for worker in workers { worker.requestStop() }
+        let all = workers + (managementWorker.map { [$0] } ?? [])
+        for worker in all { worker.requestStop() }
         let deadline = IOLoop.monotonicNanoseconds() &+ 5_000_000_000
-        while !workers.allSatisfy(\.isStopped) && IOLoop.monotonicNanoseconds() < deadline { usleep(1000) }
+        while !all.allSatisfy(\.isStopped) && IOLoop.monotonicNanoseconds() < deadline { usleep(1000) }
         for thread in threads {
             thread.stop()
             thread.join()

@@ -15,7 +15,12 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
 
     typealias StreamState = StreamSlots.State
 
+    /// What the worker's listener serves: pushes (`/3/device`, `/4/broadcasts`) or the channel-management API
+    /// (`/1/apps`, apns-spec.md §8.2; its own port, as APNs has it on another host and port).
+    enum Role { case push, management }
+
     let index: Int
+    let role: Role
     let configuration: SimulatorConfiguration
     let options: APNsSimulator.Options
     let bufferSizes: TransportBufferSizes
@@ -34,6 +39,10 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     @exclusivity(unchecked) private var slots: StreamSlots
     @exclusivity(unchecked) private var headerScratch: UnsafeMutablePointer<nghttp2_nv>
     @exclusivity(unchecked) private var validator: RequestValidator
+    /// Management workers only.
+    private let management: ManagementRequestValidator?
+    /// Response bodies larger than a slot's room (management lists), by slot; freed with the stream.
+    @exclusivity(unchecked) private var overflowBodies: [Int: UnsafeMutableRawBufferPointer] = [:]
     @exclusivity(unchecked) private var random: SimulatorRandom
     private let verifier: any ProviderTokenVerifying
     private let log: AcceptedPushLog?
@@ -57,8 +66,12 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     var waker: IOWaker? { wakerReference.load() }
     private let wakerReference = AtomicLazyReference<IOWaker>()
 
-    init(index: Int, configuration: SimulatorConfiguration, options: APNsSimulator.Options, listenerFD: Int32, log: AcceptedPushLog?) {
+    init(
+        index: Int, role: Role = .push, configuration: SimulatorConfiguration, options: APNsSimulator.Options, listenerFD: Int32,
+        log: AcceptedPushLog?, channels: BroadcastChannels? = nil
+    ) {
         self.index = index
+        self.role = role
         self.configuration = configuration
         self.options = options
         self.listenerFD = listenerFD
@@ -73,12 +86,14 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
             bodyCapacity: configuration.requestBodyCapacity)
         slots = StreamSlots(capacity: capacity)
         headerScratch = .allocate(capacity: 8)
-        validator = RequestValidator(configuration: configuration, worker: index)
+        validator = RequestValidator(configuration: configuration, worker: index, channels: channels)
+        management = role == .management ? channels.map { ManagementRequestValidator(configuration: configuration, channels: $0) } : nil
         random = SimulatorRandom(seed: configuration.seed ^ 0x5EED, stream: UInt64(index) + 1000)
         verifier = options.verifier ?? RejectAllVerifier()
     }
 
     deinit {
+        for body in overflowBodies.values { body.deallocate() }
         headerScratch.deallocate()
         if !acceptArmed { closeListener() }
     }
@@ -254,6 +269,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     }
 
     func releaseStream(_ slot: Int) {
+        if role == .management, let body = overflowBodies.removeValue(forKey: slot) { body.deallocate() }
         slots.state(slot).pointee = StreamState()
         headPool.release(slot)
     }
@@ -269,7 +285,8 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     func streamState(_ slot: Int) -> UnsafeMutablePointer<StreamState> { slots.state(slot) }
 
     func responseBody(_ slot: Int) -> UnsafeMutableRawPointer {
-        slots.response(slot) + StreamSlots.bodyOffset
+        if role == .management, let body = overflowBodies[slot] { return body.baseAddress! }
+        return slots.response(slot) + StreamSlots.bodyOffset
     }
 
     // MARK: - Injected faults (decided on this thread, from the worker's seeded PRNG)
@@ -305,12 +322,14 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
             wallClock = SimulatorInstant.now()
             lastClockTick = loop.now
         }
+        if let management { return decideManagement(slot: slot, connection: connection, validator: management) }
         let head = headPool.head(at: slot)
         let decision = validator.decide(head.pointee, auth: connection.auth, now: wallClock)
         stats.record(decision, bodyBytes: head.pointee.bodyByteCount)
         let state = slots.state(slot)
         state.pointee.status = Int16(decision.status)
         let base = slots.response(slot)
+        let isBroadcast = validator.lastWasBroadcast
         // apns-id: echo a valid one from the request, otherwise generate one (APNs does the same).
         let apnsID = UnsafeMutableRawBufferPointer(start: base + StreamSlots.apnsIDOffset, count: 36)
         if let sent = head.pointee.value(.apnsID), APNsIDGenerator.isValidAPNsID(sent) {
@@ -319,11 +338,21 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         } else {
             MessageIDWriter.writeRandomUUID(into: apnsID, using: &random)
         }
+        if isBroadcast {
+            // apns-request-id: the request's when valid, else the apns-id (one id for the one request).
+            state.pointee.kind = .broadcast
+            let requestID = UnsafeMutableRawBufferPointer(start: base + StreamSlots.requestIDOffset, count: 36)
+            if let sent = head.pointee.value(.apnsRequestID), APNsIDGenerator.isValidAPNsID(sent) {
+                Self.copyLowercased(sent, into: requestID)
+            } else {
+                requestID.copyMemory(from: UnsafeRawBufferPointer(apnsID))
+            }
+        }
         switch decision {
         case .accept:
             state.pointee.accepted = true
             state.pointee.bodyCount = 0
-            if configuration.environment == .sandbox {
+            if configuration.environment == .sandbox && !isBroadcast {
                 MessageIDWriter.writeRandomUUID(
                     into: UnsafeMutableRawBufferPointer(start: base + StreamSlots.uniqueIDOffset, count: 36), using: &random)
             }
@@ -345,6 +374,55 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     }
     @exclusivity(unchecked) private var lastClockTick: UInt64 = 0
 
+    private static func copyLowercased(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) {
+        destination.copyMemory(from: source)
+        for index in 0..<destination.count where destination[index] >= 0x41 && destination[index] <= 0x46 { destination[index] += 0x20 }
+    }
+
+    /// A management request (create, read, list, delete): decided against the shared channels; the answer
+    /// carries `apns-request-id`, `apns-channel-id` on a 201, and a JSON body on a 200 or an error.
+    private func decideManagement(slot: Int, connection: SimulatorConnection, validator: ManagementRequestValidator) -> SimulatorDecision {
+        let head = headPool.head(at: slot)
+        let decision = validator.decide(head.pointee, auth: connection.auth, now: wallClock)
+        let simulated = decision.simulatorDecision
+        stats.record(simulated, bodyBytes: head.pointee.bodyByteCount)
+        let state = slots.state(slot)
+        state.pointee.kind = .management
+        state.pointee.status = Int16(decision.status)
+        state.pointee.accepted = decision.reason == nil
+        let base = slots.response(slot)
+        let requestID = UnsafeMutableRawBufferPointer(start: base + StreamSlots.apnsIDOffset, count: 36)
+        if let sent = head.pointee.value(.apnsRequestID), APNsIDGenerator.isValidAPNsID(sent) {
+            Self.copyLowercased(sent, into: requestID)
+        } else {
+            MessageIDWriter.writeRandomUUID(into: requestID, using: &random)
+        }
+        state.pointee.channelIDCount = 0
+        if let id = decision.channelID {
+            id.withUnsafeBytes { bytes in
+                assert(bytes.count <= StreamSlots.channelIDCapacity)  // our own ids: 24 bytes
+                (base + StreamSlots.channelIDOffset).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+                state.pointee.channelIDCount = UInt8(bytes.count)
+            }
+        }
+        let room = StreamSlots.responseStride - StreamSlots.bodyOffset
+        if decision.reason != nil {
+            let body = UnsafeMutableRawBufferPointer(start: base + StreamSlots.bodyOffset, count: room)
+            state.pointee.bodyCount = Int32(ErrorResponseBodies.shared.write(simulated, into: body))
+        } else if decision.body.count <= room {
+            decision.body.withUnsafeBytes { bytes in
+                if bytes.count > 0 { (base + StreamSlots.bodyOffset).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
+            }
+            state.pointee.bodyCount = Int32(decision.body.count)
+        } else {
+            let body = UnsafeMutableRawBufferPointer.allocate(byteCount: decision.body.count, alignment: 1)
+            decision.body.withUnsafeBytes { body.copyMemory(from: $0) }
+            if let previous = overflowBodies.updateValue(body, forKey: slot) { previous.deallocate() }
+            state.pointee.bodyCount = Int32(clamping: decision.body.count)
+        }
+        return simulated
+    }
+
     /// Fills the header scratch for the stream's response; returns the header count.
     func responseHeaders(slot: Int) -> (UnsafeMutablePointer<nghttp2_nv>, Int) {
         let state = slots.state(slot).pointee
@@ -354,9 +432,23 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         count += 1
         headerScratch[count] = HTTP2.header("apns-id", base + StreamSlots.apnsIDOffset, 36, noIndex: true)
         count += 1
-        if state.accepted && configuration.environment == .sandbox {
-            headerScratch[count] = HTTP2.header("apns-unique-id", base + StreamSlots.uniqueIDOffset, 36, noIndex: true)
+        switch state.kind {
+        case .push:
+            if state.accepted && configuration.environment == .sandbox {
+                headerScratch[count] = HTTP2.header("apns-unique-id", base + StreamSlots.uniqueIDOffset, 36, noIndex: true)
+                count += 1
+            }
+        case .broadcast:
+            headerScratch[count] = HTTP2.header("apns-request-id", base + StreamSlots.requestIDOffset, 36, noIndex: true)
             count += 1
+        case .management:
+            // Management answers name the request apns-request-id, not apns-id (§7.5).
+            headerScratch[1] = HTTP2.header("apns-request-id", base + StreamSlots.apnsIDOffset, 36, noIndex: true)
+            if state.channelIDCount > 0 {
+                headerScratch[count] = HTTP2.header(
+                    "apns-channel-id", base + StreamSlots.channelIDOffset, Int(state.channelIDCount), noIndex: true)
+                count += 1
+            }
         }
         if state.bodyCount > 0 {
             headerScratch[count] = HTTP2.header("content-type", "application/json")

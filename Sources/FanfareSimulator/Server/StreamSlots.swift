@@ -9,9 +9,22 @@ struct StreamSlots: ~Copyable {
         var owner: UInt32 = 0       // serial of the connection the stream belongs to (0 = free)
         var streamID: Int32 = 0
         var accepted = false
+        /// What the response is for (`Kind`).
+        var kind = Kind.push
         var status: Int16 = 0
         var bodyCount: Int32 = 0
         var bodySent: Int32 = 0
+        /// Bytes of `apns-channel-id` at `channelIDOffset` (a management 201), 0 = none.
+        var channelIDCount: UInt8 = 0
+    }
+
+    enum Kind: UInt8 {
+        /// A token push: `apns-id` (+ `apns-unique-id` on sandbox 200s).
+        case push
+        /// A broadcast: `apns-id` and `apns-request-id` (at `requestIDOffset`).
+        case broadcast
+        /// A management request: `apns-request-id` (at `apnsIDOffset`), maybe `apns-channel-id`.
+        case management
     }
 
     static let slotsPerChunk = 256
@@ -21,6 +34,11 @@ struct StreamSlots: ~Copyable {
     static let responseStride = 256
     static let apnsIDOffset = 0
     static let uniqueIDOffset = 40
+    /// Broadcasts: `apns-request-id` takes the unique id's place (a broadcast has no per-device id).
+    static let requestIDOffset = 40
+    /// Management 201s: the new channel's id (our ids are 24 bytes; room for 40).
+    static let channelIDOffset = 40
+    static let channelIDCapacity = 40
     static let bodyOffset = 80
     private static let entryStride = responseOffset + responseStride
 

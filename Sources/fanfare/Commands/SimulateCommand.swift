@@ -22,6 +22,12 @@ struct SimulateCommand: ParsableCommand {
             Faults for load and fault tests: --fault (steady), --fault-burst (on and off), --refuse-streams, \
             --goaway-after, --drop-streams-after-rejection, --reset-connections, --hold-responses, --latency. \
             With --log, every accepted push is in the file before its 200 is sent, so it survives kill -9.
+
+            Broadcast channels: --management-port serves APNs' channel-management API (create, read, list, \
+            delete on /1/apps/<bundle>/channels and /all-channels) on its own port, as APNs does on 2195/2196; \
+            broadcasts on the push port are checked against those channels. Channels are kept in \
+            <state-dir>/channels across restarts (--memory-channels: in memory only); deleted ids are never \
+            reused. --key-environment and --key-topics describe 2025-style provider keys.
             """
     )
 
@@ -119,6 +125,27 @@ struct SimulateCommand: ParsableCommand {
     @Option(help: "Append every accepted push as a JSON line to this file (written before its 200 is sent).")
     var log: String?
 
+    @Option(help: "Serve the channel-management API on this port of the --listen host (0 picks a free one; APNs uses 2195 sandbox, 2196 production).")
+    var managementPort: Int?
+
+    @Flag(help: "Keep broadcast channels in memory only (lost when the simulator stops) instead of <state-dir>/channels.")
+    var memoryChannels = false
+
+    @Option(help: "Channels one app may have (more → 400 CannotCreateChannelConfig).")
+    var maxChannels: Int = 10_000
+
+    @Option(help: "The reason a broadcast with aps.event \"start\" gets (a 400 reason), or 'accept'.")
+    var broadcastStartReason: String = APNsReason.badRequestPayload.rawValue
+
+    @Option(help: "A provider key restricted to one environment: KEYID=production|sandbox (repeatable; the key is accepted besides --key-id and must verify with the same public key).")
+    var keyEnvironment: [String] = []
+
+    @Option(help: "A topic-specific provider key: KEYID=bundle1,bundle2 (repeatable; other apps' requests → 403 UnrelatedKeyIdInToken).")
+    var keyTopics: [String] = []
+
+    @Option(help: "Reason for a key of the other environment: BadEnvironmentKeyIdInToken or BadEnvironmentKeyInToken.")
+    var environmentKeyReason: String = APNsReason.badEnvironmentKeyIdInToken.rawValue
+
     @Option(help: "Stop after this many seconds (default: run until interrupted).")
     var duration: Double?
 
@@ -141,6 +168,12 @@ struct SimulateCommand: ParsableCommand {
             throw ExitCode(1)
         }
         print("simulating APNs on https://\(simulator.boundAddress)")
+        if let management = simulator.managementAddress {
+            print("channel management on https://\(management)")
+        }
+        print(memoryChannels
+            ? "broadcast channels: in memory only (lost when the simulator stops)"
+            : "broadcast channels: kept in \(channelFile) (\(simulator.channels.count) found)")
         FileHandle.standardOutput.synchronizeFile()
         SignalWaiter.wait(seconds: duration)
         simulator.shutdown()
@@ -182,6 +215,23 @@ struct SimulateCommand: ParsableCommand {
         configuration.wedgeAfterExpiredToken = wedgeAfterExpiredToken
         configuration.strictProviderToken = strictProviderToken
         configuration.seed = seed
+        guard maxChannels >= 0 else { throw UsageError("--max-channels must not be negative") }
+        configuration.maxChannelsPerApp = maxChannels
+        if broadcastStartReason == "accept" {
+            configuration.broadcastStartEventReason = nil
+        } else {
+            guard let reason = APNsReason(rawValue: broadcastStartReason), reason.status == 400 else {
+                throw UsageError("--broadcast-start-reason '\(broadcastStartReason)' is not a 400 APNs reason (e.g. BadRequestPayload) or 'accept'")
+            }
+            configuration.broadcastStartEventReason = reason
+        }
+        guard let environmentReason = APNsReason(rawValue: environmentKeyReason),
+            environmentReason == .badEnvironmentKeyIdInToken || environmentReason == .badEnvironmentKeyInToken
+        else {
+            throw UsageError("--environment-key-reason must be BadEnvironmentKeyIdInToken or BadEnvironmentKeyInToken")
+        }
+        configuration.environmentKeyReason = environmentReason
+        configuration.providerKeys = try parseProviderKeys(environments: keyEnvironment, topics: keyTopics)
         guard let reply = SimulatorConfiguration.UnknownTokenReply(rawValue: unknownTokenReply) else {
             throw UsageError("--unknown-token-reply must be unregistered or badDeviceToken")
         }
@@ -219,7 +269,51 @@ struct SimulateCommand: ParsableCommand {
             guard maxStreamsPerThread >= 1 else { throw UsageError("--max-streams-per-thread must be at least 1") }
             options.maxStreamsPerWorker = maxStreamsPerThread
         }
-        return try APNsSimulator(configuration: configuration, options: options)
+        if let managementPort {
+            guard managementPort >= 0 && managementPort <= 65535 else { throw UsageError("--management-port must be in 0...65535") }
+            options.managementListen = try SocketAddress(ip: listenAddress.host, port: UInt16(managementPort))
+        }
+        if !memoryChannels {
+            do {
+                try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+            } catch {
+                throw UsageError("--state-dir '\(stateDir)': cannot create it for the channels: \(error.localizedDescription)")
+            }
+            options.channelStateFile = channelFile
+        }
+        do {
+            return try APNsSimulator(configuration: configuration, options: options)
+        } catch let error as ChannelStateFileError {
+            throw UsageError("\(error)")
+        }
+    }
+
+    private var channelFile: String { stateDir + "/channels" }
+
+    /// `--key-environment KEYID=production|sandbox` and `--key-topics KEYID=bundle1,bundle2`, merged by key.
+    private func parseProviderKeys(environments: [String], topics: [String]) throws -> [String: ProviderKeyScope] {
+        var keys: [String: ProviderKeyScope] = [:]
+        func split(_ text: String, _ flag: String) throws -> (String, String) {
+            let parts = text.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+                throw UsageError("\(flag) '\(text)' is not KEYID=VALUE")
+            }
+            return (String(parts[0]), String(parts[1]))
+        }
+        for text in environments {
+            let (keyID, value) = try split(text, "--key-environment")
+            guard let environment = SimulatorConfiguration.Environment(rawValue: value) else {
+                throw UsageError("--key-environment '\(text)': the environment must be production or sandbox")
+            }
+            keys[keyID, default: ProviderKeyScope()].environment = environment
+        }
+        for text in topics {
+            let (keyID, value) = try split(text, "--key-topics")
+            let list = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            guard !list.isEmpty else { throw UsageError("--key-topics '\(text)': list at least one bundle ID") }
+            keys[keyID, default: ProviderKeyScope()].topics = Set(list)
+        }
+        return keys
     }
 
     private var state: SimulatorStateDirectory { SimulatorStateDirectory(path: stateDir) }

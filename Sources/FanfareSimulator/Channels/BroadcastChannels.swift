@@ -1,0 +1,227 @@
+import FanfareCore
+import Synchronization
+
+/// A broadcast channel as APNs keeps it (apns-spec.md §8.2): created for one app in one environment, with a
+/// storage policy that never changes.
+public struct BroadcastChannel: Sendable, Equatable {
+    public var id: BroadcastChannelID
+    public var environment: SimulatorConfiguration.Environment
+    public var bundleID: String
+    /// `message-storage-policy`: 0 no message stored (`apns-expiration` must be 0), 1 most recent stored.
+    public var storagePolicy: Int
+
+    public init(id: BroadcastChannelID, environment: SimulatorConfiguration.Environment, bundleID: String, storagePolicy: Int) {
+        self.id = id
+        self.environment = environment
+        self.bundleID = bundleID
+        self.storagePolicy = storagePolicy
+    }
+}
+
+/// Why a channel could not be created or deleted.
+public enum BroadcastChannelError: Error, Equatable, CustomStringConvertible {
+    /// `maxChannelsPerApp` channels exist for the app in this environment (400 `CannotCreateChannelConfig`).
+    case limitReached(Int)
+    /// The change could not be made durable (the state file); nothing changed (500 `InternalServerError`).
+    case notSaved(String)
+
+    public var description: String {
+        switch self {
+        case .limitReached(let limit): "the app has \(limit) channels in this environment, the most APNs allows"
+        case .notSaved(let problem): "channel change not saved: \(problem)"
+        }
+    }
+}
+
+/// The simulator's broadcast channels, shared by the management listener (create, read, list, delete) and the
+/// push workers (a broadcast checks its channel). One lock, taken per management request and per broadcast;
+/// token pushes never touch it.
+///
+/// Every id ever issued is remembered (`issued`), so a deleted id is never handed out again, even after a
+/// restart on the same state file. Ids are 16 random bytes in standard base64 (24 characters with `/`, `+`
+/// and `=`), as APNs' are.
+public final class BroadcastChannels: Sendable {
+    private struct State {
+        var channels: [BroadcastChannelID: BroadcastChannel] = [:]
+        /// Creation order of live channels (for `all-channels`).
+        var order: [BroadcastChannelID] = []
+        /// Every id ever issued, live or deleted.
+        var issued: Set<BroadcastChannelID> = []
+        /// Live channels per app and environment (the cap).
+        var counts: [AppKey: Int] = [:]
+
+        mutating func insert(_ channel: BroadcastChannel) {
+            channels[channel.id] = channel
+            order.append(channel.id)
+            issued.insert(channel.id)
+            counts[AppKey(channel), default: 0] += 1
+        }
+
+        mutating func remove(_ channel: BroadcastChannel) {
+            channels[channel.id] = nil
+            order.removeAll { $0 == channel.id }
+            counts[AppKey(channel), default: 1] -= 1
+        }
+    }
+
+    private struct AppKey: Hashable {
+        var environment: SimulatorConfiguration.Environment
+        var bundleID: String
+
+        init(_ channel: BroadcastChannel) {
+            environment = channel.environment
+            bundleID = channel.bundleID
+        }
+
+        init(environment: SimulatorConfiguration.Environment, bundleID: String) {
+            self.environment = environment
+            self.bundleID = bundleID
+        }
+    }
+
+    /// The environment this simulator plays: only its channels are visible.
+    public let environment: SimulatorConfiguration.Environment
+    public let maxChannelsPerApp: Int
+    /// Where channels are kept across restarts; nil = memory only.
+    public let file: ChannelStateFile?
+    private let state: Mutex<State>
+    /// Makes a candidate id (random; tests pass their own to see an issued id skipped).
+    private let makeID: @Sendable () -> BroadcastChannelID
+
+    /// Loads `file` when given (a missing file is an empty state; a damaged one throws, naming the file).
+    public convenience init(
+        environment: SimulatorConfiguration.Environment, maxChannelsPerApp: Int, file: ChannelStateFile?
+    ) throws(ChannelStateFileError) {
+        try self.init(environment: environment, maxChannelsPerApp: maxChannelsPerApp, file: file, makeID: Self.randomID)
+    }
+
+    init(
+        environment: SimulatorConfiguration.Environment, maxChannelsPerApp: Int, file: ChannelStateFile?,
+        makeID: @escaping @Sendable () -> BroadcastChannelID
+    ) throws(ChannelStateFileError) {
+        self.makeID = makeID
+        self.environment = environment
+        self.maxChannelsPerApp = maxChannelsPerApp
+        self.file = file
+        var initial = State()
+        if let file {
+            let saved = try file.load()
+            initial.issued = saved.issued
+            for channel in saved.channels { initial.insert(channel) }
+        }
+        state = Mutex(initial)
+    }
+
+    /// Creates a channel for `bundleID` in this environment. Throws `limitReached` at the cap, `notSaved` when
+    /// the state file cannot be written (then nothing changed).
+    public func create(bundleID: String, storagePolicy: Int) throws(BroadcastChannelError) -> BroadcastChannel {
+        let result: Result<BroadcastChannel, BroadcastChannelError> = state.withLock { state in
+            let count = state.counts[AppKey(environment: environment, bundleID: bundleID)] ?? 0
+            guard count < maxChannelsPerApp else { return .failure(.limitReached(maxChannelsPerApp)) }
+            var id = makeID()
+            while state.issued.contains(id) { id = makeID() }
+            let channel = BroadcastChannel(id: id, environment: environment, bundleID: bundleID, storagePolicy: storagePolicy)
+            state.insert(channel)
+            if let problem = save(state) {
+                // Not durable: undo, so what the simulator answers and what a restart finds agree.
+                state.remove(channel)
+                state.issued.remove(id)
+                return .failure(.notSaved(problem))
+            }
+            return .success(channel)
+        }
+        return try result.get()
+    }
+
+    /// The channel with `id` if it exists for `bundleID` in this environment.
+    public func channel(_ id: BroadcastChannelID, bundleID: String) -> BroadcastChannel? {
+        state.withLock { state in
+            guard let channel = state.channels[id], channel.environment == environment, channel.bundleID == bundleID else { return nil }
+            return channel
+        }
+    }
+
+    /// The storage policy of channel `id` (raw id bytes, as in a header) for the app, or nil when there is no
+    /// such channel here. For broadcasts: one lookup under the lock.
+    func storagePolicy(ofChannel idBytes: UnsafeRawBufferPointer, bundle: UnsafeRawBufferPointer) -> Int? {
+        guard let id = try? BroadcastChannelID(bytes: idBytes) else { return nil }
+        return state.withLock { state in
+            guard let channel = state.channels[id], channel.environment == environment else { return nil }
+            let matches = Array(channel.bundleID.utf8).withUnsafeBytes { $0.equals(bundle) }
+            return matches ? channel.storagePolicy : nil
+        }
+    }
+
+    /// Deletes channel `id`; false when there is no such channel for the app here. The id stays issued.
+    public func delete(_ id: BroadcastChannelID, bundleID: String) throws(BroadcastChannelError) -> Bool {
+        let result: Result<Bool, BroadcastChannelError> = state.withLock { state in
+            guard let channel = state.channels[id], channel.environment == environment, channel.bundleID == bundleID else {
+                return .success(false)
+            }
+            let position = state.order.firstIndex(of: id)
+            state.remove(channel)
+            if let problem = save(state) {
+                state.insert(channel)
+                if let position, position < state.order.count - 1 {
+                    state.order.removeLast()
+                    state.order.insert(id, at: position)
+                }
+                return .failure(.notSaved(problem))
+            }
+            return .success(true)
+        }
+        return try result.get()
+    }
+
+    /// The app's channels in this environment, oldest first.
+    public func list(bundleID: String) -> [BroadcastChannelID] {
+        state.withLock { state in
+            state.order.filter { id in
+                guard let channel = state.channels[id] else { return false }
+                return channel.environment == environment && channel.bundleID == bundleID
+            }
+        }
+    }
+
+    /// Live channels over every app and environment in the state (what a restart keeps).
+    public var count: Int { state.withLock { $0.channels.count } }
+
+    /// Ids ever issued, live or deleted.
+    public var issuedCount: Int { state.withLock { $0.issued.count } }
+
+    private func save(_ state: State) -> String? {
+        guard let file else { return nil }
+        do {
+            try file.save(SavedChannels(channels: state.order.compactMap { state.channels[$0] }, issued: state.issued))
+            return nil
+        } catch {
+            return error.description
+        }
+    }
+
+    /// 16 random bytes in standard base64 with padding (24 characters), like APNs' ids.
+    static func randomID() -> BroadcastChannelID {
+        var generator = SystemRandomNumberGenerator()
+        var bytes = [UInt8](repeating: 0, count: 16)
+        for index in 0..<16 { bytes[index] = UInt8.random(in: 0...255, using: &generator) }
+        let text = Base64.encode(bytes)
+        // Standard base64 of 16 bytes is always a valid id.
+        return try! BroadcastChannelID(text)
+    }
+}
+
+/// Standard base64 (RFC 4648 §4) with padding, for channel ids: FanfareCore's base64url with the two
+/// alphabet differences swapped back and the padding added.
+enum Base64 {
+    static func encode(_ bytes: [UInt8]) -> String {
+        var text = Array(Base64URL.encode(bytes).utf8).map { byte -> UInt8 in
+            switch byte {
+            case UInt8(ascii: "-"): UInt8(ascii: "+")
+            case UInt8(ascii: "_"): UInt8(ascii: "/")
+            default: byte
+            }
+        }
+        while text.count % 4 != 0 { text.append(UInt8(ascii: "=")) }
+        return String(decoding: text, as: UTF8.self)
+    }
+}

@@ -1,0 +1,239 @@
+import FanfareCore
+
+/// The simulated management host's answer to one request (apns-spec.md §8.2, §7.5).
+public struct ManagementDecision: Sendable, Equatable {
+    /// 201 created, 200 read or list, 204 deleted, or the rejection's status.
+    public var status: Int
+    /// The rejection; nil on success.
+    public var reason: APNsReason?
+    /// `apns-channel-id` of a 201.
+    public var channelID: BroadcastChannelID?
+    /// The JSON body of a 200 (read, list); an error body is written from `reason`.
+    public var body: [UInt8]
+
+    static func reject(_ reason: APNsReason) -> ManagementDecision {
+        ManagementDecision(status: reason.status, reason: reason, channelID: nil, body: [])
+    }
+
+    /// As a push decision, for the stats and the connection's stream policy (a success counts as accepted).
+    var simulatorDecision: SimulatorDecision {
+        reason.map { .reject($0, timestamp: nil) } ?? .accept
+    }
+}
+
+/// What a management path names.
+enum ManagementRoute: Equatable {
+    /// `/1/apps/<bundle>/channels`: create (POST), read (GET), delete (DELETE).
+    case channels
+    /// `/1/apps/<bundle>/all-channels`: list (GET).
+    case allChannels
+
+    /// The route and the bundle bytes of a management path, or nil for any other path.
+    static func classify(path: UnsafeRawBufferPointer) -> (ManagementRoute, UnsafeRawBufferPointer)? {
+        let prefix = 8  // "/1/apps/"
+        guard path.hasPrefix("/1/apps/") else { return nil }
+        var slash = path.count - 1
+        while slash >= prefix, path[slash] != UInt8(ascii: "/") { slash -= 1 }
+        guard slash > prefix else { return nil }
+        let bundle = path.slice(from: prefix, count: slash - prefix)
+        let tail = path.suffix(from: slash + 1)
+        if tail.equals("channels") { return (.channels, bundle) }
+        if tail.equals("all-channels") { return (.allChannels, bundle) }
+        return nil
+    }
+}
+
+/// Decides channel-management requests (create, read, list, delete) like APNs' management host, in this
+/// order; the first failing rule answers:
+///
+///  1. `apns-request-id` present and not a canonical UUID → 400 `BadMessageId` (the push port's first rule,
+///     for the same header family).
+///  2. `:path` not `/1/apps/<bundle>/channels` or `/1/apps/<bundle>/all-channels` → 404 `BadPath` (so
+///     `/3/device/…` and `/4/broadcasts/…` are refused whatever their method: this host does not serve them).
+///  3. `:method` not GET, POST or DELETE → 405 `MethodNotAllowed`; a known method the path does not take
+///     (POST or DELETE on `all-channels`) → 404 `BadPath` (§7.5: "wrong method/path combination").
+///  4. bundle with a push-type suffix → 400 `TopicDisallowed`; another app → 403 `TopicMismatch` [U: Apple
+///     does not say which]. Before authentication, like the broadcast path's bundle (RequestValidator).
+///  5. a recognised header repeated → 400 `DuplicateHeaders`.
+///  6. provider token (the push port's `ConnectionAuthState`, same rules) → 403 / 429.
+///  7. read, delete: `apns-channel-id` absent → 400 `MissingChannelId`; not base64 or too long → 400
+///     `BadChannelId`; no such channel for the app in this environment → 400 `ChannelNotRegistered`.
+///  8. create: empty body → 400 `PayloadEmpty`; not JSON → 400 `BadRequestPayload`; not an object, an
+///     unknown attribute, `message-storage-policy` missing or not 0/1 → 400 `BadRequestParams`; `push-type`
+///     missing → 400 `MissingPushType`, not `LiveActivity` → 400 `InvalidPushType`; the app already has
+///     `maxChannelsPerApp` channels in this environment → 400 `CannotCreateChannelConfig`; the state file
+///     cannot be written → 500 `InternalServerError` (nothing created).
+///  9. otherwise 201 (create), 200 (read, list), 204 (delete).
+///
+/// Authentication comes after the request's shape (as on the push port, apns-spec.md §10) and before any
+/// channel is looked up, so an unauthenticated caller learns nothing about channels. The body is read last
+/// among the create rules because APNs documents its reasons only per attribute.
+struct ManagementRequestValidator {
+    let configuration: SimulatorConfiguration
+    let channels: BroadcastChannels
+    private let bundle: [UInt8]
+
+    init(configuration: SimulatorConfiguration, channels: BroadcastChannels) {
+        self.configuration = configuration
+        self.channels = channels
+        bundle = Array(configuration.bundleID.utf8)
+    }
+
+    func decide(_ head: borrowing RequestHead, auth: ConnectionAuthState, now: SimulatorInstant) -> ManagementDecision {
+        // 1. apns-request-id
+        switch head.lookup(.apnsRequestID) {
+        case .absent: break
+        case .oversized: return .reject(.badMessageId)
+        case .present(let value):
+            guard HeaderSyntax.isCanonicalUUID(value, requireLowercase: configuration.requireLowercaseMessageID) else {
+                return .reject(.badMessageId)
+            }
+        }
+        // 2. path
+        guard let path = head.value(.path), let (route, pathBundle) = ManagementRoute.classify(path: path) else {
+            return .reject(.badPath)
+        }
+        // 3. method
+        guard let method = head.value(.method) else { return .reject(.methodNotAllowed) }
+        enum Operation { case create, read, delete, list }
+        let operation: Operation
+        if method.equals("GET") {
+            operation = route == .channels ? .read : .list
+        } else if method.equals("POST") {
+            guard route == .channels else { return .reject(.badPath) }
+            operation = .create
+        } else if method.equals("DELETE") {
+            guard route == .channels else { return .reject(.badPath) }
+            operation = .delete
+        } else {
+            return .reject(.methodNotAllowed)
+        }
+        // 4. bundle
+        switch bundle.withUnsafeBytes({ TopicKind.classify(topic: pathBundle, bundle: $0) }) {
+        case .bundle?: break
+        case .some: return .reject(.topicDisallowed)
+        case nil: return .reject(.topicMismatch)
+        }
+        // 5. duplicates
+        if head.hasDuplicateHeaders { return .reject(.duplicateHeaders) }
+        // 6. provider token
+        if let reason = auth.check(authorization: head.lookup(.authorization), now: now) { return .reject(reason) }
+
+        switch operation {
+        case .list:
+            var writer = JSONWriter.counting()
+            let ids = channels.list(bundleID: configuration.bundleID)
+            Self.writeList(ids, into: &writer)
+            var body = [UInt8](repeating: 0, count: writer.count)
+            body.withUnsafeMutableBytes { buffer in
+                var exact = JSONWriter(buffer: buffer)
+                Self.writeList(ids, into: &exact)
+            }
+            return ManagementDecision(status: 200, reason: nil, channelID: nil, body: body)
+        case .read, .delete:
+            // 7. channel id
+            let id: BroadcastChannelID
+            switch head.lookup(.apnsChannelID) {
+            case .absent: return .reject(.missingChannelId)
+            case .oversized: return .reject(.badChannelId)
+            case .present(let value):
+                guard let parsed = try? BroadcastChannelID(bytes: value) else { return .reject(.badChannelId) }
+                id = parsed
+            }
+            if operation == .read {
+                guard let channel = channels.channel(id, bundleID: configuration.bundleID) else {
+                    return .reject(.channelNotRegistered)
+                }
+                var body = [UInt8](repeating: 0, count: 64)
+                let count = body.withUnsafeMutableBytes { buffer in
+                    var writer = JSONWriter(buffer: buffer)
+                    writer.beginObject()
+                    writer.key("message-storage-policy")
+                    writer.int(channel.storagePolicy)
+                    writer.key("push-type")
+                    writer.string("LiveActivity")
+                    writer.endObject()
+                    assert(!writer.overflowed)
+                    return writer.count
+                }
+                return ManagementDecision(status: 200, reason: nil, channelID: nil, body: Array(body[0..<count]))
+            }
+            do {
+                guard try channels.delete(id, bundleID: configuration.bundleID) else { return .reject(.channelNotRegistered) }
+            } catch {
+                return .reject(.internalServerError)
+            }
+            return ManagementDecision(status: 204, reason: nil, channelID: nil, body: [])
+        case .create:
+            // 8. body
+            guard head.bodyByteCount > 0 else { return .reject(.payloadEmpty) }
+            guard head.isBodyFullyStored else { return .reject(.badRequestParams) }
+            let request: ChannelCreateRequest
+            switch ChannelCreateRequest.parse(head.body) {
+            case .request(let parsed): request = parsed
+            case .rejected(let reason): return .reject(reason)
+            }
+            do {
+                let channel = try channels.create(bundleID: configuration.bundleID, storagePolicy: request.storagePolicy)
+                return ManagementDecision(status: 201, reason: nil, channelID: channel.id, body: [])
+            } catch .limitReached {
+                return .reject(.cannotCreateChannelConfig)
+            } catch {
+                return .reject(.internalServerError)
+            }
+        }
+    }
+
+    private static func writeList(_ ids: [BroadcastChannelID], into writer: inout JSONWriter) {
+        writer.beginObject()
+        writer.key("channels")
+        writer.beginArray()
+        for id in ids { id.withUnsafeBytes { writer.string(utf8: $0) } }
+        writer.endArray()
+        writer.endObject()
+    }
+}
+
+/// The body of a create request: `{"message-storage-policy": 0|1, "push-type": "LiveActivity"}`.
+struct ChannelCreateRequest: Equatable {
+    var storagePolicy: Int
+
+    /// The request, or the §7.5 reason for what is wrong with it (see `ManagementRequestValidator`, rule 8).
+    enum Parsed: Equatable {
+        case request(ChannelCreateRequest)
+        case rejected(APNsReason)
+    }
+
+    static func parse(_ body: UnsafeRawBufferPointer) -> Parsed {
+        var policy: Int?
+        var policyValid = true
+        var pushType: Range<Int>?
+        var unknownAttribute = false
+        var repeated = false
+        let isObject = JSONScanner.forEachTopLevelMember(body) { key, value in
+            if key.equals("message-storage-policy") {
+                if policy != nil || !policyValid { repeated = true }
+                let text = body.slice(from: value.lowerBound, count: value.count)
+                if text.equals("0") {
+                    policy = 0
+                } else if text.equals("1") {
+                    policy = 1
+                } else {
+                    policyValid = false
+                }
+            } else if key.equals("push-type") {
+                if pushType != nil { repeated = true }
+                pushType = value
+            } else {
+                unknownAttribute = true
+            }
+        }
+        guard let isObject else { return .rejected(.badRequestPayload) }
+        guard isObject, !unknownAttribute, !repeated, policyValid, let policy else { return .rejected(.badRequestParams) }
+        guard let pushType else { return .rejected(.missingPushType) }
+        guard body.slice(from: pushType.lowerBound, count: pushType.count).equals("\"LiveActivity\"") else {
+            return .rejected(.invalidPushType)
+        }
+        return .request(ChannelCreateRequest(storagePolicy: policy))
+    }
+}
