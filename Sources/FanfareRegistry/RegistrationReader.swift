@@ -26,7 +26,7 @@ enum RegistrationReader {
         // by side without sorting, and consecutive rows of one token form one registration.
         let rows = try RawStatement(db, sql: """
             SELECT t.id, t.token, t.kind, t.activity_id, t.device_id, t.attributes_type, t.frequent, t.created_at,
-                   t.last_seen_at, m.channel_id
+                   t.last_seen_at, m.channel_id, t.supports_broadcast
             FROM tokens AS t CROSS JOIN token_channels AS m ON m.token_id = t.id
             WHERE t.app_id = ?
             ORDER BY t.id
@@ -54,7 +54,8 @@ enum RegistrationReader {
             pending = TokenRegistration(
                 token: try token(rows.blob(1), id: id), kind: kind, activityID: rows.string(3),
                 deviceID: rows.string(4), attributesType: rows.string(5), bundleID: bundleID,
-                environment: environment, frequentUpdates: rows.int64(6) != 0, channels: [channel],
+                environment: environment, frequentUpdates: rows.int64(6) != 0,
+                supportsBroadcast: rows.int64(10) != 0, channels: [channel],
                 createdAt: rows.int64(7), lastSeenAt: rows.int64(8))
         }
         if let finished = pending { try deliver(finished, to: body) }

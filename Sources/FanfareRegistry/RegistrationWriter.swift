@@ -11,7 +11,7 @@ import GRDB
 struct RegistrationWriter {
     static let chunkSize = 32
     /// Columns of one row in the multi-row token INSERT.
-    private static let insertColumns: Int32 = 10
+    private static let insertColumns: Int32 = 11
 
     private let db: Database
     /// The last id assigned. Ids are assigned here (the transaction is the only writer), so memberships of a
@@ -49,7 +49,7 @@ struct RegistrationWriter {
         lastID = try Int64.fetchOne(db, sql: "SELECT max(id) FROM tokens") ?? 0
         writtenThroughID = lastID
         read = try RawStatement(db, sql: """
-            SELECT token, kind, activity_id, device_id, attributes_type, app_id, frequent, last_seen_at
+            SELECT token, kind, activity_id, device_id, attributes_type, app_id, frequent, last_seen_at, supports_broadcast
             FROM tokens WHERE id = ?
             """)
         touch = try RawStatement(db, sql: "UPDATE tokens SET last_seen_at = ? WHERE id = ?")
@@ -58,7 +58,7 @@ struct RegistrationWriter {
         replace = try RawStatement(db, sql: """
             UPDATE tokens
             SET kind = ?, activity_id = ?, device_id = ?, attributes_type = ?, app_id = ?, frequent = ?,
-                last_seen_at = max(last_seen_at, ?)
+                last_seen_at = max(last_seen_at, ?), supports_broadcast = ?
             WHERE id = ?
             """)
         memberships = try RawStatement(
@@ -138,7 +138,7 @@ struct RegistrationWriter {
             // here (ids are new), and `runInserting` checks that every row went in.
             return """
                 INSERT OR IGNORE INTO tokens (id, token, kind, activity_id, device_id, attributes_type, app_id,
-                                              frequent, created_at, last_seen_at)
+                                              frequent, created_at, last_seen_at, supports_broadcast)
                 VALUES \(Array(repeating: row, count: count).joined(separator: ", "))
                 """
         }
@@ -155,6 +155,7 @@ struct RegistrationWriter {
             insert.bind(base + 8, registration.frequentUpdates)
             insert.bind(base + 9, registration.createdAt)
             insert.bind(base + 10, registration.lastSeenAt)
+            insert.bind(base + 11, registration.supportsBroadcast)
         }
         try insert.runInserting(rows: queued.count)
         try writeQueuedMemberships()
@@ -206,6 +207,7 @@ struct RegistrationWriter {
         var appID: Int64
         var frequentUpdates: Bool
         var lastSeenAt: Int64
+        var supportsBroadcast: Bool
     }
 
     /// The row `id` if it holds `token` (a hash candidate may be another token).
@@ -218,7 +220,7 @@ struct RegistrationWriter {
         return StoredRow(
             id: id, kind: read.int64(1), activityID: read.string(2), deviceID: read.string(3),
             attributesType: read.string(4), appID: read.int64(5), frequentUpdates: read.int64(6) != 0,
-            lastSeenAt: read.int64(7))
+            lastSeenAt: read.int64(7), supportsBroadcast: read.int64(8) != 0)
     }
 
     /// Updates a stored token: only what changed.
@@ -228,6 +230,7 @@ struct RegistrationWriter {
             stored.kind == kind && stored.activityID == registration.activityID
             && stored.deviceID == registration.deviceID && stored.attributesType == registration.attributesType
             && stored.appID == appID && stored.frequentUpdates == registration.frequentUpdates
+            && stored.supportsBroadcast == registration.supportsBroadcast
         if !unchanged {
             replace.bind(1, kind)
             replace.bind(2, registration.activityID)
@@ -236,7 +239,8 @@ struct RegistrationWriter {
             replace.bind(5, appID)
             replace.bind(6, registration.frequentUpdates)
             replace.bind(7, registration.lastSeenAt)
-            replace.bind(8, stored.id)
+            replace.bind(8, registration.supportsBroadcast)
+            replace.bind(9, stored.id)
             try replace.run()
         } else if registration.lastSeenAt > stored.lastSeenAt {
             touch.bind(1, registration.lastSeenAt)

@@ -158,6 +158,105 @@ enum RegistrySchema {
                 ) WITHOUT ROWID
                 """)
         }
+        migrator.registerMigration("v4: broadcast subscriptions, token ledger, broadcast links") { db in
+            // Push-to-start tokens of iOS 18+ devices: a start may carry `input-push-channel`.
+            try db.execute(sql: "ALTER TABLE tokens ADD COLUMN supports_broadcast INTEGER NOT NULL DEFAULT 0")
+            // The replacement rule (a new push-to-start token replaces the old one of the same device and
+            // attributes type) and the ledger's links (an update token -> the push-to-start token that started it,
+            // and back) look tokens up by device. Partial: only rows that name a device pay for the index.
+            try db.execute(sql: """
+                CREATE INDEX tokens_by_device ON tokens(app_id, device_id, attributes_type)
+                WHERE device_id IS NOT NULL
+                """)
+            // One activity, one path: registering a broadcast subscription removes the update tokens of its
+            // activity. Update tokens only (push-to-start rows have no activity id).
+            try db.execute(sql: """
+                CREATE INDEX tokens_by_activity ON tokens(app_id, activity_id) WHERE kind = \(TokenKind.update.rawValue)
+                """)
+
+            // Activities started with a broadcast channel: no update token, APNs fans the channel out to them.
+            try db.execute(sql: """
+                CREATE TABLE broadcast_subscriptions (
+                    app_id INTEGER NOT NULL,
+                    activity_id TEXT NOT NULL,
+                    device_id TEXT,
+                    attributes_type TEXT,
+                    frequent INTEGER NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    last_seen_at INTEGER NOT NULL,
+                    PRIMARY KEY (app_id, activity_id)
+                ) WITHOUT ROWID
+                """)
+            try db.execute(sql: """
+                CREATE INDEX broadcast_subscriptions_by_device ON broadcast_subscriptions(app_id, device_id, attributes_type)
+                WHERE device_id IS NOT NULL
+                """)
+            try db.execute(sql: "CREATE INDEX broadcast_subscriptions_by_created_at ON broadcast_subscriptions(created_at)")
+            // The Fanfare channels a subscription follows, by channel first: counts per channel and retirement by
+            // channel read one range. By name (like channel_latest), not `channels.id`.
+            try db.execute(sql: """
+                CREATE TABLE subscription_channels (
+                    app_id INTEGER NOT NULL,
+                    channel TEXT NOT NULL,
+                    activity_id TEXT NOT NULL,
+                    PRIMARY KEY (channel, app_id, activity_id)
+                ) WITHOUT ROWID
+                """)
+            try db.execute(sql: """
+                CREATE INDEX subscription_channels_by_activity ON subscription_channels(app_id, activity_id)
+                """)
+
+            // The ledger's history: one row per registration that ended (replaced, retired, invalidated,
+            // unregistered), with what it was. Written only when a registration ends, so registering stays an
+            // append; a live registration is its own "registered" record. Pruned by `at` (ledger retention).
+            try db.execute(sql: """
+                CREATE TABLE token_history (
+                    id INTEGER PRIMARY KEY,
+                    app_id INTEGER NOT NULL,
+                    token BLOB,
+                    kind INTEGER NOT NULL,
+                    activity_id TEXT,
+                    device_id TEXT,
+                    attributes_type TEXT,
+                    registered_at INTEGER NOT NULL,
+                    event INTEGER NOT NULL,
+                    at INTEGER NOT NULL,
+                    channel TEXT,
+                    reason TEXT,
+                    invalid_since INTEGER,
+                    replaced_by BLOB
+                )
+                """)
+            try db.execute(sql: "CREATE INDEX token_history_by_token ON token_history(token) WHERE token IS NOT NULL")
+            try db.execute(sql: """
+                CREATE INDEX token_history_by_activity ON token_history(app_id, activity_id) WHERE activity_id IS NOT NULL
+                """)
+            try db.execute(sql: "CREATE INDEX token_history_by_at ON token_history(at)")
+
+            // Fanfare channel -> APNs broadcast channel (BroadcastLinkStore).
+            try db.execute(sql: """
+                CREATE TABLE broadcast_links (
+                    app_id INTEGER NOT NULL,
+                    channel TEXT NOT NULL,
+                    channel_id TEXT NOT NULL,
+                    storage_policy INTEGER NOT NULL,
+                    created_by_us INTEGER NOT NULL,
+                    created_at INTEGER NOT NULL,
+                    delete_after INTEGER,
+                    PRIMARY KEY (app_id, channel)
+                ) WITHOUT ROWID
+                """)
+
+            // Waves with a broadcast part: the APNs channel published on, the start body for broadcast-capable
+            // push-to-start tokens, and the report of the broadcast part (NULL without one).
+            for column in [
+                "broadcast_channel_id TEXT", "channel_payload BLOB", "report_broadcast_channel_id TEXT",
+                "broadcast_subscribers INTEGER", "broadcast_requests INTEGER", "broadcast_outcome TEXT",
+                "broadcast_reason TEXT", "broadcast_priority INTEGER",
+            ] {
+                try db.execute(sql: "ALTER TABLE waves ADD COLUMN \(column)")
+            }
+        }
         return migrator
     }
 }

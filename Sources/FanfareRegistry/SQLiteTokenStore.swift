@@ -30,10 +30,27 @@ public final class SQLiteTokenStore: TokenStore {
     /// DELETE ... RETURNING needs SQLite 3.35.
     static let minimumSQLiteVersion: CInt = 3_035_000
 
+    /// How long the ledger keeps the history of ended registrations (ms).
+    public let historyRetentionMilliseconds: Int64
+    /// The wall clock (UNIX ms) that stamps ledger history.
+    let clock: @Sendable () -> Int64
+
+    /// The ledger's default history retention: 30 days.
+    public static let defaultHistoryRetention: Duration = .seconds(30 * 86_400)
+
     /// Opens the registry at `path`, creating the file and its tables if needed, and loads the token index
-    /// (about half a second per million tokens).
-    public init(path: String) throws(RegistryError) {
+    /// (about half a second per million tokens). `historyRetention`: how long the ledger keeps what happened to
+    /// registrations that ended (pruned by the `retire(createdBefore:)` sweep). `clock`: UNIX ms for history
+    /// rows (tests pass their own).
+    public init(
+        path: String, historyRetention: Duration = SQLiteTokenStore.defaultHistoryRetention,
+        clock: @escaping @Sendable () -> Int64 = SQLiteTokenStore.wallClockMilliseconds
+    ) throws(RegistryError) {
         self.path = path
+        let (seconds, attoseconds) = historyRetention.components
+        historyRetentionMilliseconds = max(0, seconds.multipliedReportingOverflow(by: 1000).overflow
+            ? Int64.max / 2 : seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        self.clock = clock
         guard Database.sqliteLibVersionNumber >= Self.minimumSQLiteVersion else {
             throw .storage("SQLite \(Database.sqliteLibVersionNumber) is too old; the registry needs 3.35.0 or newer")
         }
@@ -106,13 +123,23 @@ public final class SQLiteTokenStore: TokenStore {
 
     // MARK: - Writes
 
-    public func register(_ registrations: [TokenRegistration]) throws(RegistryError) {
+    public func register(_ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription])
+        throws(RegistryError) -> RegistrationResult
+    {
         try TokenRegistration.validate(registrations)
-        guard !registrations.isEmpty else { return }
-        try transaction("registering \(registrations.count) tokens") { db, memory in
+        try BroadcastSubscription.validate(subscriptions, firstIndex: registrations.count)
+        guard !registrations.isEmpty || !subscriptions.isEmpty else { return RegistrationResult() }
+        let now = clock()
+        let operation =
+            subscriptions.isEmpty
+            ? "registering \(registrations.count) tokens"
+            : "registering \(registrations.count) tokens and \(subscriptions.count) broadcast subscriptions"
+        return try transaction(operation) { db, memory in
             var writer = try RegistrationWriter(db)
             var channelIDs: [Int64] = []  // reused for every registration
             var lastApp: (key: AppKey, id: Int64)?  // batches are usually all one app
+            var appIDs: [Int64] = []
+            appIDs.reserveCapacity(registrations.count)
             for registration in registrations {
                 let appKey = AppKey(registration.bundleID, registration.environment)
                 let appID: Int64
@@ -122,6 +149,7 @@ public final class SQLiteTokenStore: TokenStore {
                     appID = try Self.appID(appKey, db, &memory)
                     lastApp = (appKey, appID)
                 }
+                appIDs.append(appID)
                 channelIDs.removeAll(keepingCapacity: true)
                 for channel in registration.channels {
                     channelIDs.append(try Self.channelID(channel, db, &memory))
@@ -129,79 +157,135 @@ public final class SQLiteTokenStore: TokenStore {
                 try writer.add(registration, appID: appID, channelIDs: channelIDs, state: &memory)
             }
             try writer.finish()
+            var replacement = try ReplacementRules(db, history: LedgerHistoryWriter(db, now: now))
+            try replacement.apply(registrations, appIDs: appIDs, &memory)
+            for subscription in subscriptions {
+                let appID = try Self.appID(AppKey(subscription.bundleID, subscription.environment), db, &memory)
+                try replacement.apply(subscription, appID: appID, &memory)
+            }
+            return replacement.result
         }
     }
 
     public func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int {
         guard !tokens.isEmpty else { return 0 }
+        let now = clock()
         return try transaction("unregistering \(tokens.count) tokens") { db, memory in
-            let delete = try RawStatement(db, sql: "DELETE FROM tokens WHERE id = ? AND token = ?")
+            let delete = try RawStatement(
+                db, sql: "DELETE FROM tokens WHERE id = ? AND token = ? " + EndedRegistration.returningTokenColumns)
+            let history = try LedgerHistoryWriter(db, now: now)
             var removed = 0
-            for token in tokens where try Self.delete(token, with: delete, &memory) { removed += 1 }
+            for token in tokens {
+                guard let ended = try Self.delete(token, with: delete, &memory) else { continue }
+                try history.record(ended, .unregistered)
+                removed += 1
+            }
             return removed
+        }
+    }
+
+    /// Removes broadcast subscriptions (by activity id) of one app. Unknown ones are ignored.
+    public func unregisterSubscriptions(activityIDs: [String], bundleID: String, environment: APNsEnvironment)
+        throws(RegistryError) -> RetirementResult
+    {
+        guard !activityIDs.isEmpty else { return RetirementResult() }
+        let now = clock()
+        return try transaction("unregistering \(activityIDs.count) broadcast subscriptions") { db, memory in
+            var result = RetirementResult()
+            guard let appID = memory.appIDs[AppKey(bundleID, environment)] else { return result }
+            var subscriptions = try SubscriptionTable(db)
+            let history = try LedgerHistoryWriter(db, now: now)
+            for activityID in activityIDs {
+                guard let ended = try subscriptions.remove(appID: appID, activityID: activityID, &result.subscriptionDeltas)
+                else { continue }
+                try history.record(ended, .unregistered)
+                result.subscriptions.append(activityID)
+            }
+            return result
         }
     }
 
     public func invalidate(_ token: DeviceToken, invalidSince: Int64?) throws(RegistryError) -> Bool {
-        try transaction("invalidating token \(token.hexString)") { db, memory in
-            // The time condition is part of the DELETE, so the check and the removal cannot be split by anything.
-            let delete: RawStatement
-            if let invalidSince {
-                delete = try RawStatement(db, sql: "DELETE FROM tokens WHERE id = ? AND token = ? AND last_seen_at <= ?")
-                delete.bind(3, invalidSince)
-            } else {
-                delete = try RawStatement(db, sql: "DELETE FROM tokens WHERE id = ? AND token = ?")
-            }
-            return try Self.delete(token, with: delete, &memory)
-        }
+        try invalidate([TokenInvalidation(token: token, invalidSince: invalidSince)])[0]
     }
 
     public func invalidate(_ batch: [TokenInvalidation]) throws(RegistryError) -> [Bool] {
         guard !batch.isEmpty else { return [] }
+        let now = clock()
         return try transaction("invalidating \(batch.count) tokens") { db, memory in
-            // The time condition is part of each DELETE, as in the single-token call.
-            let unconditional = try RawStatement(db, sql: "DELETE FROM tokens WHERE id = ? AND token = ?")
-            let conditional = try RawStatement(db, sql: "DELETE FROM tokens WHERE id = ? AND token = ? AND last_seen_at <= ?")
+            // The time condition is part of each DELETE, so the check and the removal cannot be split by anything.
+            let unconditional = try RawStatement(
+                db, sql: "DELETE FROM tokens WHERE id = ? AND token = ? " + EndedRegistration.returningTokenColumns)
+            let conditional = try RawStatement(
+                db, sql: "DELETE FROM tokens WHERE id = ? AND token = ? AND last_seen_at <= ? "
+                    + EndedRegistration.returningTokenColumns)
+            let history = try LedgerHistoryWriter(db, now: now)
             var removed: [Bool] = []
             removed.reserveCapacity(batch.count)
             for item in batch {
+                let ended: EndedRegistration?
                 if let invalidSince = item.invalidSince {
                     conditional.bind(3, invalidSince)
-                    removed.append(try Self.delete(item.token, with: conditional, &memory))
+                    ended = try Self.delete(item.token, with: conditional, &memory)
                 } else {
-                    removed.append(try Self.delete(item.token, with: unconditional, &memory))
+                    ended = try Self.delete(item.token, with: unconditional, &memory)
                 }
+                if let ended {
+                    try history.record(ended, .invalidated, reason: item.reason, invalidSince: item.invalidSince)
+                }
+                removed.append(ended != nil)
             }
             return removed
         }
     }
 
-    public func retireUpdateTokens(following channel: String) throws(RegistryError) -> [DeviceToken] {
-        try transaction("retiring update tokens following channel '\(channel)'") { db, memory in
-            guard let channelID = memory.channelIDs[channel] else { return [] }
+    public func retire(following channel: String) throws(RegistryError) -> RetirementResult {
+        let now = clock()
+        return try transaction("retiring update tokens following channel '\(channel)'") { db, memory in
+            let history = try LedgerHistoryWriter(db, now: now)
+            var result = RetirementResult()
+            var subscriptions = try SubscriptionTable(db)
+            for (appID, activityID) in try subscriptions.following(channel) {
+                guard let ended = try subscriptions.remove(appID: appID, activityID: activityID, &result.subscriptionDeltas)
+                else { continue }
+                try history.record(ended, .retiredChannelEnded, channel: channel)
+                result.subscriptions.append(activityID)
+            }
+            guard let channelID = memory.channelIDs[channel] else { return result }
             // `+kind` keeps SQLite from walking the whole kind index instead of the channel's memberships.
-            let retired = try Self.deleteReturningTokens(
+            result.tokens = try Self.deleteReturningTokens(
                 db, &memory, sql: """
                     DELETE FROM tokens
                     WHERE id IN (SELECT token_id FROM token_channels WHERE channel_id = ?)
                       AND +kind = \(TokenKind.update.rawValue)
-                    RETURNING id, token
-                    """, binding: channelID)
+                    """, binding: channelID
+            ) { ended in try history.record(ended, .retiredChannelEnded, channel: channel) }
             // Forget the channel once nothing follows it (push-to-start tokens may still do).
             try db.execute(
                 sql: "DELETE FROM channels WHERE id = ? AND NOT EXISTS (SELECT 1 FROM token_channels WHERE channel_id = ?)",
                 arguments: [channelID, channelID])
             if db.changesCount > 0 { memory.removeChannel(channel) }
-            return retired
+            return result
         }
     }
 
-    public func retireUpdateTokens(createdBefore: Int64) throws(RegistryError) -> [DeviceToken] {
-        try transaction("retiring update tokens created before \(createdBefore)") { db, memory in
-            let retired = try Self.deleteReturningTokens(
-                db, &memory, sql: """
-                    DELETE FROM tokens WHERE kind = \(TokenKind.update.rawValue) AND created_at < ? RETURNING id, token
-                    """, binding: createdBefore)
+    public func retire(createdBefore: Int64) throws(RegistryError) -> RetirementResult {
+        let now = clock()
+        return try transaction("retiring update tokens created before \(createdBefore)") { db, memory in
+            let history = try LedgerHistoryWriter(db, now: now)
+            var result = RetirementResult()
+            result.tokens = try Self.deleteReturningTokens(
+                db, &memory,
+                sql: "DELETE FROM tokens WHERE kind = \(TokenKind.update.rawValue) AND created_at < ?",
+                binding: createdBefore
+            ) { ended in try history.record(ended, .retiredLifetime) }
+            var subscriptions = try SubscriptionTable(db)
+            for (appID, activityID) in try subscriptions.created(before: createdBefore) {
+                guard let ended = try subscriptions.remove(appID: appID, activityID: activityID, &result.subscriptionDeltas)
+                else { continue }
+                try history.record(ended, .retiredLifetime)
+                result.subscriptions.append(activityID)
+            }
             // The periodic sweep also drops channels that nothing follows any more (left by age retirement,
             // unregister or invalidate), so the channel table does not grow with every event ever held.
             let unused = try String.fetchAll(
@@ -211,7 +295,9 @@ public final class SQLiteTokenStore: TokenStore {
                     RETURNING name
                     """)
             for name in unused { memory.removeChannel(name) }
-            return retired
+            // And the ledger's history past its retention.
+            try db.execute(sql: "DELETE FROM token_history WHERE at < ?", arguments: [now - historyRetentionMilliseconds])
+            return result
         }
     }
 
@@ -269,6 +355,13 @@ public final class SQLiteTokenStore: TokenStore {
     }
 
     // MARK: - Helpers
+
+    /// The system's wall clock in UNIX milliseconds.
+    @Sendable public static func wallClockMilliseconds() -> Int64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+    }
 
     /// Runs `body` on the database queue (every call goes through it, so none overlap); `memory` may be read
     /// (not changed) inside it. Every failure becomes
@@ -349,34 +442,49 @@ public final class SQLiteTokenStore: TokenStore {
         return state
     }
 
-    /// Deletes `token` with `delete` (`... WHERE id = ?1 AND token = ?2 ...`) if a candidate row holds it.
+    /// Deletes `token` with `delete` (`DELETE ... WHERE id = ?1 AND token = ?2 ... RETURNING <the ended
+    /// registration>`) if a candidate row holds it; returns what the row held.
     private static func delete(_ token: DeviceToken, with delete: RawStatement, _ memory: inout RegistryMemoryState)
-        throws -> Bool
+        throws -> EndedRegistration?
     {
         let hash = TokenIndex.hash(token)
+        var ended: EndedRegistration?
         let removedID = try memory.tokens.firstID(hash: hash) { id in
             delete.bind(1, id)
             token.withUnsafeBytes { delete.bind(2, blob: $0) }
-            try delete.run()
-            return delete.changes > 0
+            defer { delete.reset() }
+            // RETURNING: the row is deleted during the first step.
+            guard try delete.step() else { return false }
+            ended = try EndedRegistration(tokenRow: delete)
+            return true
         }
-        guard let removedID else { return false }
+        guard let removedID else { return nil }
         memory.removeToken(hash: hash, id: removedID)
-        return true
+        return ended
     }
 
-    /// Runs a `DELETE ... RETURNING id, token` and returns the deleted tokens, removing them from the index.
-    private static func deleteReturningTokens(
-        _ db: Database, _ memory: inout RegistryMemoryState, sql: String, binding value: Int64
+    /// Runs a token `DELETE` (without its RETURNING clause, which this adds) and returns the deleted tokens,
+    /// removing them from the index and handing each ended registration to `ended`.
+    static func deleteReturningTokens(
+        _ db: Database, _ memory: inout RegistryMemoryState, sql: String, binding value: Int64,
+        ended: (EndedRegistration) throws -> Void
     ) throws -> [DeviceToken] {
-        let delete = try RawStatement(db, sql: sql)
+        let delete = try RawStatement(db, sql: sql + " " + EndedRegistration.returningTokenColumns)
         delete.bind(1, value)
+        return try Self.drain(delete, &memory, ended: ended)
+    }
+
+    /// Steps a bound token `DELETE ... RETURNING` to its end (see `deleteReturningTokens`).
+    static func drain(
+        _ delete: RawStatement, _ memory: inout RegistryMemoryState, ended: (EndedRegistration) throws -> Void
+    ) throws -> [DeviceToken] {
         defer { delete.reset() }
         var tokens: [DeviceToken] = []
         while try delete.step() {
-            let id = delete.int64(0)
-            let token = try RegistrationReader.token(delete.blob(1), id: id)
-            memory.removeToken(hash: TokenIndex.hash(token), id: id)
+            let registration = try EndedRegistration(tokenRow: delete)
+            guard let token = registration.token else { continue }  // always set for a token row
+            memory.removeToken(hash: TokenIndex.hash(token), id: delete.int64(0))
+            try ended(registration)
             tokens.append(token)
         }
         return tokens

@@ -32,6 +32,9 @@ public struct TokenRegistration: Sendable, Equatable {
     public var environment: APNsEnvironment
     /// The app reported `frequentPushesEnabled`: the activity gets the frequent-updates priority-10 budget.
     public var frequentUpdates: Bool
+    /// Push-to-start tokens: the device runs iOS 18+, so a start may carry `input-push-channel` (the activity
+    /// then receives its updates through a broadcast channel).
+    public var supportsBroadcast: Bool
     /// Channels (live events, e.g. one match) this token follows; at least one.
     public var channels: [String]
     /// UNIX milliseconds.
@@ -41,7 +44,7 @@ public struct TokenRegistration: Sendable, Equatable {
     public init(
         token: DeviceToken, kind: TokenKind, activityID: String? = nil, deviceID: String? = nil,
         attributesType: String? = nil, bundleID: String, environment: APNsEnvironment, frequentUpdates: Bool = false,
-        channels: [String], createdAt: Int64, lastSeenAt: Int64? = nil
+        supportsBroadcast: Bool = false, channels: [String], createdAt: Int64, lastSeenAt: Int64? = nil
     ) {
         self.token = token
         self.kind = kind
@@ -51,6 +54,7 @@ public struct TokenRegistration: Sendable, Equatable {
         self.bundleID = bundleID
         self.environment = environment
         self.frequentUpdates = frequentUpdates
+        self.supportsBroadcast = supportsBroadcast
         self.channels = channels
         self.createdAt = createdAt
         self.lastSeenAt = lastSeenAt ?? createdAt
@@ -83,10 +87,13 @@ public struct TokenInvalidation: Sendable, Equatable {
     public var token: DeviceToken
     /// From a 410's `timestamp` (UNIX ms): removed only if not registered again after it; nil removes it.
     public var invalidSince: Int64?
+    /// APNs' reason (e.g. "Unregistered"), kept in the token's ledger history.
+    public var reason: String?
 
-    public init(token: DeviceToken, invalidSince: Int64?) {
+    public init(token: DeviceToken, invalidSince: Int64?, reason: String? = nil) {
         self.token = token
         self.invalidSince = invalidSince
+        self.reason = reason
     }
 }
 
@@ -96,10 +103,18 @@ public struct TokenInvalidation: Sendable, Equatable {
 /// Every mutating call is durable when it returns (committed and synced), so an acknowledged registration
 /// survives a crash. Calls may come from any thread; implementations serialise writes themselves.
 public protocol TokenStore: AnyObject, Sendable {
-    /// Inserts or replaces registrations in one transaction. Validates every entry first (non-empty bundle id
-    /// and channel list, activity id for update tokens, device id and attributes type for push-to-start tokens)
-    /// and throws `.invalidRegistration` for the first bad one without writing anything.
-    func register(_ registrations: [TokenRegistration]) throws(RegistryError)
+    /// Inserts or replaces token registrations and broadcast subscriptions in one transaction (tokens first, then
+    /// subscriptions, each in batch order). Validates every entry first (non-empty bundle id and channel list,
+    /// activity id for update tokens and subscriptions, device id and attributes type for push-to-start tokens)
+    /// and throws `.invalidRegistration` for the first bad one without writing anything (subscriptions are
+    /// numbered after the tokens).
+    ///
+    /// Replacement rules (docs/fanout.md, "Registry"): a push-to-start token replaces the other push-to-start
+    /// tokens of its (app, device id, attributes type); an update token removes the subscription of its
+    /// activity; a subscription removes the update tokens of its activity. The result names what was replaced,
+    /// so the caller drops those tokens from memory at once, and how each channel's subscription count changed.
+    func register(_ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription])
+        throws(RegistryError) -> RegistrationResult
 
     /// Removes tokens (all their channels). Returns how many were registered. Unknown tokens are ignored.
     func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int
@@ -119,19 +134,43 @@ public protocol TokenStore: AnyObject, Sendable {
         bundleID: String, environment: APNsEnvironment, _ body: (TokenRegistration) throws -> Void
     ) throws(RegistryError)
 
-    /// Removes the update tokens that follow `channel` (its activities ended and were dismissed); push-to-start
-    /// tokens stay. Returns the removed tokens.
-    func retireUpdateTokens(following channel: String) throws(RegistryError) -> [DeviceToken]
+    /// Removes the update tokens and broadcast subscriptions that follow `channel` (its activities ended and were
+    /// dismissed); push-to-start tokens stay.
+    func retire(following channel: String) throws(RegistryError) -> RetirementResult
 
-    /// Removes update tokens created before `createdBefore` (UNIX ms): activities past ActivityKit's 8 + 4 hour
-    /// lifetime. Returns the removed tokens.
-    func retireUpdateTokens(createdBefore: Int64) throws(RegistryError) -> [DeviceToken]
+    /// Removes update tokens and broadcast subscriptions created before `createdBefore` (UNIX ms): activities
+    /// past ActivityKit's 8 + 4 hour lifetime. Also prunes ledger history past its retention.
+    func retire(createdBefore: Int64) throws(RegistryError) -> RetirementResult
+
+    /// Live broadcast subscriptions per channel of one app (channels without any are absent).
+    func subscriptionCounts(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [String: Int]
+
+    /// What the registry knows about `token` in one app: its registration, links, retirement and history; nil
+    /// when it knows nothing (never registered, or its history was pruned).
+    func ledger(token: DeviceToken, bundleID: String, environment: APNsEnvironment, activityLifetime: Duration)
+        throws(RegistryError) -> TokenLedgerEntry?
 
     /// Number of registered tokens (all apps).
     func count() throws(RegistryError) -> Int
 }
 
 extension TokenStore {
+    /// Registers tokens only (see `register(_:subscriptions:)`).
+    @discardableResult
+    public func register(_ registrations: [TokenRegistration]) throws(RegistryError) -> RegistrationResult {
+        try register(registrations, subscriptions: [])
+    }
+
+    /// `retire(following:)`'s removed tokens.
+    public func retireUpdateTokens(following channel: String) throws(RegistryError) -> [DeviceToken] {
+        try retire(following: channel).tokens
+    }
+
+    /// `retire(createdBefore:)`'s removed tokens.
+    public func retireUpdateTokens(createdBefore: Int64) throws(RegistryError) -> [DeviceToken] {
+        try retire(createdBefore: createdBefore).tokens
+    }
+
     /// One `invalidate` call per token (stores that can batch override this with one transaction).
     public func invalidate(_ batch: [TokenInvalidation]) throws(RegistryError) -> [Bool] {
         var removed: [Bool] = []

@@ -22,6 +22,27 @@ struct RegistryModelTests {
                 }
                 registrations[registration.token] = stored
             }
+            // A push-to-start token replaces the others of its (app, device, attributes type): per key, the batch's
+            // last one, keys in the order of their winners.
+            struct Key: Hashable {
+                var bundleID: String, environment: APNsEnvironment, deviceID: String?, attributesType: String?
+            }
+            func key(_ registration: TokenRegistration) -> Key {
+                Key(
+                    bundleID: registration.bundleID, environment: registration.environment,
+                    deviceID: registration.deviceID, attributesType: registration.attributesType)
+            }
+            var latest: [Key: Int] = [:]
+            for (index, registration) in batch.enumerated() where registration.kind == .pushToStart {
+                latest[key(registration)] = index
+            }
+            for (replacing, index) in latest.sorted(by: { $0.value < $1.value }) {
+                let winner = batch[index].token
+                for (token, stored) in registrations
+                where stored.kind == .pushToStart && token != winner && key(stored) == replacing {
+                    registrations[token] = nil
+                }
+            }
         }
 
         mutating func unregister(_ tokens: [DeviceToken]) -> Int {

@@ -81,3 +81,22 @@ extension TokenRegistration {
         return copy
     }
 }
+
+extension SQLiteTokenStore {
+    /// Undoes migration v4 on the open file (what a Fanfare of schema v3 left: its tables and columns exactly,
+    /// no v4 row in `grdb_migrations`), so reopening tests the upgrade from v3.
+    func rewindToVersion3() throws {
+        for index in ["tokens_by_device", "tokens_by_activity"] { try execute(sql: "DROP INDEX \(index)") }
+        for table in ["broadcast_subscriptions", "subscription_channels", "token_history", "broadcast_links"] {
+            try execute(sql: "DROP TABLE \(table)")
+        }
+        try execute(sql: "ALTER TABLE tokens DROP COLUMN supports_broadcast")
+        for column in [
+            "broadcast_channel_id", "channel_payload", "report_broadcast_channel_id", "broadcast_subscribers",
+            "broadcast_requests", "broadcast_outcome", "broadcast_reason", "broadcast_priority",
+        ] {
+            try execute(sql: "ALTER TABLE waves DROP COLUMN \(column)")
+        }
+        try execute(sql: "DELETE FROM grdb_migrations WHERE identifier LIKE 'v4:%'")
+    }
+}

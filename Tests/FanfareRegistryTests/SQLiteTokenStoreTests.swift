@@ -301,7 +301,11 @@ struct SQLiteTokenStoreTests {
 private final class OneByOne: TokenStore {
     let inner: SQLiteTokenStore
     init(_ inner: SQLiteTokenStore) { self.inner = inner }
-    func register(_ registrations: [TokenRegistration]) throws(RegistryError) { try inner.register(registrations) }
+    func register(_ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription])
+        throws(RegistryError) -> RegistrationResult
+    {
+        try inner.register(registrations, subscriptions: subscriptions)
+    }
     func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int { try inner.unregister(tokens) }
     func invalidate(_ token: DeviceToken, invalidSince: Int64?) throws(RegistryError) -> Bool {
         try inner.invalidate(token, invalidSince: invalidSince)
@@ -311,11 +315,19 @@ private final class OneByOne: TokenStore {
     ) throws(RegistryError) {
         try inner.forEachRegistration(bundleID: bundleID, environment: environment, body)
     }
-    func retireUpdateTokens(following channel: String) throws(RegistryError) -> [DeviceToken] {
-        try inner.retireUpdateTokens(following: channel)
+    func retire(following channel: String) throws(RegistryError) -> RetirementResult {
+        try inner.retire(following: channel)
     }
-    func retireUpdateTokens(createdBefore: Int64) throws(RegistryError) -> [DeviceToken] {
-        try inner.retireUpdateTokens(createdBefore: createdBefore)
+    func retire(createdBefore: Int64) throws(RegistryError) -> RetirementResult {
+        try inner.retire(createdBefore: createdBefore)
+    }
+    func subscriptionCounts(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [String: Int] {
+        try inner.subscriptionCounts(bundleID: bundleID, environment: environment)
+    }
+    func ledger(token: DeviceToken, bundleID: String, environment: APNsEnvironment, activityLifetime: Duration)
+        throws(RegistryError) -> TokenLedgerEntry?
+    {
+        try inner.ledger(token: token, bundleID: bundleID, environment: environment, activityLifetime: activityLifetime)
     }
     func count() throws(RegistryError) -> Int { try inner.count() }
 }

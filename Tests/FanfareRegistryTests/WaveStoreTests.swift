@@ -442,6 +442,7 @@ struct WaveStoreTests {
             // Back to what v2 left: no wave tables, no sqlite_sequence row, v3 not recorded as applied.
             let store = try SQLiteTokenStore(path: path)
             try store.register(registrations)
+            try store.rewindToVersion3()
             for table in ["waves", "wave_checkpoints", "channel_latest", "pending_retirements"] {
                 try store.execute(sql: "DROP TABLE \(table)")
             }
@@ -453,6 +454,7 @@ struct WaveStoreTests {
         }
         let store = try SQLiteTokenStore(path: path)
         #expect(try store.rows("SELECT count(*) FROM grdb_migrations WHERE identifier = 'v3: waves'") == 1)
+        #expect(try store.rows("SELECT count(*) FROM grdb_migrations") == 4)
         #expect(try store.count() == 300)
         let stored = try store.all()
         for registration in registrations { #expect(stored[registration.token] == registration) }

@@ -102,7 +102,10 @@ struct APITests {
                 let after = try await client.get("/v1/channels/match-1")
                 return (after.json?["audience"] as? [String: Any])?["update"] as? Int == 298
             })
-        _ = problem(try await client.get("/v1/tokens/" + tokenHex(0)), status: 404, code: "not_found")
+        // Gone, but the ledger remembers how: 200 with its history.
+        let gone = try #require(try await client.get("/v1/tokens/" + tokenHex(0)).json)
+        #expect(gone["registered"] as? Bool == false)
+        #expect((gone["history"] as? [[String: Any]])?.first?["event"] as? String == "unregistered", "\(gone)")
 
         // The operator page and the document.
         let page0 = try await client.get("/")

@@ -19,7 +19,13 @@ struct TokenBatchDecoderTests {
             case .pushToStart(let start):
                 RegistrationFields(
                     token: start.token, kind: .pushToStart, channels: start.channels, activityID: start.activityId,
-                    deviceID: start.deviceId, attributesType: start.attributesType, frequentUpdates: start.frequentUpdates ?? false)
+                    deviceID: start.deviceId, attributesType: start.attributesType, frequentUpdates: start.frequentUpdates ?? false,
+                    supportsBroadcast: start.supportsBroadcast ?? false)
+            case .broadcast(let subscription):
+                RegistrationFields(
+                    token: nil, kind: .broadcast, channels: subscription.channels, activityID: subscription.activityId,
+                    deviceID: subscription.deviceId, attributesType: subscription.attributesType,
+                    frequentUpdates: subscription.frequentUpdates ?? false)
             }
         }
     }
@@ -46,6 +52,9 @@ struct TokenBatchDecoderTests {
             "{\"tokens\":[{\"token\":\"\(Self.token)\",\"kind\":\"update\",\"channels\":[\"caf\\u00e9\",\"x\\\"y\\\\z\\/\\n\"],\"activity_id\":\"\u{1F600} é\"}]}",
             #"{"tokens":[{"token":"\#(Self.token)","kind":"update","channels":["m"],"activity_id":"a","frequent_updates":null,"device_id":null}]}"#,
             "{\r\n\t\"tokens\": [{\"token\":\"\(Self.token)\",\"kind\":\"update\",\"channels\":[],\"activity_id\":\"a\"}]\n}\n",
+            #"{"tokens":[{"kind":"broadcast","channels":["m"],"activity_id":"a","device_id":"d","attributes_type":"T","frequent_updates":true}]}"#,
+            #"{"tokens":[{"token":"\#(Self.token)","kind":"push-to-start","channels":["m"],"device_id":"d","attributes_type":"T","supports_broadcast":true},{"kind":"broadcast","channels":["m"],"activity_id":"a"}]}"#,
+            #"{"tokens":[{"token":"\#(Self.token)","kind":"push-to-start","channels":["m"],"device_id":"d","attributes_type":"T","supports_broadcast":null}]}"#,
         ]
         for body in bodies { #expect(Self.check(Array(body.utf8)), "\(body)") }
     }
@@ -66,6 +75,11 @@ struct TokenBatchDecoderTests {
             "{\"tokens\":[{\"token\":\"\(Self.token)\",\"kind\":\"update\",\"channels\":[\"\\ud83d\\ude00\"],\"activity_id\":\"a\"}]}",
             "{\"tokens\":[{\"token\":\"\(Self.token)\",\"kind\":\"update\",\"channels\":[\"a\u{0001}\"],\"activity_id\":\"a\"}]}",
             #"{"tokens":[{"token":"\#(Self.token)","kind":"update","channels":["m"],"activity_id":"a"},]}"#,
+            #"{"tokens":[{"token":"\#(Self.token)","kind":"broadcast","channels":["m"],"activity_id":"a"}]}"#,
+            #"{"tokens":[{"kind":"broadcast","channels":["m"]}]}"#,
+            #"{"tokens":[{"kind":"broadcast","channels":["m"],"activity_id":"a","supports_broadcast":true}]}"#,
+            #"{"tokens":[{"token":"\#(Self.token)","kind":"update","channels":["m"],"activity_id":"a","supports_broadcast":false}]}"#,
+            #"{"tokens":[{"token":"\#(Self.token)","kind":"push-to-start","channels":["m"],"device_id":"d","attributes_type":"T","supports_broadcast":1}]}"#,
         ]
         for body in bad { #expect(Self.fast(Array(body.utf8)) == nil, "\(body)") }
         #expect(Self.fast([0x7B, 0x22, 0xFF, 0x22]) == nil)
@@ -75,7 +89,8 @@ struct TokenBatchDecoderTests {
     func mutations() {
         let base = Array(
             (#"{"tokens":[{"token":"\#(Self.token)","kind":"update","channels":["m","n"],"activity_id":"a1","frequent_updates":false},"#
-                + #"{"token":"\#(Self.token)","kind":"push-to-start","channels":["m"],"device_id":"d","attributes_type":"T"}]}"#).utf8)
+                + #"{"token":"\#(Self.token)","kind":"push-to-start","channels":["m"],"device_id":"d","attributes_type":"T","supports_broadcast":true},"#
+                + #"{"kind":"broadcast","channels":["m"],"activity_id":"a2"}]}"#).utf8)
         let alphabet = Array(#"{}[]":,\ atfnu0x"#.utf8) + [0x00, 0x80, 0xC3]
         var generator = SystemRandomNumberGenerator()
         var accepted = 0

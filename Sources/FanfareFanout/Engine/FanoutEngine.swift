@@ -317,10 +317,26 @@ public final class FanoutEngine: Sendable {
     /// Registers (or refreshes) tokens: durable in the registry when this returns, then applied to the shards
     /// (unless the engine shut down meanwhile: the next start loads them).
     public func register(_ registrations: [TokenRegistration]) throws(FanoutError) {
+        _ = try register(registrations, subscriptions: [])
+    }
+
+    /// Registers tokens and broadcast subscriptions in one registry transaction, then applies the tokens to the
+    /// shards; tokens the registry replaced (`RegistrationResult.replacedTokens`: an older push-to-start token
+    /// of the same device and type, update tokens of an activity now subscribed to a broadcast) leave the
+    /// shards at once, so no wave sends to them again.
+    @discardableResult
+    public func register(_ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription])
+        throws(FanoutError) -> RegistrationResult
+    {
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
         for (index, registration) in registrations.enumerated()
         where registration.bundleID != configuration.bundleID || registration.environment != configuration.environment {
             throw .wrongApp(index: index, bundleID: registration.bundleID, environment: registration.environment)
+        }
+        for (index, subscription) in subscriptions.enumerated()
+        where subscription.bundleID != configuration.bundleID || subscription.environment != configuration.environment {
+            throw .wrongApp(
+                index: registrations.count + index, bundleID: subscription.bundleID, environment: subscription.environment)
         }
         // Channel ids are taken (and pinned) before the durable write, so a concurrent registration cannot fill
         // the channel table in between.
@@ -338,13 +354,17 @@ public final class FanoutEngine: Sendable {
         defer {
             if !written { control.withLock { state in for id in pinned { state.channels.unpin(id, sequence: 0) } } }
         }
-        do { try store.register(registrations) } catch { throw .registry(error) }
+        let result: RegistrationResult
+        do { result = try store.register(registrations, subscriptions: subscriptions) } catch { throw .registry(error) }
         written = true
+        let replaced = Set(result.replacedTokens)
         var perShard = Array(repeating: [RegistrationBatch.Entry](), count: shards.count)
         var next = 0
         for registration in registrations {
             let ids = Array(pinned[next..<next + registration.channels.count])
             next += registration.channels.count
+            // Replaced within the batch (an earlier push-to-start token of the same device): never enters a shard.
+            guard !replaced.contains(registration.token) else { continue }
             perShard[APNsClient.workerIndex(for: registration.token, workerCount: shards.count)]
                 .append(Self.entry(registration, channels: ids))
         }
@@ -357,6 +377,8 @@ public final class FanoutEngine: Sendable {
                 enqueueWaiting(.register(RegistrationBatch(entries)), shard: index)
             }
         }
+        if !result.replacedTokens.isEmpty { applyRemoval(result.replacedTokens) }
+        return result
     }
 
     /// Removes tokens from the registry (durably) and the shards. Returns how many were registered.

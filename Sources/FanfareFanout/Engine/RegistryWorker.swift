@@ -101,7 +101,8 @@ final class RegistryWorker: InvalidationSink, @unchecked Sendable {
     /// hundred a second), then reports each. If the transaction fails, tokens go one by one so a single bad
     /// one cannot keep the others.
     private func write(_ batch: [Invalidation]) {
-        let items = batch.map { TokenInvalidation(token: $0.token, invalidSince: $0.invalidSince) }
+        // The reason goes into the token's ledger history.
+        let items = batch.map { TokenInvalidation(token: $0.token, invalidSince: $0.invalidSince, reason: $0.reason?.rawValue) }
         do {
             let removed = try store.invalidate(items)
             for (item, wasRemoved) in zip(batch, removed) { report(item, removed: wasRemoved) }
@@ -109,7 +110,9 @@ final class RegistryWorker: InvalidationSink, @unchecked Sendable {
             noteError("removing \(batch.count) invalid tokens in one transaction: \(error); retrying one by one")
             for item in batch {
                 do {
-                    report(item, removed: try store.invalidate(item.token, invalidSince: item.invalidSince))
+                    let single = TokenInvalidation(
+                        token: item.token, invalidSince: item.invalidSince, reason: item.reason?.rawValue)
+                    report(item, removed: try store.invalidate([single]).first ?? false)
                 } catch {
                     noteError("removing an invalid token: \(error)")
                 }

@@ -13,8 +13,8 @@ extension SQLiteTokenStore: WaveStore {
             let insert = try RawStatement(db, sql: """
                 INSERT OR IGNORE INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload,
                                              fresh_until, collapse_id, dismissal_date, published_at, shard_count,
-                                             start_keys)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                             start_keys, broadcast_channel_id, channel_payload)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
             insert.bind(1, id)
             insert.bind(2, appID)
@@ -30,6 +30,12 @@ extension SQLiteTokenStore: WaveStore {
             insert.bind(12, wave.publishedAt)
             insert.bind(13, Int64(wave.shardCount))
             insert.bind(14, blob: WaveColumnEncoding.startKeys(wave.startKeys))
+            insert.bind(15, wave.broadcastChannelID)
+            if let channelPayload = wave.channelPayload {
+                insert.bind(16, blob: channelPayload)
+            } else {
+                insert.bind(16, nil as Int64?)
+            }
             try insert.run()
             guard insert.changes == 1 else {
                 throw RegistryError.invalidWave(id: wave.id, reason: "a wave with this id is already saved")
@@ -78,7 +84,9 @@ extension SQLiteTokenStore: WaveStore {
                 UPDATE waves
                 SET completed_at = ?, targeted = ?, sent = ?, delivered = ?, failed = ?, superseded = ?,
                     downgraded = ?, expired = ?, invalidated = ?, retried = ?, possible_duplicates = ?,
-                    resent_after_restart = ?, restarts = ?, failed_by_reason = ?, time_to_first_ack = ?, makespan = ?
+                    resent_after_restart = ?, restarts = ?, failed_by_reason = ?, time_to_first_ack = ?, makespan = ?,
+                    report_broadcast_channel_id = ?, broadcast_subscribers = ?, broadcast_requests = ?,
+                    broadcast_outcome = ?, broadcast_reason = ?, broadcast_priority = ?
                 WHERE id = ?
                 """)
             update.bind(1, report.completedAt)
@@ -91,7 +99,14 @@ extension SQLiteTokenStore: WaveStore {
             update.bind(14, failedByReason)
             update.bind(15, report.timeToFirstAck.map { Int64($0) })  // checked to fit
             update.bind(16, report.makespan.map { Int64($0) })
-            update.bind(17, id)
+            let broadcast = report.broadcast
+            update.bind(17, broadcast?.channelID)
+            update.bind(18, broadcast.map { Int64($0.subscribers) })
+            update.bind(19, broadcast.map { Int64($0.requests) })
+            update.bind(20, broadcast?.outcome)
+            update.bind(21, broadcast?.reason)
+            update.bind(22, broadcast?.priority.map { Int64($0) })
+            update.bind(23, id)
             try update.run()
             let deleteCheckpoints = try RawStatement(db, sql: "DELETE FROM wave_checkpoints WHERE wave_id = ?")
             deleteCheckpoints.bind(1, id)
@@ -158,7 +173,7 @@ extension SQLiteTokenStore: WaveStore {
             guard let appID = memory.withLock({ $0.appIDs[AppKey(bundleID, environment)] }) else { return [] }
             let rows = try RawStatement(db, sql: """
                 SELECT id, channel, event, timestamp, priority, has_alert, payload, fresh_until, collapse_id,
-                       dismissal_date, published_at, shard_count, start_keys
+                       dismissal_date, published_at, shard_count, start_keys, broadcast_channel_id, channel_payload
                 FROM waves WHERE app_id = ? AND completed_at IS NULL ORDER BY id
                 """)
             rows.bind(1, appID)
@@ -179,7 +194,9 @@ extension SQLiteTokenStore: WaveStore {
                         collapseID: try columns.optionalText(8, "collapse_id"),
                         dismissalDate: try columns.optionalInteger(9, "dismissal_date"),
                         publishedAt: try columns.integer(10, "published_at"),
-                        shardCount: try columns.count(11, "shard_count"), startKeys: try columns.startKeys(12))
+                        shardCount: try columns.count(11, "shard_count"), startKeys: try columns.startKeys(12),
+                        broadcastChannelID: try columns.optionalText(13, "broadcast_channel_id"),
+                        channelPayload: try columns.optionalBytes(14, "channel_payload"))
                     positions[rowID] = waves.count
                     waves.append(UnfinishedWave(record: record, checkpoints: []))
                 }
@@ -281,7 +298,8 @@ extension SQLiteTokenStore: WaveStore {
         SELECT w.id, a.bundle_id, a.environment, w.channel, w.event, w.timestamp, w.published_at, w.completed_at,
                w.targeted, w.sent, w.delivered, w.failed, w.superseded, w.downgraded, w.expired, w.invalidated,
                w.retried, w.possible_duplicates, w.resent_after_restart, w.restarts, w.failed_by_reason,
-               w.time_to_first_ack, w.makespan
+               w.time_to_first_ack, w.makespan, w.report_broadcast_channel_id, w.broadcast_subscribers,
+               w.broadcast_requests, w.broadcast_outcome, w.broadcast_reason, w.broadcast_priority
         FROM waves AS w LEFT JOIN apps AS a ON a.id = w.app_id
         """
 
@@ -307,6 +325,13 @@ extension SQLiteTokenStore: WaveStore {
         report.failedByReason = try columns.failureCounts(20)
         report.timeToFirstAck = try columns.optionalNanoseconds(21, "time_to_first_ack")
         report.makespan = try columns.optionalNanoseconds(22, "makespan")
+        if let channelID = try columns.optionalText(23, "report_broadcast_channel_id") {
+            report.broadcast = BroadcastPartRecord(
+                channelID: channelID, subscribers: try columns.count(24, "broadcast_subscribers"),
+                requests: try columns.count(25, "broadcast_requests"), outcome: try columns.text(26, "broadcast_outcome"),
+                reason: try columns.optionalText(27, "broadcast_reason"),
+                priority: try columns.optionalInteger(28, "broadcast_priority").map { Int(truncatingIfNeeded: $0) })
+        }
         return report
     }
 

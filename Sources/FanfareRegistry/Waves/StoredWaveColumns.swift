@@ -57,6 +57,11 @@ struct StoredWaveColumns {
         return [UInt8](row.blob(column))
     }
 
+    func optionalBytes(_ column: Int32, _ field: String) throws -> [UInt8]? {
+        if row.type(column) == SQLITE_NULL { return nil }
+        return try bytes(column, field)
+    }
+
     func environment(_ column: Int32) throws -> APNsEnvironment {
         let value = try integer(column, "environment")
         guard let raw = UInt8(exactly: value), let environment = APNsEnvironment(rawValue: raw) else { throw corrupt("environment", "is unknown (\(value))") }

@@ -25,11 +25,17 @@ public struct WaveRecord: Sendable, Equatable {
     public var shardCount: Int
     /// Per shard, where the wave's walk starts (engine-defined; may be empty).
     public var startKeys: [UInt64]
+    /// The APNs broadcast channel the wave's broadcast part publishes on; nil without a broadcast part.
+    public var broadcastChannelID: String?
+    /// A start wave: the body for push-to-start tokens that support broadcast (it carries
+    /// `input-push-channel`); nil when every token gets `payload`.
+    public var channelPayload: [UInt8]?
 
     public init(
         id: UInt64, bundleID: String, environment: APNsEnvironment, channel: String, event: String, timestamp: Int64,
         priority: String, hasAlert: Bool, payload: [UInt8], freshUntil: Int64?, collapseID: String?,
-        dismissalDate: Int64?, publishedAt: Int64, shardCount: Int, startKeys: [UInt64]
+        dismissalDate: Int64?, publishedAt: Int64, shardCount: Int, startKeys: [UInt64],
+        broadcastChannelID: String? = nil, channelPayload: [UInt8]? = nil
     ) {
         self.id = id
         self.bundleID = bundleID
@@ -46,5 +52,7 @@ public struct WaveRecord: Sendable, Equatable {
         self.publishedAt = publishedAt
         self.shardCount = shardCount
         self.startKeys = startKeys
+        self.broadcastChannelID = broadcastChannelID
+        self.channelPayload = channelPayload
     }
 }

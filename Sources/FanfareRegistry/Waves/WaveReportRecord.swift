@@ -19,6 +19,8 @@ public struct WaveReportRecord: Sendable, Equatable {
     public var timeToFirstAck: UInt64?
     /// ns.
     public var makespan: UInt64?
+    /// The broadcast part of the wave; nil for a wave without one.
+    public var broadcast: BroadcastPartRecord?
 
     public init(
         id: UInt64, bundleID: String, environment: APNsEnvironment, channel: String, event: String, timestamp: Int64,
@@ -32,5 +34,29 @@ public struct WaveReportRecord: Sendable, Equatable {
         self.timestamp = timestamp
         self.publishedAt = publishedAt
         self.completedAt = completedAt
+    }
+}
+
+/// A wave's broadcast part as stored: one publish on an APNs broadcast channel for the subscribed activities.
+public struct BroadcastPartRecord: Sendable, Equatable {
+    public var channelID: String
+    /// Live subscriptions the broadcast reached (by the registry's count when it was sent).
+    public var subscribers: Int
+    /// Broadcast requests sent (retries included).
+    public var requests: Int
+    /// The engine's outcome name (e.g. "delivered", "failed", "superseded").
+    public var outcome: String
+    /// APNs' reason when it failed.
+    public var reason: String?
+    /// The apns-priority sent (5 or 10).
+    public var priority: Int?
+
+    public init(channelID: String, subscribers: Int, requests: Int, outcome: String, reason: String? = nil, priority: Int? = nil) {
+        self.channelID = channelID
+        self.subscribers = subscribers
+        self.requests = requests
+        self.outcome = outcome
+        self.reason = reason
+        self.priority = priority
     }
 }

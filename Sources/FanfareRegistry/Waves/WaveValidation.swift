@@ -27,6 +27,8 @@ enum WaveValidation {
         try checkLength(wave.id, "event", wave.event.utf8.count)
         try checkLength(wave.id, "priority", wave.priority.utf8.count)
         try checkLength(wave.id, "collapseID", wave.collapseID?.utf8.count ?? 0)
+        try checkLength(wave.id, "broadcastChannelID", wave.broadcastChannelID?.utf8.count ?? 0)
+        try checkLength(wave.id, "channelPayload", wave.channelPayload?.count ?? 0)
         return id
     }
 
@@ -61,6 +63,14 @@ enum WaveValidation {
             if let value, value > UInt64(Int64.max) {
                 throw .invalidWave(id: report.id, reason: "the report's \(name) is above \(Int64.max) ns")
             }
+        }
+        if let broadcast = report.broadcast {
+            guard broadcast.subscribers >= 0, broadcast.requests >= 0 else {
+                throw .invalidWave(id: report.id, reason: "the report's broadcast subscribers or requests are negative")
+            }
+            try checkLength(report.id, "broadcast.channelID", broadcast.channelID.utf8.count)
+            try checkLength(report.id, "broadcast.outcome", broadcast.outcome.utf8.count)
+            try checkLength(report.id, "broadcast.reason", broadcast.reason?.utf8.count ?? 0)
         }
         return id
     }

@@ -1,5 +1,3 @@
-import FanfareRegistry
-
 /// A decoder for the one body that is big and frequent: `POST /v1/tokens` (`TokenBatch`, up to 10,000 items).
 /// The generated Codable path spends about 100 µs per item (JSONDecoder's generic containers and the
 /// additional-properties check), which caps registration near 8,000 tokens/s; this reads the bytes once.
@@ -39,12 +37,13 @@ package struct TokenBatchDecoder {
     private mutating func registration() -> RegistrationFields? {
         guard take(UInt8(ascii: "{")) else { return nil }
         var token: String?
-        var kind: TokenKind?
+        var kind: RegistrationFields.Kind?
         var channels: [String]?
         var activityID: String?
         var deviceID: String?
         var attributesType: String?
         var frequentUpdates: Bool?
+        var supportsBroadcast: Bool?
         var seen = 0
         if !take(UInt8(ascii: "}")) {
             repeat {
@@ -60,6 +59,7 @@ package struct TokenBatchDecoder {
                     switch string() {
                     case "update": kind = .update
                     case "push-to-start": kind = .pushToStart
+                    case "broadcast": kind = .broadcast
                     default: return nil
                     }
                 case "channels":
@@ -82,6 +82,10 @@ package struct TokenBatchDecoder {
                     bit = 64
                     guard let value = optionalBool() else { return nil }
                     frequentUpdates = value
+                case "supports_broadcast":
+                    bit = 128
+                    guard let value = optionalBool() else { return nil }
+                    supportsBroadcast = value
                 default:
                     return nil
                 }
@@ -90,15 +94,17 @@ package struct TokenBatchDecoder {
             } while take(UInt8(ascii: ","))
             guard take(UInt8(ascii: "}")) else { return nil }
         }
-        // The schema's required fields per kind (the discriminated variants).
-        guard let token, let kind, let channels else { return nil }
+        // The schema's fields per kind (the discriminated variants): required ones present, others absent.
+        guard let kind, let channels else { return nil }
         switch kind {
-        case .update: guard activityID != nil else { return nil }
-        case .pushToStart: guard deviceID != nil, attributesType != nil else { return nil }
+        case .update: guard token != nil, activityID != nil, supportsBroadcast == nil else { return nil }
+        case .pushToStart: guard token != nil, deviceID != nil, attributesType != nil else { return nil }
+        case .broadcast: guard token == nil, activityID != nil, supportsBroadcast == nil else { return nil }
         }
         return RegistrationFields(
             token: token, kind: kind, channels: channels, activityID: activityID, deviceID: deviceID,
-            attributesType: attributesType, frequentUpdates: frequentUpdates ?? false)
+            attributesType: attributesType, frequentUpdates: frequentUpdates ?? false,
+            supportsBroadcast: supportsBroadcast ?? false)
     }
 
     // MARK: - Values

@@ -5,14 +5,14 @@ import FanfareRegistry
 extension FanfareAPI {
     package func registerTokens(_ input: Operations.RegisterTokens.Input) async throws -> Operations.RegisterTokens.Output {
         guard case .json(let batch) = input.body else { throw ServiceProblem.badRequest(.invalidRequest, "expected JSON") }
-        let registrations = try makeRegistrations(batch.tokens)
-        try await register(registrations)
-        return .ok(.init(body: .json(.init(registered: registrations.count))))
+        let items = try makeItems(batch.tokens)
+        let result = try await register(items)
+        return .ok(.init(body: .json(.init(registered: batch.tokens.count, replaced: result.replacedCount))))
     }
 
-    /// Durable, then loaded into the engine.
-    func register(_ registrations: [TokenRegistration]) async throws {
-        try await offPool { [engine] in try engine.register(registrations) }
+    /// Durable (tokens and subscriptions in one transaction), then loaded into the engine.
+    func register(_ items: RegistrationItems) async throws -> RegistrationResult {
+        try await offPool { [engine] in try engine.register(items.tokens, subscriptions: items.subscriptions) }
     }
 
     func checkBatchSize(_ count: Int) throws(ServiceProblem) {
@@ -26,42 +26,51 @@ extension FanfareAPI {
         }
     }
 
-    /// `POST /v1/tokens` from `TokenBatchDecoder`'s items: the same rules, then the same durable write.
-    func register(_ items: [RegistrationFields]) async throws -> Int {
-        try checkBatchSize(items.count)
-        let now = configuration.wallClockMilliseconds()
-        var registrations: [TokenRegistration] = []
-        registrations.reserveCapacity(items.count)
-        for (index, fields) in items.enumerated() {
-            registrations.append(try fields.registration(index: index, bundleID: bundleID, environment: environment, now: now))
-        }
-        try await register(registrations)
-        return registrations.count
+    /// `POST /v1/tokens` from `TokenBatchDecoder`'s items: the same rules, then the same durable write. Returns
+    /// (registered, replaced).
+    func register(_ items: [RegistrationFields]) async throws -> (registered: Int, replaced: Int) {
+        let checked = try checkedItems(items)
+        let result = try await register(checked)
+        return (items.count, result.replacedCount)
     }
 
     /// The schema's rules for each item, then the registry's (the index names the first bad item).
-    func makeRegistrations(_ items: [Components.Schemas.TokenRegistration]) throws(ServiceProblem) -> [TokenRegistration] {
+    func makeItems(_ items: [Components.Schemas.TokenRegistration]) throws(ServiceProblem) -> RegistrationItems {
+        try checkedItems(
+            items.map { item in
+                switch item {
+                case .update(let update):
+                    RegistrationFields(
+                        token: update.token, kind: .update, channels: update.channels, activityID: update.activityId,
+                        deviceID: update.deviceId, attributesType: update.attributesType,
+                        frequentUpdates: update.frequentUpdates ?? false)
+                case .pushToStart(let start):
+                    RegistrationFields(
+                        token: start.token, kind: .pushToStart, channels: start.channels, activityID: start.activityId,
+                        deviceID: start.deviceId, attributesType: start.attributesType,
+                        frequentUpdates: start.frequentUpdates ?? false, supportsBroadcast: start.supportsBroadcast ?? false)
+                case .broadcast(let subscription):
+                    RegistrationFields(
+                        token: nil, kind: .broadcast, channels: subscription.channels,
+                        activityID: subscription.activityId, deviceID: subscription.deviceId,
+                        attributesType: subscription.attributesType,
+                        frequentUpdates: subscription.frequentUpdates ?? false)
+                }
+            })
+    }
+
+    private func checkedItems(_ items: [RegistrationFields]) throws(ServiceProblem) -> RegistrationItems {
         try checkBatchSize(items.count)
         let now = configuration.wallClockMilliseconds()
-        var registrations: [TokenRegistration] = []
-        registrations.reserveCapacity(items.count)
-        for (index, item) in items.enumerated() {
-            let fields: RegistrationFields
-            switch item {
-            case .update(let update):
-                fields = RegistrationFields(
-                    token: update.token, kind: .update, channels: update.channels, activityID: update.activityId,
-                    deviceID: update.deviceId, attributesType: update.attributesType,
-                    frequentUpdates: update.frequentUpdates ?? false)
-            case .pushToStart(let start):
-                fields = RegistrationFields(
-                    token: start.token, kind: .pushToStart, channels: start.channels, activityID: start.activityId,
-                    deviceID: start.deviceId, attributesType: start.attributesType,
-                    frequentUpdates: start.frequentUpdates ?? false)
+        var checked = RegistrationItems()
+        checked.tokens.reserveCapacity(items.count)
+        for (index, fields) in items.enumerated() {
+            switch try fields.item(index: index, bundleID: bundleID, environment: environment, now: now) {
+            case .token(let registration): checked.tokens.append(registration)
+            case .subscription(let subscription): checked.subscriptions.append(subscription)
             }
-            registrations.append(try fields.registration(index: index, bundleID: bundleID, environment: environment, now: now))
         }
-        return registrations
+        return checked
     }
 
     package func deleteTokens(_ input: Operations.DeleteTokens.Input) async throws -> Operations.DeleteTokens.Output {
@@ -79,36 +88,87 @@ extension FanfareAPI {
 
     package func getToken(_ input: Operations.GetToken.Input) async throws -> Operations.GetToken.Output {
         let token = try Validation.token(input.path.token, field: "token")
-        guard let registration = try await offPool({ [store] in try store.registration(of: token) }) else {
-            throw ServiceProblem(.notFound, .notFound, "token \(token.hexString.prefix(16))… is not registered")
+        let lifetime = configuration.fanout.activityLifetime
+        let entry = try await offPool { [store, bundleID, environment] in
+            try store.ledger(token: token, bundleID: bundleID, environment: environment, activityLifetime: lifetime)
         }
-        return .ok(
-            .init(
-                body: .json(
-                    .init(
-                        token: registration.token.hexString,
-                        kind: registration.kind == .update ? .update : .pushToStart, channels: registration.channels,
-                        activityId: registration.activityID, deviceId: registration.deviceID,
-                        attributesType: registration.attributesType, frequentUpdates: registration.frequentUpdates,
-                        bundleId: registration.bundleID,
-                        environment: registration.environment == .production ? .production : .sandbox,
-                        createdAt: registration.createdAt, lastSeenAt: registration.lastSeenAt))))
+        guard let entry else {
+            throw ServiceProblem(.notFound, .notFound, "the registry knows nothing of token \(token.hexString.prefix(16))…")
+        }
+        return .ok(.init(body: .json(Self.ledgerBody(entry))))
     }
+
+    private static func ledgerBody(_ entry: TokenLedgerEntry) -> Components.Schemas.TokenLedger {
+        let registration = entry.registration
+        return Components.Schemas.TokenLedger(
+            token: entry.token.hexString, registered: registration != nil,
+            kind: registration.map { $0.kind == .update ? .update : .pushToStart }, channels: registration?.channels,
+            activityId: registration?.activityID, deviceId: registration?.deviceID,
+            attributesType: registration?.attributesType, frequentUpdates: registration?.frequentUpdates,
+            supportsBroadcast: registration?.supportsBroadcast, bundleId: entry.bundleID,
+            environment: entry.environment == .production ? .production : .sandbox, createdAt: registration?.createdAt,
+            lastSeenAt: registration?.lastSeenAt, startedBy: entry.startedBy?.hexString,
+            activities: entry.activities.map { activity in
+                .init(
+                    activityId: activity.activityID, path: activity.isBroadcastSubscription ? .broadcast : .token,
+                    token: activity.token?.hexString, channels: activity.channels, createdAt: activity.createdAt)
+            },
+            retiresAt: entry.retiresByLifetimeAt,
+            pendingRetirements: entry.pendingRetirements.sorted { $0.key < $1.key }.map { .init(channel: $0.key, dueAt: $0.value) },
+            history: entry.history.map { event in
+                .init(
+                    event: eventName(event.kind), at: event.at, kind: kindName(event.registrationKind),
+                    activityId: event.activityID, replacedBy: event.replacedBy?.hexString, channel: event.channel,
+                    reason: event.reason, invalidSince: event.invalidSince)
+            })
+    }
+
+    private static func eventName(_ kind: TokenLedgerEvent.Kind) -> Components.Schemas.LedgerEvent.EventPayload {
+        switch kind {
+        case .registered: .registered
+        case .replaced: .replaced
+        case .retiredChannelEnded: .retiredChannelEnded
+        case .retiredLifetime: .retiredLifetime
+        case .invalidated: .invalidated
+        case .unregistered: .unregistered
+        }
+    }
+
+    private static func kindName(_ kind: LedgerRegistrationKind) -> Components.Schemas.LedgerEvent.KindPayload {
+        switch kind {
+        case .update: .update
+        case .pushToStart: .pushToStart
+        case .broadcastSubscription: .broadcast
+        }
+    }
+}
+
+/// A checked `POST /v1/tokens` batch: its tokens and its broadcast subscriptions.
+struct RegistrationItems: Sendable {
+    var tokens: [TokenRegistration] = []
+    var subscriptions: [BroadcastSubscription] = []
 }
 
 /// One registration item as the API gives it (from the generated types or the fast decoder).
 package struct RegistrationFields: Equatable, Sendable {
-    var token: String
-    var kind: TokenKind
+    /// The item's `kind`.
+    package enum Kind: Sendable, Equatable {
+        case update, pushToStart, broadcast
+    }
+
+    /// Nil for a `broadcast` item.
+    var token: String?
+    var kind: Kind
     var channels: [String]
     var activityID: String?
     var deviceID: String?
     var attributesType: String?
     var frequentUpdates: Bool
+    var supportsBroadcast: Bool
 
     package init(
-        token: String, kind: TokenKind, channels: [String], activityID: String?, deviceID: String?, attributesType: String?,
-        frequentUpdates: Bool
+        token: String?, kind: Kind, channels: [String], activityID: String?, deviceID: String?, attributesType: String?,
+        frequentUpdates: Bool, supportsBroadcast: Bool = false
     ) {
         self.token = token
         self.kind = kind
@@ -117,14 +177,18 @@ package struct RegistrationFields: Equatable, Sendable {
         self.deviceID = deviceID
         self.attributesType = attributesType
         self.frequentUpdates = frequentUpdates
+        self.supportsBroadcast = supportsBroadcast
+    }
+
+    /// What a checked item registers.
+    enum Item {
+        case token(TokenRegistration)
+        case subscription(BroadcastSubscription)
     }
 
     /// Checks the schema's rules (the generated decoder checked types and required fields only).
-    package func registration(
-        index: Int, bundleID: String, environment: APNsEnvironment, now: Int64
-    ) throws(ServiceProblem) -> TokenRegistration {
+    func item(index: Int, bundleID: String, environment: APNsEnvironment, now: Int64) throws(ServiceProblem) -> Item {
         let prefix = "tokens[\(index)]"
-        let device = try Validation.token(token, field: "\(prefix).token", index: index)
         guard !channels.isEmpty && channels.count <= 64 else {
             throw .badRequest(
                 .invalidRegistration, "\(prefix).channels must list 1 to 64 channels (got \(channels.count))", index: index,
@@ -140,21 +204,49 @@ package struct RegistrationFields: Equatable, Sendable {
         try Validation.length(activityID, field: "\(prefix).activity_id", min: 1, max: 256, index: index)
         try Validation.length(deviceID, field: "\(prefix).device_id", min: 1, max: 256, index: index)
         try Validation.length(attributesType, field: "\(prefix).attributes_type", min: 1, max: 256, index: index)
+        if supportsBroadcast && kind != .pushToStart {
+            throw .badRequest(
+                .invalidRegistration, "\(prefix): supports_broadcast is for push-to-start tokens", index: index,
+                field: "\(prefix).supports_broadcast")
+        }
+        let tokenKind: TokenKind
         switch kind {
         case .update:
             guard activityID != nil else {
                 throw .badRequest(.invalidRegistration, "\(prefix): an update token needs activity_id", index: index, field: "\(prefix).activity_id")
             }
+            tokenKind = .update
         case .pushToStart:
             guard deviceID != nil, attributesType != nil else {
                 throw .badRequest(
                     .invalidRegistration, "\(prefix): a push-to-start token needs device_id and attributes_type", index: index,
                     field: deviceID == nil ? "\(prefix).device_id" : "\(prefix).attributes_type")
             }
+            tokenKind = .pushToStart
+        case .broadcast:
+            guard token == nil else {
+                throw .badRequest(
+                    .invalidRegistration, "\(prefix): a broadcast subscription has no token", index: index, field: "\(prefix).token")
+            }
+            guard let activityID else {
+                throw .badRequest(
+                    .invalidRegistration, "\(prefix): a broadcast subscription needs activity_id", index: index,
+                    field: "\(prefix).activity_id")
+            }
+            return .subscription(
+                BroadcastSubscription(
+                    activityID: activityID, deviceID: deviceID, attributesType: attributesType, bundleID: bundleID,
+                    environment: environment, frequentUpdates: frequentUpdates, channels: channels, createdAt: now,
+                    lastSeenAt: now))
         }
-        return TokenRegistration(
-            token: device, kind: kind, activityID: activityID, deviceID: deviceID, attributesType: attributesType,
-            bundleID: bundleID, environment: environment, frequentUpdates: frequentUpdates, channels: channels,
-            createdAt: now, lastSeenAt: now)
+        guard let token else {
+            throw .badRequest(.invalidRegistration, "\(prefix): token is missing", index: index, field: "\(prefix).token")
+        }
+        let device = try Validation.token(token, field: "\(prefix).token", index: index)
+        return .token(
+            TokenRegistration(
+                token: device, kind: tokenKind, activityID: activityID, deviceID: deviceID, attributesType: attributesType,
+                bundleID: bundleID, environment: environment, frequentUpdates: frequentUpdates,
+                supportsBroadcast: supportsBroadcast, channels: channels, createdAt: now, lastSeenAt: now))
     }
 }

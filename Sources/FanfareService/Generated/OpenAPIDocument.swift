@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "b343d9f53b4678bd76ec7238c1ce513bd618d3cd46d169ee5e0c053101aadb59"
+    package static let sha256 = "4c231a269b8cf8b9fc314de3392e553329d01f2874962363da8d3f687abec723"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -69,12 +69,16 @@ paths:
     post:
       operationId: registerTokens
       tags: [tokens]
-      summary: Register (or refresh) up to 10,000 tokens.
+      summary: Register (or refresh) up to 10,000 tokens and broadcast subscriptions.
       description: |
         Durable before it answers: the batch is written to the registry in one transaction (fsynced), then
         loaded into the engine. Registering a token again replaces its kind, channels and ids and keeps its
-        creation time. One bad item rejects the whole batch (the problem names its `index`); nothing is
-        written. Needs scope `register`.
+        creation time. Items of kind `broadcast` register activities that receive their updates through an
+        APNs broadcast channel (no token). Replacement rules: a push-to-start token replaces the older
+        push-to-start token of the same `device_id` and `attributes_type`; an update token replaces the
+        broadcast subscription of its `activity_id`, and a broadcast subscription the update tokens of its
+        activity (`replaced` counts what went). One bad item rejects the whole batch (the problem names its
+        `index`); nothing is written. Needs scope `register`.
       parameters:
         - $ref: '#/components/parameters/IdempotencyKey'
       requestBody:
@@ -163,8 +167,13 @@ paths:
     get:
       operationId: getToken
       tags: [tokens]
-      summary: One registration.
-      description: Needs scope `read`.
+      summary: What the registry knows about one token (its ledger).
+      description: |
+        The live registration (if any), its links (an update token's push-to-start token of the same device
+        and attributes type; a push-to-start token's activities), when it retires, and its history: how each
+        earlier registration of the token ended (replaced, retired, invalidated by APNs with the reason,
+        unregistered) and when each began. History is kept for 30 days (`--ledger-retention`). 404 only when
+        the registry knows nothing of the token. Needs scope `read`.
       parameters:
         - name: token
           in: path
@@ -174,11 +183,11 @@ paths:
             $ref: '#/components/schemas/TokenHex'
       responses:
         '200':
-          description: The token is registered.
+          description: The registry knows the token (registered now, or with history).
           content:
             application/json:
               schema:
-                $ref: '#/components/schemas/TokenRecord'
+                $ref: '#/components/schemas/TokenLedger'
         '400':
           $ref: '#/components/responses/BadRequest'
         '401':
@@ -806,15 +815,18 @@ components:
       description: |
         One token and the channels it follows. `update` tokens (one activity's) need `activity_id`;
         `push-to-start` tokens (one device's, for one ActivityAttributes type) need `device_id` and
-        `attributes_type`.
+        `attributes_type`. `broadcast` items (no token) register an activity started with a broadcast
+        channel and need `activity_id`.
       oneOf:
         - $ref: '#/components/schemas/UpdateTokenRegistration'
         - $ref: '#/components/schemas/PushToStartTokenRegistration'
+        - $ref: '#/components/schemas/BroadcastSubscriptionRegistration'
       discriminator:
         propertyName: kind
         mapping:
           update: '#/components/schemas/UpdateTokenRegistration'
           push-to-start: '#/components/schemas/PushToStartTokenRegistration'
+          broadcast: '#/components/schemas/BroadcastSubscriptionRegistration'
     UpdateTokenRegistration:
       type: object
       additionalProperties: false
@@ -855,6 +867,35 @@ components:
           $ref: '#/components/schemas/Identifier'
         frequent_updates:
           $ref: '#/components/schemas/FrequentUpdates'
+        supports_broadcast:
+          $ref: '#/components/schemas/SupportsBroadcast'
+    BroadcastSubscriptionRegistration:
+      type: object
+      additionalProperties: false
+      description: |
+        An activity started with a broadcast channel (iOS 18+): it has no update token; APNs fans the linked
+        broadcast channel out to it. Keyed by `activity_id`.
+      required: [kind, channels, activity_id]
+      properties:
+        kind:
+          type: string
+          enum: [broadcast]
+        channels:
+          $ref: '#/components/schemas/ChannelList'
+        activity_id:
+          $ref: '#/components/schemas/Identifier'
+        device_id:
+          $ref: '#/components/schemas/Identifier'
+        attributes_type:
+          $ref: '#/components/schemas/Identifier'
+        frequent_updates:
+          $ref: '#/components/schemas/FrequentUpdates'
+    SupportsBroadcast:
+      type: boolean
+      description: |
+        The device runs iOS 18 or later: a push-to-start may carry `input-push-channel`, starting an activity
+        that receives its updates through a broadcast channel.
+      default: false
     ChannelList:
       type: array
       description: The channels a token follows (at least one, each once).
@@ -869,11 +910,18 @@ components:
       default: false
     Registered:
       type: object
-      required: [registered]
+      required: [registered, replaced]
       properties:
         registered:
           type: integer
           minimum: 0
+          description: Items of the batch registered (tokens and broadcast subscriptions).
+        replaced:
+          type: integer
+          minimum: 0
+          description: |
+            Registrations the batch replaced (older push-to-start tokens of the same device and attributes
+            type, update tokens of activities now subscribed to a broadcast, and the reverse).
     TokenDeletion:
       type: object
       additionalProperties: false
@@ -930,6 +978,130 @@ components:
           type: integer
           format: int64
           description: UNIX milliseconds of the latest registration.
+        supports_broadcast:
+          type: boolean
+    TokenLedger:
+      type: object
+      description: |
+        What the registry knows about one token. The registration's fields are at the top level (as
+        `TokenRecord`) while `registered` is true; `history` lists, newest first, how earlier registrations
+        ended and when each began.
+      required: [token, registered, bundle_id, environment, activities, pending_retirements, history]
+      properties:
+        token:
+          type: string
+          description: Lowercase hex.
+        registered:
+          type: boolean
+        kind:
+          $ref: '#/components/schemas/TokenKind'
+        channels:
+          type: array
+          items:
+            type: string
+        activity_id:
+          type: string
+        device_id:
+          type: string
+        attributes_type:
+          type: string
+        frequent_updates:
+          type: boolean
+        supports_broadcast:
+          type: boolean
+        bundle_id:
+          type: string
+        environment:
+          type: string
+          enum: [production, sandbox]
+        created_at:
+          type: integer
+          format: int64
+        last_seen_at:
+          type: integer
+          format: int64
+        started_by:
+          type: string
+          description: |
+            An update token's link: the registered push-to-start token (hex) of the same device and attributes
+            type, the one that started the activity.
+        activities:
+          type: array
+          description: A push-to-start token's links; the activities of its device and attributes type.
+          items:
+            $ref: '#/components/schemas/LedgerActivity'
+        retires_at:
+          type: integer
+          format: int64
+          description: An update token's retirement by ActivityKit's lifetime (UNIX ms).
+        pending_retirements:
+          type: array
+          description: Channels of the token whose `end` was published; it retires at `due_at` (UNIX s).
+          items:
+            $ref: '#/components/schemas/PendingRetirement'
+        history:
+          type: array
+          items:
+            $ref: '#/components/schemas/LedgerEvent'
+    LedgerActivity:
+      type: object
+      required: [activity_id, path, channels, created_at]
+      properties:
+        activity_id:
+          type: string
+        path:
+          type: string
+          enum: [token, broadcast]
+          description: Per-token pushes (an update token) or a broadcast subscription.
+        token:
+          type: string
+          description: The update token (hex), for `path` `token`.
+        channels:
+          type: array
+          items:
+            type: string
+        created_at:
+          type: integer
+          format: int64
+    PendingRetirement:
+      type: object
+      required: [channel, due_at]
+      properties:
+        channel:
+          type: string
+        due_at:
+          type: integer
+          format: int64
+    LedgerEvent:
+      type: object
+      required: [event, at, kind]
+      properties:
+        event:
+          type: string
+          enum: [registered, replaced, retired_channel_ended, retired_lifetime, invalidated, unregistered]
+        at:
+          type: integer
+          format: int64
+          description: UNIX milliseconds.
+        kind:
+          type: string
+          enum: [update, push_to_start, broadcast]
+          description: What the registration was.
+        activity_id:
+          type: string
+        replaced_by:
+          type: string
+          description: The token (hex) that replaced it; absent when a broadcast subscription did.
+        channel:
+          type: string
+          description: The ended channel that retired it.
+        reason:
+          type: string
+          description: APNs' reason for an invalidation.
+        invalid_since:
+          type: integer
+          format: int64
+          description: APNs' timestamp of the invalidation (UNIX ms).
     Priority:
       type: string
       description: |

@@ -205,12 +205,16 @@ extension APIProtocol {
 }
 
 fileprivate extension UniversalServer where APIHandler: APIProtocol {
-    /// Register (or refresh) up to 10,000 tokens.
+    /// Register (or refresh) up to 10,000 tokens and broadcast subscriptions.
     ///
     /// Durable before it answers: the batch is written to the registry in one transaction (fsynced), then
     /// loaded into the engine. Registering a token again replaces its kind, channels and ids and keeps its
-    /// creation time. One bad item rejects the whole batch (the problem names its `index`); nothing is
-    /// written. Needs scope `register`.
+    /// creation time. Items of kind `broadcast` register activities that receive their updates through an
+    /// APNs broadcast channel (no token). Replacement rules: a push-to-start token replaces the older
+    /// push-to-start token of the same `device_id` and `attributes_type`; an update token replaces the
+    /// broadcast subscription of its `activity_id`, and a broadcast subscription the update tokens of its
+    /// activity (`replaced` counts what went). One bad item rejects the whole batch (the problem names its
+    /// `index`); nothing is written. Needs scope `register`.
     ///
     ///
     /// - Remark: HTTP `POST /v1/tokens`.
@@ -759,9 +763,14 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
             }
         )
     }
-    /// One registration.
+    /// What the registry knows about one token (its ledger).
     ///
-    /// Needs scope `read`.
+    /// The live registration (if any), its links (an update token's push-to-start token of the same device
+    /// and attributes type; a push-to-start token's activities), when it retires, and its history: how each
+    /// earlier registration of the token ended (replaced, retired, invalidated by APNs with the reason,
+    /// unregistered) and when each began. History is kept for 30 days (`--ledger-retention`). 404 only when
+    /// the registry knows nothing of the token. Needs scope `read`.
+    ///
     ///
     /// - Remark: HTTP `GET /v1/tokens/{token}`.
     /// - Remark: Generated from `#/paths//v1/tokens/{token}/get(getToken)`.

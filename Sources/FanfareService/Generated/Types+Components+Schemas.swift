@@ -214,11 +214,14 @@ extension Components {
         }
         /// One token and the channels it follows. `update` tokens (one activity's) need `activity_id`;
         /// `push-to-start` tokens (one device's, for one ActivityAttributes type) need `device_id` and
-        /// `attributes_type`.
+        /// `attributes_type`. `broadcast` items (no token) register an activity started with a broadcast
+        /// channel and need `activity_id`.
         ///
         ///
         /// - Remark: Generated from `#/components/schemas/TokenRegistration`.
         @frozen package enum TokenRegistration: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/TokenRegistration/BroadcastSubscriptionRegistration`.
+            case broadcast(Components.Schemas.BroadcastSubscriptionRegistration)
             /// - Remark: Generated from `#/components/schemas/TokenRegistration/PushToStartTokenRegistration`.
             case pushToStart(Components.Schemas.PushToStartTokenRegistration)
             /// - Remark: Generated from `#/components/schemas/TokenRegistration/UpdateTokenRegistration`.
@@ -233,6 +236,8 @@ extension Components {
                     forKey: .kind
                 )
                 switch discriminator {
+                case "broadcast":
+                    self = .broadcast(try .init(from: decoder))
                 case "push-to-start":
                     self = .pushToStart(try .init(from: decoder))
                 case "update":
@@ -247,6 +252,8 @@ extension Components {
             }
             package func encode(to encoder: any Swift.Encoder) throws {
                 switch self {
+                case let .broadcast(value):
+                    try value.encode(to: encoder)
                 case let .pushToStart(value):
                     try value.encode(to: encoder)
                 case let .update(value):
@@ -371,6 +378,8 @@ extension Components {
             package var attributesType: Components.Schemas.Identifier
             /// - Remark: Generated from `#/components/schemas/PushToStartTokenRegistration/frequent_updates`.
             package var frequentUpdates: Components.Schemas.FrequentUpdates?
+            /// - Remark: Generated from `#/components/schemas/PushToStartTokenRegistration/supports_broadcast`.
+            package var supportsBroadcast: Components.Schemas.SupportsBroadcast?
             /// Creates a new `PushToStartTokenRegistration`.
             ///
             /// - Parameters:
@@ -381,6 +390,7 @@ extension Components {
             ///   - deviceId:
             ///   - attributesType:
             ///   - frequentUpdates:
+            ///   - supportsBroadcast:
             package init(
                 token: Components.Schemas.TokenHex,
                 kind: Components.Schemas.PushToStartTokenRegistration.KindPayload,
@@ -388,7 +398,8 @@ extension Components {
                 activityId: Components.Schemas.Identifier? = nil,
                 deviceId: Components.Schemas.Identifier,
                 attributesType: Components.Schemas.Identifier,
-                frequentUpdates: Components.Schemas.FrequentUpdates? = nil
+                frequentUpdates: Components.Schemas.FrequentUpdates? = nil,
+                supportsBroadcast: Components.Schemas.SupportsBroadcast? = nil
             ) {
                 self.token = token
                 self.kind = kind
@@ -397,6 +408,7 @@ extension Components {
                 self.deviceId = deviceId
                 self.attributesType = attributesType
                 self.frequentUpdates = frequentUpdates
+                self.supportsBroadcast = supportsBroadcast
             }
             package enum CodingKeys: String, CodingKey {
                 case token
@@ -406,6 +418,7 @@ extension Components {
                 case deviceId = "device_id"
                 case attributesType = "attributes_type"
                 case frequentUpdates = "frequent_updates"
+                case supportsBroadcast = "supports_broadcast"
             }
             package init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -437,8 +450,103 @@ extension Components {
                     Components.Schemas.FrequentUpdates.self,
                     forKey: .frequentUpdates
                 )
+                self.supportsBroadcast = try container.decodeIfPresent(
+                    Components.Schemas.SupportsBroadcast.self,
+                    forKey: .supportsBroadcast
+                )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "token",
+                    "kind",
+                    "channels",
+                    "activity_id",
+                    "device_id",
+                    "attributes_type",
+                    "frequent_updates",
+                    "supports_broadcast"
+                ])
+            }
+        }
+        /// An activity started with a broadcast channel (iOS 18+): it has no update token; APNs fans the linked
+        /// broadcast channel out to it. Keyed by `activity_id`.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/BroadcastSubscriptionRegistration`.
+        package struct BroadcastSubscriptionRegistration: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BroadcastSubscriptionRegistration/kind`.
+            @frozen package enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case broadcast = "broadcast"
+            }
+            /// - Remark: Generated from `#/components/schemas/BroadcastSubscriptionRegistration/kind`.
+            package var kind: Components.Schemas.BroadcastSubscriptionRegistration.KindPayload
+            /// - Remark: Generated from `#/components/schemas/BroadcastSubscriptionRegistration/channels`.
+            package var channels: Components.Schemas.ChannelList
+            /// - Remark: Generated from `#/components/schemas/BroadcastSubscriptionRegistration/activity_id`.
+            package var activityId: Components.Schemas.Identifier
+            /// - Remark: Generated from `#/components/schemas/BroadcastSubscriptionRegistration/device_id`.
+            package var deviceId: Components.Schemas.Identifier?
+            /// - Remark: Generated from `#/components/schemas/BroadcastSubscriptionRegistration/attributes_type`.
+            package var attributesType: Components.Schemas.Identifier?
+            /// - Remark: Generated from `#/components/schemas/BroadcastSubscriptionRegistration/frequent_updates`.
+            package var frequentUpdates: Components.Schemas.FrequentUpdates?
+            /// Creates a new `BroadcastSubscriptionRegistration`.
+            ///
+            /// - Parameters:
+            ///   - kind:
+            ///   - channels:
+            ///   - activityId:
+            ///   - deviceId:
+            ///   - attributesType:
+            ///   - frequentUpdates:
+            package init(
+                kind: Components.Schemas.BroadcastSubscriptionRegistration.KindPayload,
+                channels: Components.Schemas.ChannelList,
+                activityId: Components.Schemas.Identifier,
+                deviceId: Components.Schemas.Identifier? = nil,
+                attributesType: Components.Schemas.Identifier? = nil,
+                frequentUpdates: Components.Schemas.FrequentUpdates? = nil
+            ) {
+                self.kind = kind
+                self.channels = channels
+                self.activityId = activityId
+                self.deviceId = deviceId
+                self.attributesType = attributesType
+                self.frequentUpdates = frequentUpdates
+            }
+            package enum CodingKeys: String, CodingKey {
+                case kind
+                case channels
+                case activityId = "activity_id"
+                case deviceId = "device_id"
+                case attributesType = "attributes_type"
+                case frequentUpdates = "frequent_updates"
+            }
+            package init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.kind = try container.decode(
+                    Components.Schemas.BroadcastSubscriptionRegistration.KindPayload.self,
+                    forKey: .kind
+                )
+                self.channels = try container.decode(
+                    Components.Schemas.ChannelList.self,
+                    forKey: .channels
+                )
+                self.activityId = try container.decode(
+                    Components.Schemas.Identifier.self,
+                    forKey: .activityId
+                )
+                self.deviceId = try container.decodeIfPresent(
+                    Components.Schemas.Identifier.self,
+                    forKey: .deviceId
+                )
+                self.attributesType = try container.decodeIfPresent(
+                    Components.Schemas.Identifier.self,
+                    forKey: .attributesType
+                )
+                self.frequentUpdates = try container.decodeIfPresent(
+                    Components.Schemas.FrequentUpdates.self,
+                    forKey: .frequentUpdates
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
                     "kind",
                     "channels",
                     "activity_id",
@@ -448,6 +556,12 @@ extension Components {
                 ])
             }
         }
+        /// The device runs iOS 18 or later: a push-to-start may carry `input-push-channel`, starting an activity
+        /// that receives its updates through a broadcast channel.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/SupportsBroadcast`.
+        package typealias SupportsBroadcast = Swift.Bool
         /// The channels a token follows (at least one, each once).
         ///
         /// - Remark: Generated from `#/components/schemas/ChannelList`.
@@ -458,17 +572,31 @@ extension Components {
         package typealias FrequentUpdates = Swift.Bool
         /// - Remark: Generated from `#/components/schemas/Registered`.
         package struct Registered: Codable, Hashable, Sendable {
+            /// Items of the batch registered (tokens and broadcast subscriptions).
+            ///
             /// - Remark: Generated from `#/components/schemas/Registered/registered`.
             package var registered: Swift.Int
+            /// Registrations the batch replaced (older push-to-start tokens of the same device and attributes
+            /// type, update tokens of activities now subscribed to a broadcast, and the reverse).
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/Registered/replaced`.
+            package var replaced: Swift.Int
             /// Creates a new `Registered`.
             ///
             /// - Parameters:
-            ///   - registered:
-            package init(registered: Swift.Int) {
+            ///   - registered: Items of the batch registered (tokens and broadcast subscriptions).
+            ///   - replaced: Registrations the batch replaced (older push-to-start tokens of the same device and attributes
+            package init(
+                registered: Swift.Int,
+                replaced: Swift.Int
+            ) {
                 self.registered = registered
+                self.replaced = replaced
             }
             package enum CodingKeys: String, CodingKey {
                 case registered
+                case replaced
             }
         }
         /// - Remark: Generated from `#/components/schemas/TokenDeletion`.
@@ -556,6 +684,8 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/TokenRecord/last_seen_at`.
             package var lastSeenAt: Swift.Int64
+            /// - Remark: Generated from `#/components/schemas/TokenRecord/supports_broadcast`.
+            package var supportsBroadcast: Swift.Bool?
             /// Creates a new `TokenRecord`.
             ///
             /// - Parameters:
@@ -570,6 +700,7 @@ extension Components {
             ///   - environment:
             ///   - createdAt: UNIX milliseconds of the first registration.
             ///   - lastSeenAt: UNIX milliseconds of the latest registration.
+            ///   - supportsBroadcast:
             package init(
                 token: Swift.String,
                 kind: Components.Schemas.TokenKind,
@@ -581,7 +712,8 @@ extension Components {
                 bundleId: Swift.String,
                 environment: Components.Schemas.TokenRecord.EnvironmentPayload,
                 createdAt: Swift.Int64,
-                lastSeenAt: Swift.Int64
+                lastSeenAt: Swift.Int64,
+                supportsBroadcast: Swift.Bool? = nil
             ) {
                 self.token = token
                 self.kind = kind
@@ -594,6 +726,7 @@ extension Components {
                 self.environment = environment
                 self.createdAt = createdAt
                 self.lastSeenAt = lastSeenAt
+                self.supportsBroadcast = supportsBroadcast
             }
             package enum CodingKeys: String, CodingKey {
                 case token
@@ -607,6 +740,311 @@ extension Components {
                 case environment
                 case createdAt = "created_at"
                 case lastSeenAt = "last_seen_at"
+                case supportsBroadcast = "supports_broadcast"
+            }
+        }
+        /// What the registry knows about one token. The registration's fields are at the top level (as
+        /// `TokenRecord`) while `registered` is true; `history` lists, newest first, how earlier registrations
+        /// ended and when each began.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/TokenLedger`.
+        package struct TokenLedger: Codable, Hashable, Sendable {
+            /// Lowercase hex.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/token`.
+            package var token: Swift.String
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/registered`.
+            package var registered: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/kind`.
+            package var kind: Components.Schemas.TokenKind?
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/channels`.
+            package var channels: [Swift.String]?
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/activity_id`.
+            package var activityId: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/device_id`.
+            package var deviceId: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/attributes_type`.
+            package var attributesType: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/frequent_updates`.
+            package var frequentUpdates: Swift.Bool?
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/supports_broadcast`.
+            package var supportsBroadcast: Swift.Bool?
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/bundle_id`.
+            package var bundleId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/environment`.
+            @frozen package enum EnvironmentPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case production = "production"
+                case sandbox = "sandbox"
+            }
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/environment`.
+            package var environment: Components.Schemas.TokenLedger.EnvironmentPayload
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/created_at`.
+            package var createdAt: Swift.Int64?
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/last_seen_at`.
+            package var lastSeenAt: Swift.Int64?
+            /// An update token's link: the registered push-to-start token (hex) of the same device and attributes
+            /// type, the one that started the activity.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/started_by`.
+            package var startedBy: Swift.String?
+            /// A push-to-start token's links; the activities of its device and attributes type.
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/activities`.
+            package var activities: [Components.Schemas.LedgerActivity]
+            /// An update token's retirement by ActivityKit's lifetime (UNIX ms).
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/retires_at`.
+            package var retiresAt: Swift.Int64?
+            /// Channels of the token whose `end` was published; it retires at `due_at` (UNIX s).
+            ///
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/pending_retirements`.
+            package var pendingRetirements: [Components.Schemas.PendingRetirement]
+            /// - Remark: Generated from `#/components/schemas/TokenLedger/history`.
+            package var history: [Components.Schemas.LedgerEvent]
+            /// Creates a new `TokenLedger`.
+            ///
+            /// - Parameters:
+            ///   - token: Lowercase hex.
+            ///   - registered:
+            ///   - kind:
+            ///   - channels:
+            ///   - activityId:
+            ///   - deviceId:
+            ///   - attributesType:
+            ///   - frequentUpdates:
+            ///   - supportsBroadcast:
+            ///   - bundleId:
+            ///   - environment:
+            ///   - createdAt:
+            ///   - lastSeenAt:
+            ///   - startedBy: An update token's link: the registered push-to-start token (hex) of the same device and attributes
+            ///   - activities: A push-to-start token's links; the activities of its device and attributes type.
+            ///   - retiresAt: An update token's retirement by ActivityKit's lifetime (UNIX ms).
+            ///   - pendingRetirements: Channels of the token whose `end` was published; it retires at `due_at` (UNIX s).
+            ///   - history:
+            package init(
+                token: Swift.String,
+                registered: Swift.Bool,
+                kind: Components.Schemas.TokenKind? = nil,
+                channels: [Swift.String]? = nil,
+                activityId: Swift.String? = nil,
+                deviceId: Swift.String? = nil,
+                attributesType: Swift.String? = nil,
+                frequentUpdates: Swift.Bool? = nil,
+                supportsBroadcast: Swift.Bool? = nil,
+                bundleId: Swift.String,
+                environment: Components.Schemas.TokenLedger.EnvironmentPayload,
+                createdAt: Swift.Int64? = nil,
+                lastSeenAt: Swift.Int64? = nil,
+                startedBy: Swift.String? = nil,
+                activities: [Components.Schemas.LedgerActivity],
+                retiresAt: Swift.Int64? = nil,
+                pendingRetirements: [Components.Schemas.PendingRetirement],
+                history: [Components.Schemas.LedgerEvent]
+            ) {
+                self.token = token
+                self.registered = registered
+                self.kind = kind
+                self.channels = channels
+                self.activityId = activityId
+                self.deviceId = deviceId
+                self.attributesType = attributesType
+                self.frequentUpdates = frequentUpdates
+                self.supportsBroadcast = supportsBroadcast
+                self.bundleId = bundleId
+                self.environment = environment
+                self.createdAt = createdAt
+                self.lastSeenAt = lastSeenAt
+                self.startedBy = startedBy
+                self.activities = activities
+                self.retiresAt = retiresAt
+                self.pendingRetirements = pendingRetirements
+                self.history = history
+            }
+            package enum CodingKeys: String, CodingKey {
+                case token
+                case registered
+                case kind
+                case channels
+                case activityId = "activity_id"
+                case deviceId = "device_id"
+                case attributesType = "attributes_type"
+                case frequentUpdates = "frequent_updates"
+                case supportsBroadcast = "supports_broadcast"
+                case bundleId = "bundle_id"
+                case environment
+                case createdAt = "created_at"
+                case lastSeenAt = "last_seen_at"
+                case startedBy = "started_by"
+                case activities
+                case retiresAt = "retires_at"
+                case pendingRetirements = "pending_retirements"
+                case history
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/LedgerActivity`.
+        package struct LedgerActivity: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/LedgerActivity/activity_id`.
+            package var activityId: Swift.String
+            /// Per-token pushes (an update token) or a broadcast subscription.
+            ///
+            /// - Remark: Generated from `#/components/schemas/LedgerActivity/path`.
+            @frozen package enum PathPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case token = "token"
+                case broadcast = "broadcast"
+            }
+            /// Per-token pushes (an update token) or a broadcast subscription.
+            ///
+            /// - Remark: Generated from `#/components/schemas/LedgerActivity/path`.
+            package var path: Components.Schemas.LedgerActivity.PathPayload
+            /// The update token (hex), for `path` `token`.
+            ///
+            /// - Remark: Generated from `#/components/schemas/LedgerActivity/token`.
+            package var token: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/LedgerActivity/channels`.
+            package var channels: [Swift.String]
+            /// - Remark: Generated from `#/components/schemas/LedgerActivity/created_at`.
+            package var createdAt: Swift.Int64
+            /// Creates a new `LedgerActivity`.
+            ///
+            /// - Parameters:
+            ///   - activityId:
+            ///   - path: Per-token pushes (an update token) or a broadcast subscription.
+            ///   - token: The update token (hex), for `path` `token`.
+            ///   - channels:
+            ///   - createdAt:
+            package init(
+                activityId: Swift.String,
+                path: Components.Schemas.LedgerActivity.PathPayload,
+                token: Swift.String? = nil,
+                channels: [Swift.String],
+                createdAt: Swift.Int64
+            ) {
+                self.activityId = activityId
+                self.path = path
+                self.token = token
+                self.channels = channels
+                self.createdAt = createdAt
+            }
+            package enum CodingKeys: String, CodingKey {
+                case activityId = "activity_id"
+                case path
+                case token
+                case channels
+                case createdAt = "created_at"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/PendingRetirement`.
+        package struct PendingRetirement: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PendingRetirement/channel`.
+            package var channel: Swift.String
+            /// - Remark: Generated from `#/components/schemas/PendingRetirement/due_at`.
+            package var dueAt: Swift.Int64
+            /// Creates a new `PendingRetirement`.
+            ///
+            /// - Parameters:
+            ///   - channel:
+            ///   - dueAt:
+            package init(
+                channel: Swift.String,
+                dueAt: Swift.Int64
+            ) {
+                self.channel = channel
+                self.dueAt = dueAt
+            }
+            package enum CodingKeys: String, CodingKey {
+                case channel
+                case dueAt = "due_at"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/LedgerEvent`.
+        package struct LedgerEvent: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/LedgerEvent/event`.
+            @frozen package enum EventPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case registered = "registered"
+                case replaced = "replaced"
+                case retiredChannelEnded = "retired_channel_ended"
+                case retiredLifetime = "retired_lifetime"
+                case invalidated = "invalidated"
+                case unregistered = "unregistered"
+            }
+            /// - Remark: Generated from `#/components/schemas/LedgerEvent/event`.
+            package var event: Components.Schemas.LedgerEvent.EventPayload
+            /// UNIX milliseconds.
+            ///
+            /// - Remark: Generated from `#/components/schemas/LedgerEvent/at`.
+            package var at: Swift.Int64
+            /// What the registration was.
+            ///
+            /// - Remark: Generated from `#/components/schemas/LedgerEvent/kind`.
+            @frozen package enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case update = "update"
+                case pushToStart = "push_to_start"
+                case broadcast = "broadcast"
+            }
+            /// What the registration was.
+            ///
+            /// - Remark: Generated from `#/components/schemas/LedgerEvent/kind`.
+            package var kind: Components.Schemas.LedgerEvent.KindPayload
+            /// - Remark: Generated from `#/components/schemas/LedgerEvent/activity_id`.
+            package var activityId: Swift.String?
+            /// The token (hex) that replaced it; absent when a broadcast subscription did.
+            ///
+            /// - Remark: Generated from `#/components/schemas/LedgerEvent/replaced_by`.
+            package var replacedBy: Swift.String?
+            /// The ended channel that retired it.
+            ///
+            /// - Remark: Generated from `#/components/schemas/LedgerEvent/channel`.
+            package var channel: Swift.String?
+            /// APNs' reason for an invalidation.
+            ///
+            /// - Remark: Generated from `#/components/schemas/LedgerEvent/reason`.
+            package var reason: Swift.String?
+            /// APNs' timestamp of the invalidation (UNIX ms).
+            ///
+            /// - Remark: Generated from `#/components/schemas/LedgerEvent/invalid_since`.
+            package var invalidSince: Swift.Int64?
+            /// Creates a new `LedgerEvent`.
+            ///
+            /// - Parameters:
+            ///   - event:
+            ///   - at: UNIX milliseconds.
+            ///   - kind: What the registration was.
+            ///   - activityId:
+            ///   - replacedBy: The token (hex) that replaced it; absent when a broadcast subscription did.
+            ///   - channel: The ended channel that retired it.
+            ///   - reason: APNs' reason for an invalidation.
+            ///   - invalidSince: APNs' timestamp of the invalidation (UNIX ms).
+            package init(
+                event: Components.Schemas.LedgerEvent.EventPayload,
+                at: Swift.Int64,
+                kind: Components.Schemas.LedgerEvent.KindPayload,
+                activityId: Swift.String? = nil,
+                replacedBy: Swift.String? = nil,
+                channel: Swift.String? = nil,
+                reason: Swift.String? = nil,
+                invalidSince: Swift.Int64? = nil
+            ) {
+                self.event = event
+                self.at = at
+                self.kind = kind
+                self.activityId = activityId
+                self.replacedBy = replacedBy
+                self.channel = channel
+                self.reason = reason
+                self.invalidSince = invalidSince
+            }
+            package enum CodingKeys: String, CodingKey {
+                case event
+                case at
+                case kind
+                case activityId = "activity_id"
+                case replacedBy = "replaced_by"
+                case channel
+                case reason
+                case invalidSince = "invalid_since"
             }
         }
         /// `auto`: 10 for updates with an alert (and `start`) while the activity's budget allows, else 5.

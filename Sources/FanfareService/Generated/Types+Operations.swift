@@ -17,12 +17,16 @@ package import struct Foundation.Data
 package import struct Foundation.Date
 /// API operations, with input and output types, generated from `#/paths` in the OpenAPI document.
 package enum Operations {
-    /// Register (or refresh) up to 10,000 tokens.
+    /// Register (or refresh) up to 10,000 tokens and broadcast subscriptions.
     ///
     /// Durable before it answers: the batch is written to the registry in one transaction (fsynced), then
     /// loaded into the engine. Registering a token again replaces its kind, channels and ids and keeps its
-    /// creation time. One bad item rejects the whole batch (the problem names its `index`); nothing is
-    /// written. Needs scope `register`.
+    /// creation time. Items of kind `broadcast` register activities that receive their updates through an
+    /// APNs broadcast channel (no token). Replacement rules: a push-to-start token replaces the older
+    /// push-to-start token of the same `device_id` and `attributes_type`; an update token replaces the
+    /// broadcast subscription of its `activity_id`, and a broadcast subscription the update tokens of its
+    /// activity (`replaced` counts what went). One bad item rejects the whole batch (the problem names its
+    /// `index`); nothing is written. Needs scope `register`.
     ///
     ///
     /// - Remark: HTTP `POST /v1/tokens`.
@@ -819,9 +823,14 @@ package enum Operations {
             }
         }
     }
-    /// One registration.
+    /// What the registry knows about one token (its ledger).
     ///
-    /// Needs scope `read`.
+    /// The live registration (if any), its links (an update token's push-to-start token of the same device
+    /// and attributes type; a push-to-start token's activities), when it retires, and its history: how each
+    /// earlier registration of the token ended (replaced, retired, invalidated by APNs with the reason,
+    /// unregistered) and when each began. History is kept for 30 days (`--ledger-retention`). 404 only when
+    /// the registry knows nothing of the token. Needs scope `read`.
+    ///
     ///
     /// - Remark: HTTP `GET /v1/tokens/{token}`.
     /// - Remark: Generated from `#/paths//v1/tokens/{token}/get(getToken)`.
@@ -873,12 +882,12 @@ package enum Operations {
                 /// - Remark: Generated from `#/paths/v1/tokens/{token}/GET/responses/200/content`.
                 @frozen package enum Body: Sendable, Hashable {
                     /// - Remark: Generated from `#/paths/v1/tokens/{token}/GET/responses/200/content/application\/json`.
-                    case json(Components.Schemas.TokenRecord)
+                    case json(Components.Schemas.TokenLedger)
                     /// The associated value of the enum case if `self` is `.json`.
                     ///
                     /// - Throws: An error if `self` is not `.json`.
                     /// - SeeAlso: `.json`.
-                    package var json: Components.Schemas.TokenRecord {
+                    package var json: Components.Schemas.TokenLedger {
                         get throws {
                             switch self {
                             case let .json(body):
@@ -897,7 +906,7 @@ package enum Operations {
                     self.body = body
                 }
             }
-            /// The token is registered.
+            /// The registry knows the token (registered now, or with history).
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/{token}/get(getToken)/responses/200`.
             ///

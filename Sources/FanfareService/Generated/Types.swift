@@ -17,12 +17,16 @@ package import struct Foundation.Data
 package import struct Foundation.Date
 /// A type that performs HTTP operations defined by the OpenAPI document.
 package protocol APIProtocol: Sendable {
-    /// Register (or refresh) up to 10,000 tokens.
+    /// Register (or refresh) up to 10,000 tokens and broadcast subscriptions.
     ///
     /// Durable before it answers: the batch is written to the registry in one transaction (fsynced), then
     /// loaded into the engine. Registering a token again replaces its kind, channels and ids and keeps its
-    /// creation time. One bad item rejects the whole batch (the problem names its `index`); nothing is
-    /// written. Needs scope `register`.
+    /// creation time. Items of kind `broadcast` register activities that receive their updates through an
+    /// APNs broadcast channel (no token). Replacement rules: a push-to-start token replaces the older
+    /// push-to-start token of the same `device_id` and `attributes_type`; an update token replaces the
+    /// broadcast subscription of its `activity_id`, and a broadcast subscription the update tokens of its
+    /// activity (`replaced` counts what went). One bad item rejects the whole batch (the problem names its
+    /// `index`); nothing is written. Needs scope `register`.
     ///
     ///
     /// - Remark: HTTP `POST /v1/tokens`.
@@ -37,9 +41,14 @@ package protocol APIProtocol: Sendable {
     /// - Remark: HTTP `POST /v1/tokens/delete`.
     /// - Remark: Generated from `#/paths//v1/tokens/delete/post(deleteTokens)`.
     func deleteTokens(_ input: Operations.DeleteTokens.Input) async throws -> Operations.DeleteTokens.Output
-    /// One registration.
+    /// What the registry knows about one token (its ledger).
     ///
-    /// Needs scope `read`.
+    /// The live registration (if any), its links (an update token's push-to-start token of the same device
+    /// and attributes type; a push-to-start token's activities), when it retires, and its history: how each
+    /// earlier registration of the token ended (replaced, retired, invalidated by APNs with the reason,
+    /// unregistered) and when each began. History is kept for 30 days (`--ledger-retention`). 404 only when
+    /// the registry knows nothing of the token. Needs scope `read`.
+    ///
     ///
     /// - Remark: HTTP `GET /v1/tokens/{token}`.
     /// - Remark: Generated from `#/paths//v1/tokens/{token}/get(getToken)`.
@@ -143,12 +152,16 @@ package protocol APIProtocol: Sendable {
 
 /// Convenience overloads for operation inputs.
 extension APIProtocol {
-    /// Register (or refresh) up to 10,000 tokens.
+    /// Register (or refresh) up to 10,000 tokens and broadcast subscriptions.
     ///
     /// Durable before it answers: the batch is written to the registry in one transaction (fsynced), then
     /// loaded into the engine. Registering a token again replaces its kind, channels and ids and keeps its
-    /// creation time. One bad item rejects the whole batch (the problem names its `index`); nothing is
-    /// written. Needs scope `register`.
+    /// creation time. Items of kind `broadcast` register activities that receive their updates through an
+    /// APNs broadcast channel (no token). Replacement rules: a push-to-start token replaces the older
+    /// push-to-start token of the same `device_id` and `attributes_type`; an update token replaces the
+    /// broadcast subscription of its `activity_id`, and a broadcast subscription the update tokens of its
+    /// activity (`replaced` counts what went). One bad item rejects the whole batch (the problem names its
+    /// `index`); nothing is written. Needs scope `register`.
     ///
     ///
     /// - Remark: HTTP `POST /v1/tokens`.
@@ -179,9 +192,14 @@ extension APIProtocol {
             body: body
         ))
     }
-    /// One registration.
+    /// What the registry knows about one token (its ledger).
     ///
-    /// Needs scope `read`.
+    /// The live registration (if any), its links (an update token's push-to-start token of the same device
+    /// and attributes type; a push-to-start token's activities), when it retires, and its history: how each
+    /// earlier registration of the token ended (replaced, retired, invalidated by APNs with the reason,
+    /// unregistered) and when each began. History is kept for 30 days (`--ledger-retention`). 404 only when
+    /// the registry knows nothing of the token. Needs scope `read`.
+    ///
     ///
     /// - Remark: HTTP `GET /v1/tokens/{token}`.
     /// - Remark: Generated from `#/paths//v1/tokens/{token}/get(getToken)`.

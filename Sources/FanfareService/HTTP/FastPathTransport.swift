@@ -37,11 +37,11 @@ package struct FastPathTransport: ServerTransport {
                 if let body { bytes = try await [UInt8](collecting: body, upTo: Int.max) }
                 let fields = bytes.withUnsafeBytes { TokenBatchDecoder.decode($0) }
                 guard let fields else { return try await handler(request, HTTPBody(bytes), metadata) }
-                let registered = try await api.register(fields)
+                let (registered, replaced) = try await api.register(fields)
                 var response = HTTPResponse(status: .ok)
                 response.headerFields[.contentType] = "application/json; charset=utf-8"
                 // As the generated encoder writes it (sorted keys, pretty-printed).
-                return (response, HTTPBody("{\n  \"registered\" : \(registered)\n}"))
+                return (response, HTTPBody("{\n  \"registered\" : \(registered),\n  \"replaced\" : \(replaced)\n}"))
             }, method: method, path: path)
     }
 }

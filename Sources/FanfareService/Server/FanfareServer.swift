@@ -58,7 +58,7 @@ public final class FanfareServer: Sendable {
         self.configuration = configuration
         logger = configuration.logger
         let store: SQLiteTokenStore
-        do { store = try SQLiteTokenStore(path: configuration.databasePath) } catch { throw .registry(error) }
+        do { store = try SQLiteTokenStore(path: configuration.databasePath, historyRetention: configuration.ledgerRetention) } catch { throw .registry(error) }
         self.store = store
         let metrics = ServiceMetrics(registry: configuration.metricsRegistry)
         self.metrics = metrics

@@ -30,6 +30,8 @@ public struct ServiceConfiguration: Sendable {
     public var eventInterval: Duration = .milliseconds(250)
     /// How long an Idempotency-Key's answer is kept.
     public var idempotencyLifetime: Duration = .seconds(24 * 3600)
+    /// How long the token ledger keeps the history of registrations that ended (`GET /v1/tokens/{token}`).
+    public var ledgerRetention: Duration = .seconds(30 * 86_400)
     /// The Retry-After of 503 answers (seconds).
     public var retryAfterSeconds = 1
     /// Threads for blocking work (registry writes and reads).
@@ -71,6 +73,9 @@ public struct ServiceConfiguration: Sendable {
         if maxBatchItems < 1 || maxBatchItems > 1_000_000 { return "the batch limit must be in 1...1,000,000" }
         if shutdownTimeout < .zero || shutdownTimeout > .seconds(24 * 3600) { return "--shutdown-timeout must be in 0...86400 seconds" }
         if eventInterval < .milliseconds(10) || eventInterval > .seconds(60) { return "the event interval must be in 10 ms...60 s" }
+        if ledgerRetention < .seconds(86_400) || ledgerRetention > .seconds(3650 * 86_400) {
+            return "--ledger-retention-days must be in 1...3650"
+        }
         if retryAfterSeconds < 1 || retryAfterSeconds > 3600 { return "Retry-After must be in 1...3600 seconds" }
         if blockingThreads < 1 || blockingThreads > 64 { return "blocking threads must be in 1...64" }
         if storedWaveReportsListed < 0 || storedWaveReportsListed > 100_000 { return "stored wave reports listed must be in 0...100,000" }

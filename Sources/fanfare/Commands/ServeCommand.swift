@@ -61,6 +61,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "After SIGTERM/SIGINT, how long answering in-flight pushes and checkpointing waves may take before the service stops anyway (e.g. 30s).")
     var shutdownTimeout = "30s"
 
+    @Option(help: "How many days the token ledger keeps the history of registrations that ended (GET /v1/tokens/{token}).")
+    var ledgerRetentionDays = 30
+
     @Option(help: "Largest request body (bytes, or with KiB / MiB).")
     var maxBody = "8MiB"
 
@@ -123,6 +126,7 @@ struct ServeCommand: AsyncParsableCommand {
             service.apiKeys = try loadAPIKeys()
             service.maxBodyBytes = try Self.parseSize(maxBody, flag: "--max-body")
             service.shutdownTimeout = .nanoseconds(try parseDuration(shutdownTimeout, flag: "--shutdown-timeout"))
+            service.ledgerRetention = .seconds(Int64(clamping: ledgerRetentionDays).multipliedReportingOverflow(by: 86_400).partialValue)
             service.logger = logger
             if let problem = service.problem() { throw UsageError(problem) }
             configuration = service

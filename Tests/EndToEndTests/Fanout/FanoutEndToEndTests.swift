@@ -127,6 +127,55 @@ import Testing
         #expect(start.report.targeted == 40 && start.report.delivered == 40)
     }
 
+    @Test func aReplacedPushToStartTokenIsNoLongerSentTo() async throws {
+        let fixture = try FanoutFixture()
+        defer { fixture.harness.shutdown() }
+        let engine = try fixture.engine()
+        defer { engine.shutdown() }
+        try engine.register(FanoutFixture.registrations(0..<20, channel: "final", kind: .pushToStart, salt: 1))
+        // Devices 0..<10 report new push-to-start tokens for the same attributes type: the old ones go.
+        let renewed = FanoutFixture.registrations(0..<10, channel: "final", kind: .pushToStart, salt: 2)
+        let result = try engine.register(renewed, subscriptions: [])
+        #expect(Set(result.replacedTokens) == Set((0..<10).map { longToken($0, salt: 1) }))
+        #expect(try fixture.store.count() == 20)
+
+        var kickOff = LiveActivityContent(event: .start, timestamp: 1_800_000_200)
+        kickOff.contentState = try RawJSON(validating: #"{"home":0,"away":0}"#)
+        kickOff.alert = LiveActivityAlert(title: .plain("Kick-off"), body: .plain("The final has started"))
+        kickOff.attributesType = "MatchAttributes"
+        kickOff.attributes = try RawJSON(validating: #"{"match":"final"}"#)
+        let start = try engine.publish(ChannelUpdate(channel: "final", content: kickOff))
+        #expect(await start.completionWithin(.seconds(30)))
+        #expect(start.report.targeted == 20 && start.report.delivered == 20)
+        let sentTo = Set(try fixture.harness.acceptedLog().compactMap { $0.string("token") })
+        let expected = Set(renewed.map(\.token.hexString) + (10..<20).map { longToken($0, salt: 1).hexString })
+        #expect(sentTo == expected, "no start went to a replaced token")
+    }
+
+    @Test func updateTokensReplacedByBroadcastSubscriptionsLeaveTheAudience() async throws {
+        let fixture = try FanoutFixture()
+        defer { fixture.harness.shutdown() }
+        let engine = try fixture.engine()
+        defer { engine.shutdown() }
+        let tokens = FanoutFixture.registrations(0..<30, channel: "derby")
+        try engine.register(tokens)
+        // Activities 0..<12 are now subscribed to the match's broadcast channel: one path per activity.
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let subscriptions = (0..<12).map {
+            BroadcastSubscription(
+                activityID: "activity-\($0)", bundleID: Fixture.bundleID, environment: .production, channels: ["derby"],
+                createdAt: now)
+        }
+        let result = try engine.register([], subscriptions: subscriptions)
+        #expect(result.replacedTokens.count == 12)
+        #expect(result.subscriptionDeltas == ["derby": 12])
+        let wave = try engine.publish(try scoreUpdate(channel: "derby", timestamp: 1_800_000_300, home: 1, away: 0))
+        #expect(await wave.completionWithin(.seconds(30)))
+        #expect(wave.report.targeted == 18 && wave.report.delivered == 18)
+        let sentTo = Set(try fixture.harness.acceptedLog().compactMap { $0.string("token") })
+        #expect(sentTo == Set(tokens[12...].map(\.token.hexString)))
+    }
+
     @Test func anEndedChannelIsRetiredAfterItsDismissalWindow() async throws {
         let fixture = try FanoutFixture()
         defer { fixture.harness.shutdown() }
