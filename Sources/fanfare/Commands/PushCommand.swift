@@ -20,7 +20,13 @@ struct PushCommand: AsyncParsableCommand {
     @OptionGroup var payload: PayloadOptions
 
     @Option(help: "The device / activity push token in hex (32 to 100 bytes).")
-    var token: String
+    var token: String?
+
+    @Option(help: "Publish on this broadcast channel instead of pushing to a token (iOS 18+; --event update or end, priority 5 or 10, --expiration defaults to 0).")
+    var channelId: String?
+
+    @Option(help: "The header a broadcast's request id goes in: apns-request-id or apns-id (Apple's samples disagree).")
+    var requestIdHeader: String = BroadcastRequestIDHeader.apnsRequestID.rawValue
 
     @Flag(help: "Print the encoded JSON payload before sending.")
     var showPayload = false
@@ -30,7 +36,12 @@ struct PushCommand: AsyncParsableCommand {
         let client: APNsClient
         do {
             job = try makeJob()
-            client = try APNsClient(configuration: connection.makeClientConfiguration())
+            var configuration = try connection.makeClientConfiguration()
+            guard let header = BroadcastRequestIDHeader(rawValue: requestIdHeader) else {
+                throw UsageError("--request-id-header '\(requestIdHeader)' must be apns-request-id or apns-id")
+            }
+            configuration.broadcastRequestIDHeader = header
+            client = try APNsClient(configuration: configuration)
         } catch {
             printError("\(error)")
             throw ExitCode(64)
@@ -51,9 +62,9 @@ struct PushCommand: AsyncParsableCommand {
         client.shutdown()
         switch result.disposition {
         case .delivered:
-            print("200 delivered apns-id: \(result.apnsID)")
+            print("200 delivered \(idLabel): \(result.apnsID)")
         case .rejected(let status, let reason, let rawReason, let action, let timestamp):
-            var line = "\(status) \(reason?.rawValue ?? rawReason ?? "(no reason given)") apns-id: \(result.apnsID) action: \(action.rawValue)"
+            var line = "\(status) \(reason?.rawValue ?? rawReason ?? "(no reason given)") \(idLabel): \(result.apnsID) action: \(action.rawValue)"
             if let timestamp { line += " token-inactive-since-ms: \(timestamp)" }
             printError(line)
             printError("what to do: \(Self.advice(for: action))")
@@ -93,10 +104,18 @@ struct PushCommand: AsyncParsableCommand {
         }
     }
 
+    /// How the result names the request's id.
+    private var idLabel: String { channelId == nil ? "apns-id" : requestIdHeader }
+
     private func makeJob() throws -> PushJob {
+        if let channelId {
+            guard token == nil else { throw UsageError("give --token or --channel-id, not both") }
+            return try makeBroadcast(channelId)
+        }
+        guard let tokenText = self.token else { throw UsageError("give --token (a push to one activity) or --channel-id (a broadcast)") }
         let token: DeviceToken
         do {
-            token = try DeviceToken(hex: self.token)
+            token = try DeviceToken(hex: tokenText)
         } catch {
             throw UsageError("--token: \(error)")
         }
@@ -115,6 +134,36 @@ struct PushCommand: AsyncParsableCommand {
         return PushJob(
             token: token, payload: bytes, priority: try payload.makePriority(), expiration: payload.expiration,
             collapseID: try payload.validatedCollapseID(), apnsID: apnsID)
+    }
+
+    /// A broadcast (apns-spec.md §8.3): `update` or `end` only, priority 5 or 10, `apns-expiration` 0 unless
+    /// given, no collapse id, payload up to 5120 bytes.
+    private func makeBroadcast(_ text: String) throws -> PushJob {
+        let channel: BroadcastChannelID
+        do {
+            channel = try BroadcastChannelID(pathSafe: text)
+        } catch {
+            throw UsageError("--channel-id '\(PrintableText.escaping(text, limit: 120))': \(error)")
+        }
+        guard payload.event != "start" else {
+            throw UsageError("--event start: a broadcast cannot start a Live Activity; send a push-to-start to a token with --input-push-channel")
+        }
+        let priority = try payload.makePriority()
+        guard priority != .powerSaving else { throw UsageError("--priority 1: a broadcast's priority must be 5 or 10") }
+        guard payload.collapseId == nil else { throw UsageError("--collapse-id is not sent on a broadcast") }
+        let content = try payload.makeContent(now: Int64(Date().timeIntervalSince1970))
+        let bytes: PushPayload
+        do {
+            bytes = try PushPayload(liveActivity: content, limit: PayloadLimits.broadcast)
+        } catch {
+            throw UsageError("payload: \(error)")
+        }
+        var requestID: PushIdentifier?
+        if let text = payload.apnsId {
+            guard let parsed = PushIdentifier(text) else { throw UsageError("--apns-id '\(text)' is not a UUID (8-4-4-4-12 hex)") }
+            requestID = parsed
+        }
+        return PushJob(channel: channel, payload: bytes, priority: priority, expiration: payload.expiration ?? 0, apnsID: requestID)
     }
 
     static func advice(for action: PushAction) -> String {

@@ -48,9 +48,43 @@ struct ConnectionOptions: ParsableArguments {
         return sandbox ? .sandbox : .production
     }
 
+    /// The channel management endpoint: `--endpoint` (a simulator's management port), else Apple's management
+    /// host and port of production or `--sandbox` (apns-spec.md §1.1).
+    func resolvedChannelManagementEndpoint() throws(UsageError) -> Endpoint {
+        if let endpoint {
+            if sandbox { throw UsageError("give either --endpoint or --sandbox, not both") }
+            return try Endpoint(parsing: endpoint)
+        }
+        let environment: APNsEndpoint = sandbox ? .sandbox : .production
+        return Endpoint(host: environment.channelManagementHost, port: UInt16(environment.channelManagementPort))
+    }
+
+    /// Builds the channel manager's configuration with the same flags, files and provider token as pushes.
+    func makeChannelManagementConfiguration() throws -> ChannelManagementConfiguration {
+        let endpoint = try resolvedChannelManagementEndpoint()
+        let (tls, tokens, bundleID) = try makeAuthentication()
+        var configuration = ChannelManagementConfiguration(
+            host: endpoint.host, port: endpoint.port, tls: tls, providerTokens: tokens, bundleID: bundleID)
+        configuration.requestTimeout = .milliseconds(Int64(timeout * 1000))
+        configuration.addressFamilies = try Self.addressFamilies(addressFamily)
+        return configuration
+    }
+
     /// Builds the client configuration, checking every file and identifier with a clear message.
     func makeClientConfiguration() throws -> ClientConfiguration {
         let endpoint = try resolvedEndpoint()
+        let (tls, tokens, bundleId) = try makeAuthentication()
+        var configuration = ClientConfiguration(
+            host: endpoint.host, port: endpoint.port, tls: tls, providerTokens: tokens,
+            topic: Topic.liveActivity(bundleID: bundleId))
+        configuration.bundleID = bundleId
+        configuration.requestTimeout = .milliseconds(Int64(timeout * 1000))
+        configuration.addressFamilies = try Self.addressFamilies(addressFamily)
+        return configuration
+    }
+
+    /// Trust store, client certificate, provider token and bundle id, checked with a clear message each.
+    private func makeAuthentication() throws -> (TLSContext, ProviderTokenSource?, String) {
         guard timeout > 0 && timeout <= 3600 else { throw UsageError("--timeout must be between 0 and 3600 seconds") }
         guard let bundleId else { throw UsageError("give --bundle-id (the app's bundle ID, e.g. com.example.app)") }
         guard !bundleId.isEmpty, !bundleId.contains(where: { $0 == " " || $0 == "/" }) else {
@@ -77,12 +111,7 @@ struct ConnectionOptions: ParsableArguments {
         } else if clientCert == nil {
             throw UsageError("give --auth-key with --key-id and --team-id (token authentication), or --client-cert")
         }
-        var configuration = ClientConfiguration(
-            host: endpoint.host, port: endpoint.port, tls: tls, providerTokens: tokens,
-            topic: Topic.liveActivity(bundleID: bundleId))
-        configuration.requestTimeout = .milliseconds(Int64(timeout * 1000))
-        configuration.addressFamilies = try Self.addressFamilies(addressFamily)
-        return configuration
+        return (tls, tokens, bundleId)
     }
 
     /// The environment variable that may hold the provider key's PEM text instead of `--auth-key`.
