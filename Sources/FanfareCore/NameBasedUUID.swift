@@ -33,6 +33,16 @@ public struct NameBasedUUID: Sendable, Equatable {
         self.init(finishing: hasher)
     }
 
+    /// The id of wave `wave`'s broadcast on `channel` (iOS 18 broadcast channels): the name is the wave id as 8
+    /// bytes big-endian, then the channel id's base64 text, in ``waveNamespace``. A broadcast sent again after a
+    /// restart carries the same id.
+    public init(wave: UInt64, channel: BroadcastChannelID) {
+        var hasher = Self.hasher(namespace: Self.waveNamespace)
+        hasher.update(bigEndian: wave)
+        channel.withUnsafeBytes { hasher.update($0) }
+        self.init(finishing: hasher)
+    }
+
     /// A hasher that has taken `namespace`'s 16 bytes: append the name with `update`, then pass it to
     /// ``init(finishing:)``.
     public static func hasher(namespace: NameBasedUUID) -> SHA1 {

@@ -53,6 +53,10 @@ public struct FanoutConfiguration: Sendable {
     /// An `end` without `dismissal-date` stays up to 4 h (apns-spec.md §3): retire its channel after this.
     /// A later `dismissal-date` is capped to it too (iOS removes an ended activity within 4 hours).
     public var defaultDismissalWindow: Duration = .seconds(4 * 3600)
+    /// The APNs channel management endpoint (apns-spec.md §8.2) for the audience planner: with it the engine
+    /// creates broadcast channels (`createBroadcastChannel(for:storagePolicy:)`) and deletes the ones it created
+    /// once their match ended. nil: links only to channels the caller created, and none are deleted.
+    public var channelManagement: ChannelManagementConfiguration?
     /// Sees every push result (each attempt, retries included) on the worker thread that finished it, before
     /// the engine accounts it: for audits and tests (the fault-matrix test checks each token against the
     /// simulator's log with it). Must be quick and must not block; nil costs one branch per push.

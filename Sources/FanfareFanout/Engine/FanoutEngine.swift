@@ -21,6 +21,12 @@ public enum FanoutError: Error, Sendable, CustomStringConvertible {
     case environmentMismatch(host: String, hostEnvironment: APNsEnvironment, environment: APNsEnvironment)
     /// `client.topic` is not this app's: every token would be answered DeviceTokenNotForTopic.
     case topicMismatch(topic: String, bundleID: String)
+    /// A broadcast link the engine refuses (what is wrong).
+    case invalidBroadcastLink(String)
+    /// Creating or deleting an APNs broadcast channel needs `FanoutConfiguration.channelManagement`.
+    case noChannelManagement
+    /// The channel management API failed (APNs' answer or the transport's error).
+    case broadcast(String)
 
     public var description: String {
         switch self {
@@ -33,6 +39,10 @@ public enum FanoutError: Error, Sendable, CustomStringConvertible {
             return "more than \(limit) channels in use at once; a channel no token follows and no wave runs on is "
                 + "forgotten at the next maintenance pass (runMaintenance) and no longer counts"
         case .invalidConfiguration(let field, let problem): return "fan-out configuration: \(field): \(problem)"
+        case .invalidBroadcastLink(let problem): return "broadcast link: \(problem)"
+        case .noChannelManagement:
+            return "no channel management configured (FanoutConfiguration.channelManagement): the engine cannot create or delete APNs broadcast channels"
+        case .broadcast(let message): return "APNs channel management: \(message)"
         case .environmentMismatch(let host, let hostEnvironment, let environment):
             let right = FanoutConfiguration.apnsHosts.first { $0.value == environment && !$0.key.contains("development") }?.key ?? "?"
             return "client.host \(host) is APNs \(hostEnvironment), but the engine serves \(environment) tokens: "
@@ -58,27 +68,31 @@ public final class FanoutEngine: Sendable {
     private let client: APNsClient
     private let store: TokenStore
     let waveStore: (any WaveStore)?
-    private let registryWorker: RegistryWorker
+    let registryWorker: RegistryWorker
     private let router: ResultRouter
     private let breaker: InvalidTokenBreaker
     private let history: WaveHistory
     /// Writes checkpoints, final reports and retirements when the engine has a wave store.
     private let checkpointWriter: CheckpointWriter?
-    private let control: Mutex<ControlState>
+    let control: Mutex<ControlState>
     /// Pending retirements have their own lock: wave completions (on worker threads) add to them, and a worker
     /// must never wait for the control lock (its holder may be waiting for that worker's queue to drain).
     private let retirements = Mutex<[String: Int64]>([:])
     /// One channel sweep at a time.
     private let sweeping = Mutex<Void>(())
-    private let isShutDown = Atomic<Bool>(false)
+    let isShutDown = Atomic<Bool>(false)
     private let enqueuingPushes = Atomic<Int>(0)
     /// Published waves not complete yet (refused past `maximumUnfinishedWaves`).
     private let unfinishedWaves = Atomic<Int>(0)
+    /// Where broadcast links are kept (the token store, when it is a `BroadcastLinkStore`); nil: in memory only.
+    let linkStore: (any BroadcastLinkStore)?
+    /// Creates and deletes APNs broadcast channels (`FanoutConfiguration.channelManagement`).
+    let channelManager: BroadcastChannelManager?
 
     /// Channels in use at once (every shard indexes them by the engine's 15-bit channel id).
     public static let maximumChannels = FanoutCookie.maximumWaves
 
-    private struct ControlState {
+    struct ControlState {
         var channels: ChannelDirectory
         /// The newest timestamp published per channel (kept for channels the directory forgot, and loaded from
         /// the wave store at start: latest state wins across restarts).
@@ -86,6 +100,18 @@ public final class FanoutEngine: Sendable {
         var nextWaveID: UInt64 = 1
         /// Stamps every command that names a channel (and publishes, which shards check for order).
         var nextSequence: UInt64 = 1
+        /// Channels linked to an APNs broadcast channel (the audience planner, docs/fanout.md).
+        var links: [String: LinkedChannel] = [:]
+        /// Activities registered as subscribed to each channel's broadcasts (broadcast subscriptions).
+        var subscribers: [String: Int] = [:]
+    }
+
+    /// A channel's APNs broadcast channel, as the planner uses it.
+    struct LinkedChannel {
+        var channelID: BroadcastChannelID
+        /// 0: no message stored (`apns-expiration` must be 0); 1: the most recent message stored.
+        var storagePolicy: Int
+        var link: BroadcastLink
     }
 
     /// Checks the configuration, loads the app's tokens from `store` into the shards, then starts the workers.
@@ -126,6 +152,25 @@ public final class FanoutEngine: Sendable {
         self.shards = shards
         let channels = try Self.load(from: store, into: shards, configuration: configuration)
         var controlState = ControlState(channels: channels)
+        // The audience planner's links and subscriber counts.
+        linkStore = store as? any BroadcastLinkStore
+        do {
+            for link in try linkStore?.broadcastLinks(bundleID: configuration.bundleID, environment: configuration.environment) ?? [] {
+                guard let channelID = try? BroadcastChannelID(link.channelID) else {
+                    configuration.logger.error("broadcast: the stored link of \(link.channel) names channel id '\(link.channelID)', not base64; ignored")
+                    continue
+                }
+                controlState.links[link.channel] = LinkedChannel(channelID: channelID, storagePolicy: link.storagePolicy, link: link)
+            }
+            controlState.subscribers = try store.subscriptionCounts(bundleID: configuration.bundleID, environment: configuration.environment)
+        } catch {
+            throw .registry(error)
+        }
+        if let management = configuration.channelManagement {
+            do { channelManager = try BroadcastChannelManager(configuration: management) } catch { throw .client("channel management: \(error)") }
+        } else {
+            channelManager = nil
+        }
         var unfinished: [UnfinishedWave] = []
         if let waveStore {
             let writer = CheckpointWriter(
@@ -201,6 +246,7 @@ public final class FanoutEngine: Sendable {
         RegistrationBatch.Entry(
             token: registration.token, pushToStart: registration.kind == .pushToStart,
             frequentUpdates: registration.frequentUpdates,
+            supportsBroadcast: registration.kind == .pushToStart && registration.supportsBroadcast,
             registeredAt: UInt32(clamping: registration.lastSeenAt / 1000), channels: channels)
     }
 
@@ -274,6 +320,14 @@ public final class FanoutEngine: Sendable {
                 configuration.logger.warning(
                     "durable waves: wave \(record.id) ran on \(record.shardCount) shards, this engine has \(shards.count): it starts over")
             }
+            var channelPayload: PushPayload?
+            if let bytes = record.channelPayload {
+                channelPayload = try? bytes.withUnsafeBytes { bytes throws(PayloadError) in try PushPayload(copying: bytes) }
+            }
+            let broadcastChannel = record.broadcastChannelID.flatMap { try? BroadcastChannelID($0) }
+            if record.broadcastChannelID != nil && broadcastChannel == nil {
+                configuration.logger.error("durable waves: wave \(record.id)'s broadcast channel id is not base64; its broadcast is not sent")
+            }
             var content = LiveActivityContent(event: event, timestamp: record.timestamp)
             content.dismissalDate = record.dismissalDate
             let update = ChannelUpdate(
@@ -291,13 +345,21 @@ public final class FanoutEngine: Sendable {
                 state.nextSequence += 1
                 let channel = state.channels.mention(record.channel, sequence: sequence)
                 state.channels.setLatestTimestamp(max(state.latest[record.channel] ?? record.timestamp, record.timestamp), of: channel)
+                // The broadcast half as published; its outcome comes from its shard's checkpoint.
+                let broadcast = broadcastChannel.map { channelID in
+                    BroadcastPart(
+                        channelID: channelID, subscribers: state.subscribers[record.channel] ?? 0,
+                        expiration: state.links[record.channel]?.storagePolicy == 1 ? record.freshUntil ?? 0 : 0, wave: record.id,
+                        shard: Self.broadcastShard(record.channel, shards: shards.count))
+                }
                 let resumed = Wave(
                     id: record.id, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
-                    publishedAtWall: record.publishedAt, restarts: restarts + 1,
+                    publishedAtWall: record.publishedAt, restarts: restarts + 1, broadcast: broadcast,
                     onComplete: { [weak self] wave in self?.waveCompleted(wave) })
                 // Its tallies start from the checkpoints (the shards store them before anything is sent).
                 let published = PublishedUpdate(
-                    wave: resumed, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline)
+                    wave: resumed, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline,
+                    channelPayload: channelPayload)
                 published.hasAlert = record.hasAlert
                 unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
                 history.append(resumed)
@@ -372,6 +434,7 @@ public final class FanoutEngine: Sendable {
             let sequence = state.nextSequence
             state.nextSequence += 1
             for id in pinned { state.channels.unpin(id, sequence: sequence) }
+            Self.apply(result.subscriptionDeltas, to: &state.subscribers)
             guard !isShutDown.load(ordering: .acquiring) else { return }
             for (index, entries) in perShard.enumerated() where !entries.isEmpty {
                 enqueueWaiting(.register(RegistrationBatch(entries)), shard: index)
@@ -452,6 +515,16 @@ public final class FanoutEngine: Sendable {
         do { payload = try PushPayload(liveActivity: update.content) } catch { throw .invalidPayload(error) }
         let publishedAt = monotonicNow()
         let deadline = freshFor.map { publishedAt &+ UInt64($0) * 1_000_000_000 } ?? 0
+        // A kick-off on a linked channel: iOS 18+ devices get `input-push-channel` (their activity then follows
+        // the channel's broadcasts); encoded outside the lock, for the link as it is now.
+        var channelPayload: PushPayload?
+        var kickOffLink: BroadcastChannelID?
+        if update.content.event == .start, let link = control.withLock({ $0.links[update.channel]?.channelID }) {
+            var content = update.content
+            content.inputPushChannel = link.description
+            do { channelPayload = try PushPayload(liveActivity: content) } catch { throw .invalidPayload(error) }
+            kickOffLink = link
+        }
 
         return try control.withLock { state throws(PublishError) -> Wave in
             guard !isShutDown.load(ordering: .acquiring) else { throw .shutDown }
@@ -471,6 +544,9 @@ public final class FanoutEngine: Sendable {
                 throw .backPressure(shard: shard.index)
             }
             let publishedAtWall = Self.wallMilliseconds()
+            let broadcast = broadcastPart(for: update, wave: state.nextWaveID, in: state)
+            // The kick-off variant only if the link did not change since it was encoded.
+            let publishedChannelPayload = kickOffLink != nil && kickOffLink == state.links[update.channel]?.channelID ? channelPayload : nil
             if let waveStore {
                 // Durable before anything is sent or `publish` returns (one transaction; under the lock so ids,
                 // sequences and the store agree).
@@ -480,7 +556,8 @@ public final class FanoutEngine: Sendable {
                     priority: update.priority.rawValue, hasAlert: update.hasAlert,
                     payload: Array(payload.bytes), freshUntil: update.freshUntil, collapseID: update.collapseID,
                     dismissalDate: update.content.dismissalDate, publishedAt: publishedAtWall, shardCount: shards.count,
-                    startKeys: [])
+                    startKeys: [], broadcastChannelID: broadcast?.channelID.description,
+                    channelPayload: publishedChannelPayload.map { Array($0.bytes) })
                 do { try waveStore.saveWave(record) } catch { throw .storage("\(error)") }
             }
             let sequence = state.nextSequence
@@ -490,15 +567,33 @@ public final class FanoutEngine: Sendable {
             state.latest[update.channel] = max(state.latest[update.channel] ?? .min, update.content.timestamp)
             let wave = Wave(
                 id: state.nextWaveID, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
-                publishedAtWall: publishedAtWall, onComplete: { [weak self] wave in self?.waveCompleted(wave) })
+                publishedAtWall: publishedAtWall, broadcast: broadcast, onComplete: { [weak self] wave in self?.waveCompleted(wave) })
             state.nextWaveID += 1
             let published = PublishedUpdate(
-                wave: wave, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline)
+                wave: wave, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline,
+                channelPayload: publishedChannelPayload)
             unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
             history.append(wave)
             for shard in shards { enqueueControl(.publish(published), shard: shard) }
             return wave
         }
+    }
+
+    /// The broadcast half of a wave about to be published: an update or end on a linked channel. Its shard is
+    /// the channel's (one shard sends all of a channel's broadcasts, so they stay in order). Holding `control`.
+    private func broadcastPart(for update: ChannelUpdate, wave: UInt64, in state: ControlState) -> BroadcastPart? {
+        guard update.content.event != .start, let link = state.links[update.channel] else { return nil }
+        return BroadcastPart(
+            channelID: link.channelID, subscribers: state.subscribers[update.channel] ?? 0,
+            expiration: link.storagePolicy == 0 ? 0 : update.freshUntil ?? 0, wave: wave,
+            shard: Self.broadcastShard(update.channel, shards: shards.count))
+    }
+
+    /// The shard that sends a channel's broadcasts (by name: the same after a restart).
+    static func broadcastShard(_ channel: String, shards: Int) -> Int {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325  // FNV-1a
+        for byte in channel.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return Int(hash % UInt64(shards))
     }
 
     /// `freshUntil` at most this far ahead (s): APNs stores a push up to 30 days (apns-spec.md §2).
@@ -587,6 +682,14 @@ public final class FanoutEngine: Sendable {
         checkpointWriter?.saveRetirement(channel: wave.channel, dueAt: at)
     }
 
+    /// Per-channel changes of the broadcast subscription counts (the registry's deltas).
+    static func apply(_ deltas: [String: Int], to counts: inout [String: Int]) {
+        for (channel, delta) in deltas {
+            let count = (counts[channel] ?? 0) + delta
+            counts[channel] = count > 0 ? count : nil
+        }
+    }
+
     static func wallMilliseconds() -> Int64 {
         var spec = timespec()
         clock_gettime(CLOCK_REALTIME, &spec)
@@ -606,8 +709,9 @@ public final class FanoutEngine: Sendable {
         }
         for channel in due {
             do {
-                _ = try store.retireUpdateTokens(following: channel)
+                let retired = try store.retire(following: channel)
                 control.withLock { state in
+                    Self.apply(retired.subscriptionDeltas, to: &state.subscribers)
                     guard !isShutDown.load(ordering: .acquiring), let id = state.channels.id(of: channel) else { return }
                     let sequence = state.nextSequence
                     state.nextSequence += 1
@@ -618,6 +722,8 @@ public final class FanoutEngine: Sendable {
                 registryWorker.noteError("retiring channel \(channel): \(error)")
             }
         }
+        for channel in due { scheduleLinkRemoval(channel, dueAt: now) }
+        removeDueLinks(now: now)
         if let waveStore {
             do {
                 if !due.isEmpty {
@@ -630,8 +736,9 @@ public final class FanoutEngine: Sendable {
         }
         let lifetime = Int64(Self.nanoseconds(configuration.activityLifetime) / 1_000_000)
         do {
-            let old = try store.retireUpdateTokens(createdBefore: now * 1000 - lifetime)
-            if !old.isEmpty { applyRemoval(old) }
+            let old = try store.retire(createdBefore: now * 1000 - lifetime)
+            if !old.subscriptionDeltas.isEmpty { control.withLock { Self.apply(old.subscriptionDeltas, to: &$0.subscribers) } }
+            if !old.tokens.isEmpty { applyRemoval(old.tokens) }
         } catch {
             registryWorker.noteError("retiring old activities: \(error)")
         }
@@ -762,6 +869,7 @@ public final class FanoutEngine: Sendable {
     /// either is refused with `.shutDown` or gets its outcome.
     public func shutdown() {
         guard !isShutDown.exchange(true, ordering: .sequentiallyConsistent) else { return }
+        channelManager?.shutdown()
         // Control commands are queued under the lock after checking the flag: once we have held it, no more come.
         control.withLock { _ in }
         while enqueuingPushes.load(ordering: .sequentiallyConsistent) > 0 { usleep(100) }

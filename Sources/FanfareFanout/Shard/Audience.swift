@@ -175,6 +175,16 @@ enum FanoutCookie {
 
     static func single(_ slot: Int) -> UInt64 { UInt64(slot) | UInt64(singlePush) << 48 }
 
+    /// The top bit marks a wave's broadcast; the channel bits then name its lane, the wave bits its wave.
+    static let broadcastBit: UInt64 = 1 << 63
+
+    static func broadcast(channel: Int, wave: Int) -> UInt64 {
+        broadcastBit | UInt64(wave) << 48 | UInt64(channel) << 32
+    }
+
+    static func isBroadcast(_ cookie: UInt64) -> Bool { cookie & broadcastBit != 0 }
+    static func broadcastChannel(_ cookie: UInt64) -> Int { Int(cookie >> 32 & 0x7FFF) }
+
     static func member(_ cookie: UInt64) -> MemberRef { MemberRef(raw: cookie) }
     static func wave(_ cookie: UInt64) -> Int { Int(cookie >> 48 & 0x7FFF) }
 }

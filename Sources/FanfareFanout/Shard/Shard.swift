@@ -49,6 +49,11 @@ final class Shard: PushProducer, @unchecked Sendable {
     @exclusivity(unchecked) private var activeAudiences: [Int] = []
     @exclusivity(unchecked) private var nextActive = 0
 
+    // Broadcasts (channels linked to an APNs broadcast channel) this shard sends, by engine channel id.
+    @exclusivity(unchecked) private var broadcastLanes: [UInt16: BroadcastLane] = [:]
+    /// Lanes with a broadcast waiting to go (poll looks at the lanes only then).
+    @exclusivity(unchecked) private var broadcastsWaiting = 0
+
     // Members waiting: lane 0 is "ready now", lane 1 the minimum interval, lanes 2... retry back-offs.
     @exclusivity(unchecked) private var lanes: [DueLane]
     private static let readyLane = 0
@@ -146,6 +151,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         var flags: TokenTable.Flags = []
         if entry.pushToStart { flags.insert(.pushToStart) }
         if entry.frequentUpdates { flags.insert(.frequentUpdates) }
+        if entry.supportsBroadcast { flags.insert(.supportsBroadcast) }
 
         var carriedBudget: UInt32 = 0
         if let existing = tokenIndex.find(entry.token, in: tokens) {
@@ -263,6 +269,9 @@ final class Shard: PushProducer, @unchecked Sendable {
                     inUse = true
                 }
             }
+            if let lane = broadcastLanes[UInt16(channel)] {
+                if lane.isIdle { broadcastLanes[UInt16(channel)] = nil } else { inUse = true }
+            }
             if inUse { used.append(UInt16(channel)) }
         }
         // Trailing channels nothing uses: drop their audiences altogether.
@@ -376,7 +385,9 @@ final class Shard: PushProducer, @unchecked Sendable {
 
     /// Starts a wave on this shard over `walk` (positions still to visit); `counted` members already have their
     /// outcome in the tally (a resumed wave's checkpoint).
-    private func begin(_ update: PublishedUpdate, audienceIndex: Int, walk: WaveWalk, permit: Int, counted: Int) {
+    private func begin(
+        _ update: PublishedUpdate, audienceIndex: Int, walk: WaveWalk, permit: Int, counted: Int, possiblySent: Bool = false
+    ) {
         let tally = update.wave.tallies[index]
         epoch &+= 1
         let remaining = walk.count
@@ -386,6 +397,11 @@ final class Shard: PushProducer, @unchecked Sendable {
         waves[slot] = ShardWave(
             update: update, tally: tally, channel: Int(update.channel), kind: update.kind, epoch: epoch,
             outstanding: remaining, unvisited: remaining, cursorDone: remaining == 0)
+        if let part = update.wave.broadcast, part.shard == index, part.outcome == .pending {
+            // The broadcast is one more outcome this shard owes the wave.
+            waves[slot]!.outstanding += 1
+            queueBroadcast(slot, channel: update.channel, possiblySent: possiblySent)
+        }
         audiences[audienceIndex].walk = walk
         audiences[audienceIndex].walkValid = true
         audiences[audienceIndex].currentWave = UInt16(slot + 1)
@@ -461,6 +477,8 @@ final class Shard: PushProducer, @unchecked Sendable {
         if nextReadySingle < readySingles.count { return .push(sendSingle(now: now)) }
         // The breaker is open: waves wait (the resume command kicks the worker). A graceful shutdown stops them.
         if paused || stoppingWaves { return .wait(until: now &+ (stoppingWaves ? 5_000_000 : 1_000_000_000)) }
+        // A broadcast reaches a whole channel's subscribers in one request: it goes before members.
+        if broadcastsWaiting > 0, let job = nextBroadcast(now: now) { return .push(job) }
         // Members whose back-off or interval ended come first: they have waited longest.
         for lane in lanes.indices {
             while let raw = lanes[lane].popDue(now: now) {
@@ -475,6 +493,9 @@ final class Shard: PushProducer, @unchecked Sendable {
         }
         var wake = now &+ 1_000_000_000
         for lane in lanes { if let due = lane.nextDue { wake = min(wake, due) } }
+        if broadcastsWaiting > 0 {
+            for lane in broadcastLanes.values where lane.waiting != 0 && lane.inFlight == 0 { wake = min(wake, lane.notBefore) }
+        }
         return .wait(until: wake)
     }
 
@@ -636,11 +657,144 @@ final class Shard: PushProducer, @unchecked Sendable {
         audiences[audienceIndex].states[member] = .inFlight
         let ref = MemberRef(channel: audienceIndex >> 1, kind: audienceIndex & 1 == 0 ? .update : .pushToStart, member: member)
         let token = tokens.token(UInt32(tokenSlot))
+        let payload: PushPayload
+        if let channelPayload = update.channelPayload, tokens.flags[tokenSlot].contains(.supportsBroadcast) {
+            payload = channelPayload
+        } else {
+            payload = update.payload
+        }
         // The same id on every attempt, before and after a restart: a resend is recognisable as one.
         return PushJob(
-            token: token, payload: update.payload, priority: priority, expiration: update.expiration,
+            token: token, payload: payload, priority: priority, expiration: update.expiration,
             collapseID: update.collapseID, apnsID: PushIdentifier.waveID(wave: update.wave.id, token: token),
             cookie: FanoutCookie.make(ref, wave: waveSlot))
+    }
+
+    // MARK: - Broadcasts
+
+    /// `slot`'s wave has a broadcast this shard sends: it waits in its channel's lane (replacing an older one
+    /// still waiting there, which ends superseded).
+    private func queueBroadcast(_ slot: Int, channel: UInt16, possiblySent: Bool) {
+        var lane = broadcastLanes[channel] ?? BroadcastLane()
+        if lane.waiting != 0 {
+            let older = lane.waiting - 1
+            waves[older]!.update.wave.broadcast!.finish(.superseded)
+            settle(older)
+        } else {
+            broadcastsWaiting += 1
+        }
+        lane.waiting = slot + 1
+        lane.waitingPossiblySent = possiblySent
+        broadcastLanes[channel] = lane
+    }
+
+    /// The first broadcast free to go now (none out on its channel, its back-off over), as a push.
+    private func nextBroadcast(now: UInt64) -> PushJob? {
+        for (channel, lane) in broadcastLanes where lane.waiting != 0 && lane.inFlight == 0 && lane.notBefore <= now {
+            let slot = lane.waiting - 1
+            let wave = waves[slot]!
+            let update = wave.update
+            let part = update.wave.broadcast!
+            broadcastLanes[channel]!.waiting = 0
+            broadcastsWaiting -= 1
+            if update.deadline != 0 && now >= update.deadline {
+                part.finish(.expired)
+                broadcastLanes[channel]!.attempt = 0
+                settle(slot)
+                continue
+            }
+            var priority = PushPriority.normal
+            var downgraded = false
+            let wantsImmediate: Bool
+            switch update.priority {
+            case .auto: wantsImmediate = update.hasAlert
+            case .immediate: wantsImmediate = true
+            case .normal: wantsImmediate = false
+            }
+            if wantsImmediate {
+                if standardBudget.trySpend(&broadcastLanes[channel]!.budget, now: tenths(now)) {
+                    priority = .immediate
+                } else {
+                    downgraded = true
+                }
+            }
+            part.recordRequest(priority: priority, downgraded: downgraded)
+            if broadcastLanes[channel]!.waitingPossiblySent {
+                broadcastLanes[channel]!.waitingPossiblySent = false
+                part.markResent()
+            }
+            broadcastLanes[channel]!.inFlight = slot + 1
+            pushesOut &+= 1
+            return PushJob(
+                channel: part.channelID, payload: update.payload, priority: priority, expiration: part.expiration,
+                apnsID: part.apnsID, cookie: FanoutCookie.broadcast(channel: Int(channel), wave: slot))
+        }
+        return nil
+    }
+
+    /// APNs answered a broadcast (or it failed): its outcome, a retry, or the newer broadcast waiting behind it.
+    private func broadcastCompleted(_ result: PushResult, waveSlot: Int, now: UInt64) {
+        let channel = UInt16(FanoutCookie.broadcastChannel(result.cookie))
+        guard var lane = broadcastLanes[channel], lane.inFlight == waveSlot + 1, let wave = waves[waveSlot],
+            let part = wave.update.wave.broadcast
+        else {
+            assertionFailure("a result for a broadcast that is not in flight")
+            return
+        }
+        lane.inFlight = 0
+        if case .failed = result.disposition {} else { wave.tally.recordAck(now: now) }
+        var outcome: (BroadcastOutcome, Int?)?
+        switch result.disposition.action {
+        case .delivered:
+            outcome = (.delivered, nil)
+        case .retryLater, .retryOnNewConnection, .refreshProviderToken:
+            let reason = FailureReason.index(of: result.disposition)
+            if case .failed(.shutdown) = result.disposition {
+                if checkpoints != nil && lane.waiting == 0 {
+                    // A graceful shutdown of a durable engine: it waits for the next engine, possibly sent.
+                    lane.waiting = waveSlot + 1
+                    lane.waitingPossiblySent = true
+                    broadcastsWaiting += 1
+                } else {
+                    outcome = lane.waiting != 0 ? (.superseded, nil) : (.failed, reason)
+                }
+            } else if case .failed(.unconfirmed) = result.disposition, !settings.retryUnconfirmed {
+                outcome = (.failed, reason)
+            } else if lane.attempt >= maxRetries {
+                outcome = (.failed, reason)
+            } else {
+                // Back off (APNs throttles broadcasts too, §7.5), then send the newest state: this one again, or
+                // the newer one waiting behind it (then this one is superseded).
+                lane.attempt += 1
+                lane.notBefore = now &+ settings.retryDelays[lane.attempt - 1]
+                if lane.waiting != 0 {
+                    outcome = (.superseded, nil)
+                } else {
+                    lane.waiting = waveSlot + 1
+                    broadcastsWaiting += 1
+                }
+            }
+        case .fixConfiguration, .discardMessage, .dropToken:
+            outcome = (.failed, FailureReason.index(of: result.disposition))
+        }
+        if let (final, reason) = outcome {
+            if final != .superseded {
+                lane.attempt = 0
+                lane.notBefore = 0
+            }
+            broadcastLanes[channel] = lane
+            part.finish(final, reason: reason)
+            settle(waveSlot)
+        } else {
+            broadcastLanes[channel] = lane
+        }
+    }
+
+    /// What a checkpoint of `slot`'s wave records of its broadcast (nil: none, or another shard sends it).
+    private func broadcastSnapshot(_ slot: Int) -> ShardCheckpoint.Broadcast? {
+        guard let update = waveOwners[slot], let part = update.wave.broadcast, part.shard == index else { return nil }
+        let inFlight = broadcastLanes[update.channel]?.inFlight == slot + 1
+        return part.snapshot(inFlight: inFlight)
     }
 
     // MARK: - Single pushes
@@ -712,7 +866,9 @@ final class Shard: PushProducer, @unchecked Sendable {
     func pushCompleted(_ result: PushResult, now: UInt64) {
         resultsBack &+= 1
         let waveSlot = FanoutCookie.wave(result.cookie)
-        if waveSlot == FanoutCookie.singlePush {
+        if FanoutCookie.isBroadcast(result.cookie) {
+            broadcastCompleted(result, waveSlot: waveSlot, now: now)
+        } else if waveSlot == FanoutCookie.singlePush {
             singleCompleted(result)
         } else {
             memberCompleted(result, waveSlot: waveSlot, now: now)
@@ -887,7 +1043,7 @@ final class Shard: PushProducer, @unchecked Sendable {
     }
 
     private var nothingToSend: Bool {
-        activeAudiences.isEmpty && nextReadySingle == readySingles.count && lanes.allSatisfy(\.isEmpty)
+        activeAudiences.isEmpty && nextReadySingle == readySingles.count && lanes.allSatisfy(\.isEmpty) && broadcastsWaiting == 0
     }
 
     private func startWindow() {
@@ -1031,6 +1187,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         checkpoint.restarts = wave.update.wave.restarts
         (checkpoint.counters, checkpoint.failures, checkpoint.firstAck, checkpoint.lastAck) = wave.tally.snapshot(
             publishedAt: wave.update.wave.publishedAt)
+        checkpoint.broadcast = broadcastSnapshot(slot)
         checkpointGeneration &+= 1
         checkpoints.submit(
             shard: index, generation: checkpointGeneration,
@@ -1045,6 +1202,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         checkpoint.restarts = wave.update.wave.restarts
         (checkpoint.counters, checkpoint.failures, checkpoint.firstAck, checkpoint.lastAck) = wave.tally.snapshot(
             publishedAt: wave.update.wave.publishedAt)
+        checkpoint.broadcast = broadcastSnapshot(slot)
         let audienceIndex = Self.audienceIndex(wave.channel, wave.kind)
         guard audiences[audienceIndex].currentWave == UInt16(slot + 1) else {
             // A newer wave took the audience over: what is left of this one ends superseded at a restart.
@@ -1118,6 +1276,8 @@ final class Shard: PushProducer, @unchecked Sendable {
         let audienceIndex = Self.audienceIndex(channel, update.kind)
         precondition(update.sequence > audiences[audienceIndex].lastSequence, "resumed waves arrive in publish order")
         audiences[audienceIndex].lastSequence = update.sequence
+        let part = update.wave.broadcast.flatMap { $0.shard == index ? $0 : nil }
+        if let checkpoint, let state = checkpoint.broadcast { part?.restore(state) }
         if let checkpoint {
             tally.restore(checkpoint)
             let publishedAt = update.wave.publishedAt
@@ -1127,6 +1287,10 @@ final class Shard: PushProducer, @unchecked Sendable {
         if let checkpoint, checkpoint.finished {
             update.wave.shardFinished(index)
             return
+        }
+        if let part, part.outcome == .pending, checkpoint?.superseded == true || mode != .resume {
+            // Nothing more of this wave goes out: a newer one carries the channel's state (or it is stale).
+            part.finish(mode == .expire ? .expired : .superseded)
         }
         if let checkpoint, checkpoint.superseded {
             let left = max(0, checkpoint.counters.targeted - checkpoint.counters.accounted)
@@ -1141,7 +1305,11 @@ final class Shard: PushProducer, @unchecked Sendable {
             // Pending members whose token is gone (invalidated or unregistered while down) end invalidated.
             if missing > 0 { tally.invalidated.store(tally.invalidated.load(ordering: .relaxed) + missing, ordering: .relaxed) }
             let permit = checkpoints == nil ? Int.max : walk.explicitPossiblySent
-            begin(update, audienceIndex: audienceIndex, walk: walk, permit: permit, counted: counted + missing)
+            // Without a checkpoint that says otherwise, the broadcast may have gone out before the restart.
+            let broadcastPossiblySent = checkpoint?.broadcast?.possiblySent ?? true
+            begin(
+                update, audienceIndex: audienceIndex, walk: walk, permit: permit, counted: counted + missing,
+                possiblySent: broadcastPossiblySent)
             checkpointDue = true
         case .supersede, .expire:
             let left = walk.count + missing
@@ -1151,8 +1319,7 @@ final class Shard: PushProducer, @unchecked Sendable {
                 tally.expired.store(tally.expired.load(ordering: .relaxed) + left, ordering: .relaxed)
             }
             tally.targeted.store(counted + left, ordering: .relaxed)
-            var empty = walk
-            empty.deallocate()
+            walk.deallocate()
             update.wave.shardFinished(index)
         }
     }
@@ -1272,6 +1439,13 @@ final class Shard: PushProducer, @unchecked Sendable {
 
     private func endOpenOutcomes() {
         let reason = FailureReason.shutdown
+        for (channel, lane) in broadcastLanes where lane.waiting != 0 {
+            let slot = lane.waiting - 1
+            broadcastLanes[channel]!.waiting = 0
+            broadcastsWaiting -= 1
+            waves[slot]?.update.wave.broadcast?.finish(.failed, reason: reason)
+            settle(slot)
+        }
         for audienceIndex in audiences.indices {
             for member in audiences[audienceIndex].owed.indices {
                 let owedSlot = Int(audiences[audienceIndex].owed[member]) - 1

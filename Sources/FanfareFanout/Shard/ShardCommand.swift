@@ -49,6 +49,9 @@ final class PublishedUpdate: Sendable {
     let kind: Audience.Kind
     let sequence: UInt64
     let payload: PushPayload
+    /// A kick-off on a channel linked to a broadcast channel: the body for push-to-start tokens of devices that
+    /// support broadcast (with `input-push-channel`); the others get `payload`.
+    let channelPayload: PushPayload?
     let priority: UpdatePriority
     nonisolated(unsafe) var hasAlert: Bool
     /// `apns-expiration` (UNIX seconds), and the same moment on the monotonic clock (0 = none).
@@ -57,13 +60,15 @@ final class PublishedUpdate: Sendable {
     let collapseID: String?
 
     init(
-        wave: Wave, update: ChannelUpdate, channel: UInt16, sequence: UInt64, payload: PushPayload, deadline: UInt64
+        wave: Wave, update: ChannelUpdate, channel: UInt16, sequence: UInt64, payload: PushPayload, deadline: UInt64,
+        channelPayload: PushPayload? = nil
     ) {
         self.wave = wave
         self.channel = channel
         kind = update.audience
         self.sequence = sequence
         self.payload = payload
+        self.channelPayload = channelPayload
         priority = update.priority
         hasAlert = update.hasAlert
         expiration = update.freshUntil
@@ -78,6 +83,8 @@ final class RegistrationBatch: Sendable {
         let token: DeviceToken
         let pushToStart: Bool
         let frequentUpdates: Bool
+        /// Push-to-start: the device accepts `input-push-channel` (iOS 18+).
+        var supportsBroadcast = false
         /// UNIX seconds.
         let registeredAt: UInt32
         /// The engine's channel ids (`ChannelDirectory`), at least one.

@@ -20,6 +20,9 @@ struct TokenTable {
         static let alive = Flags(rawValue: 1 << 0)
         static let frequentUpdates = Flags(rawValue: 1 << 1)
         static let pushToStart = Flags(rawValue: 1 << 2)
+        /// A push-to-start token of an iOS 18+ device: its kick-off carries `input-push-channel` when the
+        /// channel is linked to a broadcast channel.
+        static let supportsBroadcast = Flags(rawValue: 1 << 3)
     }
 
     /// The sentinel slot (never alive, never freed, never targeted).

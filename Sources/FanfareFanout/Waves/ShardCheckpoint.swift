@@ -28,6 +28,20 @@ struct ShardCheckpoint: Equatable {
         var possiblySent: Bool
     }
 
+    /// The wave's broadcast, in the checkpoints of the shard that sends it (version 2).
+    struct Broadcast: Equatable {
+        /// `BroadcastOutcome` raw value.
+        var outcome: UInt8
+        var reason: String?
+        var requests: Int
+        /// `PushPriority` raw value of the last request (0: none).
+        var priority: Int
+        var downgraded: Bool
+        var resent: Bool
+        /// A request may have reached APNs: a resumed wave that sends it again counts a possible duplicate.
+        var possiblySent: Bool
+    }
+
     /// Every member this shard targeted has its outcome.
     var finished = false
     /// A newer wave took this audience over on this shard: what is left ends superseded.
@@ -46,15 +60,18 @@ struct ShardCheckpoint: Equatable {
     /// Members of the range before this key may have been sent; nil: all of it may have.
     var highWater: WalkKey?
     var pending: [Pending] = []
+    var broadcast: Broadcast?
 
+    /// 1: no broadcast; 2: a broadcast block follows the pending members.
     static let version: UInt8 = 1
+    static let broadcastVersion: UInt8 = 2
 
     // MARK: - Encoding
 
     func encoded() -> [UInt8] {
         var out: [UInt8] = []
         out.reserveCapacity(128 + pending.count * 9)
-        out.append(Self.version)
+        out.append(broadcast == nil ? Self.version : Self.broadcastVersion)
         out.append((finished ? 1 : 0) | (superseded ? 2 : 0) | (rangeDone ? 4 : 0) | (highWater == nil ? 8 : 0))
         for value in [
             restarts, counters.targeted, counters.sent, counters.delivered, counters.failed, counters.superseded,
@@ -79,6 +96,15 @@ struct ShardCheckpoint: Equatable {
         for item in pending {
             Self.put(item.hash, &out)
             out.append(item.possiblySent ? 1 : 0)
+        }
+        if let broadcast {
+            out.append(broadcast.outcome)
+            out.append((broadcast.downgraded ? 1 : 0) | (broadcast.resent ? 2 : 0) | (broadcast.possiblySent ? 4 : 0))
+            Self.put(UInt64(clamping: broadcast.requests), &out)
+            Self.put(UInt64(clamping: broadcast.priority), &out)
+            let reason = Array((broadcast.reason ?? "").utf8.prefix(255))
+            out.append(UInt8(reason.count))
+            out.append(contentsOf: reason)
         }
         return out
     }
@@ -109,7 +135,9 @@ struct ShardCheckpoint: Equatable {
     init(decoding bytes: [UInt8]) throws(DecodingError) {
         var reader = Reader(bytes: bytes)
         let version = try reader.byte()
-        guard version == Self.version else { throw DecodingError(problem: "version \(version), this engine reads \(Self.version)") }
+        guard version == Self.version || version == Self.broadcastVersion else {
+            throw DecodingError(problem: "version \(version), this engine reads \(Self.version) and \(Self.broadcastVersion)")
+        }
         let flags = try reader.byte()
         finished = flags & 1 != 0
         superseded = flags & 2 != 0
@@ -144,6 +172,18 @@ struct ShardCheckpoint: Equatable {
         for _ in 0..<pendingCount {
             let hash = try reader.word()
             pending.append(Pending(hash: hash, possiblySent: try reader.byte() != 0))
+        }
+        if version == Self.broadcastVersion {
+            let outcome = try reader.byte()
+            guard BroadcastOutcome(rawValue: outcome) != nil else { throw DecodingError(problem: "broadcast outcome \(outcome)") }
+            let flags = try reader.byte()
+            let requests = try reader.count()
+            let priority = try reader.count(limit: 10)
+            let length = Int(try reader.byte())
+            let reason = String(decoding: try reader.bytes(length), as: UTF8.self)
+            broadcast = Broadcast(
+                outcome: outcome, reason: reason.isEmpty ? nil : reason, requests: requests, priority: priority,
+                downgraded: flags & 1 != 0, resent: flags & 2 != 0, possiblySent: flags & 4 != 0)
         }
         guard reader.offset == bytes.count else { throw DecodingError(problem: "\(bytes.count - reader.offset) bytes after the end") }
         guard counters.accounted <= counters.targeted else {

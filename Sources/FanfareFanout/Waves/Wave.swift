@@ -19,6 +19,8 @@ public final class Wave: Sendable {
     /// How many times an engine resumed it after a restart.
     public let restarts: Int
     let tallies: [WaveTally]
+    /// The broadcast half, on a channel linked to an APNs broadcast channel (update and end events).
+    public let broadcast: BroadcastPart?
     /// Set when a graceful shutdown left the wave unfinished (checkpointed, resumed by the next engine).
     private let interrupted = Atomic<Bool>(false)
     private let unfinishedShards: Atomic<Int>
@@ -31,8 +33,10 @@ public final class Wave: Sendable {
 
     init(
         id: UInt64, update: ChannelUpdate, shardCount: Int, publishedAt: UInt64, breaker: InvalidTokenBreaker? = nil,
-        publishedAtWall: Int64 = 0, restarts: Int = 0, onComplete: (@Sendable (Wave) -> Void)?
+        publishedAtWall: Int64 = 0, restarts: Int = 0, broadcast: BroadcastPart? = nil,
+        onComplete: (@Sendable (Wave) -> Void)?
     ) {
+        self.broadcast = broadcast
         self.publishedAtWall = publishedAtWall
         self.restarts = restarts
         self.id = id
@@ -169,6 +173,9 @@ public struct WaveReport: Sendable, Equatable {
     public var makespan: UInt64?
     public var state = WaveState.running
     public var isComplete: Bool { state == .complete }
+    /// The broadcast half (a channel linked to an APNs broadcast channel); the counters above are the per-token
+    /// half.
+    public var broadcast: BroadcastReport?
 
     init(_ wave: Wave) {
         id = wave.id
@@ -177,6 +184,7 @@ public struct WaveReport: Sendable, Equatable {
         timestamp = wave.timestamp
         state = wave.state
         restarts = wave.restarts
+        broadcast = wave.broadcast.map(BroadcastReport.init)
         var firstAck: UInt64 = .max
         var lastAck: UInt64 = 0
         for tally in wave.tallies {

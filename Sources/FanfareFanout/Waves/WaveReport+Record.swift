@@ -24,6 +24,12 @@ extension WaveReport {
         failedByReason = record.failedByReason
         timeToFirstAck = record.timeToFirstAck
         makespan = record.makespan
+        broadcast = record.broadcast.map { part in
+            BroadcastReport(
+                channelID: part.channelID, subscribers: part.subscribers,
+                outcome: BroadcastOutcome(name: part.outcome) ?? .failed, failureReason: part.reason, requests: part.requests,
+                priority: part.priority)
+        }
     }
 
     /// The record the wave store keeps for a complete wave.
@@ -46,6 +52,11 @@ extension WaveReport {
         record.failedByReason = failedByReason
         record.timeToFirstAck = timeToFirstAck
         record.makespan = makespan
+        record.broadcast = broadcast.map { part in
+            BroadcastPartRecord(
+                channelID: part.channelID, subscribers: part.subscribers, requests: part.requests,
+                outcome: part.outcome.description, reason: part.failureReason, priority: part.priority)
+        }
         return record
     }
 }

@@ -53,6 +53,10 @@ package struct FanfareAPI: APIProtocol {
             return ServiceProblem(.internalServerError, ._internal, message)
         case .environmentMismatch, .topicMismatch:
             return ServiceProblem(.internalServerError, ._internal, "\(error)")
+        case .invalidBroadcastLink(let message):
+            return .badRequest(.invalidChannel, message, field: "channel")
+        case .noChannelManagement, .broadcast:
+            return ServiceProblem(.internalServerError, ._internal, "\(error)")
         }
     }
 

@@ -33,7 +33,7 @@ public enum AcceptedPushLogError: Error, Equatable, CustomStringConvertible {
 /// ```
 /// (shown wrapped; each record is a single line). `time` is milliseconds since the epoch; `priority` is 10
 /// when the header was absent; absent headers are `null`; a broadcast push has `"token":null` and an extra
-/// `"channel-id"`. `payload` is the body re-emitted without insignificant whitespace; a body that is not
+/// `"channel-id"` and `"apns-request-id"` (the request's, or null). `payload` is the body re-emitted without insignificant whitespace; a body that is not
 /// valid JSON (when the simulator's JSON check is off) is `"payload":null` plus `"payload-text":"…"`.
 ///
 /// `apns-id` is the response's: the request's own when it sent a valid one (lower-cased), so a push sent
@@ -132,6 +132,9 @@ public final class AcceptedPushLog {
         if route == .broadcast {
             put(",\"channel-id\":")
             putOptionalString(head.value(.apnsChannelID))
+            // The sender's id for the broadcast (a resend carries the same one); null when it sent none.
+            put(",\"apns-request-id\":")
+            putOptionalString(head.value(.apnsRequestID))
         }
         put(",\"topic\":")
         putOptionalString(head.value(.apnsTopic))
@@ -198,7 +201,7 @@ public final class AcceptedPushLog {
     /// An upper bound of one record's size: fixed keys plus 6 bytes per value byte (the `\u00XX` escape).
     static func recordBound(_ head: borrowing RequestHead, apnsID: UnsafeRawBufferPointer) -> Int {
         let valueBytes = apnsID.count + head.body.count + (head.value(.path)?.count ?? 0)
-            + (head.value(.apnsChannelID)?.count ?? 0) + (head.value(.apnsTopic)?.count ?? 0)
+            + (head.value(.apnsChannelID)?.count ?? 0) + (head.value(.apnsRequestID)?.count ?? 0) + (head.value(.apnsTopic)?.count ?? 0)
             + (head.value(.apnsPushType)?.count ?? 0) + (head.value(.apnsCollapseID)?.count ?? 0)
         return 256 + 6 * valueBytes
     }

@@ -71,6 +71,9 @@ struct DemoCommand: ParsableCommand {
     @Option(help: "Minimum seconds between two pushes to one activity (0 turns it off).")
     var minimumInterval: Double = 1
 
+    @Option(help: "match: share of the activities started with their match's broadcast channel (iOS 18+): they get each update through one broadcast, the rest per token (0 plays per-token only).")
+    var broadcastShare: Double = 0.4
+
     @OptionGroup var checkpoints: CheckpointOptions
 
     func validate() throws {
@@ -78,6 +81,7 @@ struct DemoCommand: ParsableCommand {
             throw ValidationError("--tokens, --matches, --workers, --connections and --streams must be positive")
         }
         guard minimumInterval >= 0 else { throw ValidationError("--minimum-interval must be 0 or more") }
+        guard broadcastShare >= 0 && broadcastShare <= 1 else { throw ValidationError("--broadcast-share must be in 0...1") }
         guard minutes > 0, minutes <= 7 * 24 * 60 else { throw ValidationError("--minutes must be in (0, 10080]") }
         guard churn >= 0, churn <= 0.5 else { throw ValidationError("--churn must be in 0...0.5") }
         guard sampleSeconds >= 1 else { throw ValidationError("--sample-seconds must be at least 1") }
@@ -103,12 +107,14 @@ struct DemoCommand: ParsableCommand {
         // 1. The simulator on its own core, with a fresh CA, server certificate and provider key.
         let simulate = try SimulateCommand.parse([
             "--listen", "127.0.0.1:0", "--state-dir", state, "--latency", latency, "--cpus", cpus > 1 ? "\(cpus - 1)" : "0",
-            "--bundle-id", bundleID,
+            "--bundle-id", bundleID, "--management-port", "0",
         ] + (scenario == .wave ? [] : faults.flatMap { ["--fault", $0] }))
         let simulator = try simulate.start()
         defer { simulator.shutdown() }
         let port = simulator.boundAddress.port
         print("simulator   https://127.0.0.1:\(port)  latency \(latency)\(scenario == .wave ? "" : "  faults \(faults.joined(separator: " "))")")
+        let managementPort = simulator.managementAddress?.port ?? 0
+        let planned = scenario == .match && broadcastShare > 0
 
         // 2. A fresh registry with the demo's tokens.
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
@@ -125,13 +131,15 @@ struct DemoCommand: ParsableCommand {
         let weights = Self.weights(channels.count)
         let registry = DemoRegistry(
             bundleID: bundleID, channels: channels, weights: weights, pushToStartShare: scenario == .wave ? 0 : 0.1,
-            frequentShare: 0.3)
+            frequentShare: 0.3, broadcastShare: planned ? broadcastShare : 0)
         let progress = ProgressLine()
-        let rate = try registry.fill(store, total: tokens) { done, rate in
-            progress.update("registering  \(WaveTable.group(done))/\(WaveTable.group(tokens)) tokens  \(WaveTable.group(Int(rate)))/s")
+        let (rate, subscriptions) = try registry.fill(store, total: tokens) { done, rate in
+            progress.update("registering  \(WaveTable.group(done))/\(WaveTable.group(tokens)) activities  \(WaveTable.group(Int(rate)))/s")
         }
         progress.finish(
-            "registered   \(WaveTable.group(tokens)) tokens in \(database) at \(WaveTable.group(Int(rate))) registrations/s (durable, WAL + fsync)")
+            "registered   \(WaveTable.group(tokens - subscriptions)) tokens"
+                + (subscriptions > 0 ? " and \(WaveTable.group(subscriptions)) broadcast subscriptions (iOS 18+ activities)" : "")
+                + " in \(database) at \(WaveTable.group(Int(rate))) registrations/s (durable, WAL + fsync)")
 
         // 3. The engine: loads the registry into its shards and connects to the simulator.
         let client = try clientConfiguration(state: state, port: port, bundleID: bundleID, cpus: cpus)
@@ -139,6 +147,10 @@ struct DemoCommand: ParsableCommand {
         configuration.minimumInterval = minimumInterval > 0 ? .milliseconds(Int64(minimumInterval * 1000)) : nil
         configuration.maintenanceInterval = .seconds(1)
         configuration.checkpoints = try checkpoints.configuration()
+        if planned {
+            configuration.channelManagement = ChannelManagementConfiguration(
+                host: "127.0.0.1", port: managementPort, tls: client.tls, providerTokens: client.providerTokens, bundleID: bundleID)
+        }
         let invalidated = InvalidationCounter()
         let loadStarted = Date()
         let engine = try FanoutEngine(
@@ -158,6 +170,16 @@ struct DemoCommand: ParsableCommand {
                     ? "checkpoints on: every \(checkpointing.interval) or \(WaveTable.group(checkpointing.pushes)) pushes, "
                         + "window \(WaveTable.group(checkpointing.window))"
                     : "checkpoints off"))
+        // The audience planner: every match gets an APNs broadcast channel (no message stored: a score changes
+        // often), created on the simulator's management port; Fanfare deletes it after full time.
+        if planned {
+            for channel in channels {
+                let link = try Self.blocking { try await engine.createBroadcastChannel(for: channel, storagePolicy: .noMessageStored) }
+                print(
+                    "broadcast   \(channel) → APNs channel \(link.channelID): \(WaveTable.group(engine.broadcastSubscribers(of: channel))) "
+                        + "subscribed activities get one broadcast per update, the rest per token")
+            }
+        }
 
         // 4. Play.
         let script = scenario == .wave ? MatchScript.singleWave(channel: channels[0]) : MatchScript.match(channels: channels, dismissAfter: 2)
@@ -253,6 +275,18 @@ struct DemoCommand: ParsableCommand {
         return client
     }
 
+    /// Runs async work from this synchronous command and waits for it.
+    static func blocking<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws -> T {
+        let done = DispatchSemaphore(value: 0)
+        let box = ResultBox<T>()
+        Task {
+            do { box.result = .success(try await work()) } catch { box.result = .failure(error) }
+            done.signal()
+        }
+        done.wait()
+        return try box.result!.get()
+    }
+
     /// The first match is the big one: 50%, 30%, 20% for three; equal shares beyond.
     static func weights(_ count: Int) -> [Double] {
         switch count {
@@ -262,6 +296,10 @@ struct DemoCommand: ParsableCommand {
         default: return Array(repeating: 1 / Double(count), count: count)
         }
     }
+}
+
+private final class ResultBox<T>: @unchecked Sendable {
+    var result: Result<T, any Error>?
 }
 
 /// Counts invalidation reports from the engine's registry thread.
