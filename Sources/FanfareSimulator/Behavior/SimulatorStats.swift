@@ -145,7 +145,7 @@ public struct SimulatorStats: Sendable, Equatable {
             + "\"connectionsClosed\":\(connectionsClosed),\"goAwaysSent\":\(goAwaysSent),"
             + "\"streamsRefused\":\(streamsRefused),\"streamsRefusedInjected\":\(streamsRefusedInjected),"
             + "\"connectionsReset\":\(connectionsReset),\"responsesHeld\":\(responsesHeld),"
-            + "\"maxStreamsInUse\":\(maxStreamsInUse),\"acceptedLogWriteFailures\":\(acceptedLogWriteFailures)}"
+            + "\"maxStreamsInUse\":\(maxStreamsInUse),\"acceptedLogWriteFailures\":\(acceptedLogWriteFailures),\"channelSaveFailures\":\(channelSaveFailures)}"
     }
 
     /// Non-zero rejection counts, ordered by status, then reason name.
