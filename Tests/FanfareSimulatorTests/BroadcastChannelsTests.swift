@@ -47,8 +47,11 @@ private let idC = "CCCCCCCCCCCCCCCCCCCCCC=="
         let ids = try ScriptedIDs([idA, idA, idB])
         let channels = try BroadcastChannels(environment: .production, maxChannelsPerApp: 10, file: file, makeID: ids.next)
         #expect(try channels.create(bundleID: bundle, storagePolicy: 0).id.description == idA)
-        #expect(try channels.delete(try BroadcastChannelID(idA), bundleID: bundle))
+        #expect(channels.delete(try BroadcastChannelID(idA), bundleID: bundle))
         #expect(try channels.create(bundleID: bundle, storagePolicy: 1).id.description == idB, "A was issued once: skipped")
+
+        #expect(channels.hasUnsavedChanges)
+        #expect(channels.persist() == nil && !channels.hasUnsavedChanges)
 
         let restartedIDs = try ScriptedIDs([idA, idB, idC])
         let restarted = try BroadcastChannels(environment: .production, maxChannelsPerApp: 10, file: file, makeID: restartedIDs.next)
@@ -66,26 +69,35 @@ private let idC = "CCCCCCCCCCCCCCCCCCCCCC=="
         for _ in 0..<3 { _ = try production.create(bundleID: bundle, storagePolicy: 0) }
         #expect(throws: BroadcastChannelError.limitReached(3)) { try production.create(bundleID: bundle, storagePolicy: 0) }
         _ = try production.create(bundleID: "com.example.other", storagePolicy: 0)
+        #expect(production.persist() == nil)
         // A sandbox simulator on the same file: production's channels are not its own.
         let sandbox = try BroadcastChannels(environment: .sandbox, maxChannelsPerApp: 3, file: file)
         #expect(sandbox.list(bundleID: bundle).isEmpty)
         let productionID = try #require(production.list(bundleID: bundle).first)
         #expect(sandbox.channel(productionID, bundleID: bundle) == nil)
-        #expect(try !sandbox.delete(productionID, bundleID: bundle))
+        #expect(!sandbox.delete(productionID, bundleID: bundle))
         for _ in 0..<3 { _ = try sandbox.create(bundleID: bundle, storagePolicy: 1) }
         #expect(sandbox.count == 7, "the file keeps both environments")
     }
 
-    @Test func aChangeThatCannotBeSavedChangesNothing() throws {
-        let file = ChannelStateFile(path: "/nonexistent-fanfare-directory/channels")
-        let channels = try BroadcastChannels(environment: .production, maxChannelsPerApp: 10, file: file)
-        #expect {
-            _ = try channels.create(bundleID: bundle, storagePolicy: 0)
-        } throws: { error in
-            guard case .notSaved(let problem)? = error as? BroadcastChannelError else { return false }
-            return problem.contains("/nonexistent-fanfare-directory/channels.tmp")
-        }
-        #expect(channels.count == 0 && channels.issuedCount == 0)
+    /// A save that fails puts the table back to the file's state; the ids handed out stay issued.
+    @Test func changesThatCannotBeSavedAreUndone() throws {
+        let directory = try temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let path = directory + "/channels"
+        let ids = try ScriptedIDs([idA, idB])
+        let channels = try BroadcastChannels(environment: .production, maxChannelsPerApp: 10, file: ChannelStateFile(path: path), makeID: ids.next)
+        _ = try channels.create(bundleID: bundle, storagePolicy: 0)
+        #expect(channels.persist() == nil)
+        // A directory where the temporary file goes: the next save cannot write it.
+        try FileManager.default.createDirectory(atPath: path + ".tmp", withIntermediateDirectories: false)
+        _ = try channels.create(bundleID: bundle, storagePolicy: 1)
+        #expect(channels.delete(try BroadcastChannelID(idA), bundleID: bundle))
+        let problem = try #require(channels.persist())
+        #expect(problem.contains(path + ".tmp"))
+        #expect(channels.list(bundleID: bundle).map(\.description) == [idA], "back to the file's state")
+        #expect(!channels.hasUnsavedChanges)
+        #expect(channels.issuedCount == 2, "ids once answered are never issued again")
     }
 
     @Test(arguments: [

@@ -329,6 +329,57 @@ import Testing
         #expect(reason { $0.body = "{" } == .badRequestPayload)
     }
 
+    /// With the simulator's channels: the channel is looked up after authentication and before the body.
+    @Test func broadcastsAgainstTrackedChannels() throws {
+        let channels = try BroadcastChannels(environment: .production, maxChannelsPerApp: 10, file: nil)
+        let noStorage = try channels.create(bundleID: Fixtures.bundle, storagePolicy: 0).id.description
+        let stored = try channels.create(bundleID: Fixtures.bundle, storagePolicy: 1).id.description
+        var configuration = SimulatorConfiguration()
+        func reason(_ configuration: SimulatorConfiguration = configuration, _ change: (inout TestRequest) -> Void) -> APNsReason?? {
+            var request = TestRequest.validBroadcast()
+            request.set("apns-channel-id", noStorage)
+            change(&request)
+            var validator = RequestValidator(configuration: configuration, channels: channels)
+            let auth = ConnectionAuthState(policy: configuration.providerTokenPolicy, verifier: FakeVerifier())
+            let decision = validator.decide(request.head(), auth: auth, now: Fixtures.now)
+            #expect(validator.lastWasBroadcast)
+            return .some(decision.reason)
+        }
+        #expect(reason { _ in } == .some(nil))
+        #expect(reason { $0.set("apns-channel-id", "dHdvLXdheS1jaGFubmVsLWlk") } == .channelNotRegistered)
+        #expect(reason { $0.set("apns-expiration", "1750003600") } == .badExpirationDate)
+        #expect(reason { $0.remove("apns-expiration") } == .some(nil), "absent is 0")
+        #expect(reason { $0.set("apns-expiration", "1750003600"); $0.set("apns-channel-id", stored) } == .some(nil))
+        // Rule order: priority (a header) before the channel, authentication before the channel, the channel
+        // before the body.
+        #expect(reason { $0.set("apns-priority", "1"); $0.set("apns-channel-id", "dHdvLXdheS1jaGFubmVsLWlk") } == .badPriority)
+        #expect(reason { $0.remove("apns-priority") } == .badPriority)
+        #expect(reason { $0.remove("authorization"); $0.set("apns-channel-id", "dHdvLXdheS1jaGFubmVsLWlk") } == .missingProviderToken)
+        #expect(reason { $0.body = ""; $0.set("apns-channel-id", "dHdvLXdheS1jaGFubmVsLWlk") } == .channelNotRegistered)
+        let start = #"{"aps":{"timestamp":1,"event":"start","content-state":{}}}"#
+        #expect(reason { $0.body = start } == .badRequestPayload)
+        configuration.broadcastStartEventReason = .badRequestParams
+        #expect(reason(configuration) { $0.body = start } == .badRequestParams)
+        configuration.broadcastStartEventReason = nil
+        #expect(reason(configuration) { $0.body = start } == .some(nil), "start events accepted when configured")
+        // A sandbox simulator does not see production's channels.
+        let sandbox = try BroadcastChannels(environment: .sandbox, maxChannelsPerApp: 10, file: nil)
+        var validator = RequestValidator(configuration: SimulatorConfiguration(), channels: sandbox)
+        var request = TestRequest.validBroadcast()
+        request.set("apns-channel-id", noStorage)
+        let auth = ConnectionAuthState(policy: configuration.providerTokenPolicy, verifier: FakeVerifier())
+        #expect(validator.decide(request.head(), auth: auth, now: Fixtures.now).reason == .channelNotRegistered)
+    }
+
+    @Test func thePushPortRefusesManagementPathsWhateverTheMethod() {
+        for method in ["GET", "POST", "DELETE"] {
+            var request = TestRequest.valid()
+            request.set(":method", method)
+            request.set(":path", "/1/apps/\(Fixtures.bundle)/channels")
+            #expect(decide(request).reason == .badPath, "\(method)")
+        }
+    }
+
     @Test func broadcastsCanBeTurnedOff() {
         var configuration = SimulatorConfiguration()
         configuration.acceptBroadcasts = false

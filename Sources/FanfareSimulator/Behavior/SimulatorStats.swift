@@ -26,6 +26,8 @@ public struct SimulatorStats: Sendable, Equatable {
     public var responsesHeld = 0
     /// Accepted-push log writes that failed (their records are lost; see `AcceptedPushLog`).
     public var acceptedLogWriteFailures = 0
+    /// Channel-file saves that failed (the management port's changes since were undone, its connections reset).
+    public var channelSaveFailures = 0
     /// Most streams one worker held at once (over all its connections).
     public var maxStreamsInUse = 0
     /// Times a worker grew its stream pool (each an allocation of one chunk of request heads).
@@ -82,6 +84,7 @@ public struct SimulatorStats: Sendable, Equatable {
         connectionsReset += other.connectionsReset
         responsesHeld += other.responsesHeld
         acceptedLogWriteFailures += other.acceptedLogWriteFailures
+        channelSaveFailures += other.channelSaveFailures
         maxStreamsInUse = max(maxStreamsInUse, other.maxStreamsInUse)
         streamPoolGrowths += other.streamPoolGrowths
     }
@@ -101,6 +104,7 @@ public struct SimulatorStats: Sendable, Equatable {
         connectionsReset = other.connectionsReset
         responsesHeld = other.responsesHeld
         acceptedLogWriteFailures = other.acceptedLogWriteFailures
+        channelSaveFailures = other.channelSaveFailures
         maxStreamsInUse = other.maxStreamsInUse
         streamPoolGrowths = other.streamPoolGrowths
     }
@@ -123,6 +127,7 @@ public struct SimulatorStats: Sendable, Equatable {
         lines.append("responses held: \(responsesHeld)")
         lines.append("most streams at once: \(maxStreamsInUse)")
         if acceptedLogWriteFailures > 0 { lines.append("ACCEPTED-LOG WRITE FAILURES: \(acceptedLogWriteFailures)") }
+        if channelSaveFailures > 0 { lines.append("CHANNEL FILE SAVE FAILURES: \(channelSaveFailures)") }
         return lines.joined(separator: "\n")
     }
 
@@ -140,7 +145,7 @@ public struct SimulatorStats: Sendable, Equatable {
             + "\"connectionsClosed\":\(connectionsClosed),\"goAwaysSent\":\(goAwaysSent),"
             + "\"streamsRefused\":\(streamsRefused),\"streamsRefusedInjected\":\(streamsRefusedInjected),"
             + "\"connectionsReset\":\(connectionsReset),\"responsesHeld\":\(responsesHeld),"
-            + "\"maxStreamsInUse\":\(maxStreamsInUse),\"acceptedLogWriteFailures\":\(acceptedLogWriteFailures)}"
+            + "\"maxStreamsInUse\":\(maxStreamsInUse),\"acceptedLogWriteFailures\":\(acceptedLogWriteFailures),\"channelSaveFailures\":\(channelSaveFailures)}"
     }
 
     /// Non-zero rejection counts, ordered by status, then reason name.

@@ -61,9 +61,11 @@ enum ManagementRoute: Equatable {
 ///  8. create: empty body → 400 `PayloadEmpty`; not JSON → 400 `BadRequestPayload`; not an object, an
 ///     unknown attribute, `message-storage-policy` missing or not 0/1 → 400 `BadRequestParams`; `push-type`
 ///     missing → 400 `MissingPushType`, not `LiveActivity` → 400 `InvalidPushType`; the app already has
-///     `maxChannelsPerApp` channels in this environment → 400 `CannotCreateChannelConfig`; the state file
-///     cannot be written → 500 `InternalServerError` (nothing created).
+///     `maxChannelsPerApp` channels in this environment → 400 `CannotCreateChannelConfig`.
 ///  9. otherwise 201 (create), 200 (read, list), 204 (delete).
+///
+/// Creates and deletes change the shared table at once; the worker makes them durable before any answer
+/// leaves (`BroadcastChannels.persist`, one save per batch), and resets its connections if that fails.
 ///
 /// Authentication comes after the request's shape (as on the push port, apns-spec.md §10) and before any
 /// channel is looked up, so an unauthenticated caller learns nothing about channels. The body is read last
@@ -158,11 +160,7 @@ struct ManagementRequestValidator {
                 }
                 return ManagementDecision(status: 200, reason: nil, channelID: nil, body: Array(body[0..<count]))
             }
-            do {
-                guard try channels.delete(id, bundleID: configuration.bundleID) else { return .reject(.channelNotRegistered) }
-            } catch {
-                return .reject(.internalServerError)
-            }
+            guard channels.delete(id, bundleID: configuration.bundleID) else { return .reject(.channelNotRegistered) }
             return ManagementDecision(status: 204, reason: nil, channelID: nil, body: [])
         case .create:
             // 8. body
@@ -176,10 +174,8 @@ struct ManagementRequestValidator {
             do {
                 let channel = try channels.create(bundleID: configuration.bundleID, storagePolicy: request.storagePolicy)
                 return ManagementDecision(status: 201, reason: nil, channelID: channel.id, body: [])
-            } catch .limitReached {
-                return .reject(.cannotCreateChannelConfig)
             } catch {
-                return .reject(.internalServerError)
+                return .reject(.cannotCreateChannelConfig)
             }
         }
     }

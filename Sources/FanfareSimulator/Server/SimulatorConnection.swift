@@ -114,6 +114,8 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
         guard let session else { return }
         // Accepted pushes reach the log file before any of their 200s can leave (AcceptedPushLog).
         workerRef._withUnsafeGuaranteedRef { $0.flushAcceptedLog() }
+        // Channel changes are durable before their answers leave (management port; a flag check otherwise).
+        guard workerRef._withUnsafeGuaranteedRef({ $0.role == .push || $0.persistChannels() }) else { return }
         if nghttp2_session_send(session) != 0 {
             transport.close()
             return
@@ -255,6 +257,7 @@ final class SimulatorConnection: SecureTransportDelegate, IOHandler {
     func shutDown() {
         sendGoAway(reason: .shutdown)
         worker.flushAcceptedLog()
+        guard worker.role == .push || worker.persistChannels() else { return }
         if let session, transport.state == .established { _ = nghttp2_session_send(session) }
         transport.close()
     }

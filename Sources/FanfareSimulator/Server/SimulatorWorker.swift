@@ -41,6 +41,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     @exclusivity(unchecked) private var validator: RequestValidator
     /// Management workers only.
     private let management: ManagementRequestValidator?
+    private let channels: BroadcastChannels?
     /// Response bodies larger than a slot's room (management lists), by slot; freed with the stream.
     @exclusivity(unchecked) private var overflowBodies: [Int: UnsafeMutableRawBufferPointer] = [:]
     @exclusivity(unchecked) private var random: SimulatorRandom
@@ -87,6 +88,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         slots = StreamSlots(capacity: capacity)
         headerScratch = .allocate(capacity: 8)
         validator = RequestValidator(configuration: configuration, worker: index, channels: channels)
+        self.channels = role == .management ? channels : nil
         management = role == .management ? channels.map { ManagementRequestValidator(configuration: configuration, channels: $0) } : nil
         random = SimulatorRandom(seed: configuration.seed ^ 0x5EED, stream: UInt64(index) + 1000)
         verifier = options.verifier ?? RejectAllVerifier()
@@ -162,6 +164,18 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         } catch {
             stats.acceptedLogWriteFailures += 1
         }
+    }
+
+    /// Management worker: makes the channel changes decided so far durable before any answer leaves
+    /// (connections call this before producing output). False when the save failed: the table is back to the
+    /// file's state, and every connection of this worker is reset so none of the answers to the forgotten
+    /// changes leaves (the caller must not send).
+    func persistChannels() -> Bool {
+        guard let channels, channels.hasUnsavedChanges else { return true }
+        guard channels.persist() != nil else { return true }
+        stats.channelSaveFailures += 1
+        for connection in Array(connections.values) { connection.transport.reset() }
+        return false
     }
 
     // MARK: - IOHandler

@@ -242,6 +242,41 @@ private func expectAnswer(_ run: NghttpRun, _ status: Int, _ reason: APNsReason?
         #expect(restarted.channels.issuedCount == 3, "the deleted id is remembered, so it is never issued again")
     }
 
+    /// A create whose save fails is never answered (the connection is reset) and is undone: the answer a
+    /// client gets and what a restart finds agree.
+    @Test func aCreateThatCannotBeSavedIsNeverAnswered() async throws {
+        let harness = try TestHarness(management: true, channelStateFile: "channels")
+        defer { harness.shutdown() }
+        let kept = try await createChannel(harness, policy: 0)
+        // A directory where the save's temporary file goes: the next save fails, the file keeps its state.
+        try FileManager.default.createDirectory(atPath: harness.directory + "/channels.tmp", withIntermediateDirectories: false)
+        let lost = try await nghttp(
+            port: harness.managementPort, path: channelsPath, headers: [try bearer(harness)], body: createBody(policy: 1))
+        #expect(lost.responses.isEmpty, "no answer leaves for a change that is not durable")
+        let list = try await nghttp(port: harness.managementPort, path: allChannelsPath, headers: [try bearer(harness)])
+        #expect(list.json?["channels"] as? [String] == [kept])
+        harness.shutdown()
+        #expect(harness.simulator.managementStatistics().channelSaveFailures == 1)
+    }
+
+    /// The same cap with the channels kept in a file: creates are saved in groups, one file replace per batch
+    /// of answers, so the 10,000 take seconds (one replace per create took 9 minutes).
+    @Test func tenThousandChannelsKeptInAFile() async throws {
+        let harness = try TestHarness(management: true, channelStateFile: "channels")
+        defer { harness.shutdown() }
+        let clock = ContinuousClock()
+        let started = clock.now
+        let run = try await nghttp(
+            port: harness.managementPort, path: channelsPath, headers: [try bearer(harness)], body: createBody(policy: 1), count: 10_001)
+        print("10,001 channel creates over one connection, saved to a file: \(clock.now - started)")
+        #expect(run.responses.filter { $0.status == 201 }.count == 10_000)
+        #expect(run.responses.filter { $0.status == 400 }.count == 1)
+        let port = harness.port
+        harness.simulator.shutdown()
+        let restarted = try harness.startSimulator(port: port, log: "restarted.jsonl", channelStateFile: "channels")
+        #expect(restarted.channels.list(bundleID: Fixture.bundleID).count == 10_000)
+    }
+
     /// The real cap: 10,000 channels over one connection, the next one refused; a delete makes room.
     @Test func tenThousandChannelsPerApp() async throws {
         let harness = try TestHarness(management: true)
