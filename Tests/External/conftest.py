@@ -119,7 +119,7 @@ class Service:
             items = [update_registration(token, channels) for token in tokens[start:start + batch]]
             response = self.request("POST", "/v1/tokens", json={"tokens": items})
             assert response.status_code == 200, response.text
-            assert response.json() == {"registered": len(items)}
+            assert response.json() == {"registered": len(items), "replaced": 0}
 
     def publish(self, channel, **update):
         body = {"event": "update", "content_state": {"home": 0, "away": 0}, **update}

@@ -144,7 +144,7 @@ def register_match(service, channel, update_tokens, push_to_start_tokens=0, unre
     """Tokens following `channel`; the last `unregistered` update tokens are ones APNs answers 410 for."""
     items = [{"token": random_token("0410") if i >= update_tokens - unregistered else random_token(), "kind": "update",
               "channels": [channel], "activity_id": f"{channel}-{i}"} for i in range(update_tokens)]
-    items += [{"token": random_token(), "kind": "push-to-start", "channels": [channel], "device_id": f"device-{i}",
+    items += [{"token": random_token(), "kind": "push-to-start", "channels": [channel], "device_id": f"{channel}-device-{i}",
                "attributes_type": "MatchAttributes"} for i in range(push_to_start_tokens)]
     for start in range(0, len(items), 10_000):
         response = service.request("POST", "/v1/tokens", json={"tokens": items[start:start + 10_000]})
