@@ -12,13 +12,16 @@ final class BatchProducer: PushProducer, @unchecked Sendable {
 
     private let tokens: [DeviceToken]
     private let payload: PushPayload
+    /// When set, every push is a broadcast on this channel (priority 5, expiration 0) instead of a token push.
+    private let channel: BroadcastChannelID?
     private let released = Atomic<Int>(0)
     private var sequence = 0  // worker thread only
 
-    init(tokens: [DeviceToken], payload: PushPayload) {
+    init(tokens: [DeviceToken], payload: PushPayload, channel: BroadcastChannelID? = nil) {
         precondition(!tokens.isEmpty)
         self.tokens = tokens
         self.payload = payload
+        self.channel = channel
     }
 
     /// Lets the worker take `count` more pushes.
@@ -30,8 +33,12 @@ final class BatchProducer: PushProducer, @unchecked Sendable {
         guard sequence < released.load(ordering: .acquiring) else {
             return .wait(until: now &+ Self.idlePollNanoseconds)
         }
-        let job = PushJob(
-            token: tokens[sequence % tokens.count], payload: payload, priority: .immediate, cookie: UInt64(sequence))
+        let job =
+            if let channel {
+                PushJob(channel: channel, payload: payload, priority: .normal, cookie: UInt64(sequence))
+            } else {
+                PushJob(token: tokens[sequence % tokens.count], payload: payload, priority: .immediate, cookie: UInt64(sequence))
+            }
         sequence += 1
         return .push(job)
     }

@@ -48,4 +48,15 @@ let benchmarks: @Sendable () -> Void = {
     } teardown: {
         RoundTripRig.shutDownAll()
     }
+
+    // 1000 broadcast publishes on one channel (POST /4/broadcasts/apps/<bundle id>, apns-channel-id, the answer's
+    // apns-request-id read) over the same data plane, the simulator in a child process: the client's count alone.
+    // (In this process the simulator's channel lookup would add its own allocations.)
+    Benchmark("1000BroadcastsSimulatorInChildProcess", configuration: configuration) { benchmark, rig in
+        rig.send(pushes: RoundTripRig.pushesPerIteration, benchmark: benchmark)
+    } setup: {
+        try RoundTripRig(simulator: .childProcess, broadcast: true)
+    } teardown: {
+        RoundTripRig.shutDownAll()
+    }
 }

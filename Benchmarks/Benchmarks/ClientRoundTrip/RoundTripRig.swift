@@ -4,6 +4,7 @@ import FanfareCore
 import FanfareIO
 import FanfareSimulator
 import FanfareTLS
+import Dispatch
 import Foundation
 import Synchronization
 
@@ -27,12 +28,16 @@ final class RoundTripRig: @unchecked Sendable {
 
     private static let live = Mutex<[RoundTripRig]>([])
 
-    init(simulator placement: SimulatorPlacement) throws {
+    /// `broadcast`: every push is a publish on one broadcast channel, made on the simulator's management
+    /// listener with `BroadcastChannelManager` during setup.
+    init(simulator placement: SimulatorPlacement, broadcast: Bool = false) throws {
         files = try SimulatorFiles()
         let port: UInt16
+        var managementPort: UInt16?
         switch placement {
         case .inProcess:
-            let simulator = try files.makeSimulator(cpu: CPUAffinity.cpuCount > 1 ? 1 : 0)
+            let simulator = try files.makeSimulator(cpu: CPUAffinity.cpuCount > 1 ? 1 : 0, management: broadcast)
+            managementPort = simulator.managementAddress?.port
             self.simulator = simulator
             child = nil
             port = simulator.boundAddress.port
@@ -41,6 +46,7 @@ final class RoundTripRig: @unchecked Sendable {
             self.child = child
             simulator = nil
             port = child.port
+            managementPort = child.managementPort
         }
 
         let signer = try ProviderTokenSigner(
@@ -61,7 +67,16 @@ final class RoundTripRig: @unchecked Sendable {
             event: .update, timestamp: 1_735_689_600,
             contentState: try RawJSON(validating: #"{"home":2,"away":1,"minute":63,"period":"2H"}"#),
             staleDate: 1_735_693_200)
-        producer = BatchProducer(tokens: tokens, payload: try PushPayload(liveActivity: content))
+        var channel: BroadcastChannelID?
+        if broadcast {
+            guard let managementPort, managementPort != 0 else { throw RigError("the simulator has no management listener") }
+            channel = try Self.createChannel(
+                ChannelManagementConfiguration(
+                    host: "127.0.0.1", port: managementPort, tls: configuration.tls, providerTokens: configuration.providerTokens,
+                    bundleID: SimulatorFiles.bundleID))
+        }
+        producer = BatchProducer(
+            tokens: tokens, payload: try PushPayload(liveActivity: content, limit: PayloadLimits.broadcast), channel: channel)
         client = try APNsClient(configuration: configuration, resultHandler: counter, producers: [producer])
 
         // Warm-up: connect, get past the one-stream start, fill HPACK tables and every pool.
@@ -75,6 +90,27 @@ final class RoundTripRig: @unchecked Sendable {
             throw RigError("warm-up pushes were not all delivered: \(counter.problem ?? "?")")
         }
         Self.live.withLock { $0.append(self) }
+    }
+
+    /// A storage-policy-0 channel, made through the client's channel manager (setup only).
+    private static func createChannel(_ configuration: ChannelManagementConfiguration) throws -> BroadcastChannelID {
+        let manager = try BroadcastChannelManager(configuration: configuration)
+        defer { manager.shutdown() }
+        let result = Mutex<Result<BroadcastChannelID, ChannelManagementError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            do throws(ChannelManagementError) {
+                let channel = try await manager.create(storagePolicy: .noMessageStored)
+                result.withLock { $0 = .success(channel) }
+            } catch {
+                result.withLock { $0 = .failure(error) }
+            }
+            done.signal()
+        }
+        guard done.wait(timeout: .now() + 30) == .success, let outcome = result.withLock({ $0 }) else {
+            throw RigError("creating the broadcast channel did not finish")
+        }
+        return try outcome.get()
     }
 
     /// The measured part: `pushes` pushes from producer to answer. Nothing here allocates by itself.

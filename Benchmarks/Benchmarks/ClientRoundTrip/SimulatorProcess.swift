@@ -33,7 +33,8 @@ struct SimulatorFiles {
 
     /// A simulator on 127.0.0.1 (a free port) that trusts the provider key, with its defaults (every token is
     /// accepted, no latency, 1000 streams per connection after the first accepted push).
-    func makeSimulator(cpu: Int) throws -> APNsSimulator {
+    /// `management`: also the channel management listener (for the broadcast benchmark's channel).
+    func makeSimulator(cpu: Int, management: Bool = false) throws -> APNsSimulator {
         var configuration = SimulatorConfiguration()
         configuration.bundleID = Self.bundleID
         configuration.teamID = Self.teamID
@@ -43,6 +44,7 @@ struct SimulatorFiles {
             tls: try TLSContext.server(certificateFile: certificateFile, privateKeyFile: certificateKeyFile),
             verifier: ES256ProviderTokenVerifier(try ProviderTokenVerifier(publicKeyPEMFile: publicKeyFile)))
         options.cpuAffinity = [cpu]
+        if management { options.managementListen = try SocketAddress(ip: "127.0.0.1", port: 0) }
         return try APNsSimulator(configuration: configuration, options: options)
     }
 
@@ -63,6 +65,8 @@ final class SimulatorChild {
     }
 
     let port: UInt16
+    /// The child's channel management listener (broadcast benchmarks make their channel there).
+    let managementPort: UInt16
     private let process = Process()
     private let input = Pipe()
 
@@ -77,7 +81,7 @@ final class SimulatorChild {
         process.standardOutput = output
         try process.run()
 
-        // The child's first line: "port <n>".
+        // The child's first line: "port <n> <management port>".
         var line = Data()
         while true {
             let chunk = output.fileHandleForReading.availableData
@@ -86,13 +90,13 @@ final class SimulatorChild {
             if line.contains(UInt8(ascii: "\n")) { break }
         }
         let text = String(decoding: line, as: UTF8.self)
-        guard text.hasPrefix("port "),
-            let port = UInt16(text.dropFirst(5).prefix(while: { $0.isNumber }))
-        else {
+        let words = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
+        guard words.count >= 3, words[0] == "port", let port = UInt16(words[1]), let managementPort = UInt16(words[2]) else {
             process.terminate()
             throw RigError("the simulator child process did not start: \(text.isEmpty ? "no output" : text)")
         }
         self.port = port
+        self.managementPort = managementPort
     }
 
     /// Closing its stdin tells the child to shut down; then wait for it.
@@ -112,12 +116,12 @@ final class SimulatorChild {
     static func run(directory: String) -> Never {
         let simulator: APNsSimulator
         do {
-            simulator = try SimulatorFiles(existing: directory).makeSimulator(cpu: CPUAffinity.cpuCount > 1 ? 1 : 0)
+            simulator = try SimulatorFiles(existing: directory).makeSimulator(cpu: CPUAffinity.cpuCount > 1 ? 1 : 0, management: true)
         } catch {
             print("error \(error)")
             exit(1)
         }
-        print("port \(simulator.boundAddress.port)")
+        print("port \(simulator.boundAddress.port) \(simulator.managementAddress?.port ?? 0)")
         fflush(nil)  // all streams: the parent reads this line before anything else happens
         var byte: UInt8 = 0
         while read(STDIN_FILENO, &byte, 1) > 0 {}  // until the parent closes the pipe (or exits)

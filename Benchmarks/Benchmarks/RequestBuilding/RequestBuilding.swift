@@ -45,6 +45,17 @@ let benchmarks: @Sendable () -> Void = {
         try RequestHeaders()
     }
 
+    // A broadcast's header block (POST /4/broadcasts/apps/<bundle id>): path, authority, authorization, push type
+    // and priority indexed, apns-channel-id, apns-request-id and apns-expiration as raw literals.
+    Benchmark("BroadcastHeaderBlock", configuration: configuration) { benchmark, request in
+        for _ in benchmark.scaledIterations {
+            let count = request.writeBroadcastBlock()
+            blackHole(request.block.load(fromByteOffset: count - 1, as: UInt8.self))
+        }
+    } setup: {
+        try RequestHeaders()
+    }
+
     Benchmark("APNsID", configuration: configuration) { benchmark, request in
         for _ in benchmark.scaledIterations {
             request.writeAPNsID()
@@ -98,6 +109,8 @@ final class RequestHeaders {
     /// The stream slot's job (`StreamSlots` keeps jobs in place too): an 80-byte token, the length Live Activity
     /// tokens have in practice, and PushJob's default priority (immediate).
     let job: UnsafeMutablePointer<PushJob>
+    /// A broadcast's job slot: a 24-character channel id, priority 5, expiration 0.
+    let broadcastJob: UnsafeMutablePointer<PushJob>
     var identifiers = APNsIDGenerator(seed: 0xFA4FA4E)
     let block = UnsafeMutableRawPointer.allocate(byteCount: RequestHeaders.blockCapacity, alignment: 16)
     let apnsID = UnsafeMutableRawPointer.allocate(byteCount: 40, alignment: 8)
@@ -110,8 +123,13 @@ final class RequestHeaders {
         var table = HPACKEncoderTable(maximumSize: 4096)  // as HTTP2ClientSession.init
         fields = APNsRequestHeaders.RepeatedFields(
             authority: "api.push.apple.com", usesProviderTokens: true, pushType: "liveactivity",
-            topic: "com.example.app.push-type.liveactivity",
+            topic: "com.example.app.push-type.liveactivity", broadcastBundleID: "com.example.app",
             register: { table.register(nameIndex: $0, name: $1, value: $2) })
+        broadcastJob = .allocate(capacity: 1)
+        broadcastJob.initialize(
+            to: PushJob(
+                channel: try BroadcastChannelID("dHN0LTEyMzQ1Njc4OTAxMg=="), payload: try PushPayload(#"{"aps":{}}"#), priority: .normal,
+                apnsID: PushIdentifier()))
         // A provider token's length (ES256 JWT: header.claims.signature, base64url), as `refreshAuthorization`
         // sets it.
         let jwt = "eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQzEyM0RFRkcifQ."
@@ -134,11 +152,19 @@ final class RequestHeaders {
         precondition(steady.fields[4] == "authorization: bearer \(jwt)" && steady.fields[7] == "apns-priority: 10")
         precondition(first.fields[8] == "apns-id: \(firstID)" && steady.fields[8] == "apns-id: \(job.pointee.apnsID!)")
         precondition(firstID != job.pointee.apnsID!.description && steady.fields[9] == "apns-expiration: 1735689600")
+        // A broadcast after that: its path is inserted once, then everything repeated is one index byte.
+        _ = try decodeBlock(writeBroadcastBlock(), with: &decoder)
+        let broadcast = try decodeBlock(writeBroadcastBlock(), with: &decoder)
+        precondition(broadcast.fields[2] == ":path: /4/broadcasts/apps/com.example.app" && broadcast.fields.count == 10)
+        precondition(broadcast.fields[7] == "apns-channel-id: dHN0LTEyMzQ1Njc4OTAxMg==" && broadcast.fields[9] == "apns-expiration: 0")
+        precondition(broadcast.fields[8] == "apns-request-id: \(broadcastJob.pointee.apnsID!)")
     }
 
     deinit {
         job.deinitialize(count: 1)
         job.deallocate()
+        broadcastJob.deinitialize(count: 1)
+        broadcastJob.deallocate()
         block.deallocate()
         apnsID.deallocate()
         digits.deallocate()
@@ -169,6 +195,18 @@ final class RequestHeaders {
         var writer = HPACKBlockWriter(destination: block, capacity: Self.blockCapacity)
         table.beginBlock(&writer)
         APNsRequestHeaders.write(job, fields: fields, table: &table, writer: &writer)
+        return writer.count
+    }
+}
+
+extension RequestHeaders {
+    /// A broadcast's header block with a fresh request id, as the session writes it; returns its length.
+    @inline(__always)
+    func writeBroadcastBlock() -> Int {
+        withUnsafeMutableBytes(of: &broadcastJob.pointee.apnsID!) { identifiers.write(to: $0.baseAddress!) }
+        var writer = HPACKBlockWriter(destination: block, capacity: Self.blockCapacity)
+        table.beginBlock(&writer)
+        APNsRequestHeaders.write(broadcastJob, fields: fields, table: &table, writer: &writer)
         return writer.count
     }
 }
