@@ -149,6 +149,30 @@ import Testing
         #expect(log.filter { $0.line.contains("input-push-channel") }.count == 5)
     }
 
+    @Test func aBroadcastAtPriority10SpendsTheChannelsBudgetOnceForEveryActivity() async throws {
+        let harness = try TestHarness(management: true)
+        defer { harness.shutdown() }
+        let store = try SQLiteTokenStore(path: harness.directory + "/planner.db")
+        let engine = try Self.engine(harness, store) { $0.standardBudget = PriorityBudgetProfile(perHour: 1, burst: 2) }
+        defer { engine.shutdown() }
+        try await engine.createBroadcastChannel(for: "budget", storagePolicy: .noMessageStored)
+        try engine.register([], subscriptions: Self.subscriptions(0..<50, channel: "budget"))
+        var reports: [BroadcastReport] = []
+        for goal in 1...4 {
+            let wave = try engine.publish(
+                scoreUpdate(channel: "budget", timestamp: 1_800_000_000 + Int64(goal), home: goal, away: 0, alert: true, priority: .immediate))
+            #expect(wave.waitUntilComplete(timeout: .seconds(30)))
+            reports.append(try #require(wave.report.broadcast))
+        }
+        // A burst of two at 10, then 5: the 50 subscribers share one budget, spent once per broadcast.
+        #expect(reports.map(\.priority) == [10, 10, 5, 5], "\(reports)")
+        #expect(reports.map(\.downgraded) == [false, false, true, true])
+        #expect(reports.allSatisfy { $0.outcome == .delivered && $0.subscribers == 50 })
+        engine.shutdown()
+        harness.shutdown()
+        #expect(Self.broadcasts(try harness.acceptedLog()).map { $0.int("priority") } == [10, 10, 5, 5])
+    }
+
     @Test func theEndRetiresTheLinkAndDeletesTheChannelFanfareCreated() async throws {
         let harness = try TestHarness(management: true)
         defer { harness.shutdown() }

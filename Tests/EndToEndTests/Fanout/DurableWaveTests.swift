@@ -205,6 +205,20 @@ import Testing
         var damaged = bytes
         damaged[0] = 9
         #expect(throws: ShardCheckpoint.DecodingError.self) { try ShardCheckpoint(decoding: damaged) }
+
+        // The broadcast shard's checkpoints carry the wave's broadcast (version 2).
+        checkpoint.broadcast = ShardCheckpoint.Broadcast(
+            outcome: BroadcastOutcome.failed.rawValue, reason: "TooManyRequests", requests: 4, priority: 10, downgraded: true,
+            resent: false, possiblySent: true)
+        let withBroadcast = checkpoint.encoded()
+        #expect(withBroadcast[0] == ShardCheckpoint.broadcastVersion && bytes[0] == ShardCheckpoint.version)
+        #expect(try ShardCheckpoint(decoding: withBroadcast) == checkpoint)
+        for cut in [bytes.count, withBroadcast.count - 1] {
+            #expect(throws: ShardCheckpoint.DecodingError.self) { try ShardCheckpoint(decoding: Array(withBroadcast.prefix(cut))) }
+        }
+        var badOutcome = withBroadcast
+        badOutcome[bytes.count] = 200
+        #expect(throws: ShardCheckpoint.DecodingError.self) { try ShardCheckpoint(decoding: badOutcome) }
     }
 }
 
