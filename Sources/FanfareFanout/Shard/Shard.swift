@@ -269,9 +269,6 @@ final class Shard: PushProducer, @unchecked Sendable {
                     inUse = true
                 }
             }
-            if let lane = broadcastLanes[UInt16(channel)] {
-                if lane.isIdle { broadcastLanes[UInt16(channel)] = nil } else { inUse = true }
-            }
             if inUse { used.append(UInt16(channel)) }
         }
         // Trailing channels nothing uses: drop their audiences altogether.
@@ -279,6 +276,16 @@ final class Shard: PushProducer, @unchecked Sendable {
             audiences[audiences.count - 1].deallocate()
             audiences[audiences.count - 2].deallocate()
             audiences.removeLast(2)
+        }
+        // An idle broadcast lane whose budget has fully recovered holds nothing worth keeping; otherwise its
+        // channel stays in use, so the id (and with it the budget its subscribers spent) stays the same.
+        let nowTenths = tenths(monotonicNow())
+        for (channel, lane) in broadcastLanes {
+            if lane.isIdle && lane.budget <= nowTenths {
+                broadcastLanes[channel] = nil
+            } else if !used.contains(channel) {
+                used.append(channel)
+            }
         }
         sweep.answer(used: used)
     }

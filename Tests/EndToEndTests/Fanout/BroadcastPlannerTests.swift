@@ -163,6 +163,9 @@ import Testing
                 scoreUpdate(channel: "budget", timestamp: 1_800_000_000 + Int64(goal), home: goal, away: 0, alert: true, priority: .immediate))
             #expect(wave.waitUntilComplete(timeout: .seconds(30)))
             reports.append(try #require(wave.report.broadcast))
+            // A maintenance sweep between goals (the channel has no token, only subscribers) keeps what the
+            // budget remembers.
+            engine.forgetUnusedChannels()
         }
         // A burst of two at 10, then 5: the 50 subscribers share one budget, spent once per broadcast.
         #expect(reports.map(\.priority) == [10, 10, 5, 5], "\(reports)")
