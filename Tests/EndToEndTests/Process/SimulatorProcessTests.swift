@@ -66,7 +66,8 @@ import Testing
 
         let collector = ResultCollector()
         var configuration = try SimulatorProcess.clientConfiguration(stateDirectory: state, port: port)
-        configuration.requestTimeout = .seconds(30)
+        // Generous: on a loaded machine the second (debug) simulator process may take many seconds to start.
+        configuration.requestTimeout = .seconds(120)
         configuration.maxResends = 50
         let client = try APNsClient(configuration: configuration, resultHandler: collector)
         defer { client.shutdown() }
@@ -74,7 +75,7 @@ import Testing
         let count = 6000
         let submitting = Task { try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) }) }
 
-        let killedAt = try await perform(when: { collector.count >= 1500 }) { () -> Int in
+        let killedAt = try await perform(when: { collector.count >= 1500 }, timeout: .seconds(120)) { () -> Int in
             first.kill()
             return collector.count
         }
@@ -83,7 +84,7 @@ import Testing
         #expect(second.port == port)
         #expect(second.output.contains("reusing the localhost certificate"), "\(second.output)")
         try await submitting.value
-        #expect(await collector.waitFor(count: count, timeout: .seconds(90)))
+        #expect(await collector.waitFor(count: count, timeout: .seconds(180)))
         #expect(await second.stop() == 0, "\(second.errors)")
 
         let results = collector.byCookie()
