@@ -79,10 +79,11 @@ run_demo() {
     grep -E "^registered|^engine|^durable|^process" "$text"
     local row
     row="$(grep -E "^ +1  final" "$text")"
-    echo "$row" | awk '{ printf "wave: targeted %s, delivered %s, makespan %s %s, %s pushes/s\n", $5, $6, $(NF-2), $(NF-1), $NF }'
+    # The row's last cell is the broadcast part ("-": this wave has none); makespan and pushes/s come before it.
+    echo "$row" | awk '{ printf "wave: targeted %s, delivered %s, makespan %s %s, %s pushes/s\n", $5, $6, $(NF-3), $(NF-2), $(NF-1) }'
     grep -E "every targeted token accounted" "$text"
     grep -q "every targeted token accounted for in every wave: yes" "$text" || perf_die "the wave was not fully accounted for (see $text)"
-    printf '%s\t%s\n' "$mode" "$(to_ms "$(echo "$row" | awk '{ print $(NF-2) }')" "$(echo "$row" | awk '{ print $(NF-1) }')")" \
+    printf '%s\t%s\n' "$mode" "$(to_ms "$(echo "$row" | awk '{ print $(NF-3) }')" "$(echo "$row" | awk '{ print $(NF-2) }')")" \
         >>"$OUT/makespans.tsv"
 }
 
