@@ -12,6 +12,9 @@ struct BroadcastLane {
     var attempt = 0
     /// The waiting broadcast may have reached APNs before a restart (its next request counts as a resend).
     var waitingPossiblySent = false
+    /// The waiting broadcast's last request got no answer (the connection ended, the deadline passed): APNs may
+    /// have it. A checkpoint records it as possibly sent.
+    var waitingUnanswered = false
     /// GCRA state of the channel's priority-10 budget. Every subscribed activity receives every broadcast of the
     /// channel, so one budget stands for all of them: a broadcast at 10 spends it once for every activity.
     var budget: UInt32 = 0

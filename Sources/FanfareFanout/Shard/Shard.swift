@@ -692,6 +692,7 @@ final class Shard: PushProducer, @unchecked Sendable {
         }
         lane.waiting = slot + 1
         lane.waitingPossiblySent = possiblySent
+        lane.waitingUnanswered = false
         broadcastLanes[channel] = lane
     }
 
@@ -731,6 +732,7 @@ final class Shard: PushProducer, @unchecked Sendable {
                 part.markResent()
             }
             broadcastLanes[channel]!.inFlight = slot + 1
+            broadcastLanes[channel]!.waitingUnanswered = false
             pushesOut &+= 1
             return PushJob(
                 channel: part.channelID, payload: update.payload, priority: priority, expiration: part.expiration,
@@ -778,6 +780,7 @@ final class Shard: PushProducer, @unchecked Sendable {
                     outcome = (.superseded, nil)
                 } else {
                     lane.waiting = waveSlot + 1
+                    if case .failed = result.disposition { lane.waitingUnanswered = true }
                     broadcastsWaiting += 1
                 }
             }
@@ -800,8 +803,10 @@ final class Shard: PushProducer, @unchecked Sendable {
     /// What a checkpoint of `slot`'s wave records of its broadcast (nil: none, or another shard sends it).
     private func broadcastSnapshot(_ slot: Int) -> ShardCheckpoint.Broadcast? {
         guard let update = waveOwners[slot], let part = update.wave.broadcast, part.shard == index else { return nil }
-        let inFlight = broadcastLanes[update.channel]?.inFlight == slot + 1
-        return part.snapshot(inFlight: inFlight)
+        let lane = broadcastLanes[update.channel]
+        let inFlight = lane?.inFlight == slot + 1
+        let unanswered = lane?.waiting == slot + 1 && (lane!.waitingUnanswered || lane!.waitingPossiblySent)
+        return part.snapshot(possiblySent: inFlight || unanswered)
     }
 
     // MARK: - Single pushes
@@ -1351,10 +1356,18 @@ final class Shard: PushProducer, @unchecked Sendable {
         if !checkpoint.rangeDone && sorted.count > 0 {
             rangeFirst = WalkSorter.lowerBound(checkpoint.from, in: sorted, slots: slots, tokens: tokens)
             let end = WalkSorter.lowerBound(checkpoint.to, in: sorted, slots: slots, tokens: tokens)
-            rangeCount = checkpoint.from == checkpoint.to ? sorted.count : (end - rangeFirst + sorted.count) % sorted.count
+            // Members from `from` up to `to`, wrapping past the end of the order when `to` comes before `from`.
+            // Positions alone cannot tell "nothing left" from "everything left" when they coincide (a cursor
+            // that had not moved yet: from = the first member's key, to = the origin): the keys' order can.
+            func members(upTo position: Int, key: WalkKey) -> Int {
+                if key == checkpoint.from { return 0 }
+                if WalkKey.precedes(checkpoint.from, key) { return max(0, position - rangeFirst) }
+                return sorted.count - rangeFirst + position
+            }
+            rangeCount = checkpoint.from == checkpoint.to ? sorted.count : members(upTo: end, key: checkpoint.to)
             if let high = checkpoint.highWater {
                 let highPosition = WalkSorter.lowerBound(high, in: sorted, slots: slots, tokens: tokens)
-                rangeSent = min(rangeCount, (highPosition - rangeFirst + sorted.count) % sorted.count)
+                rangeSent = min(rangeCount, members(upTo: highPosition, key: high))
             } else {
                 rangeSent = rangeCount
             }

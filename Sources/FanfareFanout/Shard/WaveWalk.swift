@@ -19,6 +19,14 @@ struct WalkKey: Equatable, Sendable {
         return token.withUnsafeBytes { WalkKey.compare(bytes, $0) } < 0
     }
 
+    /// Whether `a` comes before `b` in the walk order (a key without a token comes before the tokens of its hash).
+    static func precedes(_ a: WalkKey, _ b: WalkKey) -> Bool {
+        if a.hash != b.hash { return a.hash < b.hash }
+        guard let second = b.token else { return false }
+        guard let first = a.token else { return true }
+        return first.withUnsafeBytes { x in second.withUnsafeBytes { y in compare(x, y) < 0 } }
+    }
+
     /// Lexicographic byte order, shorter first on a common prefix.
     static func compare(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Int {
         let common = min(a.count, b.count)

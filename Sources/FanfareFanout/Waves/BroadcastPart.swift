@@ -81,12 +81,13 @@ public final class BroadcastPart: Sendable {
         }
     }
 
-    /// What a checkpoint records; `inFlight`: a request is out unanswered (a restart sends it again).
-    func snapshot(inFlight: Bool) -> ShardCheckpoint.Broadcast {
+    /// What a checkpoint records; `possiblySent`: a request is out, or went out and got no answer (a restart
+    /// that sends it again may duplicate it).
+    func snapshot(possiblySent: Bool) -> ShardCheckpoint.Broadcast {
         ShardCheckpoint.Broadcast(
             outcome: outcomeStorage.load(ordering: .relaxed), reason: failureReason, requests: requests,
             priority: priorityStorage.load(ordering: .relaxed), downgraded: downgraded,
-            resent: resentAfterRestart, possiblySent: inFlight || requests > 0)
+            resent: resentAfterRestart, possiblySent: possiblySent)
     }
 }
 

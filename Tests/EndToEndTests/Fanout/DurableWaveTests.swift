@@ -119,6 +119,32 @@ import Testing
         #expect(log.count == count && log.values.allSatisfy { $0.count == 1 }, "no duplicate after a graceful restart")
     }
 
+    /// A shard whose cursor had not moved when it was checkpointed (its first key differs from the walk's end,
+    /// the origin, yet both name the same position) still owes its whole range after the restart.
+    @Test func aShutdownBeforeAnyPushResumesTheWholeWave() async throws {
+        let harness = try TestHarness(Self.simulator())
+        defer { harness.shutdown() }
+        let path = harness.directory + "/durable.db"
+        let count = 400
+        var store = try SQLiteTokenStore(path: path)
+        var engine = try Self.engine(harness, store)
+        try engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
+        let wave = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
+        engine.shutdown()
+        #expect(wave.state == .interrupted || wave.isComplete == false)
+        try store.close()
+
+        store = try SQLiteTokenStore(path: path)
+        engine = try Self.engine(harness, store)
+        let resumed = try #require(engine.wave(id: wave.id))
+        #expect(await eventually(timeout: .seconds(60)) { resumed.isComplete })
+        let report = resumed.report
+        #expect(report.targeted == count && report.delivered == count && report.accounted == count, "\(report)")
+        engine.shutdown()
+        let log = try Self.accepted(harness)
+        #expect(log.count == count && log.values.allSatisfy { $0.count == 1 }, "every token once")
+    }
+
     @Test func latestStateWinsAcrossARestart() async throws {
         let harness = try TestHarness(Self.simulator())
         defer { harness.shutdown() }
