@@ -47,6 +47,10 @@ struct BroadcastAPITests {
         #expect(replay.status == 200 && replay.header("idempotency-replayed") == "true", "\(replay)")
         #expect(replay.json?["channel_id"] as? String == channelText)
         #expect(fixture.simulator.channels.list(bundleID: Self.bundleID) == [channelID])
+        // PUT is idempotent without a key too: the same request answers the same link.
+        let again = try await client.put("/v1/channels/final/broadcast", json: #"{"storage_policy":0}"#)
+        #expect(again.status == 200 && again.json?["channel_id"] as? String == channelText, "\(again)")
+        #expect(fixture.simulator.channels.list(bundleID: Self.bundleID) == [channelID])
         let got = try await client.get("/v1/channels/final/broadcast")
         #expect(got.status == 200 && got.json?["channel_id"] as? String == channelText, "\(got)")
 
@@ -118,6 +122,14 @@ struct BroadcastAPITests {
         let second = try await client.put("/v1/channels/other/broadcast", json: #"{"channel_id":"\#(odd)","storage_policy":0}"#)
         #expect(second.status == 200 && second.json?["channel_id"] as? String == odd, "\(second)")
         #expect(try await client.get("/v1/channels/other").json?["broadcast_channel_id"] as? String == odd)
+
+        // A channel the service created and then replaces is deleted at APNs, never left behind.
+        let created = try #require(try await client.put("/v1/channels/replaced/broadcast", json: #"{"storage_policy":0}"#).json)
+        let createdID = try BroadcastChannelID(try #require(created["channel_id"] as? String))
+        let other = try await client.put("/v1/channels/replaced/broadcast", json: #"{"storage_policy":1}"#)
+        #expect(other.status == 200 && other.json?["storage_policy"] as? Int == 1, "\(other)")
+        #expect(fixture.simulator.channels.channel(createdID, bundleID: Self.bundleID) == nil)
+        #expect(fixture.simulator.channels.list(bundleID: Self.bundleID).count == 2)
 
         #expect(try await client.delete("/v1/channels/semi/broadcast").status == 204)
         #expect(fixture.simulator.channels.channel(theirs.id, bundleID: Self.bundleID) != nil, "not ours to delete")

@@ -22,20 +22,39 @@ extension FanfareAPI {
         guard !lifecycle.isDraining else {
             throw ServiceProblem.unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
         }
-        let link: BroadcastLink
+        // Every check before anything changes.
+        var given: BroadcastChannelID?
         if let text = body.channelId {
-            let channelID: BroadcastChannelID
             do {
-                channelID = try BroadcastChannelID(text)
+                given = try BroadcastChannelID(text)
             } catch {
                 throw ServiceProblem.badRequest(
                     .invalidChannelId,
                     "channel_id is not an APNs broadcast channel id (\(error)): it is the base64 text APNs answered in "
                         + "apns-channel-id, 1 to \(BroadcastChannelID.maximumByteCount) characters", field: "channel_id")
             }
+        }
+        let existing = engine.broadcastLink(of: channel)
+        if body.channelId == nil, let existing, existing.createdByUs, existing.storagePolicy == body.storagePolicy {
+            // PUT is idempotent: the channel already has the APNs channel it asks for; no second one is made.
+            return .ok(.init(body: .json(Self.link(existing))))
+        }
+        if let existing, existing.createdByUs, existing.channelID != body.channelId {
+            // Another APNs channel replaces one the service created: that one is deleted first (its subscribers
+            // follow its id, not the new one), so replacing never leaves channels behind at APNs.
+            do {
+                _ = try await engine.unlinkBroadcastChannel(channel)
+            } catch {
+                throw fanoutProblem(error)
+            }
+        }
+        let link: BroadcastLink
+        if let channelID = given {
             let storagePolicy = body.storagePolicy
+            // The service's own channel given back by id stays the service's to delete.
+            let ours = existing?.createdByUs == true && existing?.channelID == channelID.description
             link = try await offPool { [engine] in
-                try engine.linkBroadcastChannel(channel, to: channelID, storagePolicy: storagePolicy)
+                try engine.linkBroadcastChannel(channel, to: channelID, storagePolicy: storagePolicy, createdByUs: ours)
             }
         } else {
             guard let policy = ChannelStoragePolicy(rawValue: body.storagePolicy) else {

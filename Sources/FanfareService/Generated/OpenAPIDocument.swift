@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "9d343fa1f134e09d3dadab8622c8e26b460d5390da923a92456bf289e2a90741"
+    package static let sha256 = "5a7acd421ea82c1334136ae4d37f4ed5fd11c986aa3296aa621e569b5007d9f3"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -314,8 +314,9 @@ paths:
         carry `input-push-channel` for iOS 18+ push-to-start tokens. Without `channel_id` the service creates
         the APNs channel through the channel management API (`fanfare serve --channel-management`) and deletes
         it after the channel's `end` and its dismissal window, or on `DELETE`; with `channel_id` it links the
-        caller's channel (and never deletes it). A link replaces the channel's earlier one. Durable before the
-        answer. Needs scope `publish`.
+        caller's channel (and never deletes it). The same request again answers the same link (no second
+        channel is created); another one replaces the link, and an APNs channel the service created for it is
+        deleted first. Durable before the answer. Needs scope `publish`.
       parameters:
         - $ref: '#/components/parameters/Channel'
         - $ref: '#/components/parameters/IdempotencyKey'

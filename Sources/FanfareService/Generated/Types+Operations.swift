@@ -2266,8 +2266,9 @@ package enum Operations {
     /// carry `input-push-channel` for iOS 18+ push-to-start tokens. Without `channel_id` the service creates
     /// the APNs channel through the channel management API (`fanfare serve --channel-management`) and deletes
     /// it after the channel's `end` and its dismissal window, or on `DELETE`; with `channel_id` it links the
-    /// caller's channel (and never deletes it). A link replaces the channel's earlier one. Durable before the
-    /// answer. Needs scope `publish`.
+    /// caller's channel (and never deletes it). The same request again answers the same link (no second
+    /// channel is created); another one replaces the link, and an APNs channel the service created for it is
+    /// deleted first. Durable before the answer. Needs scope `publish`.
     ///
     ///
     /// - Remark: HTTP `PUT /v1/channels/{channel}/broadcast`.
