@@ -36,6 +36,10 @@ struct ServeCommandTests {
             ], directory: directory)
         let client = serve.client
         #expect(await eventually { try await client.get("/readyz").status == 200 })
+        // --simulator serves its own channel management: a broadcast channel is created, linked and deleted.
+        let linked = try await client.put("/v1/channels/side/broadcast", json: #"{"storage_policy":0}"#)
+        #expect(linked.status == 200 && linked.json?["created_by_us"] as? Bool == true, "\(linked)")
+        #expect(try await client.delete("/v1/channels/side/broadcast").status == 204)
 
         let total = 50_000
         for start in stride(from: 0, to: total, by: 10_000) {
@@ -178,6 +182,9 @@ struct ServeCommandTests {
             (["--simulator", "--checkpoint-pushes", "20000", "--checkpoint-window", "10000"], "--checkpoint-window must be at least"),
             (["--simulator", "--checkpoint-pushes", "many"], "--checkpoint-pushes"),
             (["--listen", "127.0.0.1:0"], "--bundle-id"),
+            (["--simulator", "--channel-management", "127.0.0.1:2197"], "--simulator serves its own channel management"),
+            (["--listen", "127.0.0.1:0", "--channel-management", "ftp://somewhere"], "--channel-management 'ftp://somewhere' is not HOST:PORT"),
+            (["--listen", "127.0.0.1:0", "--channel-management", "host:port"], "--channel-management 'host:port' is not HOST:PORT"),
         ]
         for (arguments, message) in cases {
             let run = try await ServeProcess.run(arguments + database, directory: directory)

@@ -54,9 +54,22 @@ package struct FanfareAPI: APIProtocol {
         case .environmentMismatch, .topicMismatch:
             return ServiceProblem(.internalServerError, ._internal, "\(error)")
         case .invalidBroadcastLink(let message):
-            return .badRequest(.invalidChannel, message, field: "channel")
-        case .noChannelManagement, .broadcast:
-            return ServiceProblem(.internalServerError, ._internal, "\(error)")
+            return .badRequest(.invalidRequest, message)
+        case .noChannelManagement:
+            return ServiceProblem(
+                .conflict, .channelManagementNotConfigured,
+                "the service cannot create or delete APNs broadcast channels: start it with --channel-management "
+                    + "HOST:PORT (APNs' management host and port are the default with real APNs), or link a channel "
+                    + "you created with {\"channel_id\": ...}")
+        case .broadcast(let message):
+            // Provisional: the engine passes the management error as its text (status, reason, apns-request-id
+            // and action), so the kind is read from it until the engine carries ChannelManagementError itself.
+            if message.contains("no answer from APNs in time") {
+                return ServiceProblem(.gatewayTimeout, .apnsNoAnswer, "APNs' channel management API: \(message)")
+            }
+            return ServiceProblem(
+                .badGateway, message.contains("APNs answered") ? .apnsChannelRefused : .apnsChannelUnreachable,
+                "APNs' channel management API: \(message)")
         }
     }
 

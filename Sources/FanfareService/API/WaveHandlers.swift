@@ -1,5 +1,6 @@
 import FanfareCore
 import FanfareFanout
+import FanfareRegistry
 internal import Foundation
 internal import OpenAPIRuntime
 
@@ -111,21 +112,28 @@ extension FanfareAPI {
         guard let summary = await engine.channelSummary(channel) else {
             throw ServiceProblem.unavailable(.shuttingDown, "the engine is shutting down", retryAfter: retryAfter)
         }
-        return .ok(.init(body: .json(Self.channel(summary))))
+        return .ok(.init(body: .json(self.channel(summary))))
     }
 
     package func listChannels(_ input: Operations.ListChannels.Input) async throws -> Operations.ListChannels.Output {
         guard let summaries = await engine.channelSummaries() else {
             throw ServiceProblem.unavailable(.shuttingDown, "the engine is shutting down", retryAfter: retryAfter)
         }
-        return .ok(.init(body: .json(.init(channels: summaries.map(Self.channel)))))
+        return .ok(.init(body: .json(.init(channels: summaries.map { channel($0) }))))
     }
 
-    static func channel(_ summary: ChannelSummary) -> Components.Schemas.ChannelSummary {
+    /// A channel's summary with its broadcast link and subscribers (the engine's control state).
+    func channel(_ summary: ChannelSummary) -> Components.Schemas.ChannelSummary {
+        Self.channel(
+            summary, link: engine.broadcastLink(of: summary.channel), subscribers: engine.broadcastSubscribers(of: summary.channel))
+    }
+
+    static func channel(_ summary: ChannelSummary, link: BroadcastLink?, subscribers: Int) -> Components.Schemas.ChannelSummary {
         .init(
             channel: summary.channel,
             audience: .init(update: summary.updateTokens, pushToStart: summary.pushToStartTokens),
-            latestTimestamp: summary.latestTimestamp, liveWaves: summary.liveWaves.map { Self.report($0.report) })
+            latestTimestamp: summary.latestTimestamp, liveWaves: summary.liveWaves.map { Self.report($0.report) },
+            broadcastChannelId: link?.channelID, broadcastSubscribers: subscribers)
     }
 
     // MARK: - Reports
@@ -147,7 +155,7 @@ extension FanfareAPI {
             resentAfterRestart: report.resentAfterRestart, restarts: report.restarts,
             failedByReason: .init(additionalProperties: report.failedByReason),
             timeToFirstAckSeconds: report.timeToFirstAck.map { Double($0) / 1e9 },
-            makespanSeconds: report.makespan.map { Double($0) / 1e9 })
+            makespanSeconds: report.makespan.map { Double($0) / 1e9 }, broadcast: report.broadcast.map(Self.broadcast))
     }
 
     /// A report as the JSON of `GET /v1/waves/{id}` (for the event stream).

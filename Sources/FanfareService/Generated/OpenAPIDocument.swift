@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "4c231a269b8cf8b9fc314de3392e553329d01f2874962363da8d3f687abec723"
+    package static let sha256 = "5a7acd421ea82c1334136ae4d37f4ed5fd11c986aa3296aa621e569b5007d9f3"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -27,7 +27,7 @@ info:
     written nothing.
 
     ## Idempotency
-    Every POST accepts `Idempotency-Key` (1 to 255 visible ASCII characters). A repeat of the same request
+    Every POST, PUT and DELETE accepts `Idempotency-Key` (1 to 255 visible ASCII characters). A repeat of the same request
     (same method, path and body) with the same key within 24 hours gets the stored response again, with
     `Idempotency-Replayed: true`; the same key with a different request is 422 `idempotency_key_reused`;
     a repeat while the first is still being answered is 409 `idempotency_key_in_progress`. Keys are kept in
@@ -303,6 +303,125 @@ paths:
           $ref: '#/components/responses/NotAcceptable'
         '503':
           $ref: '#/components/responses/ServiceUnavailable'
+  /v1/channels/{channel}/broadcast:
+    put:
+      operationId: linkBroadcastChannel
+      tags: [channels]
+      summary: Link the channel to an APNs broadcast channel (created by the service, or the caller's).
+      description: |
+        From now on every `update` and `end` published on the channel goes once as an APNs broadcast to the
+        activities subscribed to it (`kind: broadcast` registrations) and per-token to the rest; kick-offs
+        carry `input-push-channel` for iOS 18+ push-to-start tokens. Without `channel_id` the service creates
+        the APNs channel through the channel management API (`fanfare serve --channel-management`) and deletes
+        it after the channel's `end` and its dismissal window, or on `DELETE`; with `channel_id` it links the
+        caller's channel (and never deletes it). The same request again answers the same link (no second
+        channel is created); another one replaces the link, and an APNs channel the service created for it is
+        deleted first. Durable before the answer. Needs scope `publish`.
+      parameters:
+        - $ref: '#/components/parameters/Channel'
+        - $ref: '#/components/parameters/IdempotencyKey'
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              $ref: '#/components/schemas/BroadcastLinkRequest'
+      responses:
+        '200':
+          description: The link.
+          headers:
+            Idempotency-Replayed:
+              $ref: '#/components/headers/IdempotencyReplayed'
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/BroadcastLink'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '409':
+          $ref: '#/components/responses/Conflict'
+        '413':
+          $ref: '#/components/responses/ContentTooLarge'
+        '415':
+          $ref: '#/components/responses/UnsupportedMediaType'
+        '422':
+          $ref: '#/components/responses/UnprocessableContent'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '502':
+          $ref: '#/components/responses/BadGateway'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+        '504':
+          $ref: '#/components/responses/GatewayTimeout'
+    get:
+      operationId: getBroadcastLink
+      tags: [channels]
+      summary: The channel's broadcast link.
+      description: Needs scope `read`.
+      parameters:
+        - $ref: '#/components/parameters/Channel'
+      responses:
+        '200':
+          description: The link.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/BroadcastLink'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+    delete:
+      operationId: unlinkBroadcastChannel
+      tags: [channels]
+      summary: End the channel's broadcast link now.
+      description: |
+        The channel publishes per-token only from its next update; the APNs channel is deleted if the service
+        created it (one APNs already forgot counts as deleted). Needs scope `publish`.
+      parameters:
+        - $ref: '#/components/parameters/Channel'
+        - $ref: '#/components/parameters/IdempotencyKey'
+      responses:
+        '204':
+          description: The link is gone.
+          headers:
+            Idempotency-Replayed:
+              $ref: '#/components/headers/IdempotencyReplayed'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '409':
+          $ref: '#/components/responses/Conflict'
+        '422':
+          $ref: '#/components/responses/UnprocessableContent'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '502':
+          $ref: '#/components/responses/BadGateway'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+        '504':
+          $ref: '#/components/responses/GatewayTimeout'
   /v1/waves:
     get:
       operationId: listWaves
@@ -569,7 +688,7 @@ components:
       name: Idempotency-Key
       in: header
       required: false
-      description: Makes a retry of this POST safe (see "Idempotency").
+      description: Makes a retry of this request safe (see "Idempotency").
       schema:
         type: string
         minLength: 1
@@ -644,8 +763,9 @@ components:
     Conflict:
       description: |
         The request conflicts with the current state: a request with the same Idempotency-Key is still being
-        answered (`idempotency_key_in_progress`), or the update's timestamp is older than the channel's
-        latest (`older_than_current`).
+        answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+        latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+        it was started without `--channel-management` (`channel_management_not_configured`).
       content:
         application/problem+json:
           schema:
@@ -685,10 +805,19 @@ components:
         application/problem+json:
           schema:
             $ref: '#/components/schemas/Problem'
+    BadGateway:
+      description: |
+        APNs' channel management API refused the call (`apns_channel_refused`: the detail carries APNs' status,
+        reason, `apns-request-id` and what to do), or could not be reached or did not answer in time
+        (`apns_channel_unreachable`). Nothing was linked or unlinked.
+      content:
+        application/problem+json:
+          schema:
+            $ref: '#/components/schemas/Problem'
     GatewayTimeout:
       description: |
         APNs did not answer (`apns_no_answer`): the deadline passed, or the connection ended after the push
-        was sent (APNs may have processed it).
+        was sent (APNs may have processed it); for a channel management call, its `--timeout` passed.
       content:
         application/problem+json:
           schema:
@@ -755,6 +884,9 @@ components:
         routes), `method_not_allowed` (405, with `allowed`), `idempotency_key_in_progress` (409),
         `idempotency_key_reused` (422), `too_many_channels` (503: the engine tracks 32,767 channels in use),
         `back_pressure` (503), `shutting_down` (503), `not_ready` (503), `apns_no_answer` (504),
+        `invalid_channel_id` (400: not an APNs broadcast channel id), `channel_management_not_configured`
+        (409: start the service with `--channel-management HOST:PORT`), `apns_channel_refused` and
+        `apns_channel_unreachable` (502: APNs' channel management API refused or did not answer),
         `internal` (500).
       enum:
         - malformed_json
@@ -783,6 +915,10 @@ components:
         - shutting_down
         - not_ready
         - apns_no_answer
+        - invalid_channel_id
+        - channel_management_not_configured
+        - apns_channel_refused
+        - apns_channel_unreachable
         - internal
     TokenHex:
       type: string
@@ -1292,6 +1428,87 @@ components:
         makespan_seconds:
           type: number
           description: From publish to APNs' last answer.
+        broadcast:
+          $ref: '#/components/schemas/WaveBroadcast'
+    WaveBroadcast:
+      type: object
+      description: |
+        The wave's broadcast part: the one broadcast request of an `update` or `end` on a channel linked to an
+        APNs broadcast channel (absent on other waves). APNs reports no per-device
+        outcome for broadcasts: `subscribers` is what it reaches as far as Fanfare knows.
+      required: [channel_id, subscribers, outcome, requests, downgraded, resent_after_restart]
+      properties:
+        channel_id:
+          $ref: '#/components/schemas/BroadcastChannelID'
+        subscribers:
+          type: integer
+          description: Activities registered as subscribed to the channel when the wave was published.
+        outcome:
+          type: string
+          enum: [pending, delivered, failed, superseded, expired]
+        failure_reason:
+          type: string
+          description: APNs' reason (or a local cause) when `failed`.
+        requests:
+          type: integer
+          description: Requests sent (retries included).
+        priority:
+          type: integer
+          minimum: 5
+          maximum: 10
+          description: The priority of the last request (5 or 10); absent when none was sent.
+        downgraded:
+          type: boolean
+          description: Sent at 5 because the channel's priority-10 budget was spent.
+        resent_after_restart:
+          type: boolean
+          description: Sent again after a restart with the same apns-id (at most one duplicate request).
+    BroadcastChannelID:
+      type: string
+      description: |
+        An APNs broadcast channel id, base64 (may hold `/`, `+` and `=`; never put it in a path). In a
+        `ChannelSummary`: the APNs channel the channel is linked to (absent when it is not linked).
+      minLength: 1
+      maxLength: 96
+    BroadcastLinkRequest:
+      type: object
+      additionalProperties: false
+      required: [storage_policy]
+      properties:
+        channel_id:
+          $ref: '#/components/schemas/BroadcastChannelID'
+        storage_policy:
+          type: integer
+          minimum: 0
+          maximum: 1
+          description: |
+            APNs' `message-storage-policy`: 0 keeps no message (a device that is offline misses it; no
+            expiration), 1 keeps the most recent one. For a given `channel_id`, the policy it was created with.
+    BroadcastLink:
+      type: object
+      required: [channel, channel_id, storage_policy, created_by_us, created_at]
+      properties:
+        channel:
+          type: string
+        channel_id:
+          $ref: '#/components/schemas/BroadcastChannelID'
+        storage_policy:
+          type: integer
+          minimum: 0
+          maximum: 1
+        created_by_us:
+          type: boolean
+          description: The service created the APNs channel and deletes it when the link ends.
+        created_at:
+          type: integer
+          format: int64
+          description: When the link was made (UNIX ms).
+        delete_after:
+          type: integer
+          format: int64
+          description: |
+            When the link ends (UNIX s): after the channel's `end` and its dismissal window. Absent while the
+            channel is in use.
     WavePage:
       type: object
       required: [waves]
@@ -1306,7 +1523,7 @@ components:
           description: Pass as `before` for the next (older) page; absent on the last page.
     ChannelSummary:
       type: object
-      required: [channel, audience, live_waves]
+      required: [channel, audience, live_waves, broadcast_subscribers]
       properties:
         channel:
           type: string
@@ -1329,6 +1546,11 @@ components:
           description: The channel's waves that are not complete.
           items:
             $ref: '#/components/schemas/WaveReport'
+        broadcast_channel_id:
+          $ref: '#/components/schemas/BroadcastChannelID'
+        broadcast_subscribers:
+          type: integer
+          description: 'Activities registered as subscribed to the channel''s broadcasts (`kind: broadcast` registrations).'
     Channels:
       type: object
       required: [channels]

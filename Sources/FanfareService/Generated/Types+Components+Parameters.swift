@@ -18,7 +18,7 @@ package import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/parameters` section of the OpenAPI document.
     package enum Parameters {
-        /// Makes a retry of this POST safe (see "Idempotency").
+        /// Makes a retry of this request safe (see "Idempotency").
         ///
         /// - Remark: Generated from `#/components/parameters/IdempotencyKey`.
         package typealias IdempotencyKey = Swift.String

@@ -137,6 +137,9 @@ extension Components {
         /// routes), `method_not_allowed` (405, with `allowed`), `idempotency_key_in_progress` (409),
         /// `idempotency_key_reused` (422), `too_many_channels` (503: the engine tracks 32,767 channels in use),
         /// `back_pressure` (503), `shutting_down` (503), `not_ready` (503), `apns_no_answer` (504),
+        /// `invalid_channel_id` (400: not an APNs broadcast channel id), `channel_management_not_configured`
+        /// (409: start the service with `--channel-management HOST:PORT`), `apns_channel_refused` and
+        /// `apns_channel_unreachable` (502: APNs' channel management API refused or did not answer),
         /// `internal` (500).
         ///
         ///
@@ -168,6 +171,10 @@ extension Components {
             case shuttingDown = "shutting_down"
             case notReady = "not_ready"
             case apnsNoAnswer = "apns_no_answer"
+            case invalidChannelId = "invalid_channel_id"
+            case channelManagementNotConfigured = "channel_management_not_configured"
+            case apnsChannelRefused = "apns_channel_refused"
+            case apnsChannelUnreachable = "apns_channel_unreachable"
             case _internal = "internal"
         }
         /// A device, Live Activity update or push-to-start token in hex (32 to 100 bytes, either case).
@@ -1503,6 +1510,8 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/WaveReport/makespan_seconds`.
             package var makespanSeconds: Swift.Double?
+            /// - Remark: Generated from `#/components/schemas/WaveReport/broadcast`.
+            package var broadcast: Components.Schemas.WaveBroadcast?
             /// Creates a new `WaveReport`.
             ///
             /// - Parameters:
@@ -1527,6 +1536,7 @@ extension Components {
             ///   - failedByReason: Failed outcomes by APNs reason (or DeadlineExceeded, Unconfirmed, Shutdown, ...).
             ///   - timeToFirstAckSeconds: From publish to APNs' first answer.
             ///   - makespanSeconds: From publish to APNs' last answer.
+            ///   - broadcast:
             package init(
                 id: Swift.Int64,
                 channel: Swift.String,
@@ -1548,7 +1558,8 @@ extension Components {
                 restarts: Swift.Int,
                 failedByReason: Components.Schemas.WaveReport.FailedByReasonPayload,
                 timeToFirstAckSeconds: Swift.Double? = nil,
-                makespanSeconds: Swift.Double? = nil
+                makespanSeconds: Swift.Double? = nil,
+                broadcast: Components.Schemas.WaveBroadcast? = nil
             ) {
                 self.id = id
                 self.channel = channel
@@ -1571,6 +1582,7 @@ extension Components {
                 self.failedByReason = failedByReason
                 self.timeToFirstAckSeconds = timeToFirstAckSeconds
                 self.makespanSeconds = makespanSeconds
+                self.broadcast = broadcast
             }
             package enum CodingKeys: String, CodingKey {
                 case id
@@ -1594,6 +1606,194 @@ extension Components {
                 case failedByReason = "failed_by_reason"
                 case timeToFirstAckSeconds = "time_to_first_ack_seconds"
                 case makespanSeconds = "makespan_seconds"
+                case broadcast
+            }
+        }
+        /// The wave's broadcast part: the one broadcast request of an `update` or `end` on a channel linked to an
+        /// APNs broadcast channel (absent on other waves). APNs reports no per-device
+        /// outcome for broadcasts: `subscribers` is what it reaches as far as Fanfare knows.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/WaveBroadcast`.
+        package struct WaveBroadcast: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/WaveBroadcast/channel_id`.
+            package var channelId: Components.Schemas.BroadcastChannelID
+            /// Activities registered as subscribed to the channel when the wave was published.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WaveBroadcast/subscribers`.
+            package var subscribers: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/WaveBroadcast/outcome`.
+            @frozen package enum OutcomePayload: String, Codable, Hashable, Sendable, CaseIterable {
+                case pending = "pending"
+                case delivered = "delivered"
+                case failed = "failed"
+                case superseded = "superseded"
+                case expired = "expired"
+            }
+            /// - Remark: Generated from `#/components/schemas/WaveBroadcast/outcome`.
+            package var outcome: Components.Schemas.WaveBroadcast.OutcomePayload
+            /// APNs' reason (or a local cause) when `failed`.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WaveBroadcast/failure_reason`.
+            package var failureReason: Swift.String?
+            /// Requests sent (retries included).
+            ///
+            /// - Remark: Generated from `#/components/schemas/WaveBroadcast/requests`.
+            package var requests: Swift.Int
+            /// The priority of the last request (5 or 10); absent when none was sent.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WaveBroadcast/priority`.
+            package var priority: Swift.Int?
+            /// Sent at 5 because the channel's priority-10 budget was spent.
+            ///
+            /// - Remark: Generated from `#/components/schemas/WaveBroadcast/downgraded`.
+            package var downgraded: Swift.Bool
+            /// Sent again after a restart with the same apns-id (at most one duplicate request).
+            ///
+            /// - Remark: Generated from `#/components/schemas/WaveBroadcast/resent_after_restart`.
+            package var resentAfterRestart: Swift.Bool
+            /// Creates a new `WaveBroadcast`.
+            ///
+            /// - Parameters:
+            ///   - channelId:
+            ///   - subscribers: Activities registered as subscribed to the channel when the wave was published.
+            ///   - outcome:
+            ///   - failureReason: APNs' reason (or a local cause) when `failed`.
+            ///   - requests: Requests sent (retries included).
+            ///   - priority: The priority of the last request (5 or 10); absent when none was sent.
+            ///   - downgraded: Sent at 5 because the channel's priority-10 budget was spent.
+            ///   - resentAfterRestart: Sent again after a restart with the same apns-id (at most one duplicate request).
+            package init(
+                channelId: Components.Schemas.BroadcastChannelID,
+                subscribers: Swift.Int,
+                outcome: Components.Schemas.WaveBroadcast.OutcomePayload,
+                failureReason: Swift.String? = nil,
+                requests: Swift.Int,
+                priority: Swift.Int? = nil,
+                downgraded: Swift.Bool,
+                resentAfterRestart: Swift.Bool
+            ) {
+                self.channelId = channelId
+                self.subscribers = subscribers
+                self.outcome = outcome
+                self.failureReason = failureReason
+                self.requests = requests
+                self.priority = priority
+                self.downgraded = downgraded
+                self.resentAfterRestart = resentAfterRestart
+            }
+            package enum CodingKeys: String, CodingKey {
+                case channelId = "channel_id"
+                case subscribers
+                case outcome
+                case failureReason = "failure_reason"
+                case requests
+                case priority
+                case downgraded
+                case resentAfterRestart = "resent_after_restart"
+            }
+        }
+        /// An APNs broadcast channel id, base64 (may hold `/`, `+` and `=`; never put it in a path). In a
+        /// `ChannelSummary`: the APNs channel the channel is linked to (absent when it is not linked).
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/BroadcastChannelID`.
+        package typealias BroadcastChannelID = Swift.String
+        /// - Remark: Generated from `#/components/schemas/BroadcastLinkRequest`.
+        package struct BroadcastLinkRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BroadcastLinkRequest/channel_id`.
+            package var channelId: Components.Schemas.BroadcastChannelID?
+            /// APNs' `message-storage-policy`: 0 keeps no message (a device that is offline misses it; no
+            /// expiration), 1 keeps the most recent one. For a given `channel_id`, the policy it was created with.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/BroadcastLinkRequest/storage_policy`.
+            package var storagePolicy: Swift.Int
+            /// Creates a new `BroadcastLinkRequest`.
+            ///
+            /// - Parameters:
+            ///   - channelId:
+            ///   - storagePolicy: APNs' `message-storage-policy`: 0 keeps no message (a device that is offline misses it; no
+            package init(
+                channelId: Components.Schemas.BroadcastChannelID? = nil,
+                storagePolicy: Swift.Int
+            ) {
+                self.channelId = channelId
+                self.storagePolicy = storagePolicy
+            }
+            package enum CodingKeys: String, CodingKey {
+                case channelId = "channel_id"
+                case storagePolicy = "storage_policy"
+            }
+            package init(from decoder: any Swift.Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.channelId = try container.decodeIfPresent(
+                    Components.Schemas.BroadcastChannelID.self,
+                    forKey: .channelId
+                )
+                self.storagePolicy = try container.decode(
+                    Swift.Int.self,
+                    forKey: .storagePolicy
+                )
+                try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "channel_id",
+                    "storage_policy"
+                ])
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/BroadcastLink`.
+        package struct BroadcastLink: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BroadcastLink/channel`.
+            package var channel: Swift.String
+            /// - Remark: Generated from `#/components/schemas/BroadcastLink/channel_id`.
+            package var channelId: Components.Schemas.BroadcastChannelID
+            /// - Remark: Generated from `#/components/schemas/BroadcastLink/storage_policy`.
+            package var storagePolicy: Swift.Int
+            /// The service created the APNs channel and deletes it when the link ends.
+            ///
+            /// - Remark: Generated from `#/components/schemas/BroadcastLink/created_by_us`.
+            package var createdByUs: Swift.Bool
+            /// When the link was made (UNIX ms).
+            ///
+            /// - Remark: Generated from `#/components/schemas/BroadcastLink/created_at`.
+            package var createdAt: Swift.Int64
+            /// When the link ends (UNIX s): after the channel's `end` and its dismissal window. Absent while the
+            /// channel is in use.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/BroadcastLink/delete_after`.
+            package var deleteAfter: Swift.Int64?
+            /// Creates a new `BroadcastLink`.
+            ///
+            /// - Parameters:
+            ///   - channel:
+            ///   - channelId:
+            ///   - storagePolicy:
+            ///   - createdByUs: The service created the APNs channel and deletes it when the link ends.
+            ///   - createdAt: When the link was made (UNIX ms).
+            ///   - deleteAfter: When the link ends (UNIX s): after the channel's `end` and its dismissal window. Absent while the
+            package init(
+                channel: Swift.String,
+                channelId: Components.Schemas.BroadcastChannelID,
+                storagePolicy: Swift.Int,
+                createdByUs: Swift.Bool,
+                createdAt: Swift.Int64,
+                deleteAfter: Swift.Int64? = nil
+            ) {
+                self.channel = channel
+                self.channelId = channelId
+                self.storagePolicy = storagePolicy
+                self.createdByUs = createdByUs
+                self.createdAt = createdAt
+                self.deleteAfter = deleteAfter
+            }
+            package enum CodingKeys: String, CodingKey {
+                case channel
+                case channelId = "channel_id"
+                case storagePolicy = "storage_policy"
+                case createdByUs = "created_by_us"
+                case createdAt = "created_at"
+                case deleteAfter = "delete_after"
             }
         }
         /// - Remark: Generated from `#/components/schemas/WavePage`.
@@ -1662,6 +1862,12 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/ChannelSummary/live_waves`.
             package var liveWaves: [Components.Schemas.WaveReport]
+            /// - Remark: Generated from `#/components/schemas/ChannelSummary/broadcast_channel_id`.
+            package var broadcastChannelId: Components.Schemas.BroadcastChannelID?
+            /// Activities registered as subscribed to the channel's broadcasts (`kind: broadcast` registrations).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ChannelSummary/broadcast_subscribers`.
+            package var broadcastSubscribers: Swift.Int
             /// Creates a new `ChannelSummary`.
             ///
             /// - Parameters:
@@ -1669,22 +1875,30 @@ extension Components {
             ///   - audience:
             ///   - latestTimestamp: The newest `timestamp` published on the channel since the service started.
             ///   - liveWaves: The channel's waves that are not complete.
+            ///   - broadcastChannelId:
+            ///   - broadcastSubscribers: Activities registered as subscribed to the channel's broadcasts (`kind: broadcast` registrations).
             package init(
                 channel: Swift.String,
                 audience: Components.Schemas.ChannelSummary.AudiencePayload,
                 latestTimestamp: Swift.Int64? = nil,
-                liveWaves: [Components.Schemas.WaveReport]
+                liveWaves: [Components.Schemas.WaveReport],
+                broadcastChannelId: Components.Schemas.BroadcastChannelID? = nil,
+                broadcastSubscribers: Swift.Int
             ) {
                 self.channel = channel
                 self.audience = audience
                 self.latestTimestamp = latestTimestamp
                 self.liveWaves = liveWaves
+                self.broadcastChannelId = broadcastChannelId
+                self.broadcastSubscribers = broadcastSubscribers
             }
             package enum CodingKeys: String, CodingKey {
                 case channel
                 case audience
                 case latestTimestamp = "latest_timestamp"
                 case liveWaves = "live_waves"
+                case broadcastChannelId = "broadcast_channel_id"
+                case broadcastSubscribers = "broadcast_subscribers"
             }
         }
         /// - Remark: Generated from `#/components/schemas/Channels`.

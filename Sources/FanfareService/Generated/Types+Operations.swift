@@ -36,7 +36,7 @@ package enum Operations {
         package struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/tokens/POST/header`.
             package struct Headers: Sendable, Hashable {
-                /// Makes a retry of this POST safe (see "Idempotency").
+                /// Makes a retry of this request safe (see "Idempotency").
                 ///
                 /// - Remark: Generated from `#/paths/v1/tokens/POST/header/Idempotency-Key`.
                 package var idempotencyKey: Components.Parameters.IdempotencyKey?
@@ -44,7 +44,7 @@ package enum Operations {
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: Makes a retry of this POST safe (see "Idempotency").
+                ///   - idempotencyKey: Makes a retry of this request safe (see "Idempotency").
                 ///   - accept:
                 package init(
                     idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
@@ -244,8 +244,9 @@ package enum Operations {
                 }
             }
             /// The request conflicts with the current state: a request with the same Idempotency-Key is still being
-            /// answered (`idempotency_key_in_progress`), or the update's timestamp is older than the channel's
-            /// latest (`older_than_current`).
+            /// answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+            /// latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+            /// it was started without `--channel-management` (`channel_management_not_configured`).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(registerTokens)/responses/409`.
@@ -436,7 +437,7 @@ package enum Operations {
         package struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/tokens/delete/POST/header`.
             package struct Headers: Sendable, Hashable {
-                /// Makes a retry of this POST safe (see "Idempotency").
+                /// Makes a retry of this request safe (see "Idempotency").
                 ///
                 /// - Remark: Generated from `#/paths/v1/tokens/delete/POST/header/Idempotency-Key`.
                 package var idempotencyKey: Components.Parameters.IdempotencyKey?
@@ -444,7 +445,7 @@ package enum Operations {
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: Makes a retry of this POST safe (see "Idempotency").
+                ///   - idempotencyKey: Makes a retry of this request safe (see "Idempotency").
                 ///   - accept:
                 package init(
                     idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
@@ -644,8 +645,9 @@ package enum Operations {
                 }
             }
             /// The request conflicts with the current state: a request with the same Idempotency-Key is still being
-            /// answered (`idempotency_key_in_progress`), or the update's timestamp is older than the channel's
-            /// latest (`older_than_current`).
+            /// answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+            /// latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+            /// it was started without `--channel-management` (`channel_management_not_configured`).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/delete/post(deleteTokens)/responses/409`.
@@ -1134,7 +1136,7 @@ package enum Operations {
             package var path: Operations.PublishUpdate.Input.Path
             /// - Remark: Generated from `#/paths/v1/channels/{channel}/updates/POST/header`.
             package struct Headers: Sendable, Hashable {
-                /// Makes a retry of this POST safe (see "Idempotency").
+                /// Makes a retry of this request safe (see "Idempotency").
                 ///
                 /// - Remark: Generated from `#/paths/v1/channels/{channel}/updates/POST/header/Idempotency-Key`.
                 package var idempotencyKey: Components.Parameters.IdempotencyKey?
@@ -1142,7 +1144,7 @@ package enum Operations {
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: Makes a retry of this POST safe (see "Idempotency").
+                ///   - idempotencyKey: Makes a retry of this request safe (see "Idempotency").
                 ///   - accept:
                 package init(
                     idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
@@ -1354,8 +1356,9 @@ package enum Operations {
                 }
             }
             /// The request conflicts with the current state: a request with the same Idempotency-Key is still being
-            /// answered (`idempotency_key_in_progress`), or the update's timestamp is older than the channel's
-            /// latest (`older_than_current`).
+            /// answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+            /// latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+            /// it was started without `--channel-management` (`channel_management_not_configured`).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/updates/post(publishUpdate)/responses/409`.
@@ -1998,6 +2001,1143 @@ package enum Operations {
             package static var allCases: [Self] {
                 [
                     .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// The channel's broadcast link.
+    ///
+    /// Needs scope `read`.
+    ///
+    /// - Remark: HTTP `GET /v1/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/get(getBroadcastLink)`.
+    package enum GetBroadcastLink {
+        package static let id: Swift.String = "getBroadcastLink"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/GET/path`.
+            package struct Path: Sendable, Hashable {
+                /// The channel (a live event, e.g. one match).
+                ///
+                /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/GET/path/channel`.
+                package var channel: Components.Parameters.Channel
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - channel: The channel (a live event, e.g. one match).
+                package init(channel: Components.Parameters.Channel) {
+                    self.channel = channel
+                }
+            }
+            package var path: Operations.GetBroadcastLink.Input.Path
+            /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetBroadcastLink.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetBroadcastLink.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.GetBroadcastLink.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.GetBroadcastLink.Input.Path,
+                headers: Operations.GetBroadcastLink.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.BroadcastLink)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.BroadcastLink {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.GetBroadcastLink.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.GetBroadcastLink.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The link.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/get(getBroadcastLink)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetBroadcastLink.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.GetBroadcastLink.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/get(getBroadcastLink)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/get(getBroadcastLink)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/get(getBroadcastLink)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token or wave.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/get(getBroadcastLink)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/get(getBroadcastLink)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Link the channel to an APNs broadcast channel (created by the service, or the caller's).
+    ///
+    /// From now on every `update` and `end` published on the channel goes once as an APNs broadcast to the
+    /// activities subscribed to it (`kind: broadcast` registrations) and per-token to the rest; kick-offs
+    /// carry `input-push-channel` for iOS 18+ push-to-start tokens. Without `channel_id` the service creates
+    /// the APNs channel through the channel management API (`fanfare serve --channel-management`) and deletes
+    /// it after the channel's `end` and its dismissal window, or on `DELETE`; with `channel_id` it links the
+    /// caller's channel (and never deletes it). The same request again answers the same link (no second
+    /// channel is created); another one replaces the link, and an APNs channel the service created for it is
+    /// deleted first. Durable before the answer. Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)`.
+    package enum LinkBroadcastChannel {
+        package static let id: Swift.String = "linkBroadcastChannel"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/PUT/path`.
+            package struct Path: Sendable, Hashable {
+                /// The channel (a live event, e.g. one match).
+                ///
+                /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/PUT/path/channel`.
+                package var channel: Components.Parameters.Channel
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - channel: The channel (a live event, e.g. one match).
+                package init(channel: Components.Parameters.Channel) {
+                    self.channel = channel
+                }
+            }
+            package var path: Operations.LinkBroadcastChannel.Input.Path
+            /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/PUT/header`.
+            package struct Headers: Sendable, Hashable {
+                /// Makes a retry of this request safe (see "Idempotency").
+                ///
+                /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/PUT/header/Idempotency-Key`.
+                package var idempotencyKey: Components.Parameters.IdempotencyKey?
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.LinkBroadcastChannel.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Makes a retry of this request safe (see "Idempotency").
+                ///   - accept:
+                package init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.LinkBroadcastChannel.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.LinkBroadcastChannel.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/PUT/requestBody`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/PUT/requestBody/content/application\/json`.
+                case json(Components.Schemas.BroadcastLinkRequest)
+            }
+            package var body: Operations.LinkBroadcastChannel.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            package init(
+                path: Operations.LinkBroadcastChannel.Input.Path,
+                headers: Operations.LinkBroadcastChannel.Input.Headers = .init(),
+                body: Operations.LinkBroadcastChannel.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/PUT/responses/200/headers`.
+                package struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/IdempotencyReplayed`.
+                    @frozen package enum IdempotencyReplayed: String, Codable, Hashable, Sendable, CaseIterable {
+                        case _true = "true"
+                    }
+                    /// `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/PUT/responses/200/headers/Idempotency-Replayed`.
+                    package var idempotencyReplayed: Components.Headers.IdempotencyReplayed?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - idempotencyReplayed: `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    package init(idempotencyReplayed: Components.Headers.IdempotencyReplayed? = nil) {
+                        self.idempotencyReplayed = idempotencyReplayed
+                    }
+                }
+                /// Received HTTP response headers
+                package var headers: Operations.LinkBroadcastChannel.Output.Ok.Headers
+                /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/PUT/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/PUT/responses/200/content/application\/json`.
+                    case json(Components.Schemas.BroadcastLink)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.BroadcastLink {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.LinkBroadcastChannel.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                package init(
+                    headers: Operations.LinkBroadcastChannel.Output.Ok.Headers = .init(),
+                    body: Operations.LinkBroadcastChannel.Output.Ok.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// The link.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.LinkBroadcastChannel.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.LinkBroadcastChannel.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request conflicts with the current state: a request with the same Idempotency-Key is still being
+            /// answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+            /// latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+            /// it was started without `--channel-management` (`channel_management_not_configured`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is larger than the service accepts (`--max-body`, 8 MiB by default).
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.ContentTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            package var contentTooLarge: Components.Responses.ContentTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is not `application/json`.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            package var unprocessableContent: Components.Responses.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// APNs' channel management API refused the call (`apns_channel_refused`: the detail carries APNs' status,
+            /// reason, `apns-request-id` and what to do), or could not be reached or did not answer in time
+            /// (`apns_channel_unreachable`). Nothing was linked or unlinked.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/502`.
+            ///
+            /// HTTP response code: `502 badGateway`.
+            case badGateway(Components.Responses.BadGateway)
+            /// The associated value of the enum case if `self` is `.badGateway`.
+            ///
+            /// - Throws: An error if `self` is not `.badGateway`.
+            /// - SeeAlso: `.badGateway`.
+            package var badGateway: Components.Responses.BadGateway {
+                get throws {
+                    switch self {
+                    case let .badGateway(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badGateway",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`) or not ready yet (`not_ready`). Try
+            /// again after `Retry-After` seconds; nothing of the request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// APNs did not answer (`apns_no_answer`): the deadline passed, or the connection ended after the push
+            /// was sent (APNs may have processed it); for a channel management call, its `--timeout` passed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.GatewayTimeout)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            package var gatewayTimeout: Components.Responses.GatewayTimeout {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// End the channel's broadcast link now.
+    ///
+    /// The channel publishes per-token only from its next update; the APNs channel is deleted if the service
+    /// created it (one APNs already forgot counts as deleted). Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)`.
+    package enum UnlinkBroadcastChannel {
+        package static let id: Swift.String = "unlinkBroadcastChannel"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/DELETE/path`.
+            package struct Path: Sendable, Hashable {
+                /// The channel (a live event, e.g. one match).
+                ///
+                /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/DELETE/path/channel`.
+                package var channel: Components.Parameters.Channel
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - channel: The channel (a live event, e.g. one match).
+                package init(channel: Components.Parameters.Channel) {
+                    self.channel = channel
+                }
+            }
+            package var path: Operations.UnlinkBroadcastChannel.Input.Path
+            /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/DELETE/header`.
+            package struct Headers: Sendable, Hashable {
+                /// Makes a retry of this request safe (see "Idempotency").
+                ///
+                /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/DELETE/header/Idempotency-Key`.
+                package var idempotencyKey: Components.Parameters.IdempotencyKey?
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.UnlinkBroadcastChannel.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Makes a retry of this request safe (see "Idempotency").
+                ///   - accept:
+                package init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.UnlinkBroadcastChannel.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.UnlinkBroadcastChannel.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.UnlinkBroadcastChannel.Input.Path,
+                headers: Operations.UnlinkBroadcastChannel.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct NoContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/DELETE/responses/204/headers`.
+                package struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/IdempotencyReplayed`.
+                    @frozen package enum IdempotencyReplayed: String, Codable, Hashable, Sendable, CaseIterable {
+                        case _true = "true"
+                    }
+                    /// `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/DELETE/responses/204/headers/Idempotency-Replayed`.
+                    package var idempotencyReplayed: Components.Headers.IdempotencyReplayed?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - idempotencyReplayed: `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    package init(idempotencyReplayed: Components.Headers.IdempotencyReplayed? = nil) {
+                        self.idempotencyReplayed = idempotencyReplayed
+                    }
+                }
+                /// Received HTTP response headers
+                package var headers: Operations.UnlinkBroadcastChannel.Output.NoContent.Headers
+                /// Creates a new `NoContent`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                package init(headers: Operations.UnlinkBroadcastChannel.Output.NoContent.Headers = .init()) {
+                    self.headers = headers
+                }
+            }
+            /// The link is gone.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.UnlinkBroadcastChannel.Output.NoContent)
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            package var noContent: Operations.UnlinkBroadcastChannel.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token or wave.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request conflicts with the current state: a request with the same Idempotency-Key is still being
+            /// answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+            /// latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+            /// it was started without `--channel-management` (`channel_management_not_configured`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            package var unprocessableContent: Components.Responses.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// APNs' channel management API refused the call (`apns_channel_refused`: the detail carries APNs' status,
+            /// reason, `apns-request-id` and what to do), or could not be reached or did not answer in time
+            /// (`apns_channel_unreachable`). Nothing was linked or unlinked.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/502`.
+            ///
+            /// HTTP response code: `502 badGateway`.
+            case badGateway(Components.Responses.BadGateway)
+            /// The associated value of the enum case if `self` is `.badGateway`.
+            ///
+            /// - Throws: An error if `self` is not `.badGateway`.
+            /// - SeeAlso: `.badGateway`.
+            package var badGateway: Components.Responses.BadGateway {
+                get throws {
+                    switch self {
+                    case let .badGateway(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badGateway",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`) or not ready yet (`not_ready`). Try
+            /// again after `Retry-After` seconds; nothing of the request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// APNs did not answer (`apns_no_answer`): the deadline passed, or the connection ended after the push
+            /// was sent (APNs may have processed it); for a channel management call, its `--timeout` passed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.GatewayTimeout)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            package var gatewayTimeout: Components.Responses.GatewayTimeout {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
                     .applicationProblemJson
                 ]
             }
@@ -2774,7 +3914,7 @@ package enum Operations {
         package struct Input: Sendable, Hashable {
             /// - Remark: Generated from `#/paths/v1/push/POST/header`.
             package struct Headers: Sendable, Hashable {
-                /// Makes a retry of this POST safe (see "Idempotency").
+                /// Makes a retry of this request safe (see "Idempotency").
                 ///
                 /// - Remark: Generated from `#/paths/v1/push/POST/header/Idempotency-Key`.
                 package var idempotencyKey: Components.Parameters.IdempotencyKey?
@@ -2782,7 +3922,7 @@ package enum Operations {
                 /// Creates a new `Headers`.
                 ///
                 /// - Parameters:
-                ///   - idempotencyKey: Makes a retry of this POST safe (see "Idempotency").
+                ///   - idempotencyKey: Makes a retry of this request safe (see "Idempotency").
                 ///   - accept:
                 package init(
                     idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
@@ -2982,8 +4122,9 @@ package enum Operations {
                 }
             }
             /// The request conflicts with the current state: a request with the same Idempotency-Key is still being
-            /// answered (`idempotency_key_in_progress`), or the update's timestamp is older than the channel's
-            /// latest (`older_than_current`).
+            /// answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+            /// latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+            /// it was started without `--channel-management` (`channel_management_not_configured`).
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/push/post(sendPush)/responses/409`.
@@ -3125,7 +4266,7 @@ package enum Operations {
                 }
             }
             /// APNs did not answer (`apns_no_answer`): the deadline passed, or the connection ended after the push
-            /// was sent (APNs may have processed it).
+            /// was sent (APNs may have processed it); for a channel management call, its `--timeout` passed.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/push/post(sendPush)/responses/504`.

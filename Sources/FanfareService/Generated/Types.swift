@@ -81,6 +81,37 @@ package protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /v1/channels/{channel}`.
     /// - Remark: Generated from `#/paths//v1/channels/{channel}/get(getChannel)`.
     func getChannel(_ input: Operations.GetChannel.Input) async throws -> Operations.GetChannel.Output
+    /// The channel's broadcast link.
+    ///
+    /// Needs scope `read`.
+    ///
+    /// - Remark: HTTP `GET /v1/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/get(getBroadcastLink)`.
+    func getBroadcastLink(_ input: Operations.GetBroadcastLink.Input) async throws -> Operations.GetBroadcastLink.Output
+    /// Link the channel to an APNs broadcast channel (created by the service, or the caller's).
+    ///
+    /// From now on every `update` and `end` published on the channel goes once as an APNs broadcast to the
+    /// activities subscribed to it (`kind: broadcast` registrations) and per-token to the rest; kick-offs
+    /// carry `input-push-channel` for iOS 18+ push-to-start tokens. Without `channel_id` the service creates
+    /// the APNs channel through the channel management API (`fanfare serve --channel-management`) and deletes
+    /// it after the channel's `end` and its dismissal window, or on `DELETE`; with `channel_id` it links the
+    /// caller's channel (and never deletes it). The same request again answers the same link (no second
+    /// channel is created); another one replaces the link, and an APNs channel the service created for it is
+    /// deleted first. Durable before the answer. Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)`.
+    func linkBroadcastChannel(_ input: Operations.LinkBroadcastChannel.Input) async throws -> Operations.LinkBroadcastChannel.Output
+    /// End the channel's broadcast link now.
+    ///
+    /// The channel publishes per-token only from its next update; the APNs channel is deleted if the service
+    /// created it (one APNs already forgot counts as deleted). Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)`.
+    func unlinkBroadcastChannel(_ input: Operations.UnlinkBroadcastChannel.Input) async throws -> Operations.UnlinkBroadcastChannel.Output
     /// Recent waves, newest first.
     ///
     /// The engine keeps every unfinished wave and the newest complete ones (1,000 by default) in memory; the
@@ -256,6 +287,63 @@ extension APIProtocol {
         headers: Operations.GetChannel.Input.Headers = .init()
     ) async throws -> Operations.GetChannel.Output {
         try await getChannel(Operations.GetChannel.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// The channel's broadcast link.
+    ///
+    /// Needs scope `read`.
+    ///
+    /// - Remark: HTTP `GET /v1/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/get(getBroadcastLink)`.
+    package func getBroadcastLink(
+        path: Operations.GetBroadcastLink.Input.Path,
+        headers: Operations.GetBroadcastLink.Input.Headers = .init()
+    ) async throws -> Operations.GetBroadcastLink.Output {
+        try await getBroadcastLink(Operations.GetBroadcastLink.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Link the channel to an APNs broadcast channel (created by the service, or the caller's).
+    ///
+    /// From now on every `update` and `end` published on the channel goes once as an APNs broadcast to the
+    /// activities subscribed to it (`kind: broadcast` registrations) and per-token to the rest; kick-offs
+    /// carry `input-push-channel` for iOS 18+ push-to-start tokens. Without `channel_id` the service creates
+    /// the APNs channel through the channel management API (`fanfare serve --channel-management`) and deletes
+    /// it after the channel's `end` and its dismissal window, or on `DELETE`; with `channel_id` it links the
+    /// caller's channel (and never deletes it). The same request again answers the same link (no second
+    /// channel is created); another one replaces the link, and an APNs channel the service created for it is
+    /// deleted first. Durable before the answer. Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)`.
+    package func linkBroadcastChannel(
+        path: Operations.LinkBroadcastChannel.Input.Path,
+        headers: Operations.LinkBroadcastChannel.Input.Headers = .init(),
+        body: Operations.LinkBroadcastChannel.Input.Body
+    ) async throws -> Operations.LinkBroadcastChannel.Output {
+        try await linkBroadcastChannel(Operations.LinkBroadcastChannel.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// End the channel's broadcast link now.
+    ///
+    /// The channel publishes per-token only from its next update; the APNs channel is deleted if the service
+    /// created it (one APNs already forgot counts as deleted). Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)`.
+    package func unlinkBroadcastChannel(
+        path: Operations.UnlinkBroadcastChannel.Input.Path,
+        headers: Operations.UnlinkBroadcastChannel.Input.Headers = .init()
+    ) async throws -> Operations.UnlinkBroadcastChannel.Output {
+        try await unlinkBroadcastChannel(Operations.UnlinkBroadcastChannel.Input(
             path: path,
             headers: headers
         ))

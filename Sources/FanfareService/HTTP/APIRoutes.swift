@@ -10,8 +10,8 @@ package struct APIRoute: Sendable, Equatable {
     package var template: String
     /// nil: open (health, readiness, metrics, the document).
     package var scope: Scope?
-    /// Writes are refused while the service shuts down.
-    package var isWrite: Bool { method == .post }
+    /// Writes are refused while the service shuts down; they take Idempotency-Key.
+    package var isWrite: Bool { method == .post || method == .put || method == .delete }
 
     fileprivate var segments: [Substring] { template.split(separator: "/") }
 }
@@ -24,6 +24,9 @@ package enum APIRoutes {
         APIRoute(method: .post, template: "/v1/channels/{channel}/updates", scope: .publish),
         APIRoute(method: .get, template: "/v1/channels", scope: .read),
         APIRoute(method: .get, template: "/v1/channels/{channel}", scope: .read),
+        APIRoute(method: .put, template: "/v1/channels/{channel}/broadcast", scope: .publish),
+        APIRoute(method: .get, template: "/v1/channels/{channel}/broadcast", scope: .read),
+        APIRoute(method: .delete, template: "/v1/channels/{channel}/broadcast", scope: .publish),
         APIRoute(method: .get, template: "/v1/waves", scope: .read),
         APIRoute(method: .get, template: "/v1/waves/{wave_id}", scope: .read),
         APIRoute(method: .get, template: "/v1/waves/{wave_id}/events", scope: .read),

@@ -19,7 +19,8 @@ import Synchronization
 /// - `fanfare_waves_running`, `fanfare_waves_published_total`, `fanfare_waves_completed_total`,
 ///   `fanfare_waves_resumed_total` (unfinished waves of an earlier run, resumed at start),
 ///   `fanfare_pushes_resent_after_restart_total` (a completed wave's `resentAfterRestart`),
-///   `fanfare_wave_outcomes_total{outcome}` (tokens of completed waves), `fanfare_wave_makespan_seconds` and
+///   `fanfare_wave_outcomes_total{outcome}` (tokens of completed waves), `fanfare_broadcasts_total{outcome}`
+///   (the broadcast part of completed waves on linked channels), `fanfare_wave_makespan_seconds` and
 ///   `fanfare_wave_content_age_seconds` (histograms, per completed wave)
 /// - `fanfare_registry_tokens`, `fanfare_channels_in_use`, `fanfare_invalid_tokens_held`,
 ///   `fanfare_invalid_tokens_removed_total` (from the engine), `fanfare_engine_queue_depth`,
@@ -92,6 +93,10 @@ package final class ServiceMetrics: Sendable {
                 .increment(by: Int64(count))
         }
         for (reason, count) in report.failedByReason where count > 0 { pushFailed(reason: reason, count: count) }
+        if let broadcast = report.broadcast {
+            CoreMetrics.Counter(label: "fanfare_broadcasts_total", dimensions: [("outcome", "\(broadcast.outcome)")], factory: factory)
+                .increment()
+        }
     }
 
     /// A push that did not end delivered (a wave's token at completion, or a single push's answer).

@@ -28,13 +28,14 @@ package enum ErrorMapping {
         case let problem as ServiceProblem: return problem
         case let decoding as DecodingError:
             var problem = fromDecoding(decoding)
-            // Only GET routes have parameters that can fail to decode (a POST's path and headers are strings,
-            // checked by the handlers and the front door): a GET's error is about a parameter, a POST's about
-            // its body (e.g. `null` or an array where an object belongs).
-            if error.request.method != .post, problem.code == .invalidRequest, problem.field == nil {
+            // Only GET routes have parameters that can fail to decode (a POST's or PUT's path and headers are
+            // strings, checked by the handlers and the front door): a GET's error is about a parameter, a
+            // POST's or PUT's about its body (e.g. `null` or an array where an object belongs).
+            let hasBody = error.request.method == .post || error.request.method == .put
+            if !hasBody, problem.code == .invalidRequest, problem.field == nil {
                 problem.code = .invalidParameter
                 problem.detail = "a path or query parameter does not match the document (GET /openapi.yaml): \(problem.detail)"
-            } else if error.request.method == .post, problem.field == nil, problem.code == .invalidRequest {
+            } else if hasBody, problem.field == nil, problem.code == .invalidRequest {
                 problem.detail = "the body must be a JSON object as the API's schema describes: \(problem.detail)"
             }
             return problem

@@ -101,6 +101,10 @@ package struct ServiceProblem: Error, Sendable {
         case .shuttingDown: "The service is shutting down"
         case .notReady: "The service is not ready"
         case .apnsNoAnswer: "APNs did not answer"
+        case .invalidChannelId: "Not an APNs broadcast channel id"
+        case .channelManagementNotConfigured: "No APNs channel management configured"
+        case .apnsChannelRefused: "APNs refused the channel management call"
+        case .apnsChannelUnreachable: "APNs' channel management API could not be reached"
         case ._internal: "Internal error"
         }
     }

@@ -55,6 +55,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "With --simulator: append every push it accepts to this file, one JSON line each.")
     var simulatorLog: String?
 
+    @Option(help: "APNs' broadcast channel management API as HOST:PORT, for PUT /v1/channels/{channel}/broadcast without a channel_id and for deleting the channels the service created (default: APNs' management host and port of the environment when sending to Apple; with --endpoint, the simulator's management port must be given; --simulator serves its own).")
+    var channelManagement: String?
+
     @Option(help: "API keys: one key per line with its scopes (register,publish,read,admin). Or the file's text in $FANFARE_API_KEYS.")
     var apiKeys: String?
 
@@ -102,15 +105,19 @@ struct ServeCommand: AsyncParsableCommand {
             let (host, port) = try Self.parseListen(listen)
             var client: ClientConfiguration
             var bundleID: String
+            var management: Endpoint?
             if simulator {
+                if channelManagement != nil { throw UsageError("--simulator serves its own channel management: drop --channel-management") }
                 let started = try startSimulator(state: scratch)
                 inProcess = started
                 bundleID = Self.simulatorBundleID
                 client = try simulatorClient(state: scratch, port: started.boundAddress.port)
+                management = started.managementAddress.map { Endpoint(host: "127.0.0.1", port: $0.port) }
                 logger.info(
                     "built-in APNs simulator started",
                     metadata: ["endpoint": "https://127.0.0.1:\(started.boundAddress.port)", "latency": "\(simulatorLatency)"])
             } else {
+                management = try managementEndpoint()
                 client = try connection.makeClientConfiguration()
                 bundleID = connection.bundleId ?? ""
             }
@@ -122,6 +129,15 @@ struct ServeCommand: AsyncParsableCommand {
             client.maxConcurrentStreamsPerConnection = streams
             var fanout = FanoutConfiguration(client: client, bundleID: bundleID, environment: connection.sandbox ? .sandbox : .production)
             fanout.checkpoints = try checkpoints.configuration()
+            if let management {
+                // The push connection's trust store, provider key and timeout.
+                var channels = ChannelManagementConfiguration(
+                    host: management.host, port: management.port, tls: client.tls, providerTokens: client.providerTokens,
+                    bundleID: bundleID)
+                channels.requestTimeout = client.requestTimeout
+                channels.addressFamilies = client.addressFamilies
+                fanout.channelManagement = channels
+            }
             var service = ServiceConfiguration(host: host, port: port, databasePath: database, fanout: fanout)
             service.apiKeys = try loadAPIKeys()
             service.maxBodyBytes = try Self.parseSize(maxBody, flag: "--max-body")
@@ -172,6 +188,22 @@ struct ServeCommand: AsyncParsableCommand {
         }
     }
 
+    /// `--channel-management HOST:PORT`; without it APNs' management host and port when the pushes go to Apple,
+    /// none when `--endpoint` names another server (a simulator's management port is its own flag).
+    private func managementEndpoint() throws(UsageError) -> Endpoint? {
+        if let channelManagement {
+            do {
+                return try Endpoint(parsing: channelManagement)
+            } catch {
+                throw UsageError(
+                    "--channel-management '\(channelManagement)' is not HOST:PORT (e.g. api-manage-broadcast.push.apple.com:2196, 127.0.0.1:2197)")
+            }
+        }
+        guard connection.endpoint == nil else { return nil }
+        let environment: APNsEndpoint = connection.sandbox ? .sandbox : .production
+        return Endpoint(host: environment.channelManagementHost, port: UInt16(environment.channelManagementPort))
+    }
+
     /// `host:port`, `[v6]:port`.
     static func parseListen(_ text: String) throws(UsageError) -> (host: String, port: Int) {
         guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)
@@ -206,7 +238,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         var arguments = [
             "--listen", "127.0.0.1:0", "--state-dir", state, "--latency", simulatorLatency, "--bundle-id", Self.simulatorBundleID,
-            "--threads", "1", "--token-reply", "0410:Unregistered", "--token-reply", "0400:BadDeviceToken",
+            "--threads", "1", "--token-reply", "0410:Unregistered", "--token-reply", "0400:BadDeviceToken", "--management-port", "0",
         ]
         if let simulatorLog { arguments += ["--log", simulatorLog] }
         let command: SimulateCommand

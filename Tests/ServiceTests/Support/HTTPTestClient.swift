@@ -49,6 +49,14 @@ struct HTTPTestClient: Sendable {
         return try await send("POST", path, headers: [("Content-Type", "application/json")] + headers, body: [UInt8](data))
     }
 
+    func put(_ path: String, json: String, headers: [(String, String)] = []) async throws -> HTTPTestResponse {
+        try await send("PUT", path, headers: [("Content-Type", "application/json")] + headers, body: Array(json.utf8))
+    }
+
+    func delete(_ path: String, headers: [(String, String)] = []) async throws -> HTTPTestResponse {
+        try await send("DELETE", path, headers: headers)
+    }
+
     /// One request; the raw bytes of the request can be replaced (`raw`) to send what no client would.
     func send(
         _ method: String, _ path: String, headers: [(String, String)] = [], body: [UInt8] = [], raw: [UInt8]? = nil
@@ -60,7 +68,7 @@ struct HTTPTestClient: Sendable {
             named.insert("authorization")
         }
         for (name, value) in headers { request += "\(name): \(value)\r\n" }
-        if !body.isEmpty || method == "POST" { request += "Content-Length: \(body.count)\r\n" }
+        if !body.isEmpty || method == "POST" || method == "PUT" { request += "Content-Length: \(body.count)\r\n" }
         request += "\r\n"
         let bytes = raw ?? (Array(request.utf8) + body)
         let received = try await Self.exchange(host: host, port: port, request: bytes, timeout: timeout, onChunk: nil)

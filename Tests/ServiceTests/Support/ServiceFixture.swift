@@ -57,7 +57,7 @@ final class ServiceFixture: @unchecked Sendable {
     /// `configure` adjusts the service (keys, limits, the engine) before it starts.
     init(
         simulator simulatorConfiguration: SimulatorConfiguration = ServiceFixture.simulatorConfiguration(),
-        databasePath: String? = nil, directory: String? = nil,
+        databasePath: String? = nil, directory: String? = nil, management: Bool = false,
         configure: (inout ServiceConfiguration) throws -> Void = { _ in }
     ) async throws {
         let directory = directory ?? NSTemporaryDirectory() + "fanfare-service-" + UUID().uuidString
@@ -69,6 +69,8 @@ final class ServiceFixture: @unchecked Sendable {
         var options = APNsSimulator.Options(
             listen: try SocketAddress(ip: "127.0.0.1", port: 0), tls: keys.serverTLS, verifier: keys.verifier)
         options.acceptedLogPath = acceptedLogPath
+        // The channel management API on a port of its own, as APNs has it.
+        if management { options.managementListen = try SocketAddress(ip: "127.0.0.1", port: 0) }
         simulator = try APNsSimulator(configuration: simulatorConfiguration, options: options)
 
         var client = ClientConfiguration(
@@ -80,6 +82,13 @@ final class ServiceFixture: @unchecked Sendable {
         var fanout = FanoutConfiguration(client: client, bundleID: ServiceKeys.bundleID)
         fanout.minimumInterval = nil
         fanout.retryDelays = [.milliseconds(10), .milliseconds(20), .milliseconds(40)]
+        if let managementPort = simulator.managementAddress?.port {
+            var channels = ChannelManagementConfiguration(
+                host: "127.0.0.1", port: managementPort, tls: keys.clientTLS, providerTokens: client.providerTokens,
+                bundleID: ServiceKeys.bundleID)
+            channels.requestTimeout = .seconds(20)
+            fanout.channelManagement = channels
+        }
         var configuration = ServiceConfiguration(host: "127.0.0.1", port: 0, databasePath: self.databasePath, fanout: fanout)
         configuration.eventInterval = .milliseconds(50)
         var logger = Logger(label: "fanfare.service.test")

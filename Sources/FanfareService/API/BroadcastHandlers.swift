@@ -1,0 +1,127 @@
+import FanfareCore
+import FanfareFanout
+import FanfareRegistry
+internal import Foundation
+internal import OpenAPIRuntime
+
+/// `/v1/channels/{channel}/broadcast`: a channel's link to an APNs broadcast channel (docs/fanout.md, "the
+/// audience planner"). Channel ids are base64 (`/ + =`): they travel in JSON bodies, never in paths.
+extension FanfareAPI {
+    package func linkBroadcastChannel(_ input: Operations.LinkBroadcastChannel.Input) async throws
+        -> Operations.LinkBroadcastChannel.Output
+    {
+        let channel = input.path.channel
+        try Validation.channel(channel)
+        guard case .json(let body) = input.body else { throw ServiceProblem.badRequest(.invalidRequest, "expected JSON") }
+        guard body.storagePolicy == 0 || body.storagePolicy == 1 else {
+            throw ServiceProblem.badRequest(
+                .invalidRequest,
+                "storage_policy \(body.storagePolicy): APNs knows 0 (no message stored) and 1 (the most recent stored)",
+                field: "storage_policy")
+        }
+        guard !lifecycle.isDraining else {
+            throw ServiceProblem.unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+        }
+        // Every check before anything changes.
+        var given: BroadcastChannelID?
+        if let text = body.channelId {
+            do {
+                given = try BroadcastChannelID(text)
+            } catch {
+                throw ServiceProblem.badRequest(
+                    .invalidChannelId,
+                    "channel_id is not an APNs broadcast channel id (\(error)): it is the base64 text APNs answered in "
+                        + "apns-channel-id, 1 to \(BroadcastChannelID.maximumByteCount) characters", field: "channel_id")
+            }
+        }
+        let existing = engine.broadcastLink(of: channel)
+        if body.channelId == nil, let existing, existing.createdByUs, existing.storagePolicy == body.storagePolicy {
+            // PUT is idempotent: the channel already has the APNs channel it asks for; no second one is made.
+            return .ok(.init(body: .json(Self.link(existing))))
+        }
+        if let existing, existing.createdByUs, existing.channelID != body.channelId {
+            // Another APNs channel replaces one the service created: that one is deleted first (its subscribers
+            // follow its id, not the new one), so replacing never leaves channels behind at APNs.
+            do {
+                _ = try await engine.unlinkBroadcastChannel(channel)
+            } catch {
+                throw fanoutProblem(error)
+            }
+        }
+        let link: BroadcastLink
+        if let channelID = given {
+            let storagePolicy = body.storagePolicy
+            // The service's own channel given back by id stays the service's to delete.
+            let ours = existing?.createdByUs == true && existing?.channelID == channelID.description
+            link = try await offPool { [engine] in
+                try engine.linkBroadcastChannel(channel, to: channelID, storagePolicy: storagePolicy, createdByUs: ours)
+            }
+        } else {
+            guard let policy = ChannelStoragePolicy(rawValue: body.storagePolicy) else {
+                throw ServiceProblem.badRequest(.invalidRequest, "storage_policy must be 0 or 1", field: "storage_policy")
+            }
+            do {
+                link = try await engine.createBroadcastChannel(for: channel, storagePolicy: policy)
+            } catch {
+                throw fanoutProblem(error)
+            }
+        }
+        return .ok(.init(body: .json(Self.link(link))))
+    }
+
+    package func getBroadcastLink(_ input: Operations.GetBroadcastLink.Input) async throws -> Operations.GetBroadcastLink.Output {
+        let channel = input.path.channel
+        try Validation.channel(channel)
+        guard let link = engine.broadcastLink(of: channel) else { throw Self.noLink(channel) }
+        return .ok(.init(body: .json(Self.link(link))))
+    }
+
+    package func unlinkBroadcastChannel(_ input: Operations.UnlinkBroadcastChannel.Input) async throws
+        -> Operations.UnlinkBroadcastChannel.Output
+    {
+        let channel = input.path.channel
+        try Validation.channel(channel)
+        guard !lifecycle.isDraining else {
+            throw ServiceProblem.unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+        }
+        let removed: BroadcastLink?
+        do {
+            removed = try await engine.unlinkBroadcastChannel(channel)
+        } catch {
+            throw fanoutProblem(error)
+        }
+        guard removed != nil else { throw Self.noLink(channel) }
+        return .noContent(.init())
+    }
+
+    static func noLink(_ channel: String) -> ServiceProblem {
+        ServiceProblem(
+            .notFound, .notFound,
+            "channel \(channel) is not linked to an APNs broadcast channel (PUT /v1/channels/\(channel)/broadcast links it)")
+    }
+
+    static func link(_ link: BroadcastLink) -> Components.Schemas.BroadcastLink {
+        .init(
+            channel: link.channel, channelId: link.channelID, storagePolicy: link.storagePolicy,
+            createdByUs: link.createdByUs, createdAt: link.createdAt, deleteAfter: link.deleteAfter)
+    }
+
+    static func broadcast(_ report: BroadcastReport) -> Components.Schemas.WaveBroadcast {
+        .init(
+            channelId: report.channelID, subscribers: report.subscribers, outcome: .init(report.outcome),
+            failureReason: report.failureReason, requests: report.requests, priority: report.priority,
+            downgraded: report.downgraded, resentAfterRestart: report.resentAfterRestart)
+    }
+}
+
+extension Components.Schemas.WaveBroadcast.OutcomePayload {
+    init(_ outcome: BroadcastOutcome) {
+        switch outcome {
+        case .pending: self = .pending
+        case .delivered: self = .delivered
+        case .failed: self = .failed
+        case .superseded: self = .superseded
+        case .expired: self = .expired
+        }
+    }
+}
