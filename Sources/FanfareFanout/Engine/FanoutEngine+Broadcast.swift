@@ -48,7 +48,7 @@ extension FanoutEngine {
     {
         guard let manager = channelManager else { throw .noChannelManagement }
         let channelID: BroadcastChannelID
-        do { channelID = try await manager.create(storagePolicy: storagePolicy) } catch { throw .broadcast("\(error)") }
+        do { channelID = try await manager.create(storagePolicy: storagePolicy) } catch { throw .broadcast(error) }
         do {
             return try linkBroadcastChannel(channel, to: channelID, storagePolicy: storagePolicy.rawValue, createdByUs: true)
         } catch {
@@ -70,7 +70,7 @@ extension FanoutEngine {
             } catch let error where error.kind == .rejected(status: 400, reason: .channelNotRegistered, rawReason: nil) {
                 // Already gone at APNs: nothing more to delete.
             } catch {
-                throw .broadcast("\(error)")
+                throw .broadcast(error)
             }
         }
         try forgetLink(channel)

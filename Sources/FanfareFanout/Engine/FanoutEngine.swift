@@ -26,7 +26,7 @@ public enum FanoutError: Error, Sendable, CustomStringConvertible {
     /// Creating or deleting an APNs broadcast channel needs `FanoutConfiguration.channelManagement`.
     case noChannelManagement
     /// The channel management API failed (APNs' answer or the transport's error).
-    case broadcast(String)
+    case broadcast(ChannelManagementError)
 
     public var description: String {
         switch self {
@@ -42,7 +42,7 @@ public enum FanoutError: Error, Sendable, CustomStringConvertible {
         case .invalidBroadcastLink(let problem): return "broadcast link: \(problem)"
         case .noChannelManagement:
             return "no channel management configured (FanoutConfiguration.channelManagement): the engine cannot create or delete APNs broadcast channels"
-        case .broadcast(let message): return "APNs channel management: \(message)"
+        case .broadcast(let error): return "APNs channel management: \(error)"
         case .environmentMismatch(let host, let hostEnvironment, let environment):
             let right = FanoutConfiguration.apnsHosts.first { $0.value == environment && !$0.key.contains("development") }?.key ?? "?"
             return "client.host \(host) is APNs \(hostEnvironment), but the engine serves \(environment) tokens: "

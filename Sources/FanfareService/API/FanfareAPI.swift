@@ -61,15 +61,15 @@ package struct FanfareAPI: APIProtocol {
                 "the service cannot create or delete APNs broadcast channels: start it with --channel-management "
                     + "HOST:PORT (APNs' management host and port are the default with real APNs), or link a channel "
                     + "you created with {\"channel_id\": ...}")
-        case .broadcast(let message):
-            // Provisional: the engine passes the management error as its text (status, reason, apns-request-id
-            // and action), so the kind is read from it until the engine carries ChannelManagementError itself.
-            if message.contains("no answer from APNs in time") {
-                return ServiceProblem(.gatewayTimeout, .apnsNoAnswer, "APNs' channel management API: \(message)")
+        case .broadcast(let management):
+            switch management.kind {
+            case .timedOut:
+                return ServiceProblem(.gatewayTimeout, .apnsNoAnswer, "APNs' channel management API: \(management)")
+            case .rejected, .badAnswer:
+                return ServiceProblem(.badGateway, .apnsChannelRefused, "APNs' channel management API: \(management)")
+            case .transport, .shutDown:
+                return ServiceProblem(.badGateway, .apnsChannelUnreachable, "APNs' channel management API: \(management)")
             }
-            return ServiceProblem(
-                .badGateway, message.contains("APNs answered") ? .apnsChannelRefused : .apnsChannelUnreachable,
-                "APNs' channel management API: \(message)")
         }
     }
 

@@ -105,9 +105,9 @@ import Testing
             #expect(report.accounted == report.targeted, "\(report)")
             #expect(report.broadcast?.outcome == .delivered || report.broadcast?.outcome == .superseded, "\(report)")
         }
-        // The newest broadcast always goes; the middle one waited behind the first and was superseded.
+        // The newest broadcast always goes. An older one goes only if it was out before the newer arrived (the
+        // middle one is usually superseded while the first is out, but a slow test thread can publish it late).
         #expect(reports[2].broadcast?.outcome == .delivered)
-        #expect(reports[1].broadcast?.outcome == .superseded)
         engine.shutdown()
         harness.shutdown()
         let log = try harness.acceptedLog()
@@ -115,6 +115,9 @@ import Testing
         #expect(broadcasts.count == reports.filter { $0.broadcast?.outcome == .delivered }.count)
         #expect(broadcasts.allSatisfy { $0.string("channel-id") == link.channelID })
         #expect(broadcasts.last?.line.contains(#""home":3"#) == true, "the last broadcast carries the newest score")
+        // Never an older score after a newer one on the broadcast path.
+        let scores = broadcasts.compactMap { record in (1...3).first { record.line.contains(#""home":\#($0)"#) } }
+        #expect(scores.count == broadcasts.count && scores == scores.sorted(), "\(scores)")
         // Every token's last push carries the newest score; no token of a subscribed activity got one.
         var last: [String: String] = [:]
         for record in Self.tokenPushes(log) { last[record.string("token")!] = record.line }
