@@ -117,13 +117,15 @@ struct ServeCommandTests {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let logPath = directory + "/accepted.jsonl"
-        // 10 streams answered after 15-16 s each: at the signal the newest push in flight was sent moments ago,
-        // and the graceful shutdown waits for its answer (up to half of --shutdown-timeout), so the service still
-        // answers the requests that follow the signal for about 15 s, however slow the machine.
-        let slow = "uniform:15s-16s"
+        // 10 streams answered after 45-46 s each: at the signal the newest push in flight was sent moments ago,
+        // and the graceful shutdown waits for its answer (up to half of --shutdown-timeout, 60 s), so the service
+        // still answers the requests that follow the signal for about 45 s (--timeout 90: a push is not given up
+        // before its answer). (15 s was not enough on a 2-core CI
+        // machine running the whole suite: the listener had closed before the refused write was sent.)
+        let slow = "uniform:45s-46s"
         let arguments = [
             "--simulator", "--listen", "127.0.0.1:0", "--database", directory + "/fanfare.db", "--simulator-log", logPath,
-            "--simulator-latency", slow, "--connections", "1", "--streams", "10", "--shutdown-timeout", "120s",
+            "--simulator-latency", slow, "--connections", "1", "--streams", "10", "--shutdown-timeout", "120s", "--timeout", "90",
         ]
         let serve = try await ServeProcess(arguments, directory: directory)
         let client = serve.client

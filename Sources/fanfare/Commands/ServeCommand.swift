@@ -252,8 +252,12 @@ struct ServeCommand: AsyncParsableCommand {
         let keyPath = (state as NSString).appendingPathComponent("AuthKey_FANFARE001.p8")
         let caPath = (state as NSString).appendingPathComponent("ca.pem")
         let signer = try ProviderTokenSigner(privateKeyPEMFile: keyPath, keyID: "FANFARE001", teamID: "TEAMID0001")
-        return ClientConfiguration(
+        // --timeout holds for the built-in simulator too (its latency can be set past the default 30 s).
+        guard connection.timeout > 0 && connection.timeout <= 3600 else { throw UsageError("--timeout must be between 0 and 3600 seconds") }
+        var configuration = ClientConfiguration(
             host: "127.0.0.1", port: port, tls: try TLSContext.client(caFile: caPath),
             providerTokens: ProviderTokenSource(signer: signer), topic: Topic.liveActivity(bundleID: Self.simulatorBundleID))
+        configuration.requestTimeout = .milliseconds(Int64(connection.timeout * 1000))
+        return configuration
     }
 }
