@@ -113,9 +113,13 @@ let package = Package(
             ]
         ),
 
+        // Test support: child processes through posix_spawn (Tests/Support/FanfareTestSupport/ChildProcess.swift).
+        .target(name: "CChildProcess", path: "Tests/Support/CChildProcess"),
+        .target(name: "FanfareTestSupport", dependencies: ["CChildProcess"], path: "Tests/Support/FanfareTestSupport"),
+
         .testTarget(name: "FanfareCoreTests", dependencies: ["FanfareCore"]),
         .testTarget(name: "FanfareIOTests", dependencies: ["FanfareIO", "CURing"]),
-        .testTarget(name: "FanfareTLSTests", dependencies: ["FanfareTLS", "FanfareCore", "COpenSSL"]),
+        .testTarget(name: "FanfareTLSTests", dependencies: ["FanfareTLS", "FanfareCore", "COpenSSL", "FanfareTestSupport"]),
         // HPACK and HTTP/2 framing, checked against nghttp2's own encoder and decoder.
         .testTarget(name: "FanfareHTTP2Tests", dependencies: ["FanfareHTTP2", "FanfareCore", "FanfareClient", "CNghttp2"]),
         .testTarget(name: "FanfareSimulatorTests", dependencies: ["FanfareSimulator", "FanfareCore", "FanfareTLS"]),
@@ -125,7 +129,7 @@ let package = Package(
         ),
         .testTarget(
             name: "InteropTests",
-            dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO"]
+            dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareTestSupport"]
         ),
         .testTarget(name: "FanfareRegistryTests", dependencies: ["FanfareRegistry", "FanfareCore"]),
         // Fan-out engine parts in isolation (queue under contention, budgets, lanes, tables).
@@ -136,7 +140,7 @@ let package = Package(
             name: "ServiceTests",
             dependencies: [
                 "FanfareService", "FanfareFanout", "FanfareRegistry", "FanfareClient", "FanfareSimulator", "FanfareCore",
-                "FanfareTLS", "FanfareIO",
+                "FanfareTLS", "FanfareIO", "FanfareTestSupport",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
             ]
@@ -145,6 +149,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareFanout", "FanfareRegistry",
+                "FanfareTestSupport",
             ]
         ),
     ]

@@ -1,6 +1,7 @@
 // The `fanfare` executable itself: configuration errors are reported at once and clearly, flags that would
 // overflow or trap are refused with exit 64 and one line.
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -19,20 +20,9 @@ enum FanfareExecutable {
     /// Exit status, standard error and how long it took; the process is killed after `limit`.
     static func run(_ arguments: [String], limit: Duration = .seconds(60)) throws -> (status: Int32, stderr: String, elapsed: Duration) {
         let executable = try #require(path, "the fanfare executable is built with the tests (swift build --build-tests)")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
         let start = ContinuousClock.now
-        try process.run()
-        let deadline = start + limit
-        while process.isRunning && ContinuousClock.now < deadline { usleep(10_000) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        return (process.terminationStatus, text, ContinuousClock.now - start)
+        let run = try ChildProcess.run(executable, arguments, timeout: limit)
+        return (run.timedOut ? -1 : run.status, run.stderr, ContinuousClock.now - start)
     }
 }
 

@@ -1,5 +1,6 @@
 // Helpers shared by the FanfareTLS tests: temp directories, running the openssl CLI, and pumping
 // ciphertext between two in-memory TLS connections.
+import FanfareTestSupport
 import Foundation
 @testable import FanfareTLS
 
@@ -37,16 +38,8 @@ struct ProcessResult {
 
 /// Runs `openssl <arguments>` and waits for it.
 func runOpenSSL(_ arguments: [String]) throws -> ProcessResult {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["openssl"] + arguments
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    process.standardError = pipe
-    try process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()  // before waiting: never block on a full pipe
-    process.waitUntilExit()
-    return ProcessResult(status: process.terminationStatus, output: String(decoding: data, as: UTF8.self))
+    let run = try ChildProcess.run("/usr/bin/env", ["openssl"] + arguments, mergeOutputs: true)
+    return ProcessResult(status: run.status, output: run.stdout)
 }
 
 /// Base64url (unpadded) → bytes through Foundation, independent of the module's own decoder.

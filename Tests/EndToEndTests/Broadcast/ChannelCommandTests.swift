@@ -3,6 +3,7 @@
 // reason, action and request id of a rejection.
 import FanfareCore
 import FanfareIO
+import FanfareTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -17,20 +18,8 @@ import Testing
     /// Runs `fanfare` with `arguments`, capturing both outputs (killed after a minute: a hang guard).
     static func run(_ arguments: [String]) throws -> Run {
         let executable = try #require(FanfareExecutable.path, "the fanfare executable is built with the tests")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        // Read both pipes to the end before waiting (a full pipe would block the child).
-        let outData = output.fileHandleForReading.readDataToEndOfFile()
-        let errData = errors.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Run(
-            status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self), stderr: String(decoding: errData, as: UTF8.self))
+        let run = try ChildProcess.run(executable, arguments, timeout: .seconds(60))
+        return Run(status: run.timedOut ? -1 : run.status, stdout: run.stdout, stderr: run.stderr)
     }
 
     static func flags(_ harness: TestHarness, port: UInt16) -> [String] {

@@ -1,5 +1,6 @@
 // Drives the simulator with nghttp2's own client, the `nghttp` CLI (Debian nghttp2-client, installed by
 // scripts/ensure-system-packages): a client nobody here wrote, for the management API and broadcasts.
+import FanfareTestSupport
 import Foundation
 import Testing
 
@@ -66,15 +67,7 @@ private func runNghttp(
         arguments += ["-d", file]
     }
     arguments.append("https://127.0.0.1:\(port)\(path)")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/nghttp")
-    process.arguments = arguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    let printed = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
+    let printed = Data(try ChildProcess.run("/usr/bin/nghttp", arguments).stdout.utf8)
     let data = try Data(contentsOf: URL(fileURLWithPath: har))
     let log = try #require((try JSONSerialization.jsonObject(with: data) as? [String: Any])?["log"] as? [String: Any])
     let entries = log["entries"] as? [[String: Any]] ?? []

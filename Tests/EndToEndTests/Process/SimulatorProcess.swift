@@ -4,6 +4,7 @@
 import FanfareClient
 import FanfareCore
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Glibc
 
@@ -27,7 +28,7 @@ final class SimulatorProcess: @unchecked Sendable {
     static let keyID = "FANFARE001"
     static let bundleID = "com.example.fanfare"
 
-    let process: Process
+    let process: ChildProcess
     let port: UInt16
     let outputPath: String
     let errorPath: String
@@ -51,19 +52,9 @@ final class SimulatorProcess: @unchecked Sendable {
     init(_ arguments: [String], outputIn directory: String, name: String, timeout: Duration = .seconds(60)) async throws {
         outputPath = directory + "/\(name).out"
         errorPath = directory + "/\(name).err"
-        guard FileManager.default.createFile(atPath: outputPath, contents: nil),
-            FileManager.default.createFile(atPath: errorPath, contents: nil),
-            let output = FileHandle(forWritingAtPath: outputPath), let error = FileHandle(forWritingAtPath: errorPath)
-        else { throw SimulatorProcessError(description: "cannot create \(outputPath)") }
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: try Self.executable())
-        process.arguments = ["simulate"] + arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        try? output.close()
-        try? error.close()
+        process = try ChildProcess(
+            executable: try Self.executable(), arguments: ["simulate"] + arguments, standardOutput: outputPath,
+            standardError: errorPath)
 
         let marker = "simulating APNs on https://"
         let clock = ContinuousClock()
@@ -78,7 +69,7 @@ final class SimulatorProcess: @unchecked Sendable {
                 break
             }
             if !process.isRunning || clock.now >= deadline {
-                if process.isRunning { Glibc.kill(process.processIdentifier, SIGKILL) }
+                if process.isRunning { Glibc.kill(process.pid, SIGKILL) }
                 process.waitUntilExit()
                 throw SimulatorProcessError(
                     description: "fanfare simulate \(arguments.joined(separator: " ")) did not start:\n\(text)\n"
@@ -91,7 +82,7 @@ final class SimulatorProcess: @unchecked Sendable {
 
     deinit {
         if process.isRunning {
-            Glibc.kill(process.processIdentifier, SIGKILL)
+            Glibc.kill(process.pid, SIGKILL)
             process.waitUntilExit()
         }
     }
@@ -102,13 +93,13 @@ final class SimulatorProcess: @unchecked Sendable {
     /// SIGKILL: no shutdown, no flush, no GOAWAY; the kernel closes the sockets.
     func kill() {
         guard process.isRunning else { return }
-        Glibc.kill(process.processIdentifier, SIGKILL)
+        Glibc.kill(process.pid, SIGKILL)
         process.waitUntilExit()
     }
 
     /// SIGINT: a clean stop (GOAWAY, log flushed, summary printed); returns the exit status.
     func stop(timeout: Duration = .seconds(30)) async -> Int32 {
-        if process.isRunning { Glibc.kill(process.processIdentifier, SIGINT) }
+        if process.isRunning { Glibc.kill(process.pid, SIGINT) }
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         while process.isRunning && clock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
@@ -124,24 +115,14 @@ final class SimulatorProcess: @unchecked Sendable {
         let name = "run-" + UUID().uuidString.prefix(8)
         let outputPath = directory + "/\(name).out"
         let errorPath = directory + "/\(name).err"
-        guard FileManager.default.createFile(atPath: outputPath, contents: nil),
-            FileManager.default.createFile(atPath: errorPath, contents: nil),
-            let output = FileHandle(forWritingAtPath: outputPath), let error = FileHandle(forWritingAtPath: errorPath)
-        else { throw SimulatorProcessError(description: "cannot create \(outputPath)") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try executable())
-        process.arguments = ["simulate"] + arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        try? output.close()
-        try? error.close()
+        let process = try ChildProcess(
+            executable: try executable(), arguments: ["simulate"] + arguments, standardOutput: outputPath,
+            standardError: errorPath)
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: timeout)
         while process.isRunning {
             if clock.now >= deadline {
-                Glibc.kill(process.processIdentifier, SIGKILL)
+                Glibc.kill(process.pid, SIGKILL)
                 process.waitUntilExit()
                 throw SimulatorProcessError(description: "fanfare simulate \(arguments.joined(separator: " ")) hung")
             }

@@ -1,5 +1,6 @@
 // Running the nghttp2 command-line tools (h2load, nghttp, nghttpd) from tests: finding them, and running
 // them to completion with a hang guard. Control plane only: Foundation is fine here.
+import FanfareTestSupport
 import Foundation
 import Glibc
 
@@ -102,33 +103,17 @@ func runTool(
 }
 
 /// Launches a process with stdout and stderr going to the given files (created or truncated).
-func startProcess(_ executable: String, _ arguments: [String], standardOutput: String, standardError: String) throws -> Process {
-    let fileManager = FileManager.default
-    guard fileManager.createFile(atPath: standardOutput, contents: nil),
-        fileManager.createFile(atPath: standardError, contents: nil),
-        let output = FileHandle(forWritingAtPath: standardOutput),
-        let error = FileHandle(forWritingAtPath: standardError)
-    else {
-        throw InteropTestError.toolDidNotStart("cannot create output files \(standardOutput), \(standardError)")
+func startProcess(_ executable: String, _ arguments: [String], standardOutput: String, standardError: String) throws -> ChildProcess {
+    do {
+        return try ChildProcess(executable: executable, arguments: arguments, standardOutput: standardOutput, standardError: standardError)
+    } catch {
+        throw InteropTestError.toolDidNotStart("\(error)")
     }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: executable)
-    process.arguments = arguments
-    process.standardInput = FileHandle.nullDevice
-    process.standardOutput = output
-    process.standardError = error
-    try process.run()
-    // The child has its own copies of the descriptors now.
-    try? output.close()
-    try? error.close()
-    return process
 }
 
-/// Ends a process this test started, by its pid. SIGKILL rather than SIGTERM: children launched by
-/// Foundation's `Process` here inherit a signal mask with SIGTERM blocked (seen in /proc/<pid>/status), so
-/// nghttpd would ignore a polite request; none of these tools has anything to flush.
-func stopProcess(_ process: Process) {
+/// Ends a process this test started: none of these tools has anything to flush.
+func stopProcess(_ process: ChildProcess) {
     guard process.isRunning else { return }
-    kill(process.processIdentifier, SIGKILL)
+    kill(process.pid, SIGKILL)
     process.waitUntilExit()
 }

@@ -1,16 +1,17 @@
 // nghttpd (nghttp2's reference HTTP/2 server) as a peer for our client: started on a free loopback port
 // with our generated certificate, stopped by the test (always, via defer).
+import FanfareTestSupport
 import Foundation
 import Glibc
 
 /// A running `nghttpd` this test started.
 final class NghttpdServer: @unchecked Sendable {
-    let process: Process
+    let process: ChildProcess
     let port: UInt16
     let logFile: String
     private(set) var commandLine: String
 
-    private init(process: Process, port: UInt16, logFile: String, commandLine: String) {
+    private init(process: ChildProcess, port: UInt16, logFile: String, commandLine: String) {
         self.process = process
         self.port = port
         self.logFile = logFile

@@ -1,10 +1,11 @@
 // `fanfare serve` (and `fanfare simulate`) as child processes: the binary `swift build` puts next to this test
 // bundle. Output goes to files, so a chatty child never blocks on a pipe.
+import FanfareTestSupport
 import Foundation
 import Glibc
 
 final class ServeProcess: @unchecked Sendable {
-    let process: Process
+    let process: ChildProcess
     let port: Int
     let outputPath: String
     let errorPath: String
@@ -25,27 +26,16 @@ final class ServeProcess: @unchecked Sendable {
 
     static func launch(
         _ arguments: [String], directory: String, name: String, environment: [String: String], command: String = "serve"
-    ) throws -> (Process, String, String) {
+    ) throws -> (ChildProcess, String, String) {
         let outputPath = directory + "/\(name).out"
         let errorPath = directory + "/\(name).err"
-        guard FileManager.default.createFile(atPath: outputPath, contents: nil),
-            FileManager.default.createFile(atPath: errorPath, contents: nil),
-            let output = FileHandle(forWritingAtPath: outputPath), let error = FileHandle(forWritingAtPath: errorPath)
-        else { throw HTTPTestError(description: "cannot create \(outputPath)") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: try executable())
-        process.arguments = [command] + arguments
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
         var inherited = ProcessInfo.processInfo.environment
         inherited.removeValue(forKey: "FANFARE_API_KEYS")
         inherited.removeValue(forKey: "FANFARE_AUTH_KEY")
-        process.environment = inherited.merging(environment) { _, new in new }
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = output
-        process.standardError = error
-        try process.run()
-        try? output.close()
-        try? error.close()
+        let process = try ChildProcess(
+            executable: try executable(), arguments: [command] + arguments,
+            environment: inherited.merging(environment) { _, new in new }, directory: directory, standardOutput: outputPath,
+            standardError: errorPath)
         return (process, outputPath, errorPath)
     }
 
@@ -67,7 +57,7 @@ final class ServeProcess: @unchecked Sendable {
                 break
             }
             if !process.isRunning || ContinuousClock.now >= deadline {
-                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                if process.isRunning { kill(process.pid, SIGKILL) }
                 process.waitUntilExit()
                 throw HTTPTestError(
                     description: "fanfare serve \(arguments.joined(separator: " ")) did not start:\n\(text)\n"
@@ -80,7 +70,7 @@ final class ServeProcess: @unchecked Sendable {
 
     deinit {
         if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
+            kill(process.pid, SIGKILL)
             process.waitUntilExit()
         }
     }
@@ -89,14 +79,14 @@ final class ServeProcess: @unchecked Sendable {
     var output: String { (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? "" }
     var errors: String { (try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? "" }
 
-    func signal(_ number: Int32) { if process.isRunning { kill(process.processIdentifier, number) } }
+    func signal(_ number: Int32) { if process.isRunning { kill(process.pid, number) } }
 
     /// Waits for the process to end (SIGKILL after `timeout`); its exit status.
     func waitForExit(timeout: Duration = .seconds(90)) async -> Int32 {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
         if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
+            kill(process.pid, SIGKILL)
             process.waitUntilExit()
             return -1
         }
@@ -116,7 +106,7 @@ final class ServeProcess: @unchecked Sendable {
         let deadline = ContinuousClock.now + timeout
         while process.isRunning {
             if ContinuousClock.now >= deadline {
-                kill(process.processIdentifier, SIGKILL)
+                kill(process.pid, SIGKILL)
                 process.waitUntilExit()
                 throw HTTPTestError(description: "fanfare \(command) \(arguments.joined(separator: " ")) hung")
             }
@@ -133,7 +123,7 @@ final class ServeProcess: @unchecked Sendable {
 /// `fanfare simulate` as a child process of its own, so it outlives a `fanfare serve` killed with SIGKILL; its
 /// state directory holds the CA and the provider key the service is given.
 final class SimulateProcess: @unchecked Sendable {
-    let process: Process
+    let process: ChildProcess
     let port: Int
     let stateDirectory: String
     let outputPath: String
@@ -158,7 +148,7 @@ final class SimulateProcess: @unchecked Sendable {
                 break
             }
             if !process.isRunning || ContinuousClock.now >= deadline {
-                if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+                if process.isRunning { kill(process.pid, SIGKILL) }
                 process.waitUntilExit()
                 throw HTTPTestError(
                     description: "fanfare simulate did not start:\n\(text)\n" + ((try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""))
@@ -179,16 +169,16 @@ final class SimulateProcess: @unchecked Sendable {
 
     /// SIGINT: the simulator flushes its accepted-push log and exits.
     func stop(timeout: Duration = .seconds(30)) async {
-        if process.isRunning { kill(process.processIdentifier, SIGINT) }
+        if process.isRunning { kill(process.pid, SIGINT) }
         let deadline = ContinuousClock.now + timeout
         while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
-        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+        if process.isRunning { kill(process.pid, SIGKILL) }
         process.waitUntilExit()
     }
 
     deinit {
         if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
+            kill(process.pid, SIGKILL)
             process.waitUntilExit()
         }
     }
