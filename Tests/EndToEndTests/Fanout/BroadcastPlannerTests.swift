@@ -211,7 +211,9 @@ import Testing
 
     @Test func aGracefulRestartMidWaveSendsTheBroadcastOnce() async throws {
         var simulator = SimulatorConfiguration()
-        simulator.latency = .fixed(nanoseconds: 200_000_000)
+        // 1 s: 300 token pushes over 2 x 10 streams take 15 s, so the shutdown surely comes mid-wave even when a
+        // loaded machine polls late.
+        simulator.latency = .fixed(nanoseconds: 1_000_000_000)
         let harness = try TestHarness(simulator, management: true)
         defer { harness.shutdown() }
         let path = harness.directory + "/planner.db"
@@ -227,7 +229,7 @@ import Testing
             stopping.shutdown()
         }
         try #require(stopped != nil)
-        #expect(wave.state == .interrupted, "300 tokens at 2 x 10 streams and 200 ms cannot be done yet")
+        #expect(wave.state == .interrupted, "300 tokens at 2 x 10 streams and 1 s cannot be done yet")
         #expect(wave.broadcast?.outcome == .delivered)
         try store.close()
 
@@ -248,19 +250,32 @@ import Testing
 
     @Test func aCrashBeforeTheBroadcastWasAnsweredResendsItWithItsFirstID() async throws {
         var simulator = SimulatorConfiguration()
-        simulator.latency = .fixed(nanoseconds: 300_000_000)
+        // 3 s: the abandon must come before the answer even when a loaded machine polls late (300 ms was not
+        // enough on a 2-core CI machine running the suite); 100 streams keep the 200 token pushes to one round.
+        simulator.latency = .fixed(nanoseconds: 3_000_000_000)
         let harness = try TestHarness(simulator, management: true)
         defer { harness.shutdown() }
         let path = harness.directory + "/planner.db"
         var store = try SQLiteTokenStore(path: path)
-        var engine = try Self.engine(harness, store, streams: 10, durable: true)
+        var engine = try Self.engine(harness, store, streams: 100, durable: true)
         let link = try await engine.createBroadcastChannel(for: "match", storagePolicy: .noMessageStored)
         try engine.register(FanoutFixture.registrations(0..<200, channel: "match"))
         try engine.register([], subscriptions: Self.subscriptions(0..<100, channel: "match"))
         let wave = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
-        // Abandoned the moment the broadcast went out, before APNs answers it (300 ms).
+        // Abandoned once a checkpoint after the broadcast went out is durable (it records the broadcast as maybe
+        // sent), before APNs answers it (3 s). Without that checkpoint the next engine could not know it was sent:
+        // it would send it again unflagged, as it does a token push past the last checkpoint.
         let abandoning = engine
-        let abandoned: Void? = try await perform(when: { (wave.broadcast?.requests ?? 0) >= 1 }, timeout: .seconds(30)) {
+        final class WritesAtSend: @unchecked Sendable { var count: Int? }  // touched by the polling thread only
+        let atSend = WritesAtSend()
+        let abandoned: Void? = try await perform(
+            when: {
+                guard (wave.broadcast?.requests ?? 0) >= 1 else { return false }
+                let writes = abandoning.statistics.checkpointWrites
+                if atSend.count == nil { atSend.count = writes }
+                return writes >= (atSend.count ?? writes) + 2
+            }, timeout: .seconds(30)
+        ) {
             abandoning.abandonForTesting()
         }
         try #require(abandoned != nil)
@@ -268,7 +283,7 @@ import Testing
         try store.close()
 
         store = try SQLiteTokenStore(path: path)
-        engine = try Self.engine(harness, store, streams: 10, durable: true)
+        engine = try Self.engine(harness, store, streams: 100, durable: true)
         defer { engine.shutdown() }
         #expect(engine.broadcastLink(of: "match")?.channelID == link.channelID, "the link survives the restart")
         #expect(engine.broadcastSubscribers(of: "match") == 100)
