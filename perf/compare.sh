@@ -188,7 +188,7 @@ perf_stop_simulator "$SIM_PID"
             print "client CPU us/push = (user + sys CPU seconds of the whole client process) x 1e6 / pushes;"
             print "sim CPU us/push = the simulator process'"'"'s CPU over the same run / pushes (near 1e6 / pushes/s: simulator-bound)"
         }'
-    refused="$(awk -F': ' '/^streams refused/ { print $2 }' "$OUT/simulator.log")"
+    refused="$(sed -n 's/^streams refused: //p' "$OUT/simulator.log" | head -n1)"
     [ -n "$refused" ] && echo "simulator: streams refused: $refused"
     echo "raw outputs: $OUT"
 } | tee "$OUT/table.txt"

@@ -262,3 +262,17 @@ perf_write_environment() {
 perf_warn_if_busy() {
     awk -v cpus="$(nproc --all)" '{ if ($1 > 0.5) printf "note: load average %s before starting: other processes share these CPUs, expect noisy numbers\n", $1 }' /proc/loadavg >&2
 }
+
+# perf_ensure_gnuplot DIR: gnuplot for the plots, installed with apt-get when missing and running as root.
+perf_ensure_gnuplot() {
+    command -v gnuplot >/dev/null 2>&1 && return 0
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        perf_log "installing gnuplot-nox for the plot"
+        if (apt-get install -y -qq gnuplot-nox || { apt-get update -qq && apt-get install -y -qq gnuplot-nox; }) \
+            >"$1/apt-gnuplot.log" 2>&1; then
+            return 0
+        fi
+    fi
+    perf_log "gnuplot is missing (apt-get install -y gnuplot-nox): writing the CSV only"
+    return 1
+}

@@ -48,19 +48,6 @@ for value in $CONNECTIONS_LIST $STREAMS_LIST "$SWEEP_PUSHES" "$ROUNDS" "$TOKENS"
     [[ "$value" =~ ^[1-9][0-9]*$ ]] || perf_die "connections, streams, pushes, rounds and tokens must be positive integers"
 done
 
-ensure_gnuplot() {
-    command -v gnuplot >/dev/null 2>&1 && return 0
-    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        perf_log "installing gnuplot-nox for the plot"
-        if (apt-get install -y -qq gnuplot-nox || { apt-get update -qq && apt-get install -y -qq gnuplot-nox; }) \
-            >"$OUT/apt-gnuplot.log" 2>&1; then
-            return 0
-        fi
-    fi
-    perf_log "gnuplot is missing (apt-get install -y gnuplot-nox): writing the CSV only"
-    return 1
-}
-
 perf_require_tools
 perf_build
 OUT="${OUT:-$PERF_DIR/out/$(date +%Y%m%d-%H%M%S)-sweep}"
@@ -78,7 +65,7 @@ perf_write_environment "$OUT/environment.txt"
 perf_warn_if_busy
 perf_log "writing into $OUT"
 have_gnuplot=1
-ensure_gnuplot || have_gnuplot=0
+perf_ensure_gnuplot "$OUT" || have_gnuplot=0
 
 perf_capture_body "$OUT"
 perf_make_tokens "$TOKENS" "$OUT/tokens.txt"
