@@ -1,5 +1,5 @@
 // swift-tools-version:6.1
-// Fanfare: iOS Live Activity pushes through APNs over io_uring + TLS (OpenSSL) + HTTP/2 (nghttp2).
+// Fanfare: iOS Live Activity pushes through APNs over io_uring + TLS (OpenSSL) + its own HTTP/2 framing.
 import PackageDescription
 
 let package = Package(
@@ -12,7 +12,7 @@ let package = Package(
         .library(name: "FanfareTLS", targets: ["FanfareTLS"]),
         // The io_uring event loop and socket addresses (the simulator's listen address is one).
         .library(name: "FanfareIO", targets: ["FanfareIO"]),
-        // The client's HTTP/2 framing and HPACK, for the benchmarks and anyone framing their own requests.
+        // HTTP/2 framing and HPACK (client and server sessions), for the benchmarks and anyone framing their own.
         .library(name: "FanfareHTTP2", targets: ["FanfareHTTP2"]),
         .library(name: "FanfareSimulator", targets: ["FanfareSimulator"]),
         .library(name: "FanfareCore", targets: ["FanfareCore"]),
@@ -38,7 +38,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
     ],
     targets: [
-        // C libraries: one shim header each, installed from Debian by the README commands.
+        // C libraries: one shim header each, installed from Debian by the README commands. nghttp2 is the
+        // reference the tests check our HTTP/2 and HPACK against; no library target links it.
         .systemLibrary(name: "CURing", pkgConfig: "liburing", providers: [.apt(["liburing-dev"])]),
         .systemLibrary(name: "CNghttp2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
@@ -51,9 +52,9 @@ let package = Package(
         // OpenSSL's small allocations from a per-thread cache (installed when the program loads).
         .target(name: "CFanfareCryptoPool", dependencies: ["COpenSSL"]),
         .target(name: "FanfareTLS", dependencies: ["COpenSSL", "CFanfareCryptoPool", "FanfareCore"]),
-        // Connections shared by the client and the simulator: TLS over io_uring sockets, the client's own
-        // HTTP/2 framing and HPACK, nghttp2 glue for the simulator.
-        .target(name: "FanfareHTTP2", dependencies: ["CNghttp2", "FanfareCore", "FanfareIO", "FanfareTLS"]),
+        // Connections shared by the client and the simulator: TLS over io_uring sockets, HTTP/2 framing (a
+        // client and a server session on one frame layer) and HPACK.
+        .target(name: "FanfareHTTP2", dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS"]),
         // The APNs client data plane: workers, connections, streams.
         .target(
             name: "FanfareClient",
@@ -65,7 +66,7 @@ let package = Package(
         // The APNs simulator: same stack, server side.
         .target(
             name: "FanfareSimulator",
-            dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CNghttp2", "CURing"]
+            dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CURing"]
         ),
         // Load generation and measurement (`fanfare load`): closed/open loop, HdrHistogram latency.
         .target(

@@ -5,10 +5,10 @@
 import PackageDescription
 
 /// One fuzz target in Sources/<name>/: libFuzzer's `LLVMFuzzerTestOneInput`, no `main` (libFuzzer has it).
-func fuzzTarget(_ name: String, _ fanfare: [String]) -> Target {
+func fuzzTarget(_ name: String, _ fanfare: [String], local: [Target.Dependency] = []) -> Target {
     .executableTarget(
         name: name,
-        dependencies: ["FuzzSupport"] + fanfare.map { .product(name: $0, package: "Fanfare") },
+        dependencies: ["FuzzSupport"] + local + fanfare.map { .product(name: $0, package: "Fanfare") },
         swiftSettings: [.swiftLanguageMode(.v6)]
     )
 }
@@ -21,10 +21,13 @@ let package = Package(
     ],
     targets: [
         .target(name: "CLibFuzzer"),
+        // nghttp2's HPACK, the reference FuzzHPACK checks ours against.
+        .systemLibrary(name: "CNghttp2Reference", pkgConfig: "libnghttp2"),
         .target(name: "FuzzSupport", dependencies: ["CLibFuzzer"], swiftSettings: [.swiftLanguageMode(.v6)]),
         fuzzTarget("FuzzDeviceToken", ["FanfareCore"]),
-        fuzzTarget("FuzzHPACK", ["FanfareHTTP2"]),
+        fuzzTarget("FuzzHPACK", ["FanfareHTTP2"], local: ["CNghttp2Reference"]),
         fuzzTarget("FuzzClientSession", ["FanfareHTTP2"]),
+        fuzzTarget("FuzzServerSession", ["FanfareHTTP2"]),
         fuzzTarget("FuzzSimulatorRequest", ["FanfareSimulator", "FanfareCore"]),
         fuzzTarget("FuzzJSON", ["FanfareCore"]),
         // FanfareTLS is not a product of the main package; it comes in with FanfareSimulator.

@@ -8,7 +8,7 @@
 //   decode mode, bits 1-2: table size we advertise (4096, 256, 100, 0); bit 3: the decoder is created with
 //     that size (no differential: nghttp2 starts at 4096) instead of starting at 4096 and lowering it
 //   decode program: op byte, then: op % 4 == 0 → lower/raise the table size (u16), else → a block (chunk)
-import CNghttp2
+import CNghttp2Reference
 import FanfareHTTP2
 import FuzzSupport
 

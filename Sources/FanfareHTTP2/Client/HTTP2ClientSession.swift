@@ -85,8 +85,8 @@ public final class HTTP2ClientSession {
     private let delegateReference: Unmanaged<HTTP2ClientSessionDelegate>
     private let local: LocalSettings
     @exclusivity(unchecked) private var streams: ClientStreamTable
-    @exclusivity(unchecked) private var sendQueue = RequestList()
-    @exclusivity(unchecked) private var blocked = RequestList()
+    @exclusivity(unchecked) private var sendQueue = StreamList()
+    @exclusivity(unchecked) private var blocked = StreamList()
     @exclusivity(unchecked) private var encoderTable: HPACKEncoderTable
     @exclusivity(unchecked) private var decoder: HPACKDecoder
 
@@ -109,18 +109,12 @@ public final class HTTP2ClientSession {
     /// Our SETTINGS were acknowledged: the peer must keep to our initial stream window from now on
     /// (before that it may still use the default of 65,535 bytes).
     @exclusivity(unchecked) private var localSettingsAcknowledged = false
-    /// Frames written for the peer while the transport was backed up (see `maxQueuedControlFrames`).
-    @exclusivity(unchecked) private var controlFramesWhileBackedUp = 0
-
-    /// A frame split across reads is gathered here (we never raise SETTINGS_MAX_FRAME_SIZE, so ≤ 16 KiB).
-    private let frameBuffer: UnsafeMutableRawPointer
-    @exclusivity(unchecked) private var frameBufferCount = 0
-    private static let frameBufferCapacity = HTTP2Limits.frameHeaderSize + HTTP2Limits.defaultMaxFrameSize
+    /// SETTINGS ACKs, PING ACKs, WINDOW_UPDATEs, RST_STREAMs and GOAWAY, with the cap on those owed to a
+    /// peer that does not read (`maxQueuedControlFrames`).
+    @exclusivity(unchecked) private var control: HTTP2ControlFrames
+    @exclusivity(unchecked) private var frames = HTTP2FrameReader()
     /// A header block continued in CONTINUATION frames.
-    private let headerBlock: UnsafeMutableRawPointer
-    @exclusivity(unchecked) private var headerBlockCount = 0
-    @exclusivity(unchecked) private var headerBlockStream: Int32 = 0
-    @exclusivity(unchecked) private var headerBlockEndsStream = false
+    @exclusivity(unchecked) private var headerBlock = HTTP2HeaderBlockBuffer(capacity: maxResponseHeaderBlock)
     /// Requests to close after a GOAWAY (gathered first: the stream map cannot change while it is walked).
     private let goAwayScratch: UnsafeMutablePointer<Int32>
 
@@ -141,8 +135,7 @@ public final class HTTP2ClientSession {
         streams = ClientStreamTable(capacity: capacity)
         encoderTable = HPACKEncoderTable(maximumSize: 4096)
         decoder = HPACKDecoder(maximumTableSize: settings.headerTableSize, maximumHeaderListSize: settings.maxHeaderListSize)
-        frameBuffer = .allocate(byteCount: Self.frameBufferCapacity, alignment: 16)
-        headerBlock = .allocate(byteCount: Self.maxResponseHeaderBlock, alignment: 16)
+        control = HTTP2ControlFrames(sink: transport, maxQueued: settings.maxQueuedControlFrames)
         goAwayScratch = .allocate(capacity: capacity)
     }
 
@@ -157,8 +150,6 @@ public final class HTTP2ClientSession {
     }
 
     deinit {
-        frameBuffer.deallocate()
-        headerBlock.deallocate()
         goAwayScratch.deallocate()
     }
 
@@ -216,7 +207,7 @@ public final class HTTP2ClientSession {
     /// Sends a PING (keep-alive); any frame that arrives afterwards shows the connection is alive.
     public func sendPing() {
         guard !failed else { return }
-        writeControlFrame(type: .ping, flags: 0, streamID: 0, payloadLength: 8) { $0.storeBytes(of: UInt64(0), as: UInt64.self) }
+        control.writePing(ack: false, opaque: nil)
     }
 
     // MARK: - Requests
@@ -255,13 +246,11 @@ public final class HTTP2ClientSession {
             return
         case .queued:
             sendQueue.remove(request, in: streams)
-            entry.pointee = ClientStreamTable.Entry()
+            entry.pointee = ClientStreamEntry()
             withDelegate({ $0.http2StreamClosed(request: request, errorCode: errorCode, processed: false) })
         case .blocked, .open:
             let streamID = entry.pointee.streamID
-            writeControlFrame(type: .rstStream, flags: 0, streamID: streamID, payloadLength: 4) {
-                HTTP2FrameHeader.writeUInt32(errorCode, to: $0)
-            }
+            control.writeReset(streamID: streamID, errorCode: errorCode)
             closeStream(request, errorCode: errorCode, processed: false)
         }
     }
@@ -270,7 +259,7 @@ public final class HTTP2ClientSession {
     /// flush (`transportProduce`); stops when the transport is backed up.
     public func produce() {
         guard !failed && !lost else { return }
-        if !withTransport({ $0.isBackedUp }) { controlFramesWhileBackedUp = 0 }  // the peer reads again
+        control.transportDrained()
         if !blocked.isEmpty && connectionSendWindow > 0 { resumeBlocked() }
         var opened = false
         while !sendQueue.isEmpty && connectionSendWindow > 0 && !withTransport({ $0.isBackedUp }) {
@@ -375,7 +364,7 @@ public final class HTTP2ClientSession {
             closeStream(Int(goAwayScratch[index]), errorCode: errorCode, processed: true)
         }
         while let request = sendQueue.popFirst(in: streams) {
-            streams[request].pointee = ClientStreamTable.Entry()
+            streams[request].pointee = ClientStreamEntry()
             withDelegate({ $0.http2StreamClosed(request: request, errorCode: errorCode, processed: false) })
         }
     }
@@ -385,7 +374,7 @@ public final class HTTP2ClientSession {
         assert(entry.pointee.phase == .open || entry.pointee.phase == .blocked)
         if entry.pointee.phase == .blocked { blocked.remove(request, in: streams) }
         streams.unbind(entry.pointee.streamID)
-        entry.pointee = ClientStreamTable.Entry()
+        entry.pointee = ClientStreamEntry()
         withDelegate({ $0.http2StreamClosed(request: request, errorCode: errorCode, processed: processed) })
     }
 
@@ -405,56 +394,15 @@ public final class HTTP2ClientSession {
     }
 
     private func receiveFrames(_ bytes: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
-        guard var cursor = bytes.baseAddress else { return }
-        var remaining = bytes.count
-        let header = HTTP2Limits.frameHeaderSize
-        if frameBufferCount > 0 {
-            // Finish the frame that straddled the previous read.
-            if frameBufferCount < header {
-                let take = min(header - frameBufferCount, remaining)
-                (frameBuffer + frameBufferCount).copyMemory(from: cursor, byteCount: take)
-                frameBufferCount += take
-                cursor += take
-                remaining -= take
-                if frameBufferCount < header { return }
-            }
-            let length = try checkedLength(frameBuffer)
-            let take = min(header + length - frameBufferCount, remaining)
-            (frameBuffer + frameBufferCount).copyMemory(from: cursor, byteCount: take)
-            frameBufferCount += take
-            cursor += take
-            remaining -= take
-            if frameBufferCount < header + length { return }
-            frameBufferCount = 0
-            try processFrame(UnsafeRawPointer(frameBuffer))
-        }
-        while remaining >= header {
-            let length = try checkedLength(cursor)
-            guard remaining >= header + length else { break }
-            try processFrame(cursor)
-            cursor += header + length
-            remaining -= header + length
-        }
-        if remaining > 0 {
-            frameBuffer.copyMemory(from: cursor, byteCount: remaining)
-            frameBufferCount = remaining
-        }
-    }
-
-    private func checkedLength(_ header: UnsafeRawPointer) throws(HTTP2ConnectionError) -> Int {
-        let length = HTTP2FrameHeader.read(header).length
-        guard length <= HTTP2Limits.defaultMaxFrameSize else {
-            throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "a \(length)-byte frame exceeds our SETTINGS_MAX_FRAME_SIZE")
-        }
-        return length
+        try frames.read(bytes) { (frame) throws(HTTP2ConnectionError) in try processFrame(frame) }
     }
 
     private func processFrame(_ frame: UnsafeRawPointer) throws(HTTP2ConnectionError) {
         let (length, typeByte, flags, streamID) = HTTP2FrameHeader.read(frame)
         let payload = UnsafeRawBufferPointer(start: frame + HTTP2Limits.frameHeaderSize, count: length)
         let type = HTTP2FrameType(rawValue: typeByte)
-        if headerBlockStream != 0 && (type != .continuation || streamID != headerBlockStream) {
-            throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "expected CONTINUATION for stream \(headerBlockStream)")
+        if headerBlock.isOpen && (type != .continuation || streamID != headerBlock.stream) {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "expected CONTINUATION for stream \(headerBlock.stream)")
         }
         switch type {
         case .data: try receiveData(payload, flags: flags, streamID: streamID)
@@ -473,28 +421,7 @@ public final class HTTP2ClientSession {
         case nil:
             break  // unknown frame types are ignored (RFC 9113 §5.5)
         }
-        if controlFramesWhileBackedUp > local.maxQueuedControlFrames {
-            throw HTTP2ConnectionError(
-                HTTP2ErrorCode.enhanceYourCalm, "the peer made us queue over \(local.maxQueuedControlFrames) frames without reading them")
-        }
-    }
-
-    /// Strips PADDED (and PRIORITY) fields from a DATA or HEADERS payload.
-    private func unpadded(_ payload: UnsafeRawBufferPointer, flags: UInt8, priorityBytes: Int) throws(HTTP2ConnectionError) -> UnsafeRawBufferPointer {
-        var start = 0
-        var end = payload.count
-        if flags & HTTP2FrameFlag.padded != 0 {
-            guard end >= 1 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "padded frame without a pad length") }
-            let padding = Int(payload[0])
-            start = 1
-            guard padding <= end - start - priorityBytes else {
-                throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "padding longer than the frame")
-            }
-            end -= padding
-        }
-        guard end - start >= priorityBytes else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "frame too short for its priority fields") }
-        start += priorityBytes
-        return UnsafeRawBufferPointer(rebasing: payload[start..<end])
+        try control.checkBound()
     }
 
     /// A frame on a stream we do not track: fine for one we closed (reset or answered), an error for one
@@ -509,16 +436,10 @@ public final class HTTP2ClientSession {
         guard streamID != 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "DATA on stream 0") }
         // Flow control counts the whole payload, padding included (§6.9.1). What we have not yet given
         // back with WINDOW_UPDATE is what the peer has used of the window we announced.
-        guard payload.count <= local.connectionWindowSize - connectionReceivedUnacknowledged else {
-            throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "DATA beyond the connection's receive window")
-        }
-        connectionReceivedUnacknowledged += payload.count
-        if connectionReceivedUnacknowledged >= local.connectionWindowSize / 2 {
-            let increment = connectionReceivedUnacknowledged
-            connectionReceivedUnacknowledged = 0
-            writeWindowUpdate(streamID: 0, increment: increment)
-        }
-        let data = try unpadded(payload, flags: flags, priorityBytes: 0)
+        let connectionIncrement = try HTTP2ReceiveWindow.receive(
+            payload.count, window: local.connectionWindowSize, unacknowledged: &connectionReceivedUnacknowledged, "the connection")
+        if connectionIncrement > 0 { control.writeWindowUpdate(streamID: 0, increment: connectionIncrement) }
+        let data = try HTTP2FramePayload.unpadded(payload, flags: flags, priorityBytes: 0)
         guard let request = streams.request(for: streamID) else {
             try checkClosedStream(streamID, "DATA")
             return
@@ -526,49 +447,34 @@ public final class HTTP2ClientSession {
         let entry = streams[request]
         // Until our SETTINGS are acknowledged the peer may still count from the default window.
         let streamWindow = localSettingsAcknowledged ? local.initialWindowSize : max(local.initialWindowSize, HTTP2Limits.defaultWindowSize)
-        guard payload.count <= streamWindow - Int(entry.pointee.receivedUnacknowledged) else {
-            throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "DATA beyond stream \(streamID)'s receive window")
-        }
-        entry.pointee.receivedUnacknowledged += Int32(payload.count)
-        if flags & HTTP2FrameFlag.endStream == 0 && Int(entry.pointee.receivedUnacknowledged) >= local.initialWindowSize / 2 {
-            writeWindowUpdate(streamID: streamID, increment: Int(entry.pointee.receivedUnacknowledged))
-            entry.pointee.receivedUnacknowledged = 0
-        }
+        var streamUnacknowledged = Int(entry.pointee.receivedUnacknowledged)
+        let streamIncrement = try HTTP2ReceiveWindow.receive(
+            payload.count, window: streamWindow, unacknowledged: &streamUnacknowledged,
+            sendsUpdate: flags & HTTP2FrameFlag.endStream == 0, "stream \(streamID)")
+        entry.pointee.receivedUnacknowledged = Int32(streamUnacknowledged)
+        if streamIncrement > 0 { control.writeWindowUpdate(streamID: streamID, increment: streamIncrement) }
         if data.count > 0 { withDelegate({ $0.http2ResponseData(request: request, bytes: data) }) }
         if flags & HTTP2FrameFlag.endStream != 0 { endResponse(request) }
     }
 
     private func receiveHeaders(_ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32) throws(HTTP2ConnectionError) {
         guard streamID != 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "HEADERS on stream 0") }
-        let fragment = try unpadded(payload, flags: flags, priorityBytes: flags & HTTP2FrameFlag.priority != 0 ? 5 : 0)
+        let fragment = try HTTP2FramePayload.unpadded(payload, flags: flags, priorityBytes: flags & HTTP2FrameFlag.priority != 0 ? 5 : 0)
         let endsStream = flags & HTTP2FrameFlag.endStream != 0
         if flags & HTTP2FrameFlag.endHeaders != 0 {
             try decodeHeaderBlock(fragment, streamID: streamID, endsStream: endsStream)
             return
         }
-        headerBlockStream = streamID
-        headerBlockEndsStream = endsStream
-        headerBlockCount = 0
-        try appendHeaderFragment(fragment)
+        try headerBlock.begin(stream: streamID, endsStream: endsStream, fragment: fragment)
     }
 
     private func receiveContinuation(_ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32) throws(HTTP2ConnectionError) {
-        guard headerBlockStream != 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "CONTINUATION without HEADERS") }
-        try appendHeaderFragment(payload)
+        guard headerBlock.isOpen else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "CONTINUATION without HEADERS") }
+        try headerBlock.append(payload)
         guard flags & HTTP2FrameFlag.endHeaders != 0 else { return }
-        let stream = headerBlockStream
-        headerBlockStream = 0
-        try decodeHeaderBlock(UnsafeRawBufferPointer(start: headerBlock, count: headerBlockCount), streamID: stream, endsStream: headerBlockEndsStream)
-    }
-
-    private func appendHeaderFragment(_ fragment: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
-        guard headerBlockCount + fragment.count <= Self.maxResponseHeaderBlock else {
-            throw HTTP2ConnectionError(HTTP2ErrorCode.enhanceYourCalm, "a response header block over \(Self.maxResponseHeaderBlock) bytes")
-        }
-        if let source = fragment.baseAddress, fragment.count > 0 {
-            (headerBlock + headerBlockCount).copyMemory(from: source, byteCount: fragment.count)
-        }
-        headerBlockCount += fragment.count
+        let stream = headerBlock.stream
+        let endsStream = headerBlock.endsStream
+        try decodeHeaderBlock(headerBlock.finish(), streamID: stream, endsStream: endsStream)
     }
 
     private func decodeHeaderBlock(_ block: UnsafeRawBufferPointer, streamID: Int32, endsStream: Bool) throws(HTTP2ConnectionError) {
@@ -599,9 +505,7 @@ public final class HTTP2ClientSession {
     private func endResponse(_ request: Int) {
         let entry = streams[request]
         if entry.pointee.phase == .blocked {
-            writeControlFrame(type: .rstStream, flags: 0, streamID: entry.pointee.streamID, payloadLength: 4) {
-                HTTP2FrameHeader.writeUInt32(HTTP2ErrorCode.noError, to: $0)
-            }
+            control.writeReset(streamID: entry.pointee.streamID, errorCode: HTTP2ErrorCode.noError)
         }
         closeStream(request, errorCode: HTTP2ErrorCode.noError, processed: true)
     }
@@ -618,18 +522,13 @@ public final class HTTP2ClientSession {
     }
 
     private func receiveSettings(_ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32) throws(HTTP2ConnectionError) {
-        guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS on stream \(streamID)") }
         if flags & HTTP2FrameFlag.ack != 0 {
+            guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS on stream \(streamID)") }
             guard payload.isEmpty else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "SETTINGS ACK with a payload") }
             localSettingsAcknowledged = true
             return
         }
-        guard payload.count % 6 == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "SETTINGS of \(payload.count) bytes") }
-        var offset = 0
-        while offset < payload.count {
-            let identifier = HTTP2FrameHeader.readUInt16(payload.baseAddress! + offset)
-            let value = HTTP2FrameHeader.readUInt32(payload.baseAddress! + offset + 2)
-            offset += 6
+        try HTTP2FramePayload.forEachSetting(payload, flags: flags, streamID: streamID) { (identifier, value) throws(HTTP2ConnectionError) in
             switch identifier {
             case HTTP2SettingID.headerTableSize:
                 // Our encoder only ever uses up to 4 KiB of the server's table.
@@ -640,20 +539,14 @@ public final class HTTP2ClientSession {
             case HTTP2SettingID.maxConcurrentStreams:
                 peerMaxConcurrentStreams = Int(value)
             case HTTP2SettingID.initialWindowSize:
-                guard value <= UInt32(HTTP2Limits.maxWindowSize) else {
-                    throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "SETTINGS_INITIAL_WINDOW_SIZE \(value)")
-                }
                 try applyInitialWindow(Int(value))
             case HTTP2SettingID.maxFrameSize:
-                guard value >= UInt32(HTTP2Limits.defaultMaxFrameSize) && value <= UInt32(HTTP2Limits.maxFrameSizeCeiling) else {
-                    throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS_MAX_FRAME_SIZE \(value)")
-                }
                 peerMaxFrameSize = Int(value)
             default:
                 break  // SETTINGS_MAX_HEADER_LIST_SIZE is advisory; unknown settings are ignored
             }
         }
-        writeControlFrame(type: .settings, flags: HTTP2FrameFlag.ack, streamID: 0, payloadLength: 0) { _ in }
+        control.writeSettingsAck()
         withDelegate({ $0.http2RemoteSettingsChanged(maxConcurrentStreams: peerMaxConcurrentStreams) })
     }
 
@@ -676,9 +569,7 @@ public final class HTTP2ClientSession {
         guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "PING on stream \(streamID)") }
         guard payload.count == 8 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "PING of \(payload.count) bytes") }
         guard flags & HTTP2FrameFlag.ack == 0 else { return }
-        writeControlFrame(type: .ping, flags: HTTP2FrameFlag.ack, streamID: 0, payloadLength: 8) {
-            $0.copyMemory(from: payload.baseAddress!, byteCount: 8)
-        }
+        control.writePing(ack: true, opaque: payload.baseAddress!)
     }
 
     private func receiveGoAway(_ payload: UnsafeRawBufferPointer, streamID: Int32) throws(HTTP2ConnectionError) {
@@ -700,15 +591,13 @@ public final class HTTP2ClientSession {
             closeStream(Int(goAwayScratch[index]), errorCode: HTTP2ErrorCode.refusedStream, processed: false)
         }
         while let request = sendQueue.popFirst(in: streams) {
-            streams[request].pointee = ClientStreamTable.Entry()
+            streams[request].pointee = ClientStreamEntry()
             withDelegate({ $0.http2StreamClosed(request: request, errorCode: HTTP2ErrorCode.refusedStream, processed: false) })
         }
     }
 
     private func receiveWindowUpdate(_ payload: UnsafeRawBufferPointer, streamID: Int32) throws(HTTP2ConnectionError) {
-        guard payload.count == 4 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "WINDOW_UPDATE of \(payload.count) bytes") }
-        let increment = Int(HTTP2FrameHeader.readUInt32(payload.baseAddress!) & 0x7fff_ffff)
-        guard increment > 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "WINDOW_UPDATE of 0 on stream \(streamID)") }
+        let increment = try HTTP2FramePayload.windowIncrement(payload, streamID: streamID)
         if streamID == 0 {
             connectionSendWindow += increment
             guard connectionSendWindow <= HTTP2Limits.maxWindowSize else {
@@ -729,31 +618,8 @@ public final class HTTP2ClientSession {
 
     // MARK: - Control frames
 
-    private func writeWindowUpdate(streamID: Int32, increment: Int) {
-        writeControlFrame(type: .windowUpdate, flags: 0, streamID: streamID, payloadLength: 4) {
-            HTTP2FrameHeader.writeUInt32(UInt32(increment), to: $0)
-        }
-    }
-
     private func writeGoAway(errorCode: UInt32, debug: String) {
         goAwaySent = true
-        var debugBytes = Array(debug.utf8.prefix(256))
-        let length = 8 + debugBytes.count
-        writeControlFrame(type: .goAway, flags: 0, streamID: 0, payloadLength: length) { payload in
-            HTTP2FrameHeader.writeUInt32(0, to: payload)  // we process no server-initiated streams
-            HTTP2FrameHeader.writeUInt32(errorCode, to: payload + 4)
-            debugBytes.withUnsafeMutableBytes { if let base = $0.baseAddress { (payload + 8).copyMemory(from: base, byteCount: $0.count) } }
-        }
-    }
-
-    /// Writes one control frame at once (they go ahead of requests still queued) and asks for a flush.
-    private func writeControlFrame(
-        type: HTTP2FrameType, flags: UInt8, streamID: Int32, payloadLength: Int, _ payload: (UnsafeMutableRawPointer) -> Void
-    ) {
-        guard let base = withTransport({ $0.reservePlaintext(HTTP2Limits.frameHeaderSize + payloadLength) }) else { return }
-        if withTransport({ $0.isBackedUp }) { controlFramesWhileBackedUp += 1 }
-        HTTP2FrameHeader.write(to: base, length: payloadLength, type: type, flags: flags, streamID: streamID)
-        payload(base + HTTP2Limits.frameHeaderSize)
-        withTransport({ $0.commitPlaintext(HTTP2Limits.frameHeaderSize + payloadLength) })
+        control.writeGoAway(lastStreamID: 0, errorCode: errorCode, debug: debug)  // we process no server-initiated streams
     }
 }

@@ -84,6 +84,16 @@ public struct HPACKBlockWriter {
         writeString(value, huffman: true)
     }
 
+    /// Literal header field never indexed, new name (§6.2.3): values that differ on every block (ids). The
+    /// name must be lowercase; both strings are Huffman-coded when that is shorter.
+    public mutating func writeLiteralNeverIndexed(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+        assert(Self.isLowercase(name), "HTTP/2 field names must be lowercase")
+        reserve(1)
+        storeByte(0x10)
+        writeString(name, huffman: true)
+        writeString(value, huffman: true)
+    }
+
     /// A literal-without-indexing whose value is the Huffman code of `prefix` followed by the lowercase hex of `hexBytes` (for ":path" = "/3/device/" + hex token): no hex text is materialized.
     public mutating func writeLiteralWithoutIndexing(
         nameIndex: Int, valuePrefix: UnsafeRawBufferPointer, hexOf hexBytes: UnsafeRawBufferPointer

@@ -16,6 +16,8 @@ public enum HPACKStaticTable {
     public static let status400 = 12
     public static let status404 = 13
     public static let status500 = 14
+    /// ":status" as a name (its entry's value is "200").
+    public static let statusNameIndex = 8
     public static let authorization = 23
     public static let contentLength = 28
     public static let contentType = 31
@@ -31,6 +33,21 @@ public enum HPACKStaticTable {
 
         public var nameString: String { String(decoding: name, as: UTF8.self) }
         public var valueString: String { String(decoding: value, as: UTF8.self) }
+    }
+
+    /// The index of a `:status` field the static table holds whole (200, 204, 206, 304, 400, 404, 500).
+    @inline(__always)
+    public static func statusIndex(_ status: Int) -> Int? {
+        switch status {
+        case 200: 8
+        case 204: 9
+        case 206: 10
+        case 304: 11
+        case 400: 12
+        case 404: 13
+        case 500: 14
+        default: nil
+        }
     }
 
     /// The entry at `index` (1...61).

@@ -5,7 +5,8 @@ struct DelayHeap: ~Copyable {
     struct Entry {
         var due: UInt64
         var streamID: Int32
-        var slot: Int32
+        /// The session's stream number.
+        var stream: Int32
     }
 
     private let entries: UnsafeMutablePointer<Entry>

@@ -1,4 +1,3 @@
-import CNghttp2
 import FanfareCore
 import FanfareHTTP2
 import FanfareIO
@@ -34,10 +33,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     let headPool: RequestHeadPool
     /// Most streams this worker holds at once (`Options.maxStreamsPerWorker`, or unlimited).
     private let maxStreams: Int
-    /// nghttp2's allocator for every session of this worker (thread-confined, like the sessions).
-    let http2Pool = HTTP2MemoryPool()
     @exclusivity(unchecked) private var slots: StreamSlots
-    @exclusivity(unchecked) private var headerScratch: UnsafeMutablePointer<nghttp2_nv>
     @exclusivity(unchecked) private var validator: RequestValidator
     /// Management workers only.
     private let management: ManagementRequestValidator?
@@ -86,7 +82,6 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
             capacity: capacity, arenaCapacity: configuration.requestHeadArenaBytes,
             bodyCapacity: configuration.requestBodyCapacity)
         slots = StreamSlots(capacity: capacity)
-        headerScratch = .allocate(capacity: 8)
         validator = RequestValidator(configuration: configuration, worker: index, channels: channels)
         self.channels = role == .management ? channels : nil
         management = role == .management ? channels.map { ManagementRequestValidator(configuration: configuration, channels: $0) } : nil
@@ -96,7 +91,6 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
 
     deinit {
         for body in overflowBodies.values { body.deallocate() }
-        headerScratch.deallocate()
         if !acceptArmed { closeListener() }
     }
 
@@ -288,19 +282,13 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         headPool.release(slot)
     }
 
-    /// Frees the heads of every stream of a connection that is going away.
-    func releaseAllStreams(of connection: SimulatorConnection, session: OpaquePointer) {
-        for slot in 0..<headPool.capacity where slots.state(slot).pointee.owner == connection.serial {
-            nghttp2_session_set_stream_user_data(session, slots.state(slot).pointee.streamID, nil)
-            releaseStream(slot)
-        }
-    }
-
     func streamState(_ slot: Int) -> UnsafeMutablePointer<StreamState> { slots.state(slot) }
 
-    func responseBody(_ slot: Int) -> UnsafeMutableRawPointer {
-        if role == .management, let body = overflowBodies[slot] { return body.baseAddress! }
-        return slots.response(slot) + StreamSlots.bodyOffset
+    /// The response body prepared by `decide` (empty: none).
+    func responseBody(slot: Int) -> UnsafeRawBufferPointer {
+        let count = Int(slots.state(slot).pointee.bodyCount)
+        if role == .management, let body = overflowBodies[slot] { return UnsafeRawBufferPointer(start: body.baseAddress, count: count) }
+        return UnsafeRawBufferPointer(start: slots.response(slot) + StreamSlots.bodyOffset, count: count)
     }
 
     // MARK: - Injected faults (decided on this thread, from the worker's seeded PRNG)
@@ -437,38 +425,52 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         return simulated
     }
 
-    /// Fills the header scratch for the stream's response; returns the header count.
-    func responseHeaders(slot: Int) -> (UnsafeMutablePointer<nghttp2_nv>, Int) {
+    /// Writes the stream's response header block: `:status` (indexed from the static table when it is there),
+    /// the ids as literals never indexed (a new value on every response), the content type from the table.
+    func writeResponseHeaders(
+        slot: Int, contentType: HPACKCachedField, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter
+    ) {
         let state = slots.state(slot).pointee
-        let base = slots.response(slot)
-        var count = 0
-        headerScratch[count] = HTTP2.header(":status", StatusText.pointer(Int(state.status)), 3)
-        count += 1
-        headerScratch[count] = HTTP2.header("apns-id", base + StreamSlots.apnsIDOffset, 36, noIndex: true)
-        count += 1
+        let base = UnsafeRawPointer(slots.response(slot))
+        if let index = HPACKStaticTable.statusIndex(Int(state.status)) {
+            writer.writeIndexed(index)
+        } else {
+            writer.writeLiteralWithoutIndexing(nameIndex: HPACKStaticTable.statusNameIndex, value: StatusText.bytes(Int(state.status)), huffman: false)
+        }
+        let id = UnsafeRawBufferPointer(start: base + StreamSlots.apnsIDOffset, count: 36)
         switch state.kind {
         case .push:
+            writer.writeLiteralNeverIndexed(name: Self.apnsIDName, value: id)
             if state.accepted && configuration.environment == .sandbox {
-                headerScratch[count] = HTTP2.header("apns-unique-id", base + StreamSlots.uniqueIDOffset, 36, noIndex: true)
-                count += 1
+                writer.writeLiteralNeverIndexed(
+                    name: Self.uniqueIDName, value: UnsafeRawBufferPointer(start: base + StreamSlots.uniqueIDOffset, count: 36))
             }
         case .broadcast:
-            headerScratch[count] = HTTP2.header("apns-request-id", base + StreamSlots.requestIDOffset, 36, noIndex: true)
-            count += 1
+            writer.writeLiteralNeverIndexed(name: Self.apnsIDName, value: id)
+            writer.writeLiteralNeverIndexed(
+                name: Self.requestIDName, value: UnsafeRawBufferPointer(start: base + StreamSlots.requestIDOffset, count: 36))
         case .management:
             // Management answers name the request apns-request-id, not apns-id (§7.5).
-            headerScratch[1] = HTTP2.header("apns-request-id", base + StreamSlots.apnsIDOffset, 36, noIndex: true)
+            writer.writeLiteralNeverIndexed(name: Self.requestIDName, value: id)
             if state.channelIDCount > 0 {
-                headerScratch[count] = HTTP2.header(
-                    "apns-channel-id", base + StreamSlots.channelIDOffset, Int(state.channelIDCount), noIndex: true)
-                count += 1
+                writer.writeLiteralNeverIndexed(
+                    name: Self.channelIDName, value: UnsafeRawBufferPointer(start: base + StreamSlots.channelIDOffset, count: Int(state.channelIDCount)))
             }
         }
-        if state.bodyCount > 0 {
-            headerScratch[count] = HTTP2.header("content-type", "application/json")
-            count += 1
-        }
-        return (headerScratch, count)
+        if state.bodyCount > 0 { table.write(contentType, into: &writer) }
+    }
+
+    private static let apnsIDName: StaticString = "apns-id"
+    private static let uniqueIDName: StaticString = "apns-unique-id"
+    private static let requestIDName: StaticString = "apns-request-id"
+    private static let channelIDName: StaticString = "apns-channel-id"
+}
+
+extension HPACKBlockWriter {
+    /// A literal never indexed (§6.2.3) with a new name: how the simulator sends per-response ids.
+    @inline(__always)
+    mutating func writeLiteralNeverIndexed(name: StaticString, value: UnsafeRawBufferPointer) {
+        writeLiteralNeverIndexed(name: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), value: value)
     }
 }
 
@@ -484,9 +486,9 @@ enum StatusText {
         return pointer
     }()
 
-    static func pointer(_ status: Int) -> UnsafeRawPointer {
-        precondition(status >= 100 && status < 600)
-        return UnsafeRawPointer(table + status * 3)
+    static func bytes(_ status: Int) -> UnsafeRawBufferPointer {
+        precondition(status >= 100 && status < 600)  // our own decisions' statuses
+        return UnsafeRawBufferPointer(start: table + status * 3, count: 3)
     }
 }
 
