@@ -3,12 +3,17 @@
 ///
 /// Only for name-based UUIDs (RFC 9562 §5.5 names SHA-1; see ``NameBasedUUID``), never for anything that needs
 /// collision resistance. Pure Swift, so FanfareCore stays free of C and the id can be checked here against the
-/// standard's vectors; OpenSSL's `SHA1_*` (deprecated in OpenSSL 3, SHA-NI on CPUs that have it) measured about
-/// 4 times faster per id, docs/performance.md has both.
+/// standard's vectors. It is the reference: a wave push's id, computed per push, hashes with OpenSSL's `SHA1_*`
+/// instead (FanfareTLS `Digest.sha1`, SHA-NI on CPUs that have it, about 4 times faster per id;
+/// docs/performance.md has both), and tests check the two give the same digests.
 public struct SHA1: Sendable {
     /// A 20-byte SHA-1 digest as five big-endian words (`h0` first).
     public struct Digest: Sendable, Equatable, CustomStringConvertible {
         public var words: (UInt32, UInt32, UInt32, UInt32, UInt32)
+
+        public init(words: (UInt32, UInt32, UInt32, UInt32, UInt32)) {
+            self.words = words
+        }
 
         public static func == (lhs: Digest, rhs: Digest) -> Bool {
             lhs.words.0 == rhs.words.0 && lhs.words.1 == rhs.words.1 && lhs.words.2 == rhs.words.2

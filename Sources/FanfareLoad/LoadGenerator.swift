@@ -42,6 +42,11 @@ final class LoadGenerator: PushProducer {
     var producedCount: Int { produced.load(ordering: .acquiring) }
 
     func poll(now: UInt64) -> ProducerPoll {
+        ProducerPoll { poll(now: now, into: $0) }
+    }
+
+    /// Writes the next push straight into the worker's stream slot (`job`, uninitialized until `.produced`).
+    func poll(now: UInt64, into job: UnsafeMutablePointer<PushJob>) -> ProducerStatus {
         if let quota, sequence >= quota { return .finished }
         var scheduled: UInt64? = nil
         if let interval {
@@ -52,7 +57,6 @@ final class LoadGenerator: PushProducer {
         } else if let endTime, now >= endTime {
             return .finished
         }
-        let token = tokens[(tokenOffset + sequence) % tokens.count]
         let body: PushPayload
         switch payload {
         case .fixed(let shared):
@@ -64,10 +68,11 @@ final class LoadGenerator: PushProducer {
                 preconditionFailure("a validated template failed to render: \(error)")
             }
         }
-        var job = PushJob(token: token, payload: body, priority: priority, cookie: cookieBase | UInt64(sequence))
-        job.scheduledAt = scheduled
+        job.initialize(
+            to: PushJob(token: tokens[(tokenOffset + sequence) % tokens.count], payload: body, priority: priority, cookie: cookieBase | UInt64(sequence)))
+        job.pointee.scheduledAt = scheduled
         sequence += 1
         produced.store(sequence, ordering: .releasing)
-        return .push(job)
+        return .produced
     }
 }

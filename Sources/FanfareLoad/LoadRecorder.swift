@@ -93,13 +93,22 @@ public final class LoadRecorder: PushResultHandler {
     public var errors: Int { errorCount.load(ordering: .relaxed) }
 
     public func pushCompleted(_ result: PushResult) {
-        let outcome = LoadOutcome(result.disposition)
+        record(result.disposition, latencyNanoseconds: result.latencyNanoseconds, resends: result.resends, worker: result.worker)
+    }
+
+    /// The worker's call: the few fields counted here, read in place (no `PushResult` is built).
+    public func pushCompleted(inPlace completion: borrowing PushCompletion) {
+        record(completion.disposition, latencyNanoseconds: completion.latencyNanoseconds, resends: completion.resends, worker: completion.worker)
+    }
+
+    private func record(_ disposition: PushDisposition, latencyNanoseconds: UInt64, resends: Int, worker: Int) {
+        let outcome = LoadOutcome(disposition)
         // Microseconds: a 1 µs to 1 h range at 3 significant digits.
-        let micros = max(1, result.latencyNanoseconds / 1000)
-        records[result.worker].record.withLock { record in
+        let micros = max(1, latencyNanoseconds / 1000)
+        records[worker].record.withLock { record in
             _ = record.latency.record(micros)
             record.counts[outcome.slot] += 1
-            record.resends += result.resends
+            record.resends += resends
         }
         if outcome.isError { errorCount.add(1, ordering: .relaxed) }
         completedCount.add(1, ordering: .releasing)

@@ -30,17 +30,22 @@ final class BatchProducer: PushProducer, @unchecked Sendable {
     }
 
     func poll(now: UInt64) -> ProducerPoll {
+        ProducerPoll { poll(now: now, into: $0) }
+    }
+
+    /// What the worker calls: the push is written straight into its stream slot, as `fanfare load` does.
+    func poll(now: UInt64, into job: UnsafeMutablePointer<PushJob>) -> ProducerStatus {
         guard sequence < released.load(ordering: .acquiring) else {
             return .wait(until: now &+ Self.idlePollNanoseconds)
         }
-        let job =
-            if let channel {
-                PushJob(channel: channel, payload: payload, priority: .normal, cookie: UInt64(sequence))
-            } else {
-                PushJob(token: tokens[sequence % tokens.count], payload: payload, priority: .immediate, cookie: UInt64(sequence))
-            }
+        if let channel {
+            job.initialize(to: PushJob(channel: channel, payload: payload, priority: .normal, cookie: UInt64(sequence)))
+        } else {
+            job.initialize(
+                to: PushJob(token: tokens[sequence % tokens.count], payload: payload, priority: .immediate, cookie: UInt64(sequence)))
+        }
         sequence += 1
-        return .push(job)
+        return .produced
     }
 }
 

@@ -288,4 +288,13 @@ final class ResultDispatcher: PushResultHandler {
         }
         forward?.pushCompleted(result)
     }
+
+    func pushCompleted(inPlace completion: borrowing PushCompletion) {
+        // Only a ticket's continuation needs the result as a value.
+        if completion.cookie & (1 << 63) != 0 {
+            pushCompleted(completion.result)
+            return
+        }
+        forward?.pushCompleted(inPlace: completion)
+    }
 }

@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareTLS
 
 /// An encoded push body, immutable and shared: a broadcast is encoded once and every stream sends these bytes.
 public final class PushPayload: @unchecked Sendable {
@@ -183,9 +184,14 @@ public struct PushIdentifier: Sendable, Equatable, CustomStringConvertible {
     /// bytes big-endian, then the token's raw bytes. To recompute an id from a log line, in Python:
     /// `uuid.UUID(bytes=hashlib.sha1(uuid.UUID("314bf00d-1ac8-5df6-b187-865dac19318b").bytes
     /// + wave.to_bytes(8, "big") + bytes.fromhex(token)).digest()[:16], version=5)`.
-    /// No allocation, lock or syscall: two or three SHA-1 blocks (docs/performance.md has the time per id).
+    /// No allocation, lock or syscall: two or three SHA-1 blocks through OpenSSL (`Digest.sha1`, SHA-NI where the
+    /// CPU has it); the same id as FanfareCore's pure-Swift `NameBasedUUID(wave:token:)` (docs/performance.md has
+    /// the time per id of both).
     public static func waveID(wave: UInt64, token: DeviceToken) -> PushIdentifier {
-        let uuid = NameBasedUUID(wave: wave, token: token)
+        let namespace = NameBasedUUID.waveNamespace
+        var prefix: (UInt64, UInt64, UInt64) = (namespace.high.bigEndian, namespace.low.bigEndian, wave.bigEndian)
+        let digest = Swift.withUnsafeBytes(of: &prefix) { prefix in token.withUnsafeBytes { Digest.sha1(prefix, $0) } }
+        let uuid = NameBasedUUID(digest: digest)
         var identifier = PushIdentifier()
         identifier.withUnsafeMutableBytes { uuid.write(to: $0.baseAddress!) }
         return identifier

@@ -127,6 +127,57 @@ public enum PushFailure: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// Receives results on the worker thread that finished the push. Must be quick and must not block.
+///
+/// The worker calls `pushCompleted(inPlace:)`, which reads the push where the client keeps it (its stream
+/// slot) instead of copying it into a `PushResult`; its default builds the `PushResult` and calls
+/// `pushCompleted(_:)`. A handler on a hot path that needs only a few fields implements both.
 public protocol PushResultHandler: AnyObject, Sendable {
     func pushCompleted(_ result: PushResult)
+    func pushCompleted(inPlace completion: borrowing PushCompletion)
+}
+
+extension PushResultHandler {
+    public func pushCompleted(inPlace completion: borrowing PushCompletion) {
+        pushCompleted(completion.result)
+    }
+}
+
+/// A finished push, read in place for the length of one `PushResultHandler.pushCompleted(inPlace:)` call: the
+/// fields of its `PushResult` without building one. Not copyable, and not valid after the call returns (the
+/// job it reads is freed with its stream slot): take `result` to keep it.
+public struct PushCompletion: ~Copyable {
+    private let job: UnsafePointer<PushJob>
+    public let disposition: PushDisposition
+    /// From submission (or `PushJob.scheduledAt`) to the answer, in nanoseconds.
+    public let latencyNanoseconds: UInt64
+    /// The worker thread that finished the push (`0..<workerCount`).
+    public let worker: Int
+
+    init(job: UnsafePointer<PushJob>, disposition: PushDisposition, latencyNanoseconds: UInt64, worker: Int) {
+        self.job = job
+        self.disposition = disposition
+        self.latencyNanoseconds = latencyNanoseconds
+        self.worker = worker
+    }
+
+    public var cookie: UInt64 { job.pointee.cookie }
+    public var resends: Int { job.pointee.resends }
+    public var possibleDuplicate: Bool { job.pointee.possibleDuplicate }
+    public var target: PushTarget { job.pointee.target }
+    /// As `PushResult.apnsID`.
+    public var apnsID: PushIdentifier { job.pointee.apnsID ?? PushIdentifier() }
+
+    public var isDelivered: Bool {
+        if case .delivered = disposition { return true }
+        return false
+    }
+
+    /// The same ending as a `PushResult` value (a copy of the token or channel and the id).
+    public var result: PushResult {
+        var result = PushResult(
+            cookie: job.pointee.cookie, target: job.pointee.target, disposition: disposition, apnsID: apnsID,
+            resends: job.pointee.resends, latencyNanoseconds: latencyNanoseconds, worker: worker)
+        if job.pointee.possibleDuplicate { result.possibleDuplicate = true }
+        return result
+    }
 }

@@ -90,20 +90,34 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
 
     var inFlight: Int { slots.inUseCount }
 
+    /// Where the next push is written in place (uninitialized job storage of the stream slot it will use);
+    /// `submitWrittenJob()` then sends it. Only while `credits > 0`.
+    var nextJob: UnsafeMutablePointer<PushJob> {
+        assert(credits > 0)
+        return slots.nextFreeJob()
+    }
+
     /// Queues `job` on a new stream. The caller checked `credits > 0`. On failure the job comes back.
     func submit(_ job: consuming PushJob) -> PushJob? {
+        nextJob.initialize(to: job)
+        return submitWrittenJob()
+    }
+
+    /// Queues the job written at `nextJob` on a new stream. On failure the job comes back (moved out).
+    func submitWrittenJob() -> PushJob? {
         assert(credits > 0)
-        guard let session, slots.freeCount > 0 else { return job }
+        let job = slots.nextFreeJob()
+        guard let session else { return job.move() }
         refreshAuthorizationIfNeeded()
-        if job.apnsID == nil {
+        if job.pointee.apnsID == nil {
             var identifier = PushIdentifier()
             identifier.withUnsafeMutableBytes { worker.identifiers.write(to: $0.baseAddress!) }
-            job.apnsID = identifier
+            job.pointee.apnsID = identifier
         }
         // A broadcast's answer names its request id (in `apns-request-id` or `apns-id`): its headers are read.
         let isBroadcast: Bool
-        if case .channel = job.target { isBroadcast = true } else { isBroadcast = false }
-        let slotIndex = slots.acquire(job, tokenGeneration: authorizationGeneration)
+        if case .channel = job.pointee.target { isBroadcast = true } else { isBroadcast = false }
+        let slotIndex = slots.acquireWritten(tokenGeneration: authorizationGeneration)
         guard session.submit(request: slotIndex, reportsHeaders: isBroadcast) else {
             let returned = slots.release(slotIndex)!
             // Out of stream ids or GOAWAY already received: stop admitting here and let the worker resend.
@@ -292,18 +306,15 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     override func http2StreamClosed(request slotIndex: Int, errorCode: UInt32, processed: Bool) {
         let slot = slots[slotIndex]
         let status = Int(slot.pointee.status)
-        let abandoned = slot.pointee.abandoned
         let generation = slot.pointee.tokenGeneration
-        var disposition: PushDisposition?
-        if !abandoned, status > 0 {
-            let body = UnsafeRawBufferPointer(start: slots.body(slotIndex), count: Int(slot.pointee.bodyCount))
-            disposition = Self.disposition(status: status, body: body)
-        }
-        let job = slots.release(slotIndex)
         defer { closeIfDrained() }
-        guard !abandoned, let job else { return }
-        guard let disposition else {
+        guard !slot.pointee.abandoned, slot.pointee.hasJob else {
+            slots.releaseDiscardingJob(slotIndex)  // already reported (its deadline passed)
+            return
+        }
+        guard status > 0 else {
             // No answer. (Rare: building the cause text here is not steady-state work.)
+            let job = slots.release(slotIndex)!
             if !processed {
                 // Provably never reached APNs (never written, REFUSED_STREAM, above GOAWAY's last-stream-id):
                 // it goes to another connection.
@@ -318,6 +329,8 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
             }
             return
         }
+        let body = UnsafeRawBufferPointer(start: slots.body(slotIndex), count: Int(slot.pointee.bodyCount))
+        let disposition = Self.disposition(status: status, body: body)
         if status != 403 && !gateLifted {
             gateLifted = true
             worker.connectionProvedUsable(self)
@@ -327,6 +340,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
             hasSucceeded = true
         case .rejected(_, .expiredProviderToken, _, _, _):
             // The token went stale: mint a new one (once per generation) and resend on a fresh connection.
+            let job = slots.release(slotIndex)!
             worker.configuration.providerTokens?.forceRefresh(ifGeneration: generation)
             beginDraining(reason: "ExpiredProviderToken")
             worker.resend(job, cause: "ExpiredProviderToken")
@@ -334,7 +348,9 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         default:
             break
         }
-        worker.finish(job, disposition)
+        // The result is read from the slot in place; the job ends with the slot.
+        worker.finish(slots.job(slotIndex), disposition)
+        slots.releaseDiscardingJob(slotIndex)
     }
 
     override func http2RemoteSettingsChanged(maxConcurrentStreams: Int?) {
@@ -426,7 +442,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
             let slot = slots[slotIndex]
             guard !slot.pointee.abandoned, slot.pointee.hasJob, slot.pointee.deadline != 0, now >= slot.pointee.deadline else { continue }
             slot.pointee.abandoned = true
-            worker.finish(slots.job(slotIndex).pointee, .failed(.deadlineExceeded))
+            worker.finish(slots.job(slotIndex), .failed(.deadlineExceeded))
             session.cancel(request: slotIndex)
         }
     }

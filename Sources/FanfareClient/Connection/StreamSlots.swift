@@ -58,8 +58,15 @@ struct StreamSlots: ~Copyable {
 
     var inUseCount: Int { capacity - freeCount }
 
-    /// A free slot (there must be one: check `freeCount`) now holding `job`.
-    mutating func acquire(_ job: consuming PushJob, tokenGeneration: UInt64) -> Int {
+    /// The job storage of the slot `acquireWritten` takes next (there must be a free one: check `freeCount`),
+    /// uninitialized: a producer writes its push here in place, so the job is not copied on its way in.
+    func nextFreeJob() -> UnsafeMutablePointer<PushJob> {
+        precondition(freeCount > 0, "no free stream slot")
+        return jobs + Int(freeList[freeCount - 1])
+    }
+
+    /// Takes the free slot whose job storage `nextFreeJob()` gave, after the caller initialized it.
+    mutating func acquireWritten(tokenGeneration: UInt64) -> Int {
         precondition(freeCount > 0, "no free stream slot")
         freeCount -= 1
         let index = Int(freeList[freeCount])
@@ -67,11 +74,16 @@ struct StreamSlots: ~Copyable {
         assert(!slot.pointee.inUse && !slot.pointee.hasJob)
         slot.pointee.inUse = true
         slot.pointee.hasJob = true
-        slot.pointee.requestBody = job.payload.bytes
-        slot.pointee.deadline = job.deadline
+        slot.pointee.requestBody = jobs[index].payload.bytes
+        slot.pointee.deadline = jobs[index].deadline
         slot.pointee.tokenGeneration = tokenGeneration
-        (jobs + index).initialize(to: job)
         return index
+    }
+
+    /// A free slot (there must be one: check `freeCount`) now holding `job`.
+    mutating func acquire(_ job: consuming PushJob, tokenGeneration: UInt64) -> Int {
+        nextFreeJob().initialize(to: job)
+        return acquireWritten(tokenGeneration: tokenGeneration)
     }
 
     /// Frees slot `index`, handing back its job if it still held one.
@@ -79,10 +91,22 @@ struct StreamSlots: ~Copyable {
         assert(index >= 0 && index < capacity)
         assert(freeCount < capacity && slots[index].inUse)
         let job = slots[index].hasJob ? (jobs + index).move() : nil
+        free(index)
+        return job
+    }
+
+    /// Frees slot `index` and ends its job in place, if it still held one (its result was read from the slot).
+    mutating func releaseDiscardingJob(_ index: Int) {
+        assert(index >= 0 && index < capacity)
+        assert(freeCount < capacity && slots[index].inUse)
+        if slots[index].hasJob { (jobs + index).deinitialize(count: 1) }
+        free(index)
+    }
+
+    private mutating func free(_ index: Int) {
         slots[index] = Slot()
         freeList[freeCount] = Int32(index)
         freeCount += 1
-        return job
     }
 
     subscript(index: Int) -> UnsafeMutablePointer<Slot> {

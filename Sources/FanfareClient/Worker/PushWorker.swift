@@ -327,7 +327,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         needsAdmission = true  // whatever is left, the tick admits
         guard !stopping, connections[connection.index] === connection else { return }
         while connection.credits > 0 {
-            guard let job = pending.popFront() ?? pollProducer() else { return }
+            guard let job = pending.popFront() else {
+                produce(into: connection)
+                return
+            }
             if job.deadline != 0 && loop.now >= job.deadline {
                 finish(job, .failed(.deadlineExceeded))
                 continue
@@ -339,45 +342,50 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         }
     }
 
-    /// One push from the producer, if it has one due now.
-    private func pollProducer() -> PushJob? {
-        guard let producer, !producerFinished, !stopping else { return nil }
+    /// Fills `connection`'s free streams from the producer, each push written straight into the stream slot it
+    /// is sent from (`PushProducer.poll(now:into:)`): no copy between producer, worker and slot.
+    private func produce(into connection: APNsConnection) {
+        guard let producer, !producerFinished, !stopping else { return }
         let now = loop.now
-        while producerWaitUntil <= now {
-            switch producer.poll(now: now) {
-            case .push(var job):
-                job.submittedAt = job.scheduledAt ?? now
-                job.deadline = Self.deadline(now: now, timeout: job.timeout ?? configuration.requestTimeout)
+        let timeout = configuration.requestTimeout
+        while producerWaitUntil <= now && connection.credits > 0 {
+            let job = connection.nextJob
+            switch producer.poll(now: now, into: job) {
+            case .produced:
+                job.pointee.submittedAt = job.pointee.scheduledAt ?? now
+                job.pointee.deadline = Self.deadline(now: now, timeout: job.pointee.timeout ?? timeout)
                 counters.submitted.add(1, ordering: .relaxed)
-                if case .channel = job.target, job.localProblem != nil {
+                if case .channel = job.pointee.target, job.pointee.localProblem != nil {
                     // `submit` throws for these; a producer's push still ends exactly once, answered as APNs
                     // would answer it, without being sent.
-                    finish(job, Self.localRejection(job))
+                    let refused = job.move()
+                    finish(refused, Self.localRejection(refused))
                     continue
                 }
-                return job
+                if let returned = connection.submitWrittenJob() {
+                    _ = pending.pushFront(returned)
+                    needsAdmission = true
+                    return
+                }
             case .wait(let until):
                 producerWaitUntil = until
                 loop.schedule(at: until, handler: handlerID, tag: TimerTag.producer.rawValue, cookie: 0)
-                return nil
+                return
             case .finished:
                 producerFinished = true
-                return nil
+                return
             }
         }
-        return nil
     }
 
-    /// Takes pushes from the producer up to the streams the connections can open now (nothing queues).
+    /// Fills every connection's free streams from the producer, round-robin from where admission left off.
     private func pullFromProducer() {
-        var room = 0
-        for connection in connections { room += connection?.credits ?? 0 }
-        room -= pending.count
-        while room > 0, let job = pollProducer() {
-            let stored = pending.pushBack(job)
-            assert(stored, "pending has room for every free stream")
-            room -= 1
-            needsAdmission = true
+        let count = connections.count
+        for offset in 0..<count {
+            guard !producerFinished, producerWaitUntil <= loop.now else { return }
+            if let connection = connections[(nextConnection + offset) % count], connection.credits > 0 {
+                produce(into: connection)
+            }
         }
     }
 
@@ -440,10 +448,19 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     /// Every push ends here exactly once.
     func finish(_ job: PushJob, _ disposition: PushDisposition) {
+        withUnsafePointer(to: job) { finish($0, disposition, now: loop.now) }
+    }
+
+    /// The same, reading the job in place (a stream slot's, freed by the caller afterwards).
+    func finish(_ job: UnsafePointer<PushJob>, _ disposition: PushDisposition) {
         finish(job, disposition, now: loop.now)
     }
 
     private func finish(_ job: PushJob, _ disposition: PushDisposition, now: UInt64) {
+        withUnsafePointer(to: job) { finish($0, disposition, now: now) }
+    }
+
+    private func finish(_ job: UnsafePointer<PushJob>, _ disposition: PushDisposition, now: UInt64) {
         switch disposition {
         case .delivered: counters.delivered.add(1, ordering: .relaxed)
         case .rejected: counters.rejected.add(1, ordering: .relaxed)
@@ -451,11 +468,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             counters.failed.add(1, ordering: .relaxed)
             if case .unconfirmed = failure { counters.unconfirmed.add(1, ordering: .relaxed) }
         }
-        var result = PushResult(
-            cookie: job.cookie, target: job.target, disposition: disposition, apnsID: job.apnsID ?? PushIdentifier(),
-            resends: job.resends, latencyNanoseconds: now >= job.submittedAt ? now - job.submittedAt : 0, worker: index)
-        if job.possibleDuplicate { result.possibleDuplicate = true }
-        resultHandler.pushCompleted(result)
+        let submittedAt = job.pointee.submittedAt
+        let completion = PushCompletion(
+            job: job, disposition: disposition, latencyNanoseconds: now >= submittedAt ? now - submittedAt : 0, worker: index)
+        resultHandler.pushCompleted(inPlace: completion)
     }
 
     /// Asks the shared provider-token source for its token about once a second so that it re-mints on
@@ -516,9 +532,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
                 producerWaitUntil = 0
             }
             producer.service(now: loop.now)
-            pullFromProducer()
         }
         if needsAdmission || !pending.isEmpty { admit() }
+        // Pending pushes (resends) went first; the producer fills what streams are left.
+        if producer != nil && !producerFinished && !stopping && pending.isEmpty { pullFromProducer() }
         counters.pending.store(pending.count + inbox.approximateCount, ordering: .relaxed)
         var inFlight = 0
         for connection in connections { inFlight += connection?.inFlight ?? 0 }

@@ -979,6 +979,14 @@ final class ResultRouter: PushResultHandler, @unchecked Sendable {
         observer?(result)
         shards[result.worker].pushCompleted(result, now: monotonicNow())
     }
+
+    func pushCompleted(inPlace completion: borrowing PushCompletion) {
+        guard observer == nil else {
+            pushCompleted(completion.result)
+            return
+        }
+        shards[completion.worker].pushCompleted(completion, now: monotonicNow())
+    }
 }
 
 /// Lets the registry thread reach the engine without keeping it alive.

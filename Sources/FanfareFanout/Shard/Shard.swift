@@ -481,22 +481,33 @@ final class Shard: PushProducer, @unchecked Sendable {
     // MARK: - Producing pushes
 
     func poll(now: UInt64) -> ProducerPoll {
-        if nextReadySingle < readySingles.count { return .push(sendSingle(now: now)) }
+        ProducerPoll { poll(now: now, into: $0) }
+    }
+
+    /// Writes the next push straight into the worker's stream slot (`job`, uninitialized until `.produced`).
+    func poll(now: UInt64, into job: UnsafeMutablePointer<PushJob>) -> ProducerStatus {
+        if nextReadySingle < readySingles.count {
+            job.initialize(to: sendSingle(now: now))
+            return .produced
+        }
         // The breaker is open: waves wait (the resume command kicks the worker). A graceful shutdown stops them.
         if paused || stoppingWaves { return .wait(until: now &+ (stoppingWaves ? 5_000_000 : 1_000_000_000)) }
         // A broadcast reaches a whole channel's subscribers in one request: it goes before members.
-        if broadcastsWaiting > 0, let job = nextBroadcast(now: now) { return .push(job) }
+        if broadcastsWaiting > 0, let broadcast = nextBroadcast(now: now) {
+            job.initialize(to: broadcast)
+            return .produced
+        }
         // Members whose back-off or interval ended come first: they have waited longest.
         for lane in lanes.indices {
             while let raw = lanes[lane].popDue(now: now) {
-                if let job = resumeWaiting(MemberRef(raw: raw), now: now) { return .push(job) }
+                if resumeWaiting(MemberRef(raw: raw), now: now, into: job) { return .produced }
             }
         }
         while !activeAudiences.isEmpty {
             if nextActive >= activeAudiences.count { nextActive = 0 }
             let audienceIndex = activeAudiences[nextActive]
             nextActive += 1
-            if let job = visitNext(audienceIndex, now: now) { return .push(job) }
+            if visitNext(audienceIndex, now: now, into: job) { return .produced }
         }
         var wake = now &+ 1_000_000_000
         for lane in lanes { if let due = lane.nextDue { wake = min(wake, due) } }
@@ -506,8 +517,8 @@ final class Shard: PushProducer, @unchecked Sendable {
         return .wait(until: wake)
     }
 
-    /// Moves the cursor of one audience by one member; returns a push if that member gets one now.
-    private func visitNext(_ audienceIndex: Int, now: UInt64) -> PushJob? {
+    /// Moves the cursor of one audience by one member; writes a push into `job` (true) if that member gets one now.
+    private func visitNext(_ audienceIndex: Int, now: UInt64, into job: UnsafeMutablePointer<PushJob>) -> Bool {
         let waveSlot = Int(audiences[audienceIndex].currentWave) - 1
         assert(waveSlot >= 0 && audiences[audienceIndex].cursorActive)
         let wave = waves[waveSlot]!
@@ -520,13 +531,13 @@ final class Shard: PushProducer, @unchecked Sendable {
             waves[waveSlot]!.cursorDone = true
             endCursor(audienceIndex)
             settleIfDone(waveSlot)
-            return nil
+            return false
         }
         let position = audiences[audienceIndex].visited
         if position >= audiences[audienceIndex].permit {
             // As far ahead of the last durable checkpoint as the window allows: wait for the next one.
             stall(audienceIndex)
-            return nil
+            return false
         }
         let count = audiences[audienceIndex].walk.count
         let member = Int(audiences[audienceIndex].walk.members[position])
@@ -540,7 +551,7 @@ final class Shard: PushProducer, @unchecked Sendable {
             audiences[audienceIndex].attempts[member] |= Self.restartBit | Self.unconfirmedBit
         }
         let tokenSlot = audiences[audienceIndex].slots[member]
-        var job: PushJob?
+        var produced = false
         if !tokens.isAlive(tokenSlot) {
             // The walk holds the members alive at the start: this one died during the wave.
             waves[waveSlot]!.unvisited -= 1
@@ -548,14 +559,16 @@ final class Shard: PushProducer, @unchecked Sendable {
             settle(waveSlot)
         } else {
             waves[waveSlot]!.unvisited -= 1
-            job = deliver(waveSlot, to: member, of: audienceIndex, now: now)
+            produced = deliver(waveSlot, to: member, of: audienceIndex, now: now, into: job)
         }
         if waves[waveSlot] != nil && waves[waveSlot]!.cursorDone { settleIfDone(waveSlot) }
-        return job
+        return produced
     }
 
     /// The wave reached a live member: send now, or make it owed if the member is busy or too recent.
-    private func deliver(_ waveSlot: Int, to member: Int, of audienceIndex: Int, now: UInt64) -> PushJob? {
+    private func deliver(
+        _ waveSlot: Int, to member: Int, of audienceIndex: Int, now: UInt64, into job: UnsafeMutablePointer<PushJob>
+    ) -> Bool {
         switch audiences[audienceIndex].states[member] {
         case .inFlight, .waiting, .held:
             // It gets the newest state when its current push or back-off ends; an older owed state is dropped.
@@ -565,15 +578,16 @@ final class Shard: PushProducer, @unchecked Sendable {
                 settle(previous)
             }
             audiences[audienceIndex].owed[member] = UInt16(waveSlot + 1)
-            return nil
+            return false
         case .idle:
             assert(audiences[audienceIndex].owed[member] == 0, "an idle member owes nothing")
             if heldByInterval(audiences[audienceIndex].slots[member], now: now) {
                 audiences[audienceIndex].owed[member] = UInt16(waveSlot + 1)
                 park(member, of: audienceIndex, lane: Self.intervalLane, now: now)
-                return nil
+                return false
             }
-            return send(waveSlot, to: member, of: audienceIndex, now: now)
+            send(waveSlot, to: member, of: audienceIndex, now: now, into: job)
+            return true
         }
     }
 
@@ -594,14 +608,14 @@ final class Shard: PushProducer, @unchecked Sendable {
     }
 
     /// A member's wait ended: send what it is owed if that is still the newest state.
-    private func resumeWaiting(_ ref: MemberRef, now: UInt64) -> PushJob? {
+    private func resumeWaiting(_ ref: MemberRef, now: UInt64, into job: UnsafeMutablePointer<PushJob>) -> Bool {
         let audienceIndex = Self.audienceIndex(ref.channel, ref.kind)
         let member = ref.member
         assert(audiences[audienceIndex].states[member] == .waiting)
         audiences[audienceIndex].states[member] = .idle
         audiences[audienceIndex].busy -= 1
         let owedSlot = Int(audiences[audienceIndex].owed[member]) - 1
-        guard owedSlot >= 0 else { return nil }
+        guard owedSlot >= 0 else { return false }
         let wave = waves[owedSlot]!
         if audiences[audienceIndex].currentWave != UInt16(owedSlot + 1) {
             // A newer wave exists and has not reached this member yet (else it would be owed that one):
@@ -609,31 +623,33 @@ final class Shard: PushProducer, @unchecked Sendable {
             audiences[audienceIndex].owed[member] = 0
             WaveTally.bump(wave.tally.superseded)
             settle(owedSlot)
-            return nil
+            return false
         }
         let tokenSlot = audiences[audienceIndex].slots[member]
         if !tokens.isAlive(tokenSlot) {
             audiences[audienceIndex].owed[member] = 0
             WaveTally.bump(wave.tally.invalidated)
             settle(owedSlot)
-            return nil
+            return false
         }
         if wave.update.deadline != 0 && now >= wave.update.deadline {
             audiences[audienceIndex].owed[member] = 0
             WaveTally.bump(wave.tally.expired)
             settle(owedSlot)
-            return nil
+            return false
         }
         if heldByInterval(tokenSlot, now: now) {
             park(member, of: audienceIndex, lane: Self.intervalLane, now: now)
-            return nil
+            return false
         }
         audiences[audienceIndex].owed[member] = 0
-        return send(owedSlot, to: member, of: audienceIndex, now: now)
+        send(owedSlot, to: member, of: audienceIndex, now: now, into: job)
+        return true
     }
 
-    /// Builds the push: shared payload bytes, this token, the priority its budget allows.
-    private func send(_ waveSlot: Int, to member: Int, of audienceIndex: Int, now: UInt64) -> PushJob {
+    /// Writes the push into `job` (the worker's stream slot): shared payload bytes, this token, the priority its
+    /// budget allows.
+    private func send(_ waveSlot: Int, to member: Int, of audienceIndex: Int, now: UInt64, into job: UnsafeMutablePointer<PushJob>) {
         let wave = waves[waveSlot]!
         let update = wave.update
         let tokenSlot = Int(audiences[audienceIndex].slots[member])
@@ -671,10 +687,11 @@ final class Shard: PushProducer, @unchecked Sendable {
             payload = update.payload
         }
         // The same id on every attempt, before and after a restart: a resend is recognisable as one.
-        return PushJob(
-            token: token, payload: payload, priority: priority, expiration: update.expiration,
-            collapseID: update.collapseID, apnsID: PushIdentifier.waveID(wave: update.wave.id, token: token),
-            cookie: FanoutCookie.make(ref, wave: waveSlot))
+        job.initialize(
+            to: PushJob(
+                token: token, payload: payload, priority: priority, expiration: update.expiration,
+                collapseID: update.collapseID, apnsID: PushIdentifier.waveID(wave: update.wave.id, token: token),
+                cookie: FanoutCookie.make(ref, wave: waveSlot)))
     }
 
     // MARK: - Broadcasts
@@ -883,8 +900,29 @@ final class Shard: PushProducer, @unchecked Sendable {
         } else if waveSlot == FanoutCookie.singlePush {
             singleCompleted(result)
         } else {
-            memberCompleted(result, waveSlot: waveSlot, now: now)
+            memberCompleted(
+                cookie: result.cookie, disposition: result.disposition, possibleDuplicate: result.possibleDuplicate,
+                waveSlot: waveSlot, now: now)
         }
+        resultTaken(now: now)
+    }
+
+    /// The same, read in place from the client's stream slot: a wave member's result needs no `PushResult`.
+    func pushCompleted(_ completion: borrowing PushCompletion, now: UInt64) {
+        let cookie = completion.cookie
+        let waveSlot = FanoutCookie.wave(cookie)
+        guard !FanoutCookie.isBroadcast(cookie) && waveSlot != FanoutCookie.singlePush else {
+            pushCompleted(completion.result, now: now)
+            return
+        }
+        resultsBack &+= 1
+        memberCompleted(
+            cookie: cookie, disposition: completion.disposition, possibleDuplicate: completion.possibleDuplicate,
+            waveSlot: waveSlot, now: now)
+        resultTaken(now: now)
+    }
+
+    private func resultTaken(now: UInt64) {
         // Judge the window when it is full, or early when answers are held and the shard has nothing else
         // coming (a small wave would otherwise wait for a thousand more results).
         if resultsBack == windowEnd || (heldTotal != 0 && resultsBack == pushesOut && nothingToSend) {
@@ -893,8 +931,8 @@ final class Shard: PushProducer, @unchecked Sendable {
     }
 
     @inline(__always)
-    private func memberCompleted(_ result: PushResult, waveSlot: Int, now: UInt64) {
-        let ref = FanoutCookie.member(result.cookie)
+    private func memberCompleted(cookie: UInt64, disposition: PushDisposition, possibleDuplicate: Bool, waveSlot: Int, now: UInt64) {
+        let ref = FanoutCookie.member(cookie)
         let audienceIndex = Self.audienceIndex(ref.channel, ref.kind)
         let member = ref.member
         assert(audiences[audienceIndex].states[member] == .inFlight, "a result for a member with nothing in flight")
@@ -903,19 +941,19 @@ final class Shard: PushProducer, @unchecked Sendable {
         let tally = waves[waveSlot]!.tally
         let owedSlot = Int(audiences[audienceIndex].owed[member]) - 1
 
-        if case .failed = result.disposition {} else { tally.recordAck(now: now) }
-        switch result.disposition.action {
+        if case .failed = disposition {} else { tally.recordAck(now: now) }
+        switch disposition.action {
         case .delivered:
             WaveTally.bump(tally.delivered)
             // A delivery after an unconfirmed attempt of the same state (ours or the client's resend) may be
             // the second one the device sees.
-            if audiences[audienceIndex].attempts[member] & Self.unconfirmedBit != 0 || result.possibleDuplicate {
+            if audiences[audienceIndex].attempts[member] & Self.unconfirmedBit != 0 || possibleDuplicate {
                 WaveTally.bump(tally.possibleDuplicates)
             }
             audiences[audienceIndex].attempts[member] = 0
             settle(waveSlot)
         case .dropToken:
-            if let (reason, timestamp) = suspect(result.disposition) {
+            if let (reason, timestamp) = suspect(disposition) {
                 // Maybe a configuration mistake, not a dead token: the outcome waits for the window's verdict.
                 audiences[audienceIndex].states[member] = .held
                 audiences[audienceIndex].busy += 1
@@ -925,7 +963,7 @@ final class Shard: PushProducer, @unchecked Sendable {
             }
             WaveTally.bump(tally.invalidated)
             settle(waveSlot)
-            let (reason, timestamp) = Self.rejection(result.disposition)
+            let (reason, timestamp) = Self.rejection(disposition)
             invalidate(audiences[audienceIndex].slots[member], reason: reason, timestamp: timestamp)
             audiences[audienceIndex].attempts[member] = 0
             if owedSlot >= 0 {
@@ -935,15 +973,15 @@ final class Shard: PushProducer, @unchecked Sendable {
             }
             return
         case .retryLater, .retryOnNewConnection, .refreshProviderToken:
-            if case .failed(.unconfirmed) = result.disposition, !settings.retryUnconfirmed {
+            if case .failed(.unconfirmed) = disposition, !settings.retryUnconfirmed {
                 // APNs may have it: by default not sent again (see `FanoutConfiguration.retryUnconfirmed`).
                 failForGood(waveSlot, member: member, of: audienceIndex, reason: FailureReason.unconfirmed)
                 break
             }
-            retry(waveSlot, member: member, of: audienceIndex, result: result, now: now)
+            retry(waveSlot, member: member, of: audienceIndex, disposition: disposition, now: now)
             return
         case .fixConfiguration, .discardMessage:
-            failForGood(waveSlot, member: member, of: audienceIndex, reason: FailureReason.index(of: result.disposition))
+            failForGood(waveSlot, member: member, of: audienceIndex, reason: FailureReason.index(of: disposition))
         }
         // A newer state arrived while this push was out: send it next.
         if owedSlot >= 0 { park(member, of: audienceIndex, lane: Self.readyLane, now: now) }
@@ -963,9 +1001,9 @@ final class Shard: PushProducer, @unchecked Sendable {
     static let restartBit: UInt8 = 0x40
 
     /// A transient failure: back off, then send the newest state (never a superseded one).
-    private func retry(_ waveSlot: Int, member: Int, of audienceIndex: Int, result: PushResult, now: UInt64) {
-        let reason = FailureReason.index(of: result.disposition)
-        if case .failed(.shutdown) = result.disposition, checkpoints != nil {
+    private func retry(_ waveSlot: Int, member: Int, of audienceIndex: Int, disposition: PushDisposition, now: UInt64) {
+        let reason = FailureReason.index(of: disposition)
+        if case .failed(.shutdown) = disposition, checkpoints != nil {
             // A graceful shutdown of a durable engine: the member stays owed (it may have got the push: the
             // next engine resends it as possibly sent).
             let owedSlot = Int(audiences[audienceIndex].owed[member]) - 1
@@ -980,7 +1018,7 @@ final class Shard: PushProducer, @unchecked Sendable {
             audiences[audienceIndex].busy += 1
             return
         }
-        if case .failed(.shutdown) = result.disposition {
+        if case .failed(.shutdown) = disposition {
             waves[waveSlot]!.tally.recordFailure(reason: reason)
             settle(waveSlot)
             let owedSlot = Int(audiences[audienceIndex].owed[member]) - 1
@@ -1014,7 +1052,7 @@ final class Shard: PushProducer, @unchecked Sendable {
             settle(waveSlot)
         } else {
             var unconfirmed = previous & Self.unconfirmedBit
-            if case .failed(.unconfirmed) = result.disposition { unconfirmed = Self.unconfirmedBit }
+            if case .failed(.unconfirmed) = disposition { unconfirmed = Self.unconfirmedBit }
             audiences[audienceIndex].attempts[member] = UInt8(attempt) | unconfirmed
             WaveTally.bump(waves[waveSlot]!.tally.retried)
             audiences[audienceIndex].owed[member] = UInt16(waveSlot + 1)
