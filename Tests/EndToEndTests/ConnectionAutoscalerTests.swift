@@ -53,6 +53,49 @@ import Testing
         #expect(by == 2, "\(second.lastReason)")
     }
 
+    @Test func aScaleUpThatDidNotRaiseTheRateStopsScalingUp() {
+        var scaler = autoscaler(step: 4, idle: .seconds(2))
+        var now = Self.interval
+        guard case .scaleUp(4, _) = scaler.decide(now: now, creditBound(connections: 2)) else {
+            Issue.record("expected a scale-up: \(scaler.lastReason)")
+            return
+        }
+        // 6 connections came up (one interval measuring the ramp, then a settled one) ...
+        now += Self.interval
+        #expect(scaler.decide(now: now, creditBound(connections: 6, ready: 4)) == .hold)
+        now += Self.interval
+        #expect(scaler.decide(now: now, creditBound(connections: 6)) == .hold)
+        #expect(scaler.lastReason.contains("measuring"), "\(scaler.lastReason)")
+        // ... and carry the rate 2 did: 600 in flight at a 150 ms round trip. The server is the limit.
+        now += Self.interval
+        #expect(scaler.decide(now: now, creditBound(connections: 6, roundTrip: 150)) == .hold)
+        #expect(scaler.lastReason.contains("the server or network is the limit"), "\(scaler.lastReason)")
+        now += Self.interval
+        #expect(scaler.decide(now: now, creditBound(connections: 6, roundTrip: 150)) == .hold)
+        #expect(scaler.plateauUntil - now == 3 * Self.interval, "4 decision intervals from the one before")
+        // After that it tries again (a noisy interval must not stop it for long) ...
+        now = scaler.plateauUntil
+        guard case .scaleUp(4, _) = scaler.decide(now: now, creditBound(connections: 6, roundTrip: 150)) else {
+            Issue.record("expected another try: \(scaler.lastReason)")
+            return
+        }
+        // ... and when that did not help either, waits twice as long (at most the idle time, 2 s here).
+        now += Self.interval
+        #expect(scaler.decide(now: now, creditBound(connections: 10, roundTrip: 250)) == .hold)
+        #expect(scaler.plateauUntil - now == 8 * Self.interval, "\(scaler.lastReason)")
+        now = scaler.plateauUntil
+        guard case .scaleUp = scaler.decide(now: now, creditBound(connections: 10, roundTrip: 250)) else {
+            Issue.record("expected another try: \(scaler.lastReason)")
+            return
+        }
+        // A scale-up that did raise the rate (10 → 14 connections at the same round trip) goes on.
+        now += Self.interval
+        guard case .scaleUp(2, _) = scaler.decide(now: now, creditBound(connections: 14, roundTrip: 250)) else {
+            Issue.record("the rate rose with the connections: \(scaler.lastReason)")
+            return
+        }
+    }
+
     @Test func neverPastTheMaximum() {
         var scaler = autoscaler(maximum: 6, step: 4)
         guard case .scaleUp(let by, _) = scaler.decide(now: Self.interval, creditBound(connections: 4)) else {
@@ -68,6 +111,9 @@ import Testing
         var scaler = autoscaler()
         #expect(scaler.decide(now: Self.interval, creditBound(connections: 4, ready: 3)) == .hold)
         #expect(scaler.lastReason.contains("waiting for 1"), "\(scaler.lastReason)")
+        // The first interval with all of them up still measured their ramp.
+        #expect(scaler.decide(now: 2 * Self.interval, creditBound(connections: 4)) == .hold)
+        #expect(scaler.lastReason.contains("measuring"), "\(scaler.lastReason)")
         #expect(scaler.decide(now: 2 * Self.interval, creditBound(connections: 4, cpu: 0.95)) == .hold)
         #expect(scaler.lastReason.contains("CPU-bound"), "\(scaler.lastReason)")
         // Credit-bound for a moment only (a quarter of the interval): not the limit.

@@ -8,6 +8,9 @@
 ///   flight / the answers per second; the rate the worker could send is its rate / its CPU share; wanted
 ///   in flight = that rate × the round trip, divided by the server's stream limit. At least one more, at
 ///   most `maximumNewConnections` more, never past `maximumConnections`.
+/// - A scale-up that did not raise the rate by a quarter of what Little's law promised (answers slowed down
+///   instead: the server or the network is the limit) holds further scale-ups for 4 decision intervals,
+///   doubling while it repeats, at most `idleTimeout`.
 /// - A connection that failed before it proved usable (connect failed, 403, GOAWAY first) backs scale-ups
 ///   off: doubling from the reconnect back-off's minimum to its maximum; a new connection proving usable
 ///   resets it.
@@ -68,6 +71,15 @@ public struct ConnectionAutoscaler: Sendable {
     public private(set) var backoff: UInt64 = 0
     /// Since when the connections have been little used (nil: they are not).
     private var idleSince: UInt64?
+    /// The connections and rate of the latest scale-up, to see whether it raised the rate.
+    private var lastScaleUp: (connections: Int, rate: Double)?
+    /// Whether every connection was up at the previous decision: an interval in which new connections were
+    /// still coming up measures the ramp, not what they carry.
+    private var settled = true
+    /// Scale-ups wait until then after one that did not raise the rate (the server or network is the limit, or
+    /// the measurement was noise): 4 decision intervals, doubling while it repeats, at most `idleTimeout`.
+    public private(set) var plateauUntil: UInt64 = 0
+    private var plateauWait: UInt64 = 0
     /// The latest decision's reason (or why it held), for statistics.
     public private(set) var lastReason = "starting"
 
@@ -110,11 +122,41 @@ public struct ConnectionAutoscaler: Sendable {
                 return .hold
             }
             guard sample.readyConnections >= sample.connections else {
+                settled = false
                 lastReason = "credit-bound, waiting for \(sample.connections - sample.readyConnections) connections to come up"
+                return .hold
+            }
+            guard settled else {
+                settled = true
+                lastReason = "credit-bound, measuring the new connections (\(measured))"
                 return .hold
             }
             guard now >= holdUntil else {
                 lastReason = "credit-bound, backing off after a failed connection"
+                return .hold
+            }
+            if let last = lastScaleUp, sample.connections > last.connections {
+                // Little's law promised the rate would grow with the connections; when it did not (by a quarter of
+                // that), answers slowed down instead: the server or the network is the limit, not the credits.
+                let promised = last.rate * Double(sample.connections) / Double(last.connections) - last.rate
+                lastScaleUp = nil
+                if rate - last.rate < promised / 4 {
+                    let first = settings.decisionInterval.nanoseconds.multipliedReportingOverflow(by: 4)
+                    let doubled = plateauWait.multipliedReportingOverflow(by: 2)
+                    let longest = max(settings.decisionInterval.nanoseconds, settings.idleTimeout.nanoseconds)
+                    let wait = min(longest, plateauWait == 0 ? (first.overflow ? longest : first.partialValue) : (doubled.overflow ? longest : doubled.partialValue))
+                    plateauWait = wait
+                    let until = now.addingReportingOverflow(wait)
+                    plateauUntil = until.overflow ? .max : until.partialValue
+                    lastReason =
+                        "\(last.connections) → \(sample.connections) connections took the rate from \(Int(last.rate)) to only "
+                        + "\(Int(rate)) pushes/s: the server or network is the limit; no scale-up for \(Self.milliseconds(wait)) ms"
+                    return .hold
+                }
+                plateauWait = 0  // it did raise the rate
+            }
+            guard now >= plateauUntil else {
+                lastReason = "credit-bound, but more connections did not raise the rate (\(measured))"
                 return .hold
             }
             guard cpuShare < settings.cpuBoundShare else {
@@ -135,6 +177,7 @@ public struct ConnectionAutoscaler: Sendable {
             lastReason =
                 "credit-bound (\(measured), round trip \(Self.milliseconds(UInt64(roundTrip * 1e9))) ms, limit \(limit)): "
                 + "wants \(wanted) connections, opening \(step)"
+            lastScaleUp = (sample.connections, rate)
             return .scaleUp(by: step, reason: lastReason)
         }
 
