@@ -91,6 +91,28 @@ import Testing
         #expect(load.failed == 0, "every push answered 200")
     }
 
+    @Test func idleConnectionsDrainDownToTheMinimumLosingNothing() async throws {
+        let harness = try TestHarness(latencyBoundSimulator(), threads: 2)
+        defer { harness.shutdown() }
+        var configuration = try harness.clientConfiguration()
+        configuration.autoscaling = ConnectionAutoscaling(
+            minimumConnections: 1, maximumConnections: 8, decisionInterval: .milliseconds(50), idleTimeout: .milliseconds(300))
+        let load = ClosedLoop()
+        let client = try APNsClient(configuration: configuration, resultHandler: load, producers: [load])
+        defer { client.shutdown() }
+        #expect(await eventually(timeout: .seconds(60)) { client.statistics.connectionsOpen > 2 }, "\(client.autoscalingReasons)")
+        load.stop()  // the pushes in flight finish on the connections that are about to go
+        #expect(await eventually { client.producersFinished && load.completed == load.produced })
+        #expect(await eventually(timeout: .seconds(60)) {
+            let stats = client.statistics
+            return stats.connectionsTarget == 1 && stats.connectionsOpen == 1 && stats.connectionsDraining == 0
+        }, "\(client.statistics): \(client.autoscalingReasons)")
+        let stats = client.statistics
+        #expect(stats.scaleDowns == stats.connectionsOpened - 1, "each surplus connection drained once, none replaced")
+        #expect(load.failed == 0 && stats.unconfirmed == 0 && stats.resends == 0, "draining lost nothing")
+        #expect(client.autoscalingReasons.first??.contains("little used") == true || client.autoscalingReasons.first??.contains("not the limit") == true)
+    }
+
     @Test func failingConnectsDoNotMakeItChurn() async throws {
         let harness = try TestHarness(latencyBoundSimulator())
         defer { harness.shutdown() }
