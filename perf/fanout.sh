@@ -78,7 +78,7 @@ run_demo() {
         >"$text" 2>&1 || { tail -20 "$text" >&2; perf_die "the demo failed (see $text)"; }
     rm -f "$OUT"/fanout.db*
     echo "--- checkpoints $mode, run $repeat"
-    grep -E "^registered|^engine|^durable|^process" "$text"
+    grep -E "^registered|^engine|^durable|^connections|^process" "$text"
     local row
     row="$(grep -E "^ +1  final" "$text")"
     # The row's last cell is the broadcast part ("-": this wave has none); makespan and pushes/s come before it.

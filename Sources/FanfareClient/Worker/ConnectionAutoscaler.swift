@@ -8,7 +8,7 @@
 ///   flight / the answers per second; the rate the worker could send is its rate / its CPU share; wanted
 ///   in flight = that rate × the round trip, divided by the server's stream limit. At least one more, at
 ///   most `maximumNewConnections` more, never past `maximumConnections`.
-/// - A scale-up that did not raise the rate by a quarter of what Little's law promised (answers slowed down
+/// - A scale-up that did not raise the rate by half of what Little's law promised (answers slowed down
 ///   instead: the server or the network is the limit) holds further scale-ups for 4 decision intervals,
 ///   doubling while it repeats, at most `idleTimeout`.
 /// - A connection that failed before it proved usable (connect failed, 403, GOAWAY first) backs scale-ups
@@ -136,11 +136,11 @@ public struct ConnectionAutoscaler: Sendable {
                 return .hold
             }
             if let last = lastScaleUp, sample.connections > last.connections {
-                // Little's law promised the rate would grow with the connections; when it did not (by a quarter of
+                // Little's law promised the rate would grow with the connections; when it did not (by half of
                 // that), answers slowed down instead: the server or the network is the limit, not the credits.
                 let promised = last.rate * Double(sample.connections) / Double(last.connections) - last.rate
                 lastScaleUp = nil
-                if rate - last.rate < promised / 4 {
+                if rate - last.rate < promised / 2 {
                     let first = settings.decisionInterval.nanoseconds.multipliedReportingOverflow(by: 4)
                     let doubled = plateauWait.multipliedReportingOverflow(by: 2)
                     let longest = max(settings.decisionInterval.nanoseconds, settings.idleTimeout.nanoseconds)

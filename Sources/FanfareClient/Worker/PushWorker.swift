@@ -583,7 +583,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     /// A decision interval ended: measure, decide, and open or drain connections.
     private func autoscale(now: UInt64) {
-        guard var autoscaler else { return }
+        guard autoscaler != nil else { return }
         var activeCount = 0
         var ready = 0
         var streamLimit = 0
@@ -599,7 +599,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         let sample = measurement.finish(
             now: now, cpuTime: Self.threadCPUTime(), completed: completed, connections: activeCount, ready: ready,
             streamLimit: streamLimit)
-        let decision = autoscaler.decide(now: now, sample)
+        // In place, not on a copy: a connection failing while this decision opens connections reports to it.
+        guard let decision = autoscaler?.decide(now: now, sample) else { return }
         switch decision {
         case .hold:
             break
@@ -626,9 +627,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             configuration.logger?.info(
                 "connection scaled down", metadata: ["worker": "\(index)", "connections": "\(activeCount - 1)", "reason": "\(reason)"])
         }
-        self.autoscaler = autoscaler
         counters.connectionsTarget.store(active.reduce(0) { $0 + ($1 ? 1 : 0) }, ordering: .relaxed)
-        lastAutoscaleReasonBox.withLock { $0 = autoscaler.lastReason }
+        if let reason = autoscaler?.lastReason { lastAutoscaleReasonBox.withLock { $0 = reason } }
     }
 
     /// A connection a scale-up opened ended before it proved usable (failed connect, 403, GOAWAY first): the

@@ -253,6 +253,11 @@ struct DemoCommand: ParsableCommand {
             "invalidated tokens removed from the registry: \(WaveTable.group(invalidated.count)); "
                 + "registry now holds \(WaveTable.group(try store.count())) tokens")
         if let error = statistics.lastRegistryError { print("registry error: \(error)") }
+        let apns = statistics.client
+        print(
+            "connections: \(apns.connectionsOpened) opened, \(apns.connectionsTarget) kept at the end "
+                + "(\(apns.scaleUps) scale-ups, \(apns.scaleDowns) scale-downs, \(apns.scaleUpFailures) failed); "
+                + "at most \(WaveTable.group(apns.inFlightPeak)) pushes in flight")
         print("")
         print("simulator saw:")
         print(simulator.statistics().summary())
