@@ -193,15 +193,19 @@ private func windowRate(above rate: Double, of count: @escaping @Sendable () -> 
 }
 
 /// Accepts one TCP connection on a loopback port and forwards it to `target`; then stops listening, so
-/// every later connect to the port is refused (nothing listens there).
+/// every later connect to the port is refused (nothing listens there). A second socket keeps the port bound
+/// (SO_REUSEPORT, never listening), so no other test's server can take it over while the tests run in parallel.
 private final class OneConnectionForwarder: @unchecked Sendable {
     let port: UInt16
     private let listener: Int32
+    private let reserve: Int32
     private let stopped = Atomic<Bool>(false)
 
     init(to target: UInt16) throws {
         let listening = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         listener = listening
+        var one: Int32 = 1
+        _ = setsockopt(listening, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
@@ -210,6 +214,13 @@ private final class OneConnectionForwarder: @unchecked Sendable {
         guard bound == 0, listen(listening, 1) == 0 else { throw POSIXError(.EADDRINUSE) }
         _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listening, $0, &length) } }
         port = UInt16(bigEndian: address.sin_port)
+        let reserving = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        reserve = reserving
+        _ = setsockopt(reserving, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
+        let reserved = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(reserving, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard reserved == 0 else { throw POSIXError(.EADDRINUSE) }
         Thread { [self] in
             let client = accept(listening, nil, nil)
             close(listening)
@@ -247,5 +258,8 @@ private final class OneConnectionForwarder: @unchecked Sendable {
         }
     }
 
-    func stop() { stopped.store(true, ordering: .relaxed) }
+    func stop() {
+        stopped.store(true, ordering: .relaxed)
+        close(reserve)
+    }
 }
