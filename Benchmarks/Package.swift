@@ -30,6 +30,7 @@ let package = Package(
         benchmarkTarget("ProviderTokenReuse", ["FanfareClient", "FanfareTLS", "FanfareCore"]),
         benchmarkTarget("QueueHandoff", ["FanfareClient", "FanfareCore"]),
         benchmarkTarget("ResponseParsing", ["FanfareHTTP2", "FanfareCore"]),
+        benchmarkTarget("ServerSession", ["FanfareHTTP2"]),
         benchmarkTarget("ClientRoundTrip", ["FanfareClient", "FanfareTLS", "FanfareSimulator", "FanfareCore"]),
         benchmarkTarget("FanoutShard", ["FanfareFanout"]),
     ]

@@ -13,7 +13,8 @@ usage: perf/fanout.sh [options]         (each option also reads from the environ
   -t, --tokens N       tokens in the channel               TOKENS (1000000)
   -l, --latency L      simulator latency                   LATENCY (20ms)
   -w, --workers N      engine worker threads (shards)      WORKERS (1)
-  -c, --connections N  connections per worker              CONNECTIONS (4)
+  -c, --connections N  connections per worker, or auto:    CONNECTIONS (auto)
+                       the autoscaler picks (default)
   -m, --streams N      streams per connection              STREAMS (1000)
       --checkpoints M  both, on or off: runs with wave      CHECKPOINTS (both)
                        progress checkpoints on and/or off
@@ -31,7 +32,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 TOKENS="${TOKENS:-1000000}"
 LATENCY="${LATENCY:-20ms}"
 WORKERS="${WORKERS:-1}"
-CONNECTIONS="${CONNECTIONS:-4}"
+CONNECTIONS="${CONNECTIONS:-auto}"
 STREAMS="${STREAMS:-1000}"
 CHECKPOINTS="${CHECKPOINTS:-both}"
 REPEATS="${REPEATS:-1}"
@@ -69,14 +70,15 @@ to_ms() { awk -v value="$1" -v unit="$2" 'BEGIN { printf "%.1f", unit == "s" ? v
 run_demo() {
     local mode="$1" repeat="$2" text="$OUT/fanout-$1-$2.txt" flags=()
     [ "$mode" = off ] && flags=(--no-checkpoints)
+    [ "$CONNECTIONS" = auto ] || flags+=(--connections "$CONNECTIONS")
     perf_log "run $repeat, checkpoints $mode"
     /usr/bin/time -f "process: %U s user, %S s sys, %e s wall, %M KiB max RSS" \
         "$FANFARE" demo --scenario wave --tokens "$TOKENS" --latency "$LATENCY" --workers "$WORKERS" \
-        --connections "$CONNECTIONS" --streams "$STREAMS" --database "$OUT/fanout.db" ${flags[@]+"${flags[@]}"} \
+        --streams "$STREAMS" --database "$OUT/fanout.db" ${flags[@]+"${flags[@]}"} \
         >"$text" 2>&1 || { tail -20 "$text" >&2; perf_die "the demo failed (see $text)"; }
     rm -f "$OUT"/fanout.db*
     echo "--- checkpoints $mode, run $repeat"
-    grep -E "^registered|^engine|^durable|^process" "$text"
+    grep -E "^registered|^engine|^durable|^connections|^process" "$text"
     local row
     row="$(grep -E "^ +1  final" "$text")"
     # The row's last cell is the broadcast part ("-": this wave has none); makespan and pushes/s come before it.

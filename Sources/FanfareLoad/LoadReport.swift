@@ -13,6 +13,11 @@ public struct LoadReport: Sendable {
     public let latencyMicroseconds: Histogram<UInt64>
     public let resends: Int
     public let connectionsOpened: Int
+    /// The most connections the workers kept at once (the autoscaler's highest target, or the fixed count),
+    /// and the autoscaler's decisions.
+    public var connectionsPeak = 0
+    public var scaleUps = 0
+    public var scaleDowns = 0
     public let interrupted: Bool
     public let connectionError: String?
     /// Why the run ended before its plan was done (e.g. no connection could be made), if it did.
@@ -42,7 +47,7 @@ public struct LoadReport: Sendable {
                     Double(latencyMicroseconds.min) / 1000, percentile(50), percentile(90), percentile(99), percentile(99.9),
                     Double(latencyMicroseconds.max) / 1000))
         }
-        lines.append("connections opened: \(connectionsOpened)")
+        lines.append("connections opened: \(connectionsOpened), at most \(connectionsPeak) at once (\(scaleUps) scale-ups, \(scaleDowns) scale-downs)")
         if let connectionError, delivered < completed { lines.append("last connection error: \(connectionError)") }
         if interrupted { lines.append("interrupted: pushes still unanswered were ended as 'shut down'") }
         if let stopReason { lines.append("stopped early: \(stopReason)") }
@@ -55,6 +60,7 @@ public struct LoadReport: Sendable {
         let object: [String: Any] = [
             "pushes": pushes, "completed": completed, "delivered": delivered, "seconds": seconds,
             "pushes_per_second": pushesPerSecond, "resends": resends, "connections_opened": connectionsOpened,
+            "connections_peak": connectionsPeak, "scale_ups": scaleUps, "scale_downs": scaleDowns,
             "interrupted": interrupted, "outcomes": outcomes, "stop_reason": stopReason ?? NSNull(),
             "latency_ms": [
                 "min": Double(latencyMicroseconds.min) / 1000, "p50": percentile(50), "p90": percentile(90),

@@ -33,6 +33,8 @@ public struct LoadProgress: Sendable {
     public var completed: Int
     public var errors: Int
     public var inFlight: Int
+    /// Connections open now (the autoscaler's choice, or the fixed count once up).
+    public var connections: Int
     public var pushesPerSecond: Double      // over the last interval
     public var p99Milliseconds: Double      // over the whole run so far
 }
@@ -94,6 +96,7 @@ public enum LoadRunner {
         let client = try APNsClient(configuration: configuration, resultHandler: recorder, producers: generators)
 
         var lastSample = (time: start, completed: 0)
+        var peakConnections = 0
         let progressEvery = plan.progressInterval.nanosecondsValue
         var stopped = false
         var stopReason: String?
@@ -119,14 +122,16 @@ public enum LoadRunner {
                 stopReason = "no connection to the endpoint: \(error)"
                 break
             }
+            peakConnections = max(peakConnections, client.statistics.connectionsTarget)
             if let progress, now &- lastSample.time >= progressEvery {
                 let completed = recorder.completed
                 let rate = Double(completed - lastSample.completed) / (Double(now &- lastSample.time) / 1e9)
                 let snapshot = recorder.snapshot()
+                let stats = client.statistics
                 progress(
                     LoadProgress(
                         elapsedSeconds: Double(now &- start) / 1e9, completed: completed, errors: recorder.errors,
-                        inFlight: client.statistics.inFlight, pushesPerSecond: rate,
+                        inFlight: stats.inFlight, connections: stats.connectionsOpen - stats.connectionsDraining, pushesPerSecond: rate,
                         p99Milliseconds: Double(snapshot.latency.valueAtPercentile(99)) / 1000))
                 lastSample = (now, completed)
             }
@@ -143,6 +148,7 @@ public enum LoadRunner {
         return LoadReport(
             pushes: produced, completed: recorder.completed, seconds: Double(end - start) / 1e9, counts: snapshot.counts,
             latencyMicroseconds: snapshot.latency, resends: snapshot.resends, connectionsOpened: stats.connectionsOpened,
+            connectionsPeak: peakConnections, scaleUps: stats.scaleUps, scaleDowns: stats.scaleDowns,
             interrupted: stopped, connectionError: client.lastConnectionError, stopReason: stopReason)
     }
 }

@@ -187,6 +187,11 @@ public final class APNsClient: Sendable {
             stats.certificateRejections += counters.certificateRejections.load(ordering: .relaxed)
             stats.reconnectBackoffs += counters.reconnectBackoffs.load(ordering: .relaxed)
             stats.unconfirmed += counters.unconfirmed.load(ordering: .relaxed)
+            stats.connectionsTarget += counters.connectionsTarget.load(ordering: .relaxed)
+            stats.scaleUps += counters.scaleUps.load(ordering: .relaxed)
+            stats.scaleDowns += counters.scaleDowns.load(ordering: .relaxed)
+            stats.scaleUpFailures += counters.scaleUpFailures.load(ordering: .relaxed)
+            stats.inFlightPeak += counters.inFlightPeak.load(ordering: .relaxed)
         }
         return stats
     }
@@ -224,6 +229,10 @@ public final class APNsClient: Sendable {
         resolver.stop()
     }
 
+    /// Why the autoscaler last scaled or held, per worker (nil for a worker without autoscaling or before
+    /// its first decision).
+    public var autoscalingReasons: [String?] { workers.map(\.lastAutoscaleReason) }
+
     /// The most recent connection failure of any worker (for messages when pushes get no answer).
     public var lastConnectionError: String? {
         for worker in workers {
@@ -258,6 +267,15 @@ public struct ClientStatistics: Sendable, Equatable {
     public var reconnectBackoffs = 0
     /// Pushes that ended `.failed(.unconfirmed)` (sent, connection ended before an answer).
     public var unconfirmed = 0
+    /// Connections the workers keep: the fixed count, or what the autoscaler aims at now.
+    public var connectionsTarget = 0
+    /// Autoscaler decisions that opened connections, and those that let one go (drained).
+    public var scaleUps = 0
+    public var scaleDowns = 0
+    /// Connections a scale-up opened that failed before they proved usable (each backs scale-ups off).
+    public var scaleUpFailures = 0
+    /// The most pushes in flight at once, summed over workers (each worker's high-water mark).
+    public var inFlightPeak = 0
     public var completed: Int { delivered + rejected + failed }
 }
 

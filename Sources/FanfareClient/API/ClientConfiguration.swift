@@ -1,6 +1,7 @@
 import FanfareCore
 import FanfareIO
 import FanfareTLS
+import Logging
 
 /// Where and how the client connects, and the limits it keeps. Defaults follow apns-spec.md §1.
 public struct ClientConfiguration: Sendable {
@@ -24,8 +25,13 @@ public struct ClientConfiguration: Sendable {
 
     /// Worker threads, each with its own io_uring ring and connections (thread-per-core).
     public var workerCount: Int = 1
-    /// Connections per worker.
+    /// Connections per worker (a fixed count; see `autoscaling`).
     public var connectionsPerWorker: Int = 1
+    /// When set, each worker chooses its connection count within these bounds (Little's law: enough
+    /// connections that stream credits stop being the limit) and `connectionsPerWorker` is not used.
+    public var autoscaling: ConnectionAutoscaling? = nil
+    /// Where the client logs what an operator should see (the autoscaler's decisions, at info); nil: nowhere.
+    public var logger: Logger? = nil
     /// Which address families to connect over and in which order (the host's addresses are tried in that
     /// order, the next one at once when a connect fails). Lookups run on a resolver thread, never on a
     /// worker's loop.
@@ -77,6 +83,9 @@ public struct ClientConfiguration: Sendable {
         self.providerTokens = providerTokens
         self.topic = topic
     }
+
+    /// Connection slots per worker: the autoscaler's maximum, else the fixed count.
+    public var connectionSlotsPerWorker: Int { autoscaling?.maximumConnections ?? connectionsPerWorker }
 
     /// The bundle id broadcasts are published under: `bundleID`, else `topic` without a
     /// `.push-type.liveactivity` suffix (a topic without one is taken as the bundle id).
@@ -138,8 +147,9 @@ extension ClientConfiguration {
             "\(connectionsPerWorker) must be 1...\(Limits.connectionsPerWorker)")
         try require((1...Limits.streamsPerConnection).contains(maxConcurrentStreamsPerConnection), "maxConcurrentStreamsPerConnection",
             "\(maxConcurrentStreamsPerConnection) must be 1...\(Limits.streamsPerConnection)")
-        try require(connectionsPerWorker * maxConcurrentStreamsPerConnection <= Limits.streamsPerWorker, "maxConcurrentStreamsPerConnection",
-            "\(connectionsPerWorker) connections × \(maxConcurrentStreamsPerConnection) streams exceed \(Limits.streamsPerWorker) streams per worker")
+        if let autoscaling { try autoscaling.validate() }
+        try require(connectionSlotsPerWorker * maxConcurrentStreamsPerConnection <= Limits.streamsPerWorker, "maxConcurrentStreamsPerConnection",
+            "\(connectionSlotsPerWorker) connections × \(maxConcurrentStreamsPerConnection) streams exceed \(Limits.streamsPerWorker) streams per worker")
         try require((1...Limits.queueCapacity).contains(pendingCapacityPerWorker), "pendingCapacityPerWorker",
             "\(pendingCapacityPerWorker) must be 1...\(Limits.queueCapacity)")
         try require((1...Limits.queueCapacity).contains(inboxCapacityPerWorker), "inboxCapacityPerWorker",

@@ -97,6 +97,13 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         return slots.nextFreeJob()
     }
 
+    /// The stream limit this connection works under once past the one-stream gate.
+    var streamLimit: Int { min(remoteMaxStreams, slots.capacity) }
+
+    /// Ready and past the one-stream gate: its credits are the server's stream limit (the autoscaler waits
+    /// for this before it opens more).
+    var isFannedOut: Bool { state == .ready && session != nil && (gateLifted || !sendsFirstRequestAlone) }
+
     /// Queues `job` on a new stream. The caller checked `credits > 0`. On failure the job comes back.
     func submit(_ job: consuming PushJob) -> PushJob? {
         nextJob.initialize(to: job)

@@ -3,6 +3,9 @@ import FanfareHTTP2
 import FanfareIO
 import FanfareTLS
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// One worker thread: an io_uring loop, its APNs connections, and the pushes routed to it.
 ///
@@ -11,7 +14,7 @@ import Synchronization
 /// stream credits; a connection that reads responses also refills its freed streams at once (`refill`), so
 /// its next requests leave with that read's flush. Results go to the handler on this thread.
 final class PushWorker: IOHandler, @unchecked Sendable {
-    private enum TimerTag: UInt8 { case reconnect = 1, sweep, producer }
+    private enum TimerTag: UInt8 { case reconnect = 1, sweep, producer, autoscale }
 
     let index: Int
     let configuration: ClientConfiguration
@@ -31,6 +34,14 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     @exclusivity(unchecked) private var connections: [APNsConnection?]
     @exclusivity(unchecked) private var backoff: [UInt64]
     @exclusivity(unchecked) private var reconnectScheduled: [Bool]
+    /// Slots the worker keeps a connection in (all of them without autoscaling). An inactive slot opens
+    /// nothing; its connection, if any, drains.
+    @exclusivity(unchecked) private var active: [Bool]
+    /// Slots a scale-up opened whose connection has not proved usable yet: if it fails, the slot goes back
+    /// and scale-ups back off (APNs' etiquette: no churn).
+    @exclusivity(unchecked) private var provisional: [Bool]
+    @exclusivity(unchecked) private var autoscaler: ConnectionAutoscaler?
+    @exclusivity(unchecked) private var measurement = AutoscaleMeasurement()
     /// Per connection slot: the addresses of the latest lookup, tried in order until one connects (a
     /// connection that got through clears them: the next one looks the host up afresh, as APNs asks).
     @exclusivity(unchecked) private var addresses: [[SocketAddress]]
@@ -81,14 +92,23 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         self.configuration = configuration
         self.resultHandler = resultHandler
         inbox = BoundedMPSCQueue(capacity: configuration.inboxCapacityPerWorker)
-        let reserve = configuration.connectionsPerWorker * configuration.maxConcurrentStreamsPerConnection
+        let slots = configuration.connectionSlotsPerWorker
+        let reserve = slots * configuration.maxConcurrentStreamsPerConnection
         pending = PendingQueue(capacity: configuration.pendingCapacityPerWorker + reserve)
-        connections = Array(repeating: nil, count: configuration.connectionsPerWorker)
-        backoff = Array(repeating: 0, count: configuration.connectionsPerWorker)
-        reconnectScheduled = Array(repeating: false, count: configuration.connectionsPerWorker)
-        addresses = Array(repeating: [], count: configuration.connectionsPerWorker)
-        nextAddress = Array(repeating: 0, count: configuration.connectionsPerWorker)
-        resolving = Array(repeating: false, count: configuration.connectionsPerWorker)
+        connections = Array(repeating: nil, count: slots)
+        backoff = Array(repeating: 0, count: slots)
+        reconnectScheduled = Array(repeating: false, count: slots)
+        addresses = Array(repeating: [], count: slots)
+        nextAddress = Array(repeating: 0, count: slots)
+        resolving = Array(repeating: false, count: slots)
+        let initial = configuration.autoscaling?.minimumConnections ?? slots
+        active = (0..<slots).map { $0 < initial }
+        provisional = Array(repeating: false, count: slots)
+        autoscaler = configuration.autoscaling.map {
+            ConnectionAutoscaler(
+                settings: $0, backoffMinimum: configuration.reconnectBackoffMinimum, backoffMaximum: configuration.reconnectBackoffMaximum)
+        }
+        counters.connectionsTarget.store(initial, ordering: .relaxed)
         let timeout = configuration.requestTimeout.nanoseconds
         sweepInterval = max(1_000_000, min(100_000_000, timeout / 20))
     }
@@ -100,8 +120,13 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         handlerID = loop.register(self)
         loop.addTickHandler(handlerID)
         loop.setWakeHandler(handlerID, tag: 0)
-        for slot in 0..<connections.count { openConnection(slot) }
+        for slot in 0..<connections.count where active[slot] { openConnection(slot) }
         loop.schedule(at: loop.now &+ sweepInterval, handler: handlerID, tag: TimerTag.sweep.rawValue, cookie: 0)
+        if let settings = configuration.autoscaling {
+            measurement.start(now: loop.now, cpuTime: Self.threadCPUTime())
+            loop.schedule(
+                at: loop.now &+ settings.decisionInterval.nanoseconds, handler: handlerID, tag: TimerTag.autoscale.rawValue, cookie: 0)
+        }
     }
 
     /// Wakes the worker's loop from any thread; nil until `attach` ran (the loop then finds the inbox on its
@@ -128,7 +153,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     /// Connects slot `slot` to the next address of its latest lookup, or asks for a lookup first.
     private func openConnection(_ slot: Int) {
-        guard !stopping else { return }
+        guard !stopping, active[slot] else { return }
         reconnectScheduled[slot] = false
         if nextAddress[slot] >= addresses[slot].count, let fixed = configuration.connectAddresses {
             addresses[slot] = configuration.addressFamilies.apply(to: fixed)
@@ -171,7 +196,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         }
         for (slot, result) in results {
             resolving[slot] = false
-            guard !stopping, connections[slot] == nil else { continue }
+            guard !stopping, active[slot], connections[slot] == nil else { continue }
             switch result {
             case .success(let found):
                 addresses[slot] = found
@@ -185,7 +210,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     }
 
     private func scheduleReconnect(_ slot: Int) {
-        guard !stopping, !reconnectScheduled[slot] else { return }
+        guard !stopping, active[slot], !reconnectScheduled[slot] else { return }
         counters.reconnectBackoffs.add(1, ordering: .relaxed)
         let minimum = configuration.reconnectBackoffMinimum.nanoseconds
         let maximum = configuration.reconnectBackoffMaximum.nanoseconds
@@ -206,6 +231,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     func connectionProvedUsable(_ connection: APNsConnection) {
         backoff[connection.index] = 0
         needsAdmission = true
+        if provisional[connection.index] && connections[connection.index] === connection {
+            provisional[connection.index] = false
+            autoscaler?.connectionProvedUsable()
+        }
     }
 
     func connectionBecameReady(_ connection: APNsConnection) {
@@ -233,7 +262,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         connections[connection.index] = nil
         retiring.append(connection)
         counters.connectionsDraining.add(1, ordering: .relaxed)
-        guard !stopping else { return }
+        guard !stopping, active[connection.index] else { return }
+        if !connection.gateLifted && releaseFailedScaleUp(connection.index) { return }
         let lived = connection.establishedAt == 0 ? 0 : loop.now &- connection.establishedAt
         if connection.gateLifted && lived >= configuration.reconnectBackoffMinimum.nanoseconds {
             openConnection(connection.index)
@@ -267,6 +297,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         }
         addresses[slot] = []
         nextAddress[slot] = 0
+        if !connection.gateLifted && releaseFailedScaleUp(slot) { return }
         if connection.gateLifted && connection.establishedAt != 0
             && loop.now &- connection.establishedAt >= configuration.reconnectBackoffMinimum.nanoseconds
         {
@@ -509,7 +540,12 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         switch TimerTag(rawValue: tag) {
         case .reconnect:
             let slot = Int(cookie)
-            if connections[slot] == nil { openConnection(slot) } else { reconnectScheduled[slot] = false }
+            if connections[slot] == nil && active[slot] { openConnection(slot) } else { reconnectScheduled[slot] = false }
+        case .autoscale:
+            guard !stopping, let settings = configuration.autoscaling else { return }
+            autoscale(now: loop.now)
+            loop.schedule(
+                at: loop.now &+ settings.decisionInterval.nanoseconds, handler: handlerID, tag: TimerTag.autoscale.rawValue, cookie: 0)
         case .producer:
             producerWaitUntil = 0
         case .sweep:
@@ -538,13 +574,106 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         if producer != nil && !producerFinished && !stopping && pending.isEmpty { pullFromProducer() }
         counters.pending.store(pending.count + inbox.approximateCount, ordering: .relaxed)
         var inFlight = 0
-        for connection in connections { inFlight += connection?.inFlight ?? 0 }
+        var credits = 0
+        for connection in connections {
+            inFlight += connection?.inFlight ?? 0
+            credits += connection?.credits ?? 0
+        }
         for connection in retiring { inFlight += connection.inFlight }
         counters.inFlight.store(inFlight, ordering: .relaxed)
+        if inFlight > measurement.peakInFlight {
+            measurement.peakInFlight = inFlight
+            if inFlight > counters.inFlightPeak.load(ordering: .relaxed) { counters.inFlightPeak.store(inFlight, ordering: .relaxed) }
+        }
+        if autoscaler != nil {
+            // Work waits while no connection has a free stream: the credits are the limit (until the next tick).
+            let producerHasMore = producer != nil && !producerFinished && producerWaitUntil <= loop.now
+            measurement.advance(now: loop.now, inFlight: inFlight, creditBound: credits == 0 && (!pending.isEmpty || producerHasMore))
+        }
         if stopping && isIdle && retiring.isEmpty && !stoppedFlag.load(ordering: .relaxed) {
             assert(pending.isEmpty)
             stoppedFlag.store(true, ordering: .releasing)
         }
+    }
+
+    // MARK: - Autoscaling
+
+    /// A decision interval ended: measure, decide, and open or drain connections.
+    private func autoscale(now: UInt64) {
+        guard autoscaler != nil else { return }
+        var activeCount = 0
+        var ready = 0
+        var streamLimit = 0
+        for slot in 0..<connections.count where active[slot] {
+            activeCount += 1
+            if let connection = connections[slot], connection.isFannedOut {
+                ready += 1
+                streamLimit = max(streamLimit, connection.streamLimit)
+            }
+        }
+        let completed = counters.delivered.load(ordering: .relaxed) + counters.rejected.load(ordering: .relaxed)
+            + counters.failed.load(ordering: .relaxed)
+        let sample = measurement.finish(
+            now: now, cpuTime: Self.threadCPUTime(), completed: completed, connections: activeCount, ready: ready,
+            streamLimit: streamLimit)
+        // In place, not on a copy: a connection failing while this decision opens connections reports to it.
+        guard let decision = autoscaler?.decide(now: now, sample) else { return }
+        switch decision {
+        case .hold:
+            break
+        case .scaleUp(let count, let reason):
+            var opened = 0
+            for slot in 0..<connections.count where !active[slot] && connections[slot] == nil && opened < count {
+                active[slot] = true
+                provisional[slot] = true
+                backoff[slot] = 0
+                opened += 1
+                openConnection(slot)
+            }
+            if opened > 0 {
+                counters.scaleUps.add(1, ordering: .relaxed)
+                configuration.logger?.info(
+                    "connections scaled up", metadata: ["worker": "\(index)", "connections": "\(activeCount + opened)", "reason": "\(reason)"])
+            }
+        case .scaleDown(let reason):
+            guard let slot = (0..<connections.count).last(where: { active[$0] }) else { break }
+            active[slot] = false
+            provisional[slot] = false
+            connections[slot]?.beginDraining(reason: "the autoscaler let a surplus connection go")
+            counters.scaleDowns.add(1, ordering: .relaxed)
+            configuration.logger?.info(
+                "connection scaled down", metadata: ["worker": "\(index)", "connections": "\(activeCount - 1)", "reason": "\(reason)"])
+        }
+        counters.connectionsTarget.store(active.reduce(0) { $0 + ($1 ? 1 : 0) }, ordering: .relaxed)
+        if let reason = autoscaler?.lastReason { lastAutoscaleReasonBox.withLock { $0 = reason } }
+    }
+
+    /// A connection a scale-up opened ended before it proved usable (failed connect, 403, GOAWAY first): the
+    /// slot goes back rather than retrying, and scale-ups back off. False for the worker's other slots,
+    /// which keep reconnecting with the slot's back-off.
+    private func releaseFailedScaleUp(_ slot: Int) -> Bool {
+        guard provisional[slot], autoscaler != nil else { return false }
+        provisional[slot] = false
+        active[slot] = false
+        autoscaler?.connectionFailed(now: loop.now)
+        counters.scaleUpFailures.add(1, ordering: .relaxed)
+        counters.connectionsTarget.store(active.reduce(0) { $0 + ($1 ? 1 : 0) }, ordering: .relaxed)
+        if let reason = autoscaler?.lastReason {
+            lastAutoscaleReasonBox.withLock { $0 = reason }
+            configuration.logger?.info("connection scale-up failed", metadata: ["worker": "\(index)", "reason": "\(reason)"])
+        }
+        return true
+    }
+
+    /// The autoscaler's latest reason (why it scaled or held), for statistics.
+    var lastAutoscaleReason: String? { lastAutoscaleReasonBox.withLock { $0 } }
+    private let lastAutoscaleReasonBox = Mutex<String?>(nil)
+
+    /// CPU time of the calling thread (once per decision: one clock_gettime).
+    private static func threadCPUTime() -> UInt64 {
+        var spec = timespec()
+        guard clock_gettime(CLOCK_THREAD_CPUTIME_ID, &spec) == 0 else { return 0 }
+        return UInt64(max(0, spec.tv_sec)) &* 1_000_000_000 &+ UInt64(max(0, spec.tv_nsec))
     }
 
     /// The most recent connection failure, for error messages.
@@ -572,4 +701,60 @@ final class WorkerCounters: Sendable {
     let certificateRejections = Atomic<Int>(0)
     let reconnectBackoffs = Atomic<Int>(0)
     let unconfirmed = Atomic<Int>(0)
+    /// The connections the worker keeps (fixed, or the autoscaler's target).
+    let connectionsTarget = Atomic<Int>(0)
+    let scaleUps = Atomic<Int>(0)
+    let scaleDowns = Atomic<Int>(0)
+    /// Connections a scale-up opened that failed before they proved usable.
+    let scaleUpFailures = Atomic<Int>(0)
+    /// The most pushes in flight at once (a high-water mark).
+    let inFlightPeak = Atomic<Int>(0)
+}
+
+/// What a worker measures between two autoscaling decisions, once per tick (no work per push): the time
+/// the stream credits were the limit and the time integral of pushes in flight.
+struct AutoscaleMeasurement {
+    private var startedAt: UInt64 = 0
+    private var lastTick: UInt64 = 0
+    private var lastInFlight = 0
+    private var lastCreditBound = false
+    private var creditBound: UInt64 = 0
+    private var inFlightTime: Double = 0
+    private var cpuTimeAtStart: UInt64 = 0
+    private var completedAtStart = 0
+    var peakInFlight = 0
+
+    mutating func start(now: UInt64, cpuTime: UInt64) {
+        startedAt = now
+        lastTick = now
+        cpuTimeAtStart = cpuTime
+    }
+
+    /// The state held since the previous tick; `inFlight` and `creditBound` hold from now on.
+    mutating func advance(now: UInt64, inFlight: Int, creditBound: Bool) {
+        let elapsed = now &- lastTick
+        if lastCreditBound { self.creditBound &+= elapsed }
+        inFlightTime += Double(lastInFlight) * Double(elapsed)
+        lastTick = now
+        lastInFlight = inFlight
+        lastCreditBound = creditBound
+    }
+
+    /// The interval's sample; the next interval starts now.
+    mutating func finish(now: UInt64, cpuTime: UInt64, completed: Int, connections: Int, ready: Int, streamLimit: Int)
+        -> ConnectionAutoscaler.Sample
+    {
+        advance(now: now, inFlight: lastInFlight, creditBound: lastCreditBound)
+        let sample = ConnectionAutoscaler.Sample(
+            elapsed: now &- startedAt, creditBound: creditBound, inFlightTime: inFlightTime, peakInFlight: peakInFlight,
+            completions: completed - completedAtStart, cpuTime: cpuTime &- cpuTimeAtStart, connections: connections,
+            readyConnections: ready, streamLimit: streamLimit)
+        startedAt = now
+        creditBound = 0
+        inFlightTime = 0
+        cpuTimeAtStart = cpuTime
+        completedAtStart = completed
+        peakInFlight = lastInFlight
+        return sample
+    }
 }

@@ -195,7 +195,9 @@ public final class FanoutEngine: Sendable {
         control = Mutex(controlState)
         router = ResultRouter(shards: shards, observer: configuration.onPushResult)
         do {
-            client = try APNsClient(configuration: configuration.client, resultHandler: router, producers: shards)
+            var clientConfiguration = configuration.client
+            if clientConfiguration.logger == nil { clientConfiguration.logger = configuration.logger }  // the autoscaler's decisions
+            client = try APNsClient(configuration: clientConfiguration, resultHandler: router, producers: shards)
         } catch {
             throw .client("\(error)")
         }

@@ -15,7 +15,9 @@ import Synchronization
 ///   cause; `fanfare_pushes_in_flight`, `fanfare_pushes_pending`, `fanfare_push_resends_total`
 /// - `fanfare_apns_connections_open`, `fanfare_apns_connections_draining`, `fanfare_apns_connections_opened_total`
 ///   (attempts), `fanfare_apns_connections_closed_total`, `fanfare_apns_reconnect_backoffs_total`,
-///   `fanfare_apns_certificate_rejections_total`
+///   `fanfare_apns_certificate_rejections_total`; the autoscaler's `fanfare_apns_connections_target` (connections
+///   the workers aim at) and `fanfare_apns_connection_scaling_total{decision}` (`up`, `down`, `failed`: a new
+///   connection that failed before it proved usable)
 /// - `fanfare_waves_running`, `fanfare_waves_published_total`, `fanfare_waves_completed_total`,
 ///   `fanfare_waves_resumed_total` (unfinished waves of an earlier run, resumed at start),
 ///   `fanfare_pushes_resent_after_restart_total` (a completed wave's `resentAfterRestart`),
@@ -118,6 +120,7 @@ package final class ServiceMetrics: Sendable {
         gauge("fanfare_pushes_pending", client.pending)
         gauge("fanfare_apns_connections_open", client.connectionsOpen)
         gauge("fanfare_apns_connections_draining", client.connectionsDraining)
+        gauge("fanfare_apns_connections_target", client.connectionsTarget)
         gauge("fanfare_waves_running", statistics.unfinishedWaves)
         gauge("fanfare_channels_in_use", statistics.channelsInUse)
         gauge("fanfare_invalid_tokens_held", statistics.invalidTokensHeld)
@@ -129,6 +132,9 @@ package final class ServiceMetrics: Sendable {
             ("fanfare_apns_connections_closed_total", [], client.connectionsClosed),
             ("fanfare_apns_reconnect_backoffs_total", [], client.reconnectBackoffs),
             ("fanfare_apns_certificate_rejections_total", [], client.certificateRejections),
+            ("fanfare_apns_connection_scaling_total", [("decision", "up")], client.scaleUps),
+            ("fanfare_apns_connection_scaling_total", [("decision", "down")], client.scaleDowns),
+            ("fanfare_apns_connection_scaling_total", [("decision", "failed")], client.scaleUpFailures),
         ]
         for (outcome, count) in [("delivered", client.delivered), ("rejected", client.rejected), ("failed", client.failed)] {
             totals.append(("fanfare_pushes_total", [("outcome", outcome)], count))

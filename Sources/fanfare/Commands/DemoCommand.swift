@@ -56,8 +56,7 @@ struct DemoCommand: ParsableCommand {
     @Option(help: "Engine worker threads (shards).")
     var workers: Int = 1
 
-    @Option(help: "Connections per worker.")
-    var connections: Int = 4
+    @OptionGroup var connectionCount: ConnectionCountOptions
 
     @Option(help: "Streams in flight per connection (the simulator allows 1000).")
     var streams: Int = 1000
@@ -77,8 +76,8 @@ struct DemoCommand: ParsableCommand {
     @OptionGroup var checkpoints: CheckpointOptions
 
     func validate() throws {
-        guard tokenCount > 0, matches > 0, workers > 0, connections > 0, streams > 0 else {
-            throw ValidationError("--tokens, --matches, --workers, --connections and --streams must be positive")
+        guard tokenCount > 0, matches > 0, workers > 0, streams > 0 else {
+            throw ValidationError("--tokens, --matches, --workers and --streams must be positive")
         }
         guard minimumInterval >= 0 else { throw ValidationError("--minimum-interval must be 0 or more") }
         guard broadcastShare >= 0 && broadcastShare <= 1 else { throw ValidationError("--broadcast-share must be in 0...1") }
@@ -214,11 +213,11 @@ struct DemoCommand: ParsableCommand {
             }
             progress.update(
                 String(
-                    format: "%6.1fs  waves done %d/%d  delivered %@  superseded %@  in flight %@  %@ pushes/s",
+                    format: "%6.1fs  waves done %d/%d  delivered %@  superseded %@  in flight %@  %@ pushes/s  connections %d",
                     elapsed, reports.filter(\.isComplete).count, script.steps.count,
                     WaveTable.group(reports.reduce(0) { $0 + $1.delivered }),
                     WaveTable.group(reports.reduce(0) { $0 + $1.superseded }), WaveTable.group(stats.inFlight),
-                    WaveTable.group(Int(lastRate))))
+                    WaveTable.group(Int(lastRate)), stats.connectionsOpen - stats.connectionsDraining))
             if nextStep == script.steps.count && waves.allSatisfy(\.isComplete) { break }
             if SignalWaiter.poll() {
                 interrupted = true
@@ -254,6 +253,11 @@ struct DemoCommand: ParsableCommand {
             "invalidated tokens removed from the registry: \(WaveTable.group(invalidated.count)); "
                 + "registry now holds \(WaveTable.group(try store.count())) tokens")
         if let error = statistics.lastRegistryError { print("registry error: \(error)") }
+        let apns = statistics.client
+        print(
+            "connections: \(apns.connectionsOpened) opened, \(apns.connectionsTarget) kept at the end "
+                + "(\(apns.scaleUps) scale-ups, \(apns.scaleDowns) scale-downs, \(apns.scaleUpFailures) failed); "
+                + "at most \(WaveTable.group(apns.inFlightPeak)) pushes in flight")
         print("")
         print("simulator saw:")
         print(simulator.statistics().summary())
@@ -269,7 +273,7 @@ struct DemoCommand: ParsableCommand {
             host: "127.0.0.1", port: port, tls: try TLSContext.client(caFile: caPath),
             providerTokens: ProviderTokenSource(signer: signer), topic: Topic.liveActivity(bundleID: bundleID))
         client.workerCount = workers
-        client.connectionsPerWorker = connections
+        try connectionCount.apply(to: &client, streams: streams)
         client.maxConcurrentStreamsPerConnection = streams
         client.cpuAffinity = cpus > 1 ? Array(0..<max(1, cpus - 1)) : [0]
         return client

@@ -19,8 +19,7 @@ struct LoadCommand: ParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Option(help: "Connections per worker thread.")
-    var connections: Int = 4
+    @OptionGroup var connectionCount: ConnectionCountOptions
 
     @Option(help: "Streams in flight per connection (the server's SETTINGS may lower it).")
     var streams: Int = 1000
@@ -79,9 +78,9 @@ struct LoadCommand: ParsableCommand {
             client: configuration, plan: plan,
             progress: showProgress ? { sample in
                 let line = String(
-                    format: "[%6.1fs] %d done  %.0f/s  in flight %d  errors %d  p99 %.2f ms",
-                    sample.elapsedSeconds, sample.completed, sample.pushesPerSecond, sample.inFlight, sample.errors,
-                    sample.p99Milliseconds)
+                    format: "[%6.1fs] %d done  %.0f/s  in flight %d  connections %d  errors %d  p99 %.2f ms",
+                    sample.elapsedSeconds, sample.completed, sample.pushesPerSecond, sample.inFlight, sample.connections,
+                    sample.errors, sample.p99Milliseconds)
                 FileHandle.standardError.write(Data((line + "\n").utf8))
             } : nil,
             shouldStop: { SignalWaiter.poll() })
@@ -90,14 +89,8 @@ struct LoadCommand: ParsableCommand {
 
     private func makePlan() throws -> (ClientConfiguration, LoadPlan) {
         typealias Limits = ClientConfiguration.Limits
-        guard (1...Limits.connectionsPerWorker).contains(connections) else {
-            throw UsageError("--connections \(connections) must be 1...\(Limits.connectionsPerWorker)")
-        }
         guard (1...Limits.streamsPerConnection).contains(streams) else {
             throw UsageError("--streams \(streams) must be 1...\(Limits.streamsPerConnection) (APNs allows 1000-1500 per connection)")
-        }
-        guard connections * streams <= Limits.streamsPerWorker else {
-            throw UsageError("--connections \(connections) × --streams \(streams) exceeds \(Limits.streamsPerWorker) streams per thread")
         }
         guard (1...Limits.workers).contains(threads) else { throw UsageError("--threads \(threads) must be 1...\(Limits.workers)") }
         if let rate, !(rate >= LoadPlan.Limits.minimumRate && rate <= LoadPlan.Limits.maximumRate) {
@@ -109,7 +102,7 @@ struct LoadCommand: ParsableCommand {
         if let pushes, pushes <= 0 { throw UsageError("--pushes must be positive") }
         var configuration = try connection.makeClientConfiguration()
         configuration.workerCount = threads
-        configuration.connectionsPerWorker = connections
+        try connectionCount.apply(to: &configuration, streams: streams)
         configuration.maxConcurrentStreamsPerConnection = streams
         configuration.cpuAffinity = try cpus.map { try parseCPUList($0) }
         let tokenList: [DeviceToken]

@@ -40,8 +40,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Engine worker threads (shards), each with its own io_uring ring and APNs connections.")
     var workers = 1
 
-    @Option(help: "APNs connections per worker.")
-    var connections = 4
+    @OptionGroup var connectionCount: ConnectionCountOptions
 
     @Option(help: "Streams in flight per APNs connection (APNs allows about 1000).")
     var streams = 1000
@@ -122,10 +121,9 @@ struct ServeCommand: AsyncParsableCommand {
                 bundleID = connection.bundleId ?? ""
             }
             guard (1...256).contains(workers) else { throw UsageError("--workers must be in 1...256") }
-            guard (1...64).contains(connections) else { throw UsageError("--connections must be in 1...64") }
             guard (1...100_000).contains(streams) else { throw UsageError("--streams must be in 1...100000") }
             client.workerCount = workers
-            client.connectionsPerWorker = connections
+            try connectionCount.apply(to: &client, streams: streams)
             client.maxConcurrentStreamsPerConnection = streams
             var fanout = FanoutConfiguration(client: client, bundleID: bundleID, environment: connection.sandbox ? .sandbox : .production)
             fanout.checkpoints = try checkpoints.configuration()
