@@ -39,8 +39,6 @@ struct HPACKBlockReader {
         }
     }
 
-    /// A string literal: as-is, it is returned in place (valid as long as the block); Huffman-coded, it is
-    /// decoded into `scratch`. Throws `.stringTooLong` for a string over `maximumLength` octets (sent or decoded).
     /// Steps over a string without decoding it; returns the most octets it can decode to (Huffman codes are
     /// at least 5 bits long), for the header-list size.
     mutating func skipString(maximumLength: Int) throws(HPACKError) -> Int {
@@ -53,9 +51,20 @@ struct HPACKBlockReader {
         return isHuffman ? length * 8 / 5 : length
     }
 
+    /// A string literal: as-is, it is returned in place (valid as long as the block); Huffman-coded, it is
+    /// decoded into `scratch`. Throws `.stringTooLong` for a string over `maximumLength` octets (sent or decoded).
     mutating func readString(
         scratch: UnsafeMutableRawBufferPointer, maximumLength: Int
     ) throws(HPACKError) -> UnsafeRawBufferPointer {
+        let (encoded, isHuffman) = try readEncodedString(maximumLength: maximumLength)
+        guard isHuffman else { return encoded }
+        return try Self.decodeHuffman(encoded, scratch: scratch, maximumLength: maximumLength)
+    }
+
+    /// A string literal as sent (in place) and whether it is Huffman-coded.
+    mutating func readEncodedString(
+        maximumLength: Int
+    ) throws(HPACKError) -> (encoded: UnsafeRawBufferPointer, isHuffman: Bool) {
         guard offset < bytes.count else { throw .truncated }
         let isHuffman = bytes[offset] & 0x80 != 0
         let length = try readInteger(prefixBits: 7)
@@ -63,7 +72,14 @@ struct HPACKBlockReader {
         guard length <= maximumLength else { throw .stringTooLong(length) }
         let encoded = UnsafeRawBufferPointer(rebasing: bytes[offset..<offset + length])
         offset += length
-        guard isHuffman else { return encoded }
+        return (encoded, isHuffman)
+    }
+
+    /// The Huffman string `encoded` decoded into `scratch`, at most `maximumLength` octets.
+    static func decodeHuffman(
+        _ encoded: UnsafeRawBufferPointer, scratch: UnsafeMutableRawBufferPointer, maximumLength: Int
+    ) throws(HPACKError) -> UnsafeRawBufferPointer {
+        let length = encoded.count
         let destination = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<min(scratch.count, maximumLength)])
         do {
             let decoded = try HPACKHuffmanDecoder.decode(encoded, into: destination)

@@ -20,6 +20,8 @@ public struct HPACKDecoder: ~Copyable {
     private let nameScratch: UnsafeMutableRawBufferPointer
     private let valueScratch: UnsafeMutableRawBufferPointer
     private var failed = false
+    /// Long not-indexed Huffman values kept decoded, for peers that send the same one in every block.
+    private var repeatedValues = HPACKRepeatedValues()
 
     /// `maximumTableSize`: the SETTINGS_HEADER_TABLE_SIZE we advertise (4096 is the protocol default).
     /// `maximumHeaderListSize`: the SETTINGS_MAX_HEADER_LIST_SIZE we advertise (name + value + 32 per field).
@@ -124,7 +126,16 @@ public struct HPACKDecoder: ~Copyable {
                     guard listSize <= maximumHeaderListSize else { throw .headerListTooLarge }
                     continue
                 }
-                value = try reader.readString(scratch: valueScratch, maximumLength: stringLimit)
+                let (encoded, isHuffman) = try reader.readEncodedString(maximumLength: stringLimit)
+                if !isHuffman {
+                    value = encoded
+                } else if HPACKRepeatedValues.keeps(encodedLength: encoded.count) && !indexing {
+                    // Indexed values are sent as an index next time; only those never indexed repeat as literals.
+                    value = try repeatedValues.decode(encoded)
+                    guard value.count <= stringLimit else { throw .stringTooLong(encoded.count) }
+                } else {
+                    value = try HPACKBlockReader.decodeHuffman(encoded, scratch: valueScratch, maximumLength: stringLimit)
+                }
             }
 
             listSize += name.count + value.count + HPACKEncoderTable.entryOverhead
