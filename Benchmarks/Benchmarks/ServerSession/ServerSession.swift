@@ -46,7 +46,7 @@ final class ServerHarness: HTTP2ServerSessionDelegate, @unchecked Sendable {
     private var streamID: Int32 = 1
     private(set) var answered = 0
     private var bodyBytes = 0
-    private var apnsID = UnsafeMutableRawBufferPointer.allocate(byteCount: 36, alignment: 1)
+    private let apnsID: UnsafeMutableRawBufferPointer
     private var fieldCount = 0
     private static let apnsIDName: StaticString = "apns-id"
 
@@ -75,7 +75,9 @@ final class ServerHarness: HTTP2ServerSessionDelegate, @unchecked Sendable {
         let body = request.baseAddress! + headersLength
         HTTP2FrameHeader.write(to: body, length: 100, type: .data, flags: HTTP2FrameFlag.endStream, streamID: 1)
         (body + 9).initializeMemory(as: UInt8.self, repeating: UInt8(ascii: "a"), count: 100)
+        let apnsID = UnsafeMutableRawBufferPointer.allocate(byteCount: 36, alignment: 1)
         Array("123e4567-e89b-12d3-a456-426614174000".utf8).withUnsafeBytes { apnsID.copyMemory(from: $0) }
+        self.apnsID = apnsID
         super.init()
         var settings = HTTP2ServerSession.LocalSettings()
         settings.maxConcurrentStreams = 1000
