@@ -72,12 +72,21 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
         guard byteCount >= Self.minimumByteCount else { throw .tooShort(bytes: byteCount) }
         guard byteCount <= Self.maximumByteCount else { throw .tooLong(bytes: byteCount) }
         var storage = InlineArray<100, UInt8>(repeating: 0)
-        var index = 0
-        for byte in bytes {
-            storage[index] = byte
-            index += 1
+        // Contiguous bytes (the fan-out's token table, every wave push) are one copy, not a checked store each.
+        let copied: Bool? = bytes.withContiguousStorageIfAvailable { source in
+            withUnsafeMutableBytes(of: &storage) { destination in
+                destination.baseAddress!.copyMemory(from: source.baseAddress!, byteCount: byteCount)
+            }
+            return true
         }
-        assert(index == byteCount)
+        if copied == nil {
+            var index = 0
+            for byte in bytes {
+                storage[index] = byte
+                index += 1
+            }
+            assert(index == byteCount)
+        }
         self.storage = storage
         self.length = UInt8(byteCount)
     }
