@@ -72,7 +72,7 @@ public struct TransportBufferSizes: Sendable {
 /// TLS over a TCP socket whose I/O runs through the loop's io_uring ring.
 ///
 /// The kernel does the socket work (one recv and at most one send in flight), OpenSSL only encrypts
-/// through memory BIOs, and the delegate (nghttp2) only frames. Output is batched: frames written during a
+/// through memory BIOs, and the delegate (an HTTP/2 session) only frames. Output is batched: frames written during a
 /// tick are encrypted together and sent with one SQE at the end of the tick.
 public final class SecureTransport: HTTP2FrameSink, IOHandler {
     private enum Tag: UInt8 {
@@ -199,7 +199,7 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
     /// Free room in the plaintext staging buffer before it must be encrypted.
     public var plaintextRoom: Int { plaintextOut.count - plaintextOutCount }
 
-    /// True when enough ciphertext is waiting that the producer should pause (back-pressure into nghttp2).
+    /// True when enough ciphertext is waiting that the producer should pause (back-pressure into the session).
     public override var isBackedUp: Bool {
         tls.pendingCiphertextCount + plaintextOutCount >= ciphertextBacklogLimit
     }

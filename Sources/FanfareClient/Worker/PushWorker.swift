@@ -28,7 +28,6 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     @exclusivity(unchecked) private var handlerID: IOHandlerID!
     @exclusivity(unchecked) var identifiers = APNsIDGenerator()
     let sweepInterval: UInt64
-    /// nghttp2's allocator for every session of this worker (thread-confined, like the sessions).
 
     @exclusivity(unchecked) private var pending: PendingQueue<PushJob>
     @exclusivity(unchecked) private var connections: [APNsConnection?]
@@ -353,7 +352,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     /// A connection read responses and may have free streams again: fills them now, so the new requests go
     /// out with the flush that follows this read, not at the end of the tick after every other connection's
-    /// reads. Pending pushes (resends, inbox) go first, then the producer. Not from inside an nghttp2 callback.
+    /// reads. Pending pushes (resends, inbox) go first, then the producer. Not from inside a session callback.
     func refill(_ connection: APNsConnection) {
         needsAdmission = true  // whatever is left, the tick admits
         guard !stopping, connections[connection.index] === connection else { return }

@@ -20,7 +20,7 @@ public enum RequestHeaderField: Int, Sendable, CaseIterable {
     /// Number of fields; sizes the per-head span table and the bit masks.
     public static let fieldCount = 16
 
-    /// The lower-case wire name (HTTP/2 requires lower-case names; nghttp2 rejects others).
+    /// The lower-case wire name (HTTP/2 requires lower-case names; another spelling is not recognised).
     public var name: StaticString {
         switch self {
         case .method: ":method"
@@ -88,7 +88,7 @@ public enum HeaderValue {
     case oversized(byteCount: Int)
 }
 
-/// One HTTP/2 stream's request, collected as nghttp2 delivers it, with zero allocation per request.
+/// One HTTP/2 stream's request, collected as the server session decodes it, with zero allocation per request.
 ///
 /// A head owns one fixed allocation made at `init`: a table of value spans, a header-value arena and a
 /// body prefix buffer. `add(name:value:)` copies the values of recognised headers into the arena;
@@ -155,7 +155,7 @@ public struct RequestHead: ~Copyable {
         bodyStoredCount = 0
     }
 
-    /// Records one header field (name already lower-case, as nghttp2 delivers it).
+    /// Records one header field (as decoded: a name that is not lower-case matches no known field).
     public mutating func add(name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
         headerCount += 1
         headerListSize += name.count + value.count + 32

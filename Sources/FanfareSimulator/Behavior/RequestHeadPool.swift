@@ -1,7 +1,7 @@
 /// Reusable `RequestHead`s for one worker (or one connection), allocated up front and grown on demand.
 ///
-/// A server acquires a slot when a stream's HEADERS begin (store the slot index as nghttp2 stream user
-/// data), fills `head(at:)`, and releases the slot when the stream closes. When every slot is in use the
+/// A server acquires a slot when a stream's HEADERS begin (the connection maps the session's stream to
+/// the slot), fills `head(at:)`, and releases the slot when the stream closes. When every slot is in use the
 /// server may `grow` the pool (that allocates: it happens only when concurrency reaches a new high, never in
 /// the steady state). Not thread-safe: one pool per worker thread.
 public final class RequestHeadPool {

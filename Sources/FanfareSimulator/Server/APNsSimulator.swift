@@ -4,7 +4,8 @@ import FanfareTLS
 import Synchronization
 import Glibc
 
-/// A faithful APNs stand-in: the same io_uring + OpenSSL + nghttp2 stack as the client, server side.
+/// A faithful APNs stand-in: the same io_uring + OpenSSL + HTTP/2 frame layer and HPACK as the
+/// client, server side (`HTTP2ServerSession`).
 ///
 /// `threads` workers each own a ring, a SO_REUSEPORT listener on the same port, their connections and a
 /// pool of request heads, so the simulator scales with cores and is not the bottleneck of a benchmark.

@@ -474,7 +474,7 @@ extension HPACKBlockWriter {
     }
 }
 
-/// `:status` values as static three-byte strings (nghttp2 reads them without copying).
+/// `:status` values as static three-byte strings (the response header writer reads them without copying).
 enum StatusText {
     nonisolated(unsafe) private static let table: UnsafeMutablePointer<UInt8> = {
         let pointer = UnsafeMutablePointer<UInt8>.allocate(capacity: 600 * 3)

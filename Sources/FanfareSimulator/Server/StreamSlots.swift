@@ -1,8 +1,8 @@
 /// What the server keeps per stream beyond the request head: who owns the slot, the decision, and the
 /// response bytes (apns-id, apns-unique-id, error body). One entry per `RequestHeadPool` slot.
 ///
-/// Entries live in chunks that never move: nghttp2 keeps pointers into a submitted response's header values
-/// (no copy) until the HEADERS frame is written, and a new stream may grow the table in between. Grown a
+/// Entries live in chunks that never move: the server session reads a response's header values from here
+/// (no copy) when it writes the HEADERS frame, and a new stream may grow the table in between. Grown a
 /// chunk at a time, together with the head pool; never shrinks.
 struct StreamSlots: ~Copyable {
     struct State {
