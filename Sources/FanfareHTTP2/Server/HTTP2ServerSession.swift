@@ -449,6 +449,10 @@ public final class HTTP2ServerSession {
             payload.count, window: streamWindow, unacknowledged: &streamUnacknowledged, sendsUpdate: !endsStream, "stream \(streamID)")
         entry.pointee.receivedUnacknowledged = Int32(streamUnacknowledged)
         if streamIncrement > 0 { control.writeWindowUpdate(streamID: streamID, increment: streamIncrement) }
+        entry.pointee.bodyReceived += Int64(data.count)
+        if entry.pointee.contentLength >= 0 && entry.pointee.bodyReceived > entry.pointee.contentLength {
+            return resetMalformed(stream, "more DATA than its content-length")
+        }
         if data.count > 0 { withDelegate({ $0.http2RequestData(stream: stream, bytes: data) }) }
         if endsStream { endRequest(stream) }
     }
@@ -491,7 +495,9 @@ public final class HTTP2ServerSession {
                 throw HTTP2ConnectionError(HTTP2ErrorCode.streamClosed, "HEADERS on stream \(streamID) after its END_STREAM")
             }
             guard endsStream else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "trailers on stream \(streamID) without END_STREAM") }
-            try decode(block, stream: nil)
+            var check = HTTP2RequestFieldCheck(trailers: true)
+            try decode(block) { name, value in check.check(name: name, value: value) }
+            if let problem = check.finish() { return resetMalformed(stream, problem) }
             endRequest(stream)
             return
         }
@@ -500,9 +506,19 @@ public final class HTTP2ServerSession {
             throw HTTP2ConnectionError(HTTP2ErrorCode.streamClosed, "HEADERS on closed stream \(streamID)")
         }
         lastClientStreamID = streamID
-        let stream = openStream(streamID)
-        try decode(block, stream: stream)
-        if let stream, endsStream { endRequest(stream) }
+        guard let stream = openStream(streamID) else {
+            try decode(block) { _, _ in }  // refused: decoded only to keep the HPACK table in step
+            return
+        }
+        var check = HTTP2RequestFieldCheck()
+        try decode(block) { name, value in
+            check.check(name: name, value: value)
+            // A malformed request reaches the delegate only up to its first bad field; then it is reset.
+            if check.problem == nil { withDelegate({ $0.http2RequestHeader(stream: stream, name: name, value: value) }) }
+        }
+        if let problem = check.finish() { return resetMalformed(stream, problem) }
+        streams[stream].pointee.contentLength = check.contentLength
+        if endsStream { endRequest(stream) }
     }
 
     /// Opens the client's new stream, or refuses it (REFUSED_STREAM) and returns nil.
@@ -530,18 +546,29 @@ public final class HTTP2ServerSession {
         return stream
     }
 
-    private func decode(_ block: UnsafeRawBufferPointer, stream: Int?) throws(HTTP2ConnectionError) {
+    private func decode(
+        _ block: UnsafeRawBufferPointer, _ field: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) -> Void
+    ) throws(HTTP2ConnectionError) {
         do {
-            try decoder.decode(block) { name, value in
-                if let stream { withDelegate({ $0.http2RequestHeader(stream: stream, name: name, value: value) }) }
-            }
+            try decoder.decode(block) { name, value in field(name, value) }
         } catch {
             throw HTTP2ConnectionError(HTTP2ErrorCode.compressionError, error.description)
         }
     }
 
+    /// A malformed request (§8.1.1): a stream error, PROTOCOL_ERROR; the connection goes on.
+    private func resetMalformed(_ stream: Int, _ problem: StaticString) {
+        let streamID = streams[stream].pointee.streamID
+        writeReset(streamID: streamID, errorCode: HTTP2ErrorCode.protocolError)
+        withDelegate({ $0.http2MalformedRequest(streamID: streamID, problem: problem) })
+        closeStream(stream, errorCode: HTTP2ErrorCode.protocolError)
+    }
+
     private func endRequest(_ stream: Int) {
         let entry = streams[stream]
+        if entry.pointee.contentLength >= 0 && entry.pointee.bodyReceived != entry.pointee.contentLength {
+            return resetMalformed(stream, "less DATA than its content-length")
+        }
         entry.pointee.requestEnded = true
         if entry.pointee.phase == .receiving {
             entry.pointee.phase = .awaitingResponse

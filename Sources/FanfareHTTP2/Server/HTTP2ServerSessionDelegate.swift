@@ -42,4 +42,8 @@ open class HTTP2ServerSessionDelegate {
 
     /// A RST_STREAM left for `streamID` (REFUSED_STREAM for streams above the limit or refused by the owner).
     open func http2ResetSent(streamID: Int32, errorCode: UInt32) {}
+
+    /// The request on `streamID` was malformed (RFC 9113 §8.1.1: `problem` says how) and was reset with
+    /// PROTOCOL_ERROR; its `http2StreamClosed` follows.
+    open func http2MalformedRequest(streamID: Int32, problem: StaticString) {}
 }

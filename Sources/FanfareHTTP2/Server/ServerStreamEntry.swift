@@ -25,6 +25,9 @@ struct ServerStreamEntry: HTTP2StreamEntry {
     var bodySent: Int32 = 0
     /// Request DATA received and not yet given back with WINDOW_UPDATE.
     var receivedUnacknowledged: Int32 = 0
+    /// The request's `content-length` (-1: none) and the DATA received so far, which must match it (§8.1.1).
+    var contentLength: Int64 = -1
+    var bodyReceived: Int64 = 0
     /// Links into the response queue or the blocked list (never both).
     var next: Int32 = -1
     var previous: Int32 = -1

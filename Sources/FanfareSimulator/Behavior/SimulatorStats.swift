@@ -20,6 +20,9 @@ public struct SimulatorStats: Sendable, Equatable {
     public var streamsRefused = 0
     /// Of `streamsRefused`, those refused on purpose (`refusedStreamProbability`).
     public var streamsRefusedInjected = 0
+    /// Malformed requests (RFC 9113 §8.1.1: bad field names or values, pseudo-header misuse, connection-specific
+    /// fields, a body that differs from its content-length) reset with PROTOCOL_ERROR.
+    public var streamsMalformed = 0
     /// Connections reset abruptly on purpose (`connectionReset`).
     public var connectionsReset = 0
     /// Responses held back on purpose (`heldResponses`).
@@ -81,6 +84,7 @@ public struct SimulatorStats: Sendable, Equatable {
         goAwaysSent += other.goAwaysSent
         streamsRefused += other.streamsRefused
         streamsRefusedInjected += other.streamsRefusedInjected
+        streamsMalformed += other.streamsMalformed
         connectionsReset += other.connectionsReset
         responsesHeld += other.responsesHeld
         acceptedLogWriteFailures += other.acceptedLogWriteFailures
@@ -101,6 +105,7 @@ public struct SimulatorStats: Sendable, Equatable {
         goAwaysSent = other.goAwaysSent
         streamsRefused = other.streamsRefused
         streamsRefusedInjected = other.streamsRefusedInjected
+        streamsMalformed = other.streamsMalformed
         connectionsReset = other.connectionsReset
         responsesHeld = other.responsesHeld
         acceptedLogWriteFailures = other.acceptedLogWriteFailures
@@ -123,6 +128,7 @@ public struct SimulatorStats: Sendable, Equatable {
         lines.append("connections closed: \(connectionsClosed)")
         lines.append("GOAWAYs sent: \(goAwaysSent)")
         lines.append("streams refused: \(streamsRefused) (injected: \(streamsRefusedInjected))")
+        if streamsMalformed > 0 { lines.append("malformed requests reset: \(streamsMalformed)") }
         lines.append("connections reset: \(connectionsReset)")
         lines.append("responses held: \(responsesHeld)")
         lines.append("most streams at once: \(maxStreamsInUse)")
@@ -145,7 +151,8 @@ public struct SimulatorStats: Sendable, Equatable {
             + "\"connectionsClosed\":\(connectionsClosed),\"goAwaysSent\":\(goAwaysSent),"
             + "\"streamsRefused\":\(streamsRefused),\"streamsRefusedInjected\":\(streamsRefusedInjected),"
             + "\"connectionsReset\":\(connectionsReset),\"responsesHeld\":\(responsesHeld),"
-            + "\"maxStreamsInUse\":\(maxStreamsInUse),\"acceptedLogWriteFailures\":\(acceptedLogWriteFailures),\"channelSaveFailures\":\(channelSaveFailures)}"
+            + "\"maxStreamsInUse\":\(maxStreamsInUse),\"acceptedLogWriteFailures\":\(acceptedLogWriteFailures),\"channelSaveFailures\":\(channelSaveFailures),"
+            + "\"streamsMalformed\":\(streamsMalformed)}"
     }
 
     /// Non-zero rejection counts, ordered by status, then reason name.

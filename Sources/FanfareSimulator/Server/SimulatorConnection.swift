@@ -187,6 +187,11 @@ final class SimulatorConnection: HTTP2ServerSessionDelegate, SecureTransportDele
         if errorCode == HTTP2ErrorCode.refusedStream && !resetDue { worker.stats.streamsRefused += 1 }
     }
 
+    /// The session reset a malformed request (RFC 9113 §8.1.1) with PROTOCOL_ERROR, as nghttp2 did.
+    override func http2MalformedRequest(streamID: Int32, problem: StaticString) {
+        worker.stats.streamsMalformed += 1
+    }
+
     // MARK: - Requests
 
     /// The request's last frame arrived: decide like APNs, then answer now or after the modelled latency.
