@@ -104,10 +104,12 @@ final class Server: HTTP2ServerSessionDelegate {
         require(stream >= 0 && stream < capacity && !open[stream], "stream number \(stream) handed out while in use")
         require(streamID & 1 == 1 && streamID > lastStreamID, "stream \(streamID) opened after \(lastStreamID)")
         lastStreamID = streamID
+        // The owner refuses some: the session resets those and reports nothing more about them.
+        guard streamID % 7 != 0 else { return false }
         open[stream] = true
         ended[stream] = false
         streamIDs[stream] = streamID
-        return streamID % 7 != 0  // the owner refuses some
+        return true
     }
 
     override func http2RequestHeader(stream: Int, name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
