@@ -44,6 +44,10 @@ import Testing
         // 40,000/s: 2,000 in flight = 20 connections wanted; 4 more at most per decision.
         #expect(scaler.decide(now: Self.interval, creditBound(connections: 2)) == .scaleUp(by: 4, reason: scaler.lastReason))
         #expect(scaler.lastReason.contains("wants 16 connections"), "\(scaler.lastReason)")  // capped at the maximum
+        // The 6 came up within the interval: the next decision only measures them, the one after decides.
+        #expect(scaler.decide(now: 2 * Self.interval, creditBound(connections: 6)) == .hold)
+        #expect(scaler.lastReason.contains("measuring"), "\(scaler.lastReason)")
+        #expect(scaler.decide(now: 3 * Self.interval, creditBound(connections: 6)) == .scaleUp(by: 4, reason: scaler.lastReason))
         // At half CPU it could send twice its rate: 2 × 2 connections' worth = 4 wanted, 2 more.
         var second = autoscaler(step: 4)
         guard case .scaleUp(let by, _) = second.decide(now: Self.interval, creditBound(connections: 2, cpu: 0.5)) else {
@@ -79,6 +83,10 @@ import Testing
             Issue.record("expected another try: \(scaler.lastReason)")
             return
         }
+        // ... (the interval after a scale-up only measures, even with every new connection up at once) ...
+        now += Self.interval
+        #expect(scaler.decide(now: now, creditBound(connections: 10, roundTrip: 250)) == .hold)
+        #expect(scaler.lastReason.contains("measuring"), "\(scaler.lastReason)")
         // ... and when that did not help either, waits twice as long (at most the idle time, 2 s here).
         now += Self.interval
         #expect(scaler.decide(now: now, creditBound(connections: 10, roundTrip: 250)) == .hold)
@@ -89,6 +97,9 @@ import Testing
             return
         }
         // A scale-up that did raise the rate (10 → 14 connections at the same round trip) goes on.
+        now += Self.interval
+        #expect(scaler.decide(now: now, creditBound(connections: 14, roundTrip: 250)) == .hold)
+        #expect(scaler.lastReason.contains("measuring"), "\(scaler.lastReason)")
         now += Self.interval
         guard case .scaleUp(2, _) = scaler.decide(now: now, creditBound(connections: 14, roundTrip: 250)) else {
             Issue.record("the rate rose with the connections: \(scaler.lastReason)")

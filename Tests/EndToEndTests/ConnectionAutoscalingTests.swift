@@ -6,6 +6,7 @@ import FanfareCore
 import FanfareSimulator
 import Foundation
 import Glibc
+import Logging
 import Synchronization
 import Testing
 
@@ -68,25 +69,28 @@ import Testing
     }
 
     @Test func autoscaledRateGoesPastTheFourConnectionBound() async throws {
-        // The rate, on a loaded 2-core machine with a debug build: at 50 ms the 4-connection bound (8,000/s) is
-        // near what client and simulator can do here at all, so this runs at 200 ms: 4 × 100 streams carry at
-        // most 2,000/s, 16 carry 8,000/s, and 1.5 × the bound is far below the CPU-bound rate.
+        // The rate, measured in windows of completed pushes (timed on the worker's thread as they complete), so
+        // a loaded 2-core machine that starves the test's own task cannot fake or hide it. At 200 ms and 25
+        // streams, 4 connections hold at most 100 pushes in flight, each answered 200 ms or more after it left:
+        // any 1,000 completions take them at least 200 ms × (1,000 / 100 − 1) = 1.8 s. 16 connections carry
+        // 2,000/s (0.5 s per window) at a CPU cost far below what even a starved debug build has.
         var simulator = latencyBoundSimulator()
         simulator.latency = .fixed(nanoseconds: 200_000_000)
+        simulator.maxConcurrentStreams = 25
         let harness = try TestHarness(simulator, threads: 2)
         defer { harness.shutdown() }
         var configuration = try harness.clientConfiguration()
         configuration.autoscaling = ConnectionAutoscaling(
             minimumConnections: 2, maximumConnections: 16, decisionInterval: .milliseconds(250), idleTimeout: .seconds(60))
         configuration.pendingCapacityPerWorker = 1 << 14
-        let load = ClosedLoop()
+        let load = ClosedLoop(windowSize: 1_000)
         let client = try APNsClient(configuration: configuration, resultHandler: load, producers: [load])
         defer { client.shutdown() }
-        let bound = Double(4 * Self.streamLimit) / 0.2
-        let fastSecond = await windowRate(above: bound * 1.5, of: { load.completed }, timeout: .seconds(180))
+        let fourConnectionWindow = 0.2 * Double(1_000 / (4 * 25) - 1)  // seconds, the least 4 connections need
+        let beaten = await eventually(timeout: .seconds(240)) { load.fastestWindow < fourConnectionWindow / 1.5 }
         load.stop()
         #expect(await eventually { client.producersFinished && load.completed == load.produced })
-        #expect(fastSecond != nil, "no second above \(Int(bound * 1.5)) pushes/s; reasons: \(client.autoscalingReasons)")
+        #expect(beaten, "fastest 1,000 completions took \(load.fastestWindow) s, 4 connections need \(fourConnectionWindow) s; reasons: \(client.autoscalingReasons)")
         #expect(client.statistics.connectionsOpened > 4)
         #expect(load.failed == 0, "every push answered 200")
     }
@@ -125,32 +129,88 @@ import Testing
             maximumNewConnections: 2)
         configuration.reconnectBackoffMinimum = .milliseconds(200)
         configuration.reconnectBackoffMaximum = .seconds(10)
+        let decisions = AutoscalerLog()
+        configuration.logger = decisions.logger
         let load = ClosedLoop()
+        // The window opens before the client exists and closes after its last decision: every attempt falls in
+        // it, however long a loaded machine keeps this task from running (a full run once kept it away for 15
+        // minutes after the client started, while the back-off let its 2 connects per 10 s through).
+        let start = ContinuousClock.now
         let client = try APNsClient(configuration: configuration, resultHandler: load, producers: [load])
         defer { client.shutdown() }
         // Credit-bound on one connection for 3 s: 150 decisions, each of which would open 2 without back-off.
         #expect(await eventually { client.statistics.scaleUpFailures >= 2 })
-        let start = ContinuousClock.now
         try await Task.sleep(for: .seconds(3))
         load.stop()
         #expect(await eventually { client.producersFinished && load.completed == load.produced })
+        client.shutdown()
+        let window = ContinuousClock.now - start
         let stats = client.statistics
-        let window = ContinuousClock.now - start  // failures counted up to here (a loaded machine stretches it)
-        // Failures double the wait from 200 ms up to 10 s: 2 attempts per decision, and after the first pair
-        // decisions open again after 0.4, 1.6, 6.4 s, then every 10 s: over W seconds, fewer than
-        // 2 × (log2(W / 0.2) + 2 + W / 10) attempts (without back-off: 2 per 20 ms decision).
-        let bound = 2 * (Int(log2(window / .milliseconds(200))) + 2 + Int(window / .seconds(10))) + 2
-        #expect(stats.scaleUpFailures <= bound, "\(stats.scaleUpFailures) failed scale-ups in \(window); reasons: \(client.autoscalingReasons)")
+        // By counts: the n-th failure makes scale-ups wait min(200 ms × 2^(n-1), 10 s); none reset it (nothing
+        // got through), and every failure reported it.
+        let waits = decisions.failureWaits
+        let rule = (1...max(1, waits.count)).map { min(200 * (1 << min($0 - 1, 20)), 10_000) }
+        #expect(waits.count == stats.scaleUpFailures && waits == Array(rule.prefix(waits.count)), "\(waits)")
+        // By the rule over the window: the fastest it allows is a pair of connects (2 per decision at most)
+        // each time the wait set by the previous pair's last failure ends.
+        var allowed = 0
+        var elapsed = Duration.zero
+        while elapsed <= window {
+            allowed += 2
+            elapsed += .milliseconds(min(200 * (1 << min(allowed - 1, 20)), 10_000))
+        }
+        #expect(stats.scaleUpFailures <= allowed, "\(stats.scaleUpFailures) failed scale-ups in \(window): \(waits)")
         #expect(stats.connectionsOpened == 1 + stats.scaleUpFailures, "only the first connection ever got through")
-        #expect(stats.connectionsTarget == 1)
+        #expect(stats.scaleUps >= 1 && stats.scaleUpFailures <= 2 * stats.scaleUps, "at most 2 connects per scale-up")
         #expect(load.failed == 0 && load.completed > 0, "the one connection kept working")
         #expect(client.autoscalingReasons.allSatisfy { $0 != nil })
     }
 }
 
-/// Pushes as fast as streams free up, until `stop()`; counts what it produced and what came back.
+/// The autoscaler's log lines (`ClientConfiguration.logger`): the wait each failed scale-up set, in order.
+private final class AutoscalerLog: Sendable {
+    private let waits = Mutex<[Int]>([])
+
+    /// Milliseconds, from "a new connection failed: scale-ups wait 400.0 ms".
+    var failureWaits: [Int] { waits.withLock { $0 } }
+
+    var logger: Logger {
+        Logger(label: "test.autoscaler") { _ in Handler(log: self) }
+    }
+
+    private struct Handler: LogHandler {
+        let log: AutoscalerLog
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            guard event.message.description == "connection scale-up failed", let reason = event.metadata?["reason"] else { return }
+            let text = "\(reason)"
+            guard let range = text.range(of: "scale-ups wait "), let end = text.range(of: " ms", range: range.upperBound..<text.endIndex),
+                let milliseconds = Double(text[range.upperBound..<end.lowerBound])
+            else {
+                log.waits.withLock { $0.append(-1) }
+                return
+            }
+            log.waits.withLock { $0.append(Int(milliseconds)) }
+        }
+    }
+}
+
+/// Pushes as fast as streams free up, until `stop()`; counts what it produced and what came back, and (given a
+/// window size) times each window of that many completions on the worker's thread.
 private final class ClosedLoop: PushProducer, PushResultHandler, @unchecked Sendable {
     private let payload = try! updatePayload()
+    private let windowSize: Int
+    private var windowStart: ContinuousClock.Instant?
+    private let fastest = Mutex<Double>(.infinity)
+
+    init(windowSize: Int = 0) {
+        self.windowSize = windowSize
+    }
     private let stopped = Atomic<Bool>(false)
     private let producedCount = Atomic<Int>(0)
     private let completedCount = Atomic<Int>(0)
@@ -166,30 +226,24 @@ private final class ClosedLoop: PushProducer, PushResultHandler, @unchecked Send
 
     func pushCompleted(_ result: PushResult) {
         if !result.isDelivered { failedCount.add(1, ordering: .relaxed) }
-        completedCount.add(1, ordering: .relaxed)
+        let completed = completedCount.add(1, ordering: .relaxed).newValue
+        if windowSize > 0 && completed % windowSize == 0 {
+            let now = ContinuousClock.now
+            if let start = windowStart {
+                let seconds = (now - start) / .seconds(1)
+                fastest.withLock { $0 = min($0, seconds) }
+            }
+            windowStart = now
+        }
     }
+
+    /// Seconds the fastest window of `windowSize` completions took (infinity before two windows ended).
+    var fastestWindow: Double { fastest.withLock { $0 } }
 
     func stop() { stopped.store(true, ordering: .releasing) }
     var produced: Int { producedCount.load(ordering: .relaxed) }
     var completed: Int { completedCount.load(ordering: .relaxed) }
     var failed: Int { failedCount.load(ordering: .relaxed) }
-}
-
-/// Samples `count` every 100 ms and returns the first 1-second rate above `rate`, or nil after `timeout`.
-private func windowRate(above rate: Double, of count: @escaping @Sendable () -> Int, timeout: Duration) async -> Double? {
-    let clock = ContinuousClock()
-    let deadline = clock.now.advanced(by: timeout)
-    var samples: [(time: ContinuousClock.Instant, count: Int)] = []
-    while clock.now < deadline {
-        samples.append((clock.now, count()))
-        while let first = samples.first, samples.last!.time - first.time > .seconds(1) { samples.removeFirst() }
-        if let first = samples.first, let last = samples.last, last.time - first.time >= .milliseconds(900) {
-            let seen = Double(last.count - first.count) / ((last.time - first.time) / .seconds(1))
-            if seen > rate { return seen }
-        }
-        try? await Task.sleep(for: .milliseconds(100))
-    }
-    return nil
 }
 
 /// Accepts one TCP connection on a loopback port and forwards it to `target`; then stops listening, so

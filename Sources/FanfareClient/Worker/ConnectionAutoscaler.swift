@@ -7,7 +7,8 @@
 ///   CPU is not the limit, and no back-off holds. How many: Little's law. The round trip is the mean in
 ///   flight / the answers per second; the rate the worker could send is its rate / its CPU share; wanted
 ///   in flight = that rate × the round trip, divided by the server's stream limit. At least one more, at
-///   most `maximumNewConnections` more, never past `maximumConnections`.
+///   most `maximumNewConnections` more, never past `maximumConnections`. The first decision after a
+///   scale-up (and after new connections came up) only measures.
 /// - A scale-up that did not raise the rate by half of what Little's law promised (answers slowed down
 ///   instead: the server or the network is the limit) holds further scale-ups for 4 decision intervals,
 ///   doubling while it repeats, at most `idleTimeout`.
@@ -73,8 +74,9 @@ public struct ConnectionAutoscaler: Sendable {
     private var idleSince: UInt64?
     /// The connections and rate of the latest scale-up, to see whether it raised the rate.
     private var lastScaleUp: (connections: Int, rate: Double)?
-    /// Whether every connection was up at the previous decision: an interval in which new connections were
-    /// still coming up measures the ramp, not what they carry.
+    /// Whether an interval measured the current connections: false after a scale-up (the interval that follows
+    /// measures the ramp, not what they carry, even when they came up at once) and while new connections are
+    /// still coming up; the next credit-bound decision then only measures.
     private var settled = true
     /// Scale-ups wait until then after one that did not raise the rate (the server or network is the limit, or
     /// the measurement was noise): 4 decision intervals, doubling while it repeats, at most `idleTimeout`.
@@ -178,6 +180,7 @@ public struct ConnectionAutoscaler: Sendable {
                 "credit-bound (\(measured), round trip \(Self.milliseconds(UInt64(roundTrip * 1e9))) ms, limit \(limit)): "
                 + "wants \(wanted) connections, opening \(step)"
             lastScaleUp = (sample.connections, rate)
+            settled = false  // the next interval measures the ramp; the one after it what the connections carry
             return .scaleUp(by: step, reason: lastReason)
         }
 
