@@ -109,17 +109,21 @@ struct HTTP2RequestFieldCheck {
         bytes.count == text.utf8CodeUnitCount && memcmp(bytes.baseAddress!, text.utf8Start, bytes.count) == 0
     }
 
-    /// tchar (RFC 9110 §5.6.2) without upper-case letters.
+    /// tchar (RFC 9110 §5.6.2) without upper-case letters, as a set of the octets 0-127: one test per octet.
+    private static let lowerCaseTokenOctets: (UInt64, UInt64) = {
+        var words: [UInt64] = [0, 0]
+        for byte in Array("abcdefghijklmnopqrstuvwxyz0123456789!#$%&'*+-.^_`|~".utf8) {
+            words[Int(byte >> 6)] |= 1 << UInt64(byte & 63)
+        }
+        return (words[0], words[1])
+    }()
+
     private static func isLowerCaseToken(_ name: UnsafeRawBufferPointer) -> Bool {
+        let octets = lowerCaseTokenOctets
         for byte in name {
-            switch byte {
-            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"): continue
-            case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
-                UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
-                UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
-                continue
-            default: return false
-            }
+            // Octets of 128 and above are never token characters.
+            let word = byte < 64 ? octets.0 : byte < 128 ? octets.1 : 0
+            if (word >> UInt64(byte & 63)) & 1 == 0 { return false }
         }
         return true
     }
