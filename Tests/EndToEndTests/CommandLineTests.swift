@@ -18,10 +18,10 @@ enum FanfareExecutable {
     }
 
     /// Exit status, standard error and how long it took; the process is killed after `limit`.
-    static func run(_ arguments: [String], limit: Duration = .seconds(60)) async throws -> (status: Int32, stderr: String, elapsed: Duration) {
+    static func run(_ arguments: [String], limit: Duration = .seconds(60)) throws -> (status: Int32, stderr: String, elapsed: Duration) {
         let executable = try #require(path, "the fanfare executable is built with the tests (swift build --build-tests)")
         let start = ContinuousClock.now
-        let run = try await ChildProcess.run(executable, arguments, timeout: limit)
+        let run = try ChildProcess.run(executable, arguments, timeout: limit)
         return (run.timedOut ? -1 : run.status, run.stderr, ContinuousClock.now - start)
     }
 }
@@ -34,18 +34,18 @@ enum FanfareExecutable {
         ]
     }
 
-    @Test func pushReportsARejectedCertificateAtOnce() async throws {
+    @Test func pushReportsARejectedCertificateAtOnce() throws {
         let harness = try TestHarness()
         defer { harness.shutdown() }
         // No --ca-file: the system's trust store does not know the simulator's CA.
         let token = String(repeating: "ab", count: 32)
-        let run = try await FanfareExecutable.run(["push"] + connectionFlags(harness) + ["--token", token, "--timeout", "60"])
+        let run = try FanfareExecutable.run(["push"] + connectionFlags(harness) + ["--token", token, "--timeout", "60"])
         #expect(run.status == 2, "\(run.stderr)")
         #expect(run.stderr.contains("certificate verify failed"), "\(run.stderr)")
         #expect(run.elapsed < .seconds(30), "reported after \(run.elapsed), not after the 60 s deadline")
 
         // With the CA the same push is delivered.
-        let good = try await FanfareExecutable.run(["push"] + connectionFlags(harness) + ["--ca-file", harness.keys.caFile, "--token", token])
+        let good = try FanfareExecutable.run(["push"] + connectionFlags(harness) + ["--ca-file", harness.keys.caFile, "--token", token])
         #expect(good.status == 0, "\(good.stderr)")
     }
 
@@ -57,10 +57,10 @@ enum FanfareExecutable {
     ]
 
     @Test(arguments: badLoadFlags)
-    func loadRefusesFlagsThatWouldTrap(_ flags: [String]) async throws {
+    func loadRefusesFlagsThatWouldTrap(_ flags: [String]) throws {
         let harness = try TestHarness()
         defer { harness.shutdown() }
-        let run = try await FanfareExecutable.run(["load"] + connectionFlags(harness) + ["--ca-file", harness.keys.caFile] + flags)
+        let run = try FanfareExecutable.run(["load"] + connectionFlags(harness) + ["--ca-file", harness.keys.caFile] + flags)
         #expect(run.status == 64, "\(flags): exit \(run.status): \(run.stderr)")
         let lines = run.stderr.split(separator: "\n")
         #expect(lines.count == 1 && lines[0].hasPrefix("fanfare: "), "\(flags): \(run.stderr)")

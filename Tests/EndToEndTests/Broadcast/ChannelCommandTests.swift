@@ -16,9 +16,9 @@ import Testing
     }
 
     /// Runs `fanfare` with `arguments`, capturing both outputs (killed after a minute: a hang guard).
-    static func run(_ arguments: [String]) async throws -> Run {
+    static func run(_ arguments: [String]) throws -> Run {
         let executable = try #require(FanfareExecutable.path, "the fanfare executable is built with the tests")
-        let run = try await ChildProcess.run(executable, arguments, timeout: .seconds(60))
+        let run = try ChildProcess.run(executable, arguments, timeout: .seconds(60))
         return Run(status: run.timedOut ? -1 : run.status, stdout: run.stdout, stderr: run.stderr)
     }
 
@@ -29,50 +29,50 @@ import Testing
         ]
     }
 
-    @Test func createReadListPublishDelete() async throws {
+    @Test func createReadListPublishDelete() throws {
         let harness = try TestHarness(management: true)
         defer { harness.shutdown() }
         let management = Self.flags(harness, port: harness.managementPort)
 
-        let created = try await Self.run(["channel", "create", "--storage-policy", "0"] + management)
+        let created = try Self.run(["channel", "create", "--storage-policy", "0"] + management)
         #expect(created.status == 0, "\(created.stderr)")
         let id = String(created.stdout.dropLast())
         #expect(created.stdout == id + "\n", "only the id on stdout: \(created.stdout)")
         let channel = try BroadcastChannelID(id)
-        let second = try await Self.run(["channel", "create", "--storage-policy", "1"] + management)
+        let second = try Self.run(["channel", "create", "--storage-policy", "1"] + management)
         let secondID = String(second.stdout.dropLast())
 
-        let read = try await Self.run(["channel", "read", "--channel-id", id] + management)
+        let read = try Self.run(["channel", "read", "--channel-id", id] + management)
         #expect(read.status == 0, "\(read.stderr)")
         #expect(read.stdout == "message-storage-policy: 0\npush-type: LiveActivity\n")
         // The path-safe (percent-encoded) form names the same channel.
-        let readSafe = try await Self.run(["channel", "read", "--channel-id", try BroadcastChannelID(secondID).pathSafe] + management)
+        let readSafe = try Self.run(["channel", "read", "--channel-id", try BroadcastChannelID(secondID).pathSafe] + management)
         #expect(readSafe.stdout == "message-storage-policy: 1\npush-type: LiveActivity\n", "\(readSafe.stderr)")
 
-        let list = try await Self.run(["channel", "list"] + management)
+        let list = try Self.run(["channel", "list"] + management)
         #expect(list.status == 0, "\(list.stderr)")
         #expect(list.stdout == "\(id)\n\(secondID)\n")
 
         // A broadcast on the push port.
         let push = Self.flags(harness, port: harness.port)
-        let published = try await Self.run(
+        let published = try Self.run(
             ["push", "--channel-id", id, "--event", "update", "--content-state", #"{"home":3,"away":1}"#, "--priority", "5"] + push)
         #expect(published.status == 0, "\(published.stderr)")
         #expect(published.stdout.hasPrefix("200 delivered apns-request-id: "), "\(published.stdout)")
 
-        let deleted = try await Self.run(["channel", "delete", "--channel-id", id] + management)
+        let deleted = try Self.run(["channel", "delete", "--channel-id", id] + management)
         #expect(deleted.status == 0, "\(deleted.stderr)")
         #expect(deleted.stdout.isEmpty)
 
         // APNs' rejection: the reason, the action and the request id given; exit 1.
         let requestID = "7c9e6679-7425-40de-944b-e07fc1f90ae7"
-        let again = try await Self.run(["channel", "read", "--channel-id", id, "--request-id", requestID] + management)
+        let again = try Self.run(["channel", "read", "--channel-id", id, "--request-id", requestID] + management)
         #expect(again.status == 1)
         #expect(again.stdout.isEmpty)
         #expect(again.stderr.contains("400 ChannelNotRegistered"), "\(again.stderr)")
         #expect(again.stderr.contains("action: fix-configuration"), "\(again.stderr)")
         #expect(again.stderr.contains(requestID), "\(again.stderr)")
-        let gone = try await Self.run(["push", "--channel-id", id, "--event", "end", "--dismissal-date", "0"] + push)
+        let gone = try Self.run(["push", "--channel-id", id, "--event", "end", "--dismissal-date", "0"] + push)
         #expect(gone.status == 1)
         #expect(gone.stderr.contains("ChannelNotRegistered"), "\(gone.stderr)")
 
@@ -100,11 +100,11 @@ import Testing
     ]
 
     @Test(arguments: 0..<badFlags.count)
-    func badFlagsExit64WithAClearMessage(_ index: Int) async throws {
+    func badFlagsExit64WithAClearMessage(_ index: Int) throws {
         let harness = try TestHarness(management: true)
         defer { harness.shutdown() }
         let (command, message) = Self.badFlags[index]
-        let run = try await Self.run(command + Self.flags(harness, port: harness.managementPort))
+        let run = try Self.run(command + Self.flags(harness, port: harness.managementPort))
         #expect(run.status == 64, "\(command): \(run.stderr)")
         #expect(run.stderr.contains(message), "\(command): \(run.stderr)")
         harness.shutdown()
@@ -112,12 +112,12 @@ import Testing
         #expect(try harness.acceptedLog().isEmpty)
     }
 
-    @Test func noManagementListenerIsANonZeroExitWithTheCause() async throws {
+    @Test func noManagementListenerIsANonZeroExitWithTheCause() throws {
         let (socket, bound) = try Sockets.listen(on: try SocketAddress(ip: "127.0.0.1", port: 0))
         Sockets.close(socket)
         let harness = try TestHarness()
         defer { harness.shutdown() }
-        let run = try await Self.run(["channel", "list"] + Self.flags(harness, port: bound.port))
+        let run = try Self.run(["channel", "list"] + Self.flags(harness, port: bound.port))
         #expect(run.status == 2, "\(run.stderr)")
         #expect(run.stderr.contains("no answer from APNs"), "\(run.stderr)")
         #expect(run.stderr.contains("action: retry-later"), "\(run.stderr)")

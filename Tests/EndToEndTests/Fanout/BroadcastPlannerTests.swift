@@ -250,9 +250,10 @@ import Testing
 
     @Test func aCrashBeforeTheBroadcastWasAnsweredResendsItWithItsFirstID() async throws {
         var simulator = SimulatorConfiguration()
-        // 3 s: the abandon must come before the answer even when a loaded machine polls late (300 ms was not
-        // enough on a 2-core CI machine running the suite); 100 streams keep the 200 token pushes to one round.
-        simulator.latency = .fixed(nanoseconds: 3_000_000_000)
+        // 8 s: the abandon must come before the answer even when the checkpoint writer runs late on a loaded
+        // machine (300 ms and then 3 s were not enough on a 2-core machine running the suite); 100 streams keep
+        // the 200 token pushes to one round.
+        simulator.latency = .fixed(nanoseconds: 8_000_000_000)
         let harness = try TestHarness(simulator, management: true)
         defer { harness.shutdown() }
         let path = harness.directory + "/planner.db"
@@ -263,7 +264,7 @@ import Testing
         try engine.register([], subscriptions: Self.subscriptions(0..<100, channel: "match"))
         let wave = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
         // Abandoned once a checkpoint after the broadcast went out is durable (it records the broadcast as maybe
-        // sent), before APNs answers it (3 s). Without that checkpoint the next engine could not know it was sent:
+        // sent), before APNs answers it (8 s). Without that checkpoint the next engine could not know it was sent:
         // it would send it again unflagged, as it does a token push past the last checkpoint.
         let abandoning = engine
         final class WritesAtSend: @unchecked Sendable { var count: Int? }  // touched by the polling thread only

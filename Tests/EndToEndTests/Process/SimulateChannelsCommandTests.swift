@@ -60,13 +60,13 @@ import Testing
         _ = await simulator.stop()
     }
 
-    @Test func aDamagedChannelFileStopsTheStartNamingTheFile() async throws {
+    @Test func aDamagedChannelFileStopsTheStartNamingTheFile() throws {
         let scratch = try ScratchDirectory("simulate-damaged-channels")
         let state = scratch.path + "/state"
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         try "fanfare-simulator-channels 1\nchannel production 7 AAAAAAAAAAAAAAAAAAAAAA== com.example.fanfare\n"
             .write(toFile: state + "/channels", atomically: true, encoding: .utf8)
-        let run = try await FanfareExecutable.run(["simulate", "--listen", "127.0.0.1:0", "--state-dir", state, "--duration", "30"])
+        let run = try FanfareExecutable.run(["simulate", "--listen", "127.0.0.1:0", "--state-dir", state, "--duration", "30"])
         #expect(run.status == 64, "\(run.stderr)")
         #expect(run.stderr.contains("\(state)/channels") && run.stderr.contains("line 2"), "\(run.stderr)")
     }
@@ -76,9 +76,9 @@ import Testing
         ["--broadcast-start-reason", "Unregistered"], ["--environment-key-reason", "Forbidden"], ["--management-port", "70000"],
         ["--max-channels=-1"],
     ])
-    func badChannelAndKeyFlagsAreRefused(_ flags: [String]) async throws {
+    func badChannelAndKeyFlagsAreRefused(_ flags: [String]) throws {
         let scratch = try ScratchDirectory("simulate-bad-flags")
-        let run = try await FanfareExecutable.run(["simulate", "--listen", "127.0.0.1:0", "--state-dir", scratch.path, "--duration", "30"] + flags)
+        let run = try FanfareExecutable.run(["simulate", "--listen", "127.0.0.1:0", "--state-dir", scratch.path, "--duration", "30"] + flags)
         #expect(run.status == 64, "\(flags): exit \(run.status): \(run.stderr)")
         let lines = run.stderr.split(separator: "\n")
         #expect(lines.count == 1 && lines[0].hasPrefix("fanfare: "), "\(flags): \(run.stderr)")

@@ -114,28 +114,8 @@ public final class ChildProcess: @unchecked Sendable {
         return signal == 0 ? (raw >> 8) & 0xff : signal
     }
 
-    /// `run` for async tests: waits with `Task.sleep`, so a child that runs for seconds does not hold one of the
-    /// few threads every test shares (two blocked waits on a 2-core machine stall every other test).
-    public static func run(
-        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, directory: String? = nil,
-        mergeOutputs: Bool = false, timeout: Duration = .seconds(120)
-    ) async throws -> (status: Int32, stdout: String, stderr: String, timedOut: Bool) {
-        let scratch = NSTemporaryDirectory() + "fanfare-child-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(atPath: scratch) }
-        let outputPath = scratch + "/stdout"
-        let errorPath = mergeOutputs ? outputPath : scratch + "/stderr"
-        let child = try ChildProcess(
-            executable: executable, arguments: arguments, environment: environment, directory: directory,
-            standardOutput: outputPath, standardError: errorPath)
-        let status = await child.waitForExit(timeout: timeout)
-        let read = { (path: String) in (try? String(contentsOfFile: path, encoding: .utf8)) ?? "" }
-        return (status ?? child.terminationStatus, read(outputPath), mergeOutputs ? "" : read(errorPath), status == nil)
-    }
-
     /// Runs a command to its end with both outputs captured through files in a fresh temporary directory;
-    /// killed after `timeout` (a hang guard: then `timedOut` is true). Blocks its thread: async tests use the
-    /// async form.
+    /// killed after `timeout` (a hang guard: then `timedOut` is true).
     public static func run(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil, directory: String? = nil,
         mergeOutputs: Bool = false, timeout: Duration = .seconds(120)
