@@ -150,6 +150,8 @@ final class TestHarness: @unchecked Sendable {
         configuration.connectTimeout = .seconds(5)
         configuration.reconnectBackoffMinimum = .milliseconds(5)
         configuration.reconnectBackoffMaximum = .milliseconds(100)
+        // A fixed count, chosen: tests count connections (the engine would otherwise autoscale).
+        configuration.connectionsPerWorker = 1
         configuration.pendingCapacityPerWorker = 1 << 12
         configuration.inboxCapacityPerWorker = 1 << 12
         configuration.buffers = .small

@@ -26,10 +26,18 @@ public struct ClientConfiguration: Sendable {
     /// Worker threads, each with its own io_uring ring and connections (thread-per-core).
     public var workerCount: Int = 1
     /// Connections per worker (a fixed count; see `autoscaling`).
-    public var connectionsPerWorker: Int = 1
+    public var connectionsPerWorker: Int = 1 {
+        didSet { connectionCountChosen = true }
+    }
     /// When set, each worker chooses its connection count within these bounds (Little's law: enough
     /// connections that stream credits stop being the limit) and `connectionsPerWorker` is not used.
-    public var autoscaling: ConnectionAutoscaling? = nil
+    /// A client made directly has a fixed count unless this is set; the fan-out engine autoscales unless a
+    /// count or this was set (`FanoutConfiguration`).
+    public var autoscaling: ConnectionAutoscaling? = nil {
+        didSet { connectionCountChosen = true }
+    }
+    /// Whether `connectionsPerWorker` or `autoscaling` was assigned (the engine's default depends on it).
+    public private(set) var connectionCountChosen = false
     /// Where the client logs what an operator should see (the autoscaler's decisions, at info); nil: nowhere.
     public var logger: Logger? = nil
     /// Which address families to connect over and in which order (the host's addresses are tried in that

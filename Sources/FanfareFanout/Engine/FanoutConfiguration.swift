@@ -69,8 +69,11 @@ public struct FanoutConfiguration: Sendable {
     /// UNIX seconds; replaceable in tests.
     public var wallClock: @Sendable () -> Int64 = { Int64(time(nil)) }
 
+    /// The engine autoscales its connections (`ConnectionAutoscaling.standard`) unless `client` was given a
+    /// fixed `connectionsPerWorker` or its own `autoscaling` (nil included: a fixed count).
     public init(client: ClientConfiguration, bundleID: String, environment: APNsEnvironment = .production) {
         self.client = client
+        if !client.connectionCountChosen { self.client.autoscaling = .standard }
         self.bundleID = bundleID
         self.environment = environment
     }
