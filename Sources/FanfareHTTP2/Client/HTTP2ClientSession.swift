@@ -554,31 +554,19 @@ public final class HTTP2ClientSession {
     private func applyInitialWindow(_ value: Int) throws(HTTP2ConnectionError) {
         let delta = value - peerInitialWindow
         peerInitialWindow = value
-        guard delta != 0 else { return }
-        var overflow = false
-        streams.forEachStream { _, entry in
-            let window = Int(entry.pointee.sendWindow) + delta
-            if window > HTTP2Limits.maxWindowSize { overflow = true; return }
-            entry.pointee.sendWindow = Int32(window)
-        }
-        if overflow { throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "a stream window passed 2^31-1") }
+        try streams.shiftSendWindows(by: delta)
         if delta > 0 && !blocked.isEmpty { withTransport({ $0.setNeedsFlush() }) }
     }
 
     private func receivePing(_ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32) throws(HTTP2ConnectionError) {
-        guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "PING on stream \(streamID)") }
-        guard payload.count == 8 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "PING of \(payload.count) bytes") }
-        guard flags & HTTP2FrameFlag.ack == 0 else { return }
+        guard try !HTTP2FramePayload.isPingAcknowledgement(payload, flags: flags, streamID: streamID) else { return }
         control.writePing(ack: true, opaque: payload.baseAddress!)
     }
 
     private func receiveGoAway(_ payload: UnsafeRawBufferPointer, streamID: Int32) throws(HTTP2ConnectionError) {
-        guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "GOAWAY on stream \(streamID)") }
-        guard payload.count >= 8 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "GOAWAY of \(payload.count) bytes") }
-        let last = Int32(bitPattern: HTTP2FrameHeader.readUInt32(payload.baseAddress!) & 0x7fff_ffff)
-        let code = HTTP2FrameHeader.readUInt32(payload.baseAddress! + 4)
+        let (last, code, debug) = try HTTP2FramePayload.goAway(payload, streamID: streamID)
         goAwayReceived = true
-        withDelegate({ $0.http2GoAwayReceived(lastStreamID: last, errorCode: code, debugData: UnsafeRawBufferPointer(rebasing: payload[8...])) })
+        withDelegate({ $0.http2GoAwayReceived(lastStreamID: last, errorCode: code, debugData: debug) })
         // Streams above `last` were not processed, and queued requests never left: both go back unprocessed.
         var count = 0
         streams.forEachStream { request, entry in
@@ -599,16 +587,9 @@ public final class HTTP2ClientSession {
     private func receiveWindowUpdate(_ payload: UnsafeRawBufferPointer, streamID: Int32) throws(HTTP2ConnectionError) {
         let increment = try HTTP2FramePayload.windowIncrement(payload, streamID: streamID)
         if streamID == 0 {
-            connectionSendWindow += increment
-            guard connectionSendWindow <= HTTP2Limits.maxWindowSize else {
-                throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "the connection window passed 2^31-1")
-            }
+            try HTTP2SendWindow.widenConnection(&connectionSendWindow, by: increment)
         } else if let request = streams.request(for: streamID) {
-            let window = Int(streams[request].pointee.sendWindow) + increment
-            guard window <= HTTP2Limits.maxWindowSize else {
-                throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "stream \(streamID)'s window passed 2^31-1")
-            }
-            streams[request].pointee.sendWindow = Int32(window)
+            try streams.widenSendWindow(request, by: increment, streamID: streamID)
         } else {
             try checkClosedStream(streamID, "WINDOW_UPDATE")
             return

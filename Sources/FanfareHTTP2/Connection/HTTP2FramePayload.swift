@@ -51,6 +51,24 @@ enum HTTP2FramePayload {
         }
     }
 
+    /// A PING (§6.7): on stream 0, 8 bytes. True when it is an acknowledgement (nothing to answer).
+    @inline(__always)
+    static func isPingAcknowledgement(_ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32) throws(HTTP2ConnectionError) -> Bool {
+        guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "PING on stream \(streamID)") }
+        guard payload.count == 8 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "PING of \(payload.count) bytes") }
+        return flags & HTTP2FrameFlag.ack != 0
+    }
+
+    /// A GOAWAY (§6.8): on stream 0, at least 8 bytes; its last stream id, error code and debug data.
+    static func goAway(
+        _ payload: UnsafeRawBufferPointer, streamID: Int32
+    ) throws(HTTP2ConnectionError) -> (lastStreamID: Int32, errorCode: UInt32, debug: UnsafeRawBufferPointer) {
+        guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "GOAWAY on stream \(streamID)") }
+        guard payload.count >= 8 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "GOAWAY of \(payload.count) bytes") }
+        let last = Int32(bitPattern: HTTP2FrameHeader.readUInt32(payload.baseAddress!) & 0x7fff_ffff)
+        return (last, HTTP2FrameHeader.readUInt32(payload.baseAddress! + 4), UnsafeRawBufferPointer(rebasing: payload[8...]))
+    }
+
     /// The increment of a WINDOW_UPDATE (§6.9): 4 bytes, reserved bit ignored, never 0.
     @inline(__always)
     static func windowIncrement(_ payload: UnsafeRawBufferPointer, streamID: Int32) throws(HTTP2ConnectionError) -> Int {

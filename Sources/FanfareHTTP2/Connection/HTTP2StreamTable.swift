@@ -4,6 +4,8 @@ protocol HTTP2StreamEntry {
     init()
     var next: Int32 { get set }
     var previous: Int32 { get set }
+    /// What the peer lets us send on this stream (its SETTINGS_INITIAL_WINDOW_SIZE and WINDOW_UPDATEs).
+    var sendWindow: Int32 { get set }
 }
 
 /// Per-stream state of one session, in flat arrays indexed by the owner's small integers (`0..<capacity`),
@@ -146,5 +148,40 @@ struct StreamList {
         let request = Int(head)
         remove(request, in: table)
         return request
+    }
+}
+
+/// Send windows (§6.9), the same for both sessions.
+extension HTTP2StreamTable {
+    /// A new SETTINGS_INITIAL_WINDOW_SIZE moves every open stream's window by the difference (§6.9.2).
+    func shiftSendWindows(by delta: Int) throws(HTTP2ConnectionError) {
+        guard delta != 0 else { return }
+        var overflow = false
+        forEachStream { _, entry in
+            let window = Int(entry.pointee.sendWindow) + delta
+            if window > HTTP2Limits.maxWindowSize { overflow = true; return }
+            entry.pointee.sendWindow = Int32(window)
+        }
+        if overflow { throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "a stream window passed 2^31-1") }
+    }
+
+    /// A WINDOW_UPDATE for stream number `stream` (`streamID` on the wire).
+    func widenSendWindow(_ stream: Int, by increment: Int, streamID: Int32) throws(HTTP2ConnectionError) {
+        let window = Int(self[stream].pointee.sendWindow) + increment
+        guard window <= HTTP2Limits.maxWindowSize else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "stream \(streamID)'s window passed 2^31-1")
+        }
+        self[stream].pointee.sendWindow = Int32(window)
+    }
+}
+
+/// The connection's send window (§6.9.1).
+enum HTTP2SendWindow {
+    /// A WINDOW_UPDATE on stream 0.
+    static func widenConnection(_ window: inout Int, by increment: Int) throws(HTTP2ConnectionError) {
+        window += increment
+        guard window <= HTTP2Limits.maxWindowSize else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "the connection window passed 2^31-1")
+        }
     }
 }
