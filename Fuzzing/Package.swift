@@ -24,10 +24,14 @@ let package = Package(
         // nghttp2's HPACK, the reference FuzzHPACK checks ours against.
         .systemLibrary(name: "CNghttp2Reference", pkgConfig: "libnghttp2"),
         .target(name: "FuzzSupport", dependencies: ["CLibFuzzer"], swiftSettings: [.swiftLanguageMode(.v6)]),
+        // What the two HTTP/2 session targets share: the frame-checking transport and frame builders.
+        .target(
+            name: "FuzzHTTP2Support", dependencies: ["FuzzSupport", .product(name: "FanfareHTTP2", package: "Fanfare")],
+            swiftSettings: [.swiftLanguageMode(.v6)]),
         fuzzTarget("FuzzDeviceToken", ["FanfareCore"]),
         fuzzTarget("FuzzHPACK", ["FanfareHTTP2"], local: ["CNghttp2Reference"]),
-        fuzzTarget("FuzzClientSession", ["FanfareHTTP2"]),
-        fuzzTarget("FuzzServerSession", ["FanfareHTTP2"]),
+        fuzzTarget("FuzzClientSession", ["FanfareHTTP2"], local: ["FuzzHTTP2Support"]),
+        fuzzTarget("FuzzServerSession", ["FanfareHTTP2"], local: ["FuzzHTTP2Support"]),
         fuzzTarget("FuzzSimulatorRequest", ["FanfareSimulator", "FanfareCore"]),
         fuzzTarget("FuzzJSON", ["FanfareCore"]),
         // FanfareTLS is not a product of the main package; it comes in with FanfareSimulator.

@@ -10,6 +10,7 @@
 //   4 produce                              5 advertise: limit byte (% capacity + 1)
 //   6 graceful GOAWAY                      7 toggle a backed-up transport
 import FanfareHTTP2
+import FuzzHTTP2Support
 import FuzzSupport
 
 @main
@@ -37,7 +38,7 @@ func testOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
     settings.maxQueuedControlFrames = 50
     settings.maxResetsBeyondAnswers = 50
     settings.maxEmptyFrames = 50
-    let sink = FrameChecker()
+    let sink = FrameChecker(side: .server)
     let server = Server()
     let session = HTTP2ServerSession(transport: sink, delegate: server, capacity: capacity, settings: settings)
     server.session = session
@@ -144,78 +145,7 @@ final class Server: HTTP2ServerSessionDelegate {
     override func http2ResetSent(streamID: Int32, errorCode: UInt32) {}
 }
 
-// MARK: - The transport: checks every frame the session writes
-
-final class FrameChecker: HTTP2FrameSink {
-    static let capacity = 64 * 1024
-    var backedUp = false
-    private let scratch = UnsafeMutableRawPointer.allocate(byteCount: FrameChecker.capacity, alignment: 16)
-    private var pending: [UInt8] = []
-
-    deinit { scratch.deallocate() }
-
-    override var plaintextCapacity: Int { Self.capacity }
-    override var isBackedUp: Bool { backedUp }
-
-    override func reservePlaintext(_ count: Int) -> UnsafeMutableRawPointer? {
-        require(count > 0 && count <= Self.capacity, "reservation of \(count) bytes")
-        return scratch
-    }
-
-    override func commitPlaintext(_ count: Int) {
-        require(count > 0 && count <= Self.capacity, "commit of \(count) bytes")
-        pending.append(contentsOf: UnsafeRawBufferPointer(start: scratch, count: count))
-    }
-
-    override func setNeedsFlush() {}
-
-    /// Everything written so far is whole frames a server may send.
-    func checkFrames() {
-        var offset = 0
-        while offset < pending.count {
-            require(pending.count - offset >= 9, "a partial frame header was written")
-            let length = Int(pending[offset]) << 16 | Int(pending[offset + 1]) << 8 | Int(pending[offset + 2])
-            let type = pending[offset + 3]
-            let streamID = (UInt32(pending[offset + 5]) << 24 | UInt32(pending[offset + 6]) << 16
-                | UInt32(pending[offset + 7]) << 8 | UInt32(pending[offset + 8])) & 0x7fff_ffff
-            require(pending.count - offset - 9 >= length, "a partial frame was written")
-            require(length <= HTTP2Limits.defaultMaxFrameSize, "a \(length)-byte frame of type \(type)")
-            switch HTTP2FrameType(rawValue: type) {
-            case .data, .headers:
-                require(streamID & 1 == 1, "DATA/HEADERS on stream \(streamID)")
-            case .rstStream:
-                require(streamID & 1 == 1 && length == 4, "RST_STREAM on \(streamID), \(length) bytes")
-            case .settings:
-                require(streamID == 0 && length % 6 == 0, "SETTINGS on \(streamID), \(length) bytes")
-            case .ping:
-                require(streamID == 0 && length == 8, "PING on \(streamID), \(length) bytes")
-            case .goAway:
-                require(streamID == 0 && length >= 8, "GOAWAY on \(streamID), \(length) bytes")
-            case .windowUpdate:
-                require(length == 4, "WINDOW_UPDATE of \(length) bytes")
-                let increment = Int(pending[offset + 9] & 0x7f) << 24 | Int(pending[offset + 10]) << 16
-                    | Int(pending[offset + 11]) << 8 | Int(pending[offset + 12])
-                require(increment > 0, "WINDOW_UPDATE of 0 on stream \(streamID)")
-            default:
-                require(false, "a server never sends frame type \(type)")
-            }
-            offset += 9 + length
-        }
-        pending.removeAll(keepingCapacity: true)
-    }
-}
-
-// MARK: - Frames, for the preface and the seeds
-
-func frame(_ type: HTTP2FrameType, flags: UInt8 = 0, stream: UInt32 = 0, _ payload: [UInt8] = []) -> [UInt8] {
-    let length = payload.count
-    return [UInt8(length >> 16), UInt8(length >> 8 & 0xFF), UInt8(length & 0xFF), type.rawValue, flags]
-        + [UInt8(stream >> 24), UInt8(stream >> 16 & 0xFF), UInt8(stream >> 8 & 0xFF), UInt8(stream & 0xFF)] + payload
-}
-
-func uint32(_ value: UInt32) -> [UInt8] { [UInt8(value >> 24), UInt8(value >> 16 & 0xFF), UInt8(value >> 8 & 0xFF), UInt8(value & 0xFF)] }
-
-func setting(_ identifier: UInt16, _ value: UInt32) -> [UInt8] { [UInt8(identifier >> 8), UInt8(identifier & 0xFF)] + uint32(value) }
+// MARK: - The preface
 
 let clientPreface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
     + frame(.settings, [setting(HTTP2SettingID.enablePush, 0), setting(HTTP2SettingID.initialWindowSize, 1 << 20)].flatMap { $0 })
