@@ -134,6 +134,14 @@ public protocol TokenStore: AnyObject, Sendable {
         bundleID: String, environment: APNsEnvironment, _ body: (TokenRegistration) throws -> Void
     ) throws(RegistryError)
 
+    /// `forEachRegistration` for the tokens of one shard: those whose `DeviceToken.shardHash % shardCount` is
+    /// `shard` (the fan-out engine's routing). Several nodes load only the shards they hold; stores with a shard
+    /// column answer from an index, the default filters a full scan.
+    func forEachRegistration(
+        bundleID: String, environment: APNsEnvironment, shard: Int, of shardCount: Int,
+        _ body: (TokenRegistration) throws -> Void
+    ) throws(RegistryError)
+
     /// Removes the update tokens and broadcast subscriptions that follow `channel` (its activities ended and were
     /// dismissed); push-to-start tokens stay.
     func retire(following channel: String) throws(RegistryError) -> RetirementResult
@@ -169,6 +177,16 @@ extension TokenStore {
     /// `retire(createdBefore:)`'s removed tokens.
     public func retireUpdateTokens(createdBefore: Int64) throws(RegistryError) -> [DeviceToken] {
         try retire(createdBefore: createdBefore).tokens
+    }
+
+    public func forEachRegistration(
+        bundleID: String, environment: APNsEnvironment, shard: Int, of shardCount: Int,
+        _ body: (TokenRegistration) throws -> Void
+    ) throws(RegistryError) {
+        let count = UInt64(max(1, shardCount))
+        try forEachRegistration(bundleID: bundleID, environment: environment) { registration in
+            if registration.token.shardHash % count == UInt64(shard) { try body(registration) }
+        }
     }
 
     /// One `invalidate` call per token (stores that can batch override this with one transaction).

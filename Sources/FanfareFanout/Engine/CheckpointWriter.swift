@@ -15,6 +15,8 @@ final class CheckpointWriter: @unchecked Sendable {
     private enum Work {
         case checkpoints(shard: Int, generation: UInt64, [WaveCheckpoint])
         case complete(WaveReportRecord)
+        /// Leased shards: this node's part of the wave is done; complete it if every shard's is.
+        case finishShared(UInt64)
         case retirement(channel: String, dueAt: Int64)
     }
 
@@ -81,6 +83,13 @@ final class CheckpointWriter: @unchecked Sendable {
     /// Any thread: the wave completed; its final report replaces its checkpoints.
     func complete(_ report: WaveReportRecord) {
         pending.withLock { $0.append(.complete(report)) }
+        sem_post(wake)
+    }
+
+    /// Any thread (leased shards): this node finished its part of the wave (its final checkpoints were handed
+    /// over before this).
+    func finishShared(_ waveID: UInt64) {
+        pending.withLock { $0.append(.finishShared(waveID)) }
         sem_post(wake)
     }
 
@@ -162,6 +171,14 @@ final class CheckpointWriter: @unchecked Sendable {
                 } else {
                     switch work[index] {
                     case .complete(let report): try store.completeWave(report)
+                    case .finishShared(let waveID):
+                        if let shared = store as? any SharedWaveStore {
+                            let completedAt = FanoutEngine.wallMilliseconds()
+                            _ = try shared.completeIfFinished(waveID: waveID) { record, checkpoints in
+                                SharedWaveSummary(record: record, checkpoints: checkpoints, logger: logger)
+                                    .finalReport(completedAt: completedAt)
+                            }
+                        }
                     case .retirement(let channel, let dueAt):
                         try store.saveRetirement(bundleID: bundleID, environment: environment, channel: channel, dueAt: dueAt)
                     case .checkpoints: break

@@ -48,6 +48,10 @@ public struct FanoutConfiguration: Sendable {
     /// How often the engine retires activities past ActivityKit's lifetime and ended channels, and forgets
     /// channels nothing uses any more.
     public var maintenanceInterval: Duration = .seconds(60)
+    /// Several engines (nodes) share the store (`SharedWaveStore`, docs/deployment.md): a shard holds tokens and
+    /// sends only while this node holds its lease (`FanoutEngine.takeShard`); waves come from the store's feed
+    /// (`catchUpWaves`). The engine's shard count (`client.workerCount`) must then be the cluster's.
+    public var leasedShards = false
     /// ActivityKit keeps an activity ≤ 8 h active plus ≤ 4 h on the Lock Screen (apns-spec.md §1.19).
     public var activityLifetime: Duration = .seconds(12 * 3600)
     /// An `end` without `dismissal-date` stays up to 4 h (apns-spec.md §3): retire its channel after this.

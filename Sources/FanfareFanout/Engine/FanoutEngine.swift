@@ -66,12 +66,12 @@ public final class FanoutEngine: Sendable {
     public let configuration: FanoutConfiguration
     let shards: [Shard]
     private let client: APNsClient
-    private let store: TokenStore
+    let store: TokenStore
     let waveStore: (any WaveStore)?
     let registryWorker: RegistryWorker
     private let router: ResultRouter
-    private let breaker: InvalidTokenBreaker
-    private let history: WaveHistory
+    let breaker: InvalidTokenBreaker
+    let history: WaveHistory
     /// Writes checkpoints, final reports and retirements when the engine has a wave store.
     private let checkpointWriter: CheckpointWriter?
     let control: Mutex<ControlState>
@@ -83,11 +83,14 @@ public final class FanoutEngine: Sendable {
     let isShutDown = Atomic<Bool>(false)
     private let enqueuingPushes = Atomic<Int>(0)
     /// Published waves not complete yet (refused past `maximumUnfinishedWaves`).
-    private let unfinishedWaves = Atomic<Int>(0)
+    let unfinishedWaves = Atomic<Int>(0)
     /// Where broadcast links are kept (the token store, when it is a `BroadcastLinkStore`); nil: in memory only.
     let linkStore: (any BroadcastLinkStore)?
     /// Creates and deletes APNs broadcast channels (`FanoutConfiguration.channelManagement`).
     let channelManager: BroadcastChannelManager?
+    /// Leased shards (several nodes): the shared store, and the wave feed's position (FanoutEngine+LeasedShards).
+    let sharedStore: (any SharedWaveStore)?
+    let feed: Mutex<WaveFeedState>
 
     /// Channels in use at once (every shard indexes them by the engine's 15-bit channel id).
     public static let maximumChannels = FanoutCookie.maximumWaves
@@ -104,6 +107,8 @@ public final class FanoutEngine: Sendable {
         var links: [String: LinkedChannel] = [:]
         /// Activities registered as subscribed to each channel's broadcasts (broadcast subscriptions).
         var subscribers: [String: Int] = [:]
+        /// Shards this engine fills and sends for: all of them, or with leased shards the ones this node holds.
+        var held: [Bool] = []
     }
 
     /// A channel's APNs broadcast channel, as the planner uses it.
@@ -150,8 +155,21 @@ public final class FanoutEngine: Sendable {
                 invalidations: registryWorker, breaker: breaker)
         }
         self.shards = shards
-        let channels = try Self.load(from: store, into: shards, configuration: configuration)
+        if configuration.leasedShards {
+            guard let shared = waveStore as? any SharedWaveStore else {
+                throw .invalidConfiguration(field: "leasedShards", problem: "needs a wave store shared by the nodes (a SharedWaveStore)")
+            }
+            sharedStore = shared
+            // Nothing is held yet: shards fill when this node takes their leases.
+            for shard in shards { shard.sendUntil.store(0, ordering: .relaxed) }
+        } else {
+            sharedStore = nil
+        }
+        let channels = configuration.leasedShards
+            ? ChannelDirectory(limit: Self.maximumChannels)
+            : try Self.load(from: store, into: shards, configuration: configuration)
         var controlState = ControlState(channels: channels)
+        controlState.held = Array(repeating: !configuration.leasedShards, count: shards.count)
         // The audience planner's links and subscriber counts.
         linkStore = store as? any BroadcastLinkStore
         do {
@@ -185,13 +203,17 @@ public final class FanoutEngine: Sendable {
                 controlState.nextWaveID = try waveStore.lastWaveID() + 1
                 let pending = try waveStore.pendingRetirements(bundleID: configuration.bundleID, environment: configuration.environment)
                 retirements.withLock { $0 = pending }
-                unfinished = try waveStore.unfinishedWaves(bundleID: configuration.bundleID, environment: configuration.environment)
+                // Leased shards resume their unfinished waves when this node takes them.
+                if !configuration.leasedShards {
+                    unfinished = try waveStore.unfinishedWaves(bundleID: configuration.bundleID, environment: configuration.environment)
+                }
             } catch {
                 throw .registry(error)
             }
         } else {
             checkpointWriter = nil
         }
+        feed = Mutex(WaveFeedState(lastWave: controlState.nextWaveID - 1, heldSince: Array(repeating: nil, count: shards.count)))
         control = Mutex(controlState)
         router = ResultRouter(shards: shards, observer: configuration.onPushResult)
         do {
@@ -269,7 +291,7 @@ public final class FanoutEngine: Sendable {
     /// Picks up the waves an earlier engine left unfinished, oldest first: the newest wave of each channel
     /// (and audience) resumes from its shards' checkpoints; an older one, or one a newer wave of its channel
     /// followed, ends superseded for what is left; one past `freshUntil` ends expired.
-    private func resume(_ unfinished: [UnfinishedWave]) {
+    func resume(_ unfinished: [UnfinishedWave], onShards taking: [Int]? = nil) {
         let now = configuration.wallClock()
         func audienceKey(_ record: WaveRecord) -> String { record.channel + (record.event == "start" ? "\u{0}start" : "\u{0}update") }
         var newest: [String: UInt64] = [:]
@@ -356,7 +378,7 @@ public final class FanoutEngine: Sendable {
                 }
                 let resumed = Wave(
                     id: record.id, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
-                    publishedAtWall: record.publishedAt, restarts: restarts + 1, broadcast: broadcast,
+                    publishedAtWall: record.publishedAt, restarts: restarts + 1, broadcast: broadcast, participating: taking,
                     onComplete: { [weak self] wave in self?.waveCompleted(wave) })
                 // Its tallies start from the checkpoints (the shards store them before anything is sent).
                 let published = PublishedUpdate(
@@ -365,10 +387,8 @@ public final class FanoutEngine: Sendable {
                 published.hasAlert = record.hasAlert
                 unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
                 history.append(resumed)
-                for shard in shards {
-                    enqueueWaiting(
-                        .resumeWave(ResumedWave(update: published, checkpoint: checkpoints[shard.index], mode: mode)),
-                        shard: shard.index)
+                for index in taking ?? Array(shards.indices) {
+                    enqueueWaiting(.resumeWave(ResumedWave(update: published, checkpoint: checkpoints[index], mode: mode)), shard: index)
                 }
             }
             configuration.logger.notice(
@@ -438,7 +458,7 @@ public final class FanoutEngine: Sendable {
             for id in pinned { state.channels.unpin(id, sequence: sequence) }
             Self.apply(result.subscriptionDeltas, to: &state.subscribers)
             guard !isShutDown.load(ordering: .acquiring) else { return }
-            for (index, entries) in perShard.enumerated() where !entries.isEmpty {
+            for (index, entries) in perShard.enumerated() where !entries.isEmpty && state.held[index] {
                 enqueueWaiting(.register(RegistrationBatch(entries)), shard: index)
             }
         }
@@ -456,12 +476,12 @@ public final class FanoutEngine: Sendable {
         return removed
     }
 
-    private func applyRemoval(_ tokens: [DeviceToken]) {
+    func applyRemoval(_ tokens: [DeviceToken]) {
         var perShard = Array(repeating: [DeviceToken](), count: shards.count)
         for token in tokens { perShard[APNsClient.workerIndex(for: token, workerCount: shards.count)].append(token) }
-        control.withLock { _ in
+        control.withLock { state in
             guard !isShutDown.load(ordering: .acquiring) else { return }
-            for (index, batch) in perShard.enumerated() where !batch.isEmpty {
+            for (index, batch) in perShard.enumerated() where !batch.isEmpty && state.held[index] {
                 enqueueWaiting(.unregister(TokenBatch(batch)), shard: index)
             }
         }
@@ -470,7 +490,7 @@ public final class FanoutEngine: Sendable {
     /// Durable work already happened, so the command must get through: wait for room (shards drain their
     /// queues every loop iteration, so this waits only under a burst of control traffic). Holding `control`,
     /// after checking the engine is not shut down (so the workers still drain).
-    private func enqueueWaiting(_ command: ShardCommand, shard index: Int) {
+    func enqueueWaiting(_ command: ShardCommand, shard index: Int) {
         let shard = shards[index]
         while shard.controlQueued.load(ordering: .relaxed) >= shard.controlCapacity {
             usleep(200)
@@ -493,28 +513,8 @@ public final class FanoutEngine: Sendable {
     /// its progress and completes when every targeted token has its outcome.
     public func publish(_ update: ChannelUpdate) throws(PublishError) -> Wave {
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
-        guard !update.channel.isEmpty else { throw .emptyChannel }
-        let channelBytes = update.channel.utf8.count
-        guard channelBytes <= TokenRegistration.maximumChannelNameByteCount else {
-            throw .channelNameTooLong(bytes: channelBytes, limit: TokenRegistration.maximumChannelNameByteCount)
-        }
-        if let collapseID = update.collapseID {
-            do { try CollapseID.validate(collapseID) } catch { throw .invalidCollapseID(error) }
-        }
-        let wallNow = configuration.wallClock()
-        var freshFor: Int64?
-        if let freshUntil = update.freshUntil {
-            if freshUntil <= wallNow { throw .alreadyExpired(freshUntil: freshUntil, now: wallNow) }
-            // APNs stores a push at most 30 days; anything later is a unit mistake (milliseconds?), and would
-            // overflow the nanosecond deadline.
-            let (ahead, overflow) = freshUntil.subtractingReportingOverflow(wallNow)
-            if overflow || ahead > Self.longestFreshness {
-                throw .freshUntilTooFar(freshUntil: freshUntil, now: wallNow, limitSeconds: Self.longestFreshness)
-            }
-            freshFor = ahead
-        }
-        let payload: PushPayload
-        do { payload = try PushPayload(liveActivity: update.content) } catch { throw .invalidPayload(error) }
+        guard sharedStore == nil else { throw .sharedStore }
+        let (payload, freshFor) = try validated(update)
         let publishedAt = monotonicNow()
         let deadline = freshFor.map { publishedAt &+ UInt64($0) * 1_000_000_000 } ?? 0
         // A kick-off on a linked channel: iOS 18+ devices get `input-push-channel` (their activity then follows
@@ -581,6 +581,34 @@ public final class FanoutEngine: Sendable {
         }
     }
 
+    /// Checks an update before it is published; returns its encoded payload and how many seconds it stays fresh.
+    func validated(_ update: ChannelUpdate) throws(PublishError) -> (PushPayload, freshFor: Int64?) {
+        guard !update.channel.isEmpty else { throw .emptyChannel }
+        let channelBytes = update.channel.utf8.count
+        guard channelBytes <= TokenRegistration.maximumChannelNameByteCount else {
+            throw .channelNameTooLong(bytes: channelBytes, limit: TokenRegistration.maximumChannelNameByteCount)
+        }
+        if let collapseID = update.collapseID {
+            do { try CollapseID.validate(collapseID) } catch { throw .invalidCollapseID(error) }
+        }
+        let wallNow = configuration.wallClock()
+        var freshFor: Int64?
+        if let freshUntil = update.freshUntil {
+            if freshUntil <= wallNow { throw .alreadyExpired(freshUntil: freshUntil, now: wallNow) }
+            // APNs stores a push at most 30 days; anything later is a unit mistake (milliseconds?), and would
+            // overflow the nanosecond deadline.
+            let (ahead, overflow) = freshUntil.subtractingReportingOverflow(wallNow)
+            if overflow || ahead > Self.longestFreshness {
+                throw .freshUntilTooFar(freshUntil: freshUntil, now: wallNow, limitSeconds: Self.longestFreshness)
+            }
+            freshFor = ahead
+        }
+        do { return (try PushPayload(liveActivity: update.content), freshFor) } catch { throw .invalidPayload(error) }
+    }
+
+    /// Wakes a shard's worker (new commands or a new lease).
+    func kick(shard index: Int) { client.kickProducer(worker: index) }
+
     /// The broadcast half of a wave about to be published: an update or end on a linked channel. Its shard is
     /// the channel's (one shard sends all of a channel's broadcasts, so they stay in order). Holding `control`.
     private func broadcastPart(for update: ChannelUpdate, wave: UInt64, in state: ControlState) -> BroadcastPart? {
@@ -646,6 +674,8 @@ public final class FanoutEngine: Sendable {
     /// A wave's report: a retained wave's current one, else the final report the wave store kept (waves that
     /// completed before a restart, or that are no longer retained in memory). nil if neither knows it.
     public func report(id: UInt64) throws(FanoutError) -> WaveReport? {
+        // Several nodes: no one node's memory has all of a wave; the store has every shard's progress.
+        if sharedStore != nil { return try sharedReport(id: id) }
         if let wave = history.wave(id: id) { return wave.report }
         guard let waveStore else { return nil }
         do {
@@ -667,9 +697,12 @@ public final class FanoutEngine: Sendable {
     }
 
     /// On the thread that finished the wave's last shard (a worker's): never takes the control lock.
-    private func waveCompleted(_ wave: Wave) {
+    func waveCompleted(_ wave: Wave) {
         unfinishedWaves.subtract(1, ordering: .acquiringAndReleasing)
-        if let checkpointWriter {
+        if let checkpointWriter, sharedStore != nil {
+            // This node's part is done; the wave is complete once every shard's part is (any node's).
+            checkpointWriter.finishShared(wave.id)
+        } else if let checkpointWriter {
             checkpointWriter.complete(
                 wave.report.record(
                     bundleID: configuration.bundleID, environment: configuration.environment,

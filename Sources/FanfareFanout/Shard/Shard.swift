@@ -105,6 +105,9 @@ final class Shard: PushProducer, @unchecked Sendable {
     @exclusivity(unchecked) private var walkSorter = WalkSorter()
     /// A graceful shutdown asked the shard to send no more wave pushes (single pushes still go).
     let stopWavesRequested = Atomic<Bool>(false)
+    /// Monotonic ns until which wave pushes may go out: `.max` for a lone engine; with leased shards, the end of
+    /// this node's lease (0: not held). Read once per poll.
+    let sendUntil = Atomic<UInt64>(.max)
     @exclusivity(unchecked) private var stoppingWaves = false
     /// Pushes handed out and not answered yet, published once per loop iteration while stopping.
     let inFlight = Atomic<Int>(0)
@@ -490,6 +493,9 @@ final class Shard: PushProducer, @unchecked Sendable {
             job.initialize(to: sendSingle(now: now))
             return .produced
         }
+        // Several nodes: wave pushes go out only while this node's lease on the shard lasts (on its own
+        // monotonic clock, which runs on through a SIGSTOP: a node resumed past its lease sends nothing).
+        if now >= sendUntil.load(ordering: .relaxed) { return .wait(until: now &+ 20_000_000) }
         // The breaker is open: waves wait (the resume command kicks the worker). A graceful shutdown stops them.
         if paused || stoppingWaves { return .wait(until: now &+ (stoppingWaves ? 5_000_000 : 1_000_000_000)) }
         // A broadcast reaches a whole channel's subscribers in one request: it goes before members.

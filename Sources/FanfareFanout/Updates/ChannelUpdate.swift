@@ -66,6 +66,9 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
     case shutDown
     /// The wave store could not record the wave (durable waves): nothing of it is sent.
     case storage(String)
+    /// The engine shares its store with other nodes (`FanoutConfiguration.leasedShards`): its waves are
+    /// published with `publishShared(_:)` and followed with `report(id:)`, since no single node runs all of one.
+    case sharedStore
 
     public var description: String {
         switch self {
@@ -89,6 +92,8 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
                 + "forgotten at the next maintenance pass"
         case .shutDown: return "the engine is shut down"
         case .storage(let message): return "the wave could not be recorded, so it was not published: \(message)"
+        case .sharedStore:
+            return "this engine shares its store with other nodes: publish with publishShared(_:) and follow the wave with report(id:)"
         }
     }
 }

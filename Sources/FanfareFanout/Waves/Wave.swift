@@ -33,7 +33,7 @@ public final class Wave: Sendable {
 
     init(
         id: UInt64, update: ChannelUpdate, shardCount: Int, publishedAt: UInt64, breaker: InvalidTokenBreaker? = nil,
-        publishedAtWall: Int64 = 0, restarts: Int = 0, broadcast: BroadcastPart? = nil,
+        publishedAtWall: Int64 = 0, restarts: Int = 0, broadcast: BroadcastPart? = nil, participating: [Int]? = nil,
         onComplete: (@Sendable (Wave) -> Void)?
     ) {
         self.broadcast = broadcast
@@ -46,7 +46,15 @@ public final class Wave: Sendable {
         dismissalDate = update.content.dismissalDate
         self.publishedAt = publishedAt
         tallies = (0..<shardCount).map { _ in WaveTally() }
-        unfinishedShards = Atomic(shardCount)
+        if let participating {
+            // Several nodes: this engine's view covers the shards it holds; the others' parts are theirs.
+            precondition(!participating.isEmpty, "a wave view over no shard would never complete")
+            let taking = Set(participating)
+            for shard in 0..<shardCount where !taking.contains(shard) { tallies[shard].finished.store(true, ordering: .relaxed) }
+            unfinishedShards = Atomic(taking.count)
+        } else {
+            unfinishedShards = Atomic(shardCount)
+        }
         self.breaker = breaker
         self.onComplete = onComplete
     }

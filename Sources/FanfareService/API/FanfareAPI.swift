@@ -106,6 +106,9 @@ package struct FanfareAPI: APIProtocol {
         case .storage:
             // The wave could not be made durable (a full or failing disk): nothing was sent; retry later.
             return .unavailable(.notReady, "\(error)", retryAfter: retryAfter)
+        case .sharedStore:
+            // The service publishes with publishShared when its engine leases shards: this is a wiring bug.
+            return ServiceProblem(.internalServerError, ._internal, "\(error)")
         }
     }
 

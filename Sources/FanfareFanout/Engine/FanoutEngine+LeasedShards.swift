@@ -1,0 +1,264 @@
+import FanfareClient
+import FanfareCore
+import FanfareRegistry
+import Synchronization
+
+/// Where this node is in the shared store's wave feed, and since when it holds each shard.
+struct WaveFeedState {
+    /// Every wave up to this id has been started on the shards held when it arrived.
+    var lastWave: UInt64
+    /// Per shard: the feed position when this node took it (nil: not held). Waves after it are new on the shard;
+    /// the ones up to it were resumed from their checkpoints when the shard was taken.
+    var heldSince: [UInt64?]
+}
+
+/// Several engines (nodes) on one shared store (`FanoutConfiguration.leasedShards`, docs/deployment.md).
+///
+/// The node's coordinator (which holds the leases in the database) calls `takeShard` when it gets a shard's
+/// lease, `extendLease` when it renews it, and `dropShard` when it lost it; `catchUpWaves` when the store says
+/// a wave was published (and on a timer, since such notices can be lost); `applyRegistered`/`applyRemoved` for
+/// registry changes other nodes wrote. A shard this node does not hold has no tokens and sends nothing.
+extension FanoutEngine {
+    /// Takes a shard whose lease this node just got: loads its tokens from the store, resumes its part of every
+    /// unfinished wave from that shard's checkpoint, and lets it send until `sendUntil` (monotonic ns). Waves
+    /// published later reach it through `catchUpWaves`.
+    public func takeShard(_ index: Int, sendUntil: UInt64) throws(FanoutError) {
+        guard let sharedStore else { throw .invalidConfiguration(field: "leasedShards", problem: "this engine does not lease its shards") }
+        guard shards.indices.contains(index) else {
+            throw .invalidConfiguration(field: "shard", problem: "\(index) is not a shard of this engine (0..<\(shards.count))")
+        }
+        guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
+        try feed.withLock { feed throws(FanoutError) in
+            guard feed.heldSince[index] == nil else {
+                shards[index].sendUntil.store(sendUntil, ordering: .releasing)
+                return
+            }
+            // Waves published so far are known first, so that "new on the shard" below is exact.
+            try catchUp(&feed)
+            try loadShard(index)
+            let stored: [UnfinishedWave]
+            do throws(RegistryError) {
+                stored = try sharedStore.unfinishedWaves(bundleID: configuration.bundleID, environment: configuration.environment)
+            } catch {
+                throw .registry(error)
+            }
+            let lastWave = feed.lastWave
+            let unfinished = stored.filter { $0.record.id <= lastWave }
+            control.withLock { $0.held[index] = true }
+            feed.heldSince[index] = feed.lastWave
+            resume(unfinished, onShards: [index])
+            shards[index].sendUntil.store(sendUntil, ordering: .releasing)
+            kick(shard: index)
+        }
+        configuration.logger.notice("leases: took shard \(index)")
+    }
+
+    /// The lease of a held shard was renewed: it may send until `sendUntil` (monotonic ns).
+    public func extendLease(_ index: Int, sendUntil: UInt64) {
+        guard shards.indices.contains(index), feed.withLock({ $0.heldSince[index] != nil }) else { return }
+        shards[index].sendUntil.store(sendUntil, ordering: .releasing)
+        kick(shard: index)
+    }
+
+    /// This node lost the shard's lease (another node has it, or it could not renew in time): nothing more of
+    /// it goes out from here, at once. Its in-memory state is stale from now on; a node takes a lost shard again
+    /// only after a restart (docs/deployment.md, "Losing a lease").
+    public func dropShard(_ index: Int) {
+        guard shards.indices.contains(index) else { return }
+        shards[index].sendUntil.store(0, ordering: .releasing)
+        control.withLock { $0.held[index] = false }
+        configuration.logger.error("leases: lost shard \(index); this node sends nothing more of it")
+    }
+
+    /// Shards this node holds now.
+    public var heldShards: [Int] {
+        feed.withLock { feed in feed.heldSince.indices.filter { feed.heldSince[$0] != nil } }
+    }
+
+    /// Starts, in id order, every wave the shared store has after the feed's position, on the shards this node
+    /// holds. Safe to call from any thread, as often as wanted (a notice from the database, a timer).
+    public func catchUpWaves() throws(FanoutError) {
+        guard sharedStore != nil else { return }
+        try feed.withLock { feed throws(FanoutError) in try catchUp(&feed) }
+    }
+
+    /// Publishes through the shared store (any node may): the store gives the id and refuses an update older
+    /// than the channel's newest on any node; then this node starts it on the shards it holds. The other nodes
+    /// start it on theirs when their feed reaches it. Returns the wave id; `report(id:)` follows it.
+    public func publishShared(_ update: ChannelUpdate) throws(PublishError) -> UInt64 {
+        guard let sharedStore else { throw .storage("this engine does not share its store (leasedShards is off): use publish(_:)") }
+        guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
+        let (payload, _) = try validated(update)
+        let record = WaveRecord(
+            id: 0, bundleID: configuration.bundleID, environment: configuration.environment, channel: update.channel,
+            event: update.content.event.rawValue, timestamp: update.content.timestamp, priority: update.priority.rawValue,
+            hasAlert: update.hasAlert, payload: Array(payload.bytes), freshUntil: update.freshUntil,
+            collapseID: update.collapseID, dismissalDate: update.content.dismissalDate,
+            publishedAt: Self.wallMilliseconds(), shardCount: shards.count, startKeys: [])
+        let id: UInt64
+        do {
+            id = try sharedStore.publishWave(record)
+        } catch {
+            switch error {
+            case .olderThanLatest(let channel, let timestamp, let latest):
+                throw .olderThanCurrent(channel: channel, timestamp: timestamp, current: latest)
+            case .registry(let error): throw .storage("\(error)")
+            }
+        }
+        do { try catchUpWaves() } catch {
+            // Durable already: the feed timer starts it here too. Say so, do not fail the publish.
+            configuration.logger.error("shared waves: wave \(id) is published but could not be started here yet: \(error)")
+        }
+        return id
+    }
+
+    /// A wave's report from the shared store: the final one once complete, else the sum of every shard's
+    /// checkpoint so far (any node's). nil if the store does not know the wave.
+    func sharedReport(id: UInt64) throws(FanoutError) -> WaveReport? {
+        guard let sharedStore else { return nil }
+        do {
+            if let final = try sharedStore.waveReport(id: id) { return WaveReport(record: final) }
+            guard let progress = try sharedStore.waveProgress(id: id) else { return nil }
+            return SharedWaveSummary(record: progress.record, checkpoints: progress.checkpoints, logger: configuration.logger)
+                .runningReport()
+        } catch {
+            throw .registry(error)
+        }
+    }
+
+    /// Registrations another node wrote (the registry's change feed): into the shards this node holds.
+    public func applyRegistered(_ registrations: [TokenRegistration]) throws(FanoutError) {
+        let mine = registrations.filter { $0.bundleID == configuration.bundleID && $0.environment == configuration.environment }
+        guard !mine.isEmpty else { return }
+        try fill(mine) { _ in true }
+    }
+
+    /// Removals another node wrote (unregistered, replaced, invalidated, retired): out of the held shards.
+    public func applyRemoved(_ tokens: [DeviceToken]) {
+        if !tokens.isEmpty { applyRemoval(tokens) }
+    }
+
+    // MARK: - Inside
+
+    /// Stops a registry scan whose batch the engine refused (the refusal is thrown instead).
+    private struct LoadStopped: Error {}
+
+    /// Holding `feed`.
+    private func catchUp(_ feed: inout WaveFeedState) throws(FanoutError) {
+        guard let sharedStore else { return }
+        while true {
+            let records: [WaveRecord]
+            do {
+                records = try sharedStore.waves(
+                    after: feed.lastWave, bundleID: configuration.bundleID, environment: configuration.environment, limit: 256)
+            } catch {
+                throw .registry(error)
+            }
+            for record in records {
+                let fresh = feed.heldSince.indices.filter { feed.heldSince[$0] != nil }
+                startShared(record, onShards: fresh)
+                feed.lastWave = record.id
+            }
+            if records.count < 256 { return }
+        }
+    }
+
+    /// Loads one shard's tokens from the store into it (holding `feed`, before the shard counts as held).
+    private func loadShard(_ index: Int) throws(FanoutError) {
+        var batch: [TokenRegistration] = []
+        batch.reserveCapacity(4096)
+        var failure: FanoutError?
+        do throws(RegistryError) {
+            try store.forEachRegistration(
+                bundleID: configuration.bundleID, environment: configuration.environment, shard: index, of: shards.count
+            ) { registration in
+                batch.append(registration)
+                if batch.count == 4096 {
+                    do throws(FanoutError) { try fill(batch) { $0 == index } } catch {
+                        failure = error
+                        throw LoadStopped()
+                    }
+                    batch.removeAll(keepingCapacity: true)
+                }
+            }
+        } catch {
+            if let failure { throw failure }
+            throw .registry(error)
+        }
+        try fill(batch) { $0 == index }
+    }
+
+    /// Queues registrations (already durable) to the shards `accept` admits among those held (or being taken).
+    private func fill(_ registrations: [TokenRegistration], accept: (Int) -> Bool) throws(FanoutError) {
+        guard !registrations.isEmpty else { return }
+        try control.withLock { state throws(FanoutError) in
+            guard !isShutDown.load(ordering: .acquiring) else { return }
+            guard state.channels.canAdmit(registrations.lazy.flatMap(\.channels)) else {
+                throw .tooManyChannels(limit: Self.maximumChannels)
+            }
+            let sequence = state.nextSequence
+            state.nextSequence += 1
+            var perShard = Array(repeating: [RegistrationBatch.Entry](), count: shards.count)
+            for registration in registrations {
+                let index = APNsClient.workerIndex(for: registration.token, workerCount: shards.count)
+                guard accept(index) else { continue }
+                let ids = registration.channels.map { state.channels.mention($0, sequence: sequence) }
+                perShard[index].append(Self.entry(registration, channels: ids))
+            }
+            for (index, entries) in perShard.enumerated() where !entries.isEmpty {
+                enqueueWaiting(.register(RegistrationBatch(entries)), shard: index)
+            }
+        }
+    }
+
+    /// A wave from the feed: on the shards this node holds, as a new wave (`.publish`); the channel's newest
+    /// timestamp moves here in any case. Holding `feed`.
+    private func startShared(_ record: WaveRecord, onShards taking: [Int]) {
+        guard let event = LiveActivityEvent(rawValue: record.event) else {
+            configuration.logger.error("shared waves: wave \(record.id) has event '\(record.event)'; this node does not send it")
+            return
+        }
+        let payload: PushPayload
+        do {
+            payload = try record.payload.withUnsafeBytes { bytes throws(PayloadError) in try PushPayload(copying: bytes) }
+        } catch {
+            configuration.logger.error("shared waves: wave \(record.id)'s stored payload is unusable (\(error)); this node does not send it")
+            return
+        }
+        var content = LiveActivityContent(event: event, timestamp: record.timestamp)
+        content.dismissalDate = record.dismissalDate
+        let update = ChannelUpdate(
+            channel: record.channel, content: content, priority: UpdatePriority(rawValue: record.priority) ?? .auto,
+            freshUntil: record.freshUntil, collapseID: record.collapseID)
+        let now = configuration.wallClock()
+        let monotonic = monotonicNow()
+        let age = UInt64(max(0, Self.wallMilliseconds() - record.publishedAt)) &* 1_000_000
+        let publishedAt = monotonic > age ? monotonic - age : 1
+        let deadline = record.freshUntil.map { freshUntil -> UInt64 in
+            let ahead = max(0, min(freshUntil - now, Self.longestFreshness))
+            return monotonic &+ UInt64(ahead) * 1_000_000_000
+        } ?? 0
+        control.withLock { state in
+            state.latest[record.channel] = max(state.latest[record.channel] ?? record.timestamp, record.timestamp)
+            guard !taking.isEmpty, !isShutDown.load(ordering: .acquiring) else { return }
+            guard state.channels.canAdmit(CollectionOfOne(record.channel)) else {
+                configuration.logger.error("shared waves: wave \(record.id): more than \(Self.maximumChannels) channels in use; not sent from here")
+                return
+            }
+            let sequence = state.nextSequence
+            state.nextSequence += 1
+            let channel = state.channels.mention(record.channel, sequence: sequence)
+            state.channels.setLatestTimestamp(state.latest[record.channel] ?? record.timestamp, of: channel)
+            let wave = Wave(
+                id: record.id, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
+                publishedAtWall: record.publishedAt, participating: taking,
+                onComplete: { [weak self] wave in self?.waveCompleted(wave) })
+            let published = PublishedUpdate(
+                wave: wave, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline)
+            published.hasAlert = record.hasAlert
+            unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
+            history.append(wave)
+            for index in taking { enqueueWaiting(.publish(published), shard: index) }
+        }
+    }
+}
