@@ -61,13 +61,19 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                     """, logger: logger)
             }
         } catch {
-            let _: EventLoopFuture<Void> = connection.close()
+            // Closed and waited for: PostgresConnection asserts in its deinit that it was closed.
+            isClosed = true
+            try? connection.close().wait()
             throw .storage("preparing the registry tables in \(Self.redacted(url)): \(Self.describe(error))")
         }
     }
 
     deinit {
-        if !isClosed { let _: EventLoopFuture<Void> = connection.close() }
+        // Waited for (PostgresConnection asserts in its deinit that it was closed), unless released on its own
+        // event loop, where waiting would deadlock.
+        guard !isClosed else { return }
+        let closed: EventLoopFuture<Void> = connection.close()
+        if !connection.eventLoop.inEventLoop { try? closed.wait() }
     }
 
     /// Closes the connection. Later calls fail with `.storage`.
