@@ -49,6 +49,92 @@ enum PostgresSchema {
             // Age retirement deletes update tokens by creation time.
             "CREATE INDEX tokens_by_kind_created_at ON tokens (kind, created_at)",
         ]),
+        Migration(version: 2, name: "waves", statements: [
+            // Durable waves (WaveStore), as SQLite's "v3: waves" plus its v4 broadcast columns: one row per
+            // published wave, written before `publish` returns; `completed_at` stays NULL until the final report
+            // is written into the same row. Ids are given by the engine.
+            """
+            CREATE TABLE waves (
+                id bigint PRIMARY KEY,
+                app_id bigint NOT NULL REFERENCES apps (id),
+                channel text NOT NULL,
+                event text NOT NULL,
+                timestamp bigint NOT NULL,
+                priority text NOT NULL,
+                has_alert boolean NOT NULL,
+                payload bytea NOT NULL,
+                fresh_until bigint,
+                collapse_id text,
+                dismissal_date bigint,
+                published_at bigint NOT NULL,
+                shard_count bigint NOT NULL,
+                start_keys bytea NOT NULL,
+                broadcast_channel_id text,
+                channel_payload bytea,
+                completed_at bigint,
+                targeted bigint NOT NULL DEFAULT 0,
+                sent bigint NOT NULL DEFAULT 0,
+                delivered bigint NOT NULL DEFAULT 0,
+                failed bigint NOT NULL DEFAULT 0,
+                superseded bigint NOT NULL DEFAULT 0,
+                downgraded bigint NOT NULL DEFAULT 0,
+                expired bigint NOT NULL DEFAULT 0,
+                invalidated bigint NOT NULL DEFAULT 0,
+                retried bigint NOT NULL DEFAULT 0,
+                possible_duplicates bigint NOT NULL DEFAULT 0,
+                resent_after_restart bigint NOT NULL DEFAULT 0,
+                restarts bigint NOT NULL DEFAULT 0,
+                failed_by_reason text NOT NULL DEFAULT '',
+                time_to_first_ack bigint,
+                makespan bigint,
+                report_broadcast_channel_id text,
+                broadcast_subscribers bigint,
+                broadcast_requests bigint,
+                broadcast_outcome text,
+                broadcast_reason text,
+                broadcast_priority bigint
+            )
+            """,
+            // Start-up reads one app's unfinished waves; reports are listed per app newest first.
+            "CREATE INDEX waves_unfinished ON waves (app_id, id) WHERE completed_at IS NULL",
+            "CREATE INDEX waves_complete ON waves (app_id, id) WHERE completed_at IS NOT NULL",
+            // The last checkpoint of each (wave, shard), replaced in place while the wave runs, deleted when it
+            // completes. `data` is the engine's own encoding.
+            """
+            CREATE TABLE wave_checkpoints (
+                wave_id bigint NOT NULL REFERENCES waves (id) ON DELETE CASCADE,
+                shard bigint NOT NULL,
+                data bytea NOT NULL,
+                saved_at bigint NOT NULL,
+                PRIMARY KEY (wave_id, shard)
+            )
+            """,
+            // Latest state wins: the newest timestamp published per channel, only ever raised.
+            """
+            CREATE TABLE channel_latest (
+                app_id bigint NOT NULL REFERENCES apps (id),
+                channel text NOT NULL,
+                timestamp bigint NOT NULL,
+                PRIMARY KEY (app_id, channel)
+            )
+            """,
+            """
+            CREATE TABLE pending_retirements (
+                app_id bigint NOT NULL REFERENCES apps (id),
+                channel text NOT NULL,
+                due_at bigint NOT NULL,
+                PRIMARY KEY (app_id, channel)
+            )
+            """,
+            // The highest id of the waves pruning deleted (one row), so ids are never reused once their reports
+            // are gone (SQLite's AUTOINCREMENT sequence). Written only when pruning, so publishes do not contend.
+            """
+            CREATE TABLE pruned_wave_ids (
+                singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+                highest bigint NOT NULL
+            )
+            """,
+        ]),
     ]
 
     static var latestVersion: Int { migrations.last?.version ?? 0 }

@@ -12,20 +12,24 @@ import PostgresNIO
 /// engine's registry thread or checkpoint writer, never from an event loop. One connection, calls serialised.
 /// Durability: every mutating call commits before it returns (PostgreSQL's synchronous commit).
 ///
+/// Also the `WaveStore` (PostgresTokenStore+WaveStore.swift).
+///
 /// Not stored here yet (each throws `.storage` saying so): broadcast subscriptions and the ledger's history.
 public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// Registrations per COPY data message (the server takes it in pieces; ours stay a few MiB).
     static let copyChunkRows = 4_096
     /// Rows per page when streaming an app's registrations.
     static let readPageRows = 10_000
+    /// The schema version this Fanfare migrates a database to (`schema_version`).
+    public static var schemaVersion: Int { PostgresSchema.latestVersion }
 
-    private let connection: PostgresConnection
+    let connection: PostgresConnection
     private let executor: EventLoopTaskExecutor
-    private let logger: Logger
+    let logger: Logger
     /// Serialises calls: one connection runs one transaction at a time. Also guards `appIDs` and `isClosed`.
     private let lock = NSLock()
     /// (bundle id, environment) → apps.id; rows are never deleted, so a cached id stays right.
-    private var appIDs: [AppKey: Int64] = [:]
+    var appIDs: [AppKey: Int64] = [:]
     private var isClosed = false
 
     struct AppKey: Hashable {
@@ -355,7 +359,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     // MARK: - Plumbing
 
     /// Holds the store for one call (a closed store refuses it); errors come out as `.storage`, with `operation`.
-    private func serialised<T>(_ operation: String, _ body: () throws(RegistryError) -> T) throws(RegistryError) -> T {
+    func serialised<T>(_ operation: String, _ body: () throws(RegistryError) -> T) throws(RegistryError) -> T {
         lock.lock()
         defer { lock.unlock() }
         guard !isClosed else { throw .storage("\(operation): the store is closed") }
@@ -368,16 +372,16 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     }
 
     /// Runs async work on the connection's event loop and waits for it.
-    private func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws(RegistryError) -> T {
+    func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws(RegistryError) -> T {
         do { return try executor.run(work) } catch let error as RegistryError { throw error } catch {
             throw .storage(Self.describe(error))
         }
     }
 
-    private static func transaction<T: Sendable>(
-        _ connection: PostgresConnection, _ logger: Logger, _ body: () async throws -> T
+    static func transaction<T: Sendable>(
+        _ connection: PostgresConnection, _ logger: Logger, begin: String = "BEGIN", _ body: () async throws -> T
     ) async throws -> T {
-        try await connection.query("BEGIN", logger: logger)
+        try await connection.query(PostgresQuery(unsafeSQL: begin), logger: logger)
         do {
             let result = try await body()
             try await connection.query("COMMIT", logger: logger)
@@ -388,7 +392,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         }
     }
 
-    private static func appID(_ key: AppKey, _ connection: PostgresConnection, _ logger: Logger) async throws -> Int64 {
+    static func appID(_ key: AppKey, _ connection: PostgresConnection, _ logger: Logger) async throws -> Int64 {
         // DO UPDATE (a no-op change) so RETURNING yields the row when it exists already.
         let rows = try await connection.query(
             """

@@ -14,7 +14,7 @@ struct PostgresServerTests {
         // postgres-nio connects too (the store migrates the schema on open).
         let store = try PostgresTokenStore(url: server.url)
         #expect(try store.count() == 0)
-        #expect(try server.psql("SELECT max(version) FROM schema_version") == "1")
+        #expect(try server.psql("SELECT max(version) FROM schema_version") == String(PostgresTokenStore.schemaVersion))
         try store.close()
 
         let pid = try #require(server.postmasterPID)
@@ -68,7 +68,7 @@ struct PostgresSchemaTests {
         }
         let reopened = try PostgresTokenStore(url: server.url)
         #expect(try reopened.count() == 1)
-        #expect(try server.psql("SELECT count(*) FROM schema_version") == "1")
+        #expect(try server.psql("SELECT count(*) FROM schema_version") == String(PostgresTokenStore.schemaVersion))
         try reopened.close()
 
         _ = try server.psql("INSERT INTO schema_version (version, name) VALUES (99, 'from the future')")
@@ -78,5 +78,30 @@ struct PostgresSchemaTests {
             guard case RegistryError.storage(let message) = error else { return false }
             return message.contains("newer Fanfare")
         }
+    }
+
+    /// A database of schema version 1 (tokens only) gains the wave tables of version 2 and keeps its tokens.
+    @Test func aVersion1DatabaseGainsTheWaveTablesAndKeepsItsTokens() throws {
+        let server = try PostgresServer()
+        let registrations = (0..<300).map { updateRegistration($0, channels: ["match-\($0 % 4)"]) }
+        do {
+            let store = try PostgresTokenStore(url: server.url)
+            try store.register(registrations)
+            try store.close()
+        }
+        // Back to what version 1 left.
+        _ = try server.psql("""
+            DROP TABLE wave_checkpoints, waves, channel_latest, pending_retirements, pruned_wave_ids;
+            DELETE FROM schema_version WHERE version >= 2
+            """)
+        let store = try PostgresTokenStore(url: server.url)
+        defer { try? store.close() }
+        #expect(try server.psql("SELECT max(version) FROM schema_version") == String(PostgresTokenStore.schemaVersion))
+        #expect(try store.count() == 300)
+        let stored = try store.all()
+        for registration in registrations { #expect(stored[registration.token] == registration.sortedChannels) }
+        try store.saveWave(makeWave(1))
+        #expect(try store.unfinishedWaves(bundleID: testBundle, environment: .production).count == 1)
+        #expect(try store.lastWaveID() == 1)
     }
 }

@@ -1,6 +1,6 @@
 import FanfareCore
 import FanfarePostgres
-import FanfareRegistry
+@testable import FanfareRegistry
 import FanfareTestSupport
 import Foundation
 
@@ -85,5 +85,81 @@ extension TokenRegistration {
         var copy = self
         copy.channels.sort()
         return copy
+    }
+}
+
+/// A fresh database of one kind that stores can be opened on again and again (a reopened store sees what the
+/// earlier ones wrote), with raw SQL behind the stores' back for counting and corrupting rows.
+final class StoreDatabase {
+    typealias Store = any TokenStore & WaveStore
+
+    let kind: StoreKind
+    private let directory: String?
+    private let server: PostgresServer?
+
+    init(_ kind: StoreKind) throws {
+        self.kind = kind
+        switch kind {
+        case .sqlite:
+            let directory = NSTemporaryDirectory() + "fanfare-pg-tests-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            self.directory = directory
+            server = nil
+        case .postgres:
+            directory = nil
+            server = try PostgresServer()
+        }
+    }
+
+    /// The PostgreSQL server (nil for SQLite).
+    var postgres: PostgresServer? { server }
+
+    func open() throws -> Store {
+        if let server { return try PostgresTokenStore(url: server.url) }
+        return try SQLiteTokenStore(path: (directory ?? "") + "/fanfare.db")
+    }
+
+    func close(_ store: Store) throws {
+        switch store {
+        case let store as SQLiteTokenStore: try store.close()
+        case let store as PostgresTokenStore: try store.close()
+        default: break
+        }
+    }
+
+    /// The integer `sql` returns: through psql, or on the SQLite store's own connection (it locks the file).
+    func scalar(_ sql: String, _ store: Store) throws -> Int64 {
+        if let server { return Int64(try server.psql(sql)) ?? -1 }
+        return try (store as? SQLiteTokenStore)?.scalar(sql: sql) ?? -1
+    }
+
+    /// Runs `sql` behind the store's back.
+    func execute(_ sql: String, _ store: Store) throws {
+        if let server {
+            _ = try server.psql(sql)
+        } else {
+            try (store as? SQLiteTokenStore)?.execute(sql: sql)
+        }
+    }
+
+    func remove() {
+        server?.stop()
+        if let directory { try? FileManager.default.removeItem(atPath: directory) }
+    }
+}
+
+/// Runs `body` with a fresh database of `kind`, removed afterwards.
+func withDatabase<T>(_ kind: StoreKind, _ body: (StoreDatabase) throws -> T) throws -> T {
+    let database = try StoreDatabase(kind)
+    defer { database.remove() }
+    return try body(database)
+}
+
+/// Runs `body` with a store on a fresh database of `kind` (closed and removed afterwards).
+func withWaveStore<T>(_ kind: StoreKind, _ body: (StoreDatabase.Store, StoreDatabase) throws -> T) throws -> T {
+    try withDatabase(kind) { database in
+        let store = try database.open()
+        defer { try? database.close(store) }
+        return try body(store, database)
     }
 }
