@@ -18,6 +18,8 @@ let package = Package(
         .library(name: "FanfareCore", targets: ["FanfareCore"]),
         .library(name: "FanfareRegistry", targets: ["FanfareRegistry"]),
         .library(name: "FanfareFanout", targets: ["FanfareFanout"]),
+        // The registry on PostgreSQL (issue 14: several nodes on one database).
+        .library(name: "FanfarePostgres", targets: ["FanfarePostgres"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -36,6 +38,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
+        // The PostgreSQL wire protocol (COPY, LISTEN/NOTIFY, a connection pool) for FanfarePostgres.
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // C libraries: one shim header each, installed from Debian by the README commands. nghttp2 is the
@@ -77,6 +81,15 @@ let package = Package(
         .target(
             name: "FanfareRegistry",
             dependencies: ["FanfareCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]
+        ),
+        // The registry on PostgreSQL: the same TokenStore, shared by several nodes (versioned migrations, COPY).
+        .target(
+            name: "FanfarePostgres",
+            dependencies: [
+                "FanfareRegistry", "FanfareCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // The fan-out engine: sharded token tables, lock-free command queues, priority budget, latest state wins.
         .target(
@@ -133,6 +146,12 @@ let package = Package(
             dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareTestSupport"]
         ),
         .testTarget(name: "FanfareRegistryTests", dependencies: ["FanfareRegistry", "FanfareCore"]),
+        // FanfarePostgres against a real PostgreSQL (initdb into a temporary directory, loopback), with the same
+        // expectations run against SQLite.
+        .testTarget(
+            name: "FanfarePostgresTests",
+            dependencies: ["FanfarePostgres", "FanfareRegistry", "FanfareCore", "FanfareTestSupport"]
+        ),
         // Fan-out engine parts in isolation (queue under contention, budgets, lanes, tables).
         .testTarget(name: "FanoutTests", dependencies: ["FanfareFanout", "FanfareRegistry", "FanfareClient", "FanfareCore"]),
         // `fanfare serve` over real HTTP on loopback: in-process services and the real binary as a child process,

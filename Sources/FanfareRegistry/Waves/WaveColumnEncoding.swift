@@ -1,14 +1,14 @@
 /// How the wave tables encode what has no SQL type of its own: start keys and failure counts by reason. Both
 /// are parsed back strictly (`StoredWaveColumns`).
-enum WaveColumnEncoding {
+package enum WaveColumnEncoding {
     /// Why a stored value cannot be decoded.
-    struct Malformed: Error {
-        var reason: String
+    package struct Malformed: Error {
+        package var reason: String
     }
 
     // MARK: Start keys: 8 bytes each, big-endian.
 
-    static func startKeys(_ keys: [UInt64]) -> [UInt8] {
+    package static func startKeys(_ keys: [UInt64]) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(keys.count * 8)
         for key in keys {
@@ -17,7 +17,7 @@ enum WaveColumnEncoding {
         return bytes
     }
 
-    static func startKeys(_ bytes: UnsafeRawBufferPointer) throws(Malformed) -> [UInt64] {
+    package static func startKeys(_ bytes: UnsafeRawBufferPointer) throws(Malformed) -> [UInt64] {
         guard bytes.count % 8 == 0 else {
             throw Malformed(reason: "holds \(bytes.count) bytes, not a multiple of 8")
         }
@@ -38,7 +38,7 @@ enum WaveColumnEncoding {
     // In names, `%`, `=`, `;` and control characters are written `%XX` (two uppercase hex digits), so any name
     // round-trips and the text stays readable in the sqlite3 shell.
 
-    static func failureCounts(_ counts: [String: Int]) -> String {
+    package static func failureCounts(_ counts: [String: Int]) -> String {
         var text: [UInt8] = []
         for (name, count) in counts.sorted(by: { $0.key < $1.key }) {
             if !text.isEmpty { text.append(separator) }
@@ -57,7 +57,7 @@ enum WaveColumnEncoding {
         return String(decoding: text, as: UTF8.self)
     }
 
-    static func failureCounts(_ text: String) throws(Malformed) -> [String: Int] {
+    package static func failureCounts(_ text: String) throws(Malformed) -> [String: Int] {
         var counts: [String: Int] = [:]
         guard !text.isEmpty else { return counts }
         for entry in text.utf8.split(separator: separator, omittingEmptySubsequences: false) {

@@ -1,13 +1,13 @@
 /// What the wave store refuses from a caller, checked before anything is written (`.invalidWave`): values the
 /// file cannot hold as given. Meaning (event names, priorities, shard counts matching start keys) is the
 /// engine's business; the store keeps those as they come.
-enum WaveValidation {
+package enum WaveValidation {
     /// The longest BLOB or text the store binds: SQLite's default SQLITE_MAX_LENGTH (and well inside the
     /// 32-bit length its C API takes).
-    static let maximumValueBytes = 1_000_000_000
+    package static let maximumValueBytes = 1_000_000_000
 
     /// A wave id as a row id (SQLite and PostgreSQL keep signed 64-bit integers).
-    static func rowID(_ id: UInt64) throws(RegistryError) -> Int64 {
+    package static func rowID(_ id: UInt64) throws(RegistryError) -> Int64 {
         guard let rowID = Int64(exactly: id) else {
             throw .invalidWave(id: id, reason: "the id is above \(Int64.max), the largest a store keeps")
         }
@@ -15,7 +15,7 @@ enum WaveValidation {
     }
 
     /// The wave's row id.
-    static func check(_ wave: WaveRecord) throws(RegistryError) -> Int64 {
+    package static func check(_ wave: WaveRecord) throws(RegistryError) -> Int64 {
         let id = try rowID(wave.id)
         guard wave.shardCount >= 0 else {
             throw .invalidWave(id: wave.id, reason: "shardCount is negative (\(wave.shardCount))")
@@ -34,7 +34,7 @@ enum WaveValidation {
 
     /// The checkpoint's wave row id, or nil for an id no saved wave can have (the checkpoint is ignored, as for
     /// any unknown wave).
-    static func check(_ checkpoint: WaveCheckpoint) throws(RegistryError) -> Int64? {
+    package static func check(_ checkpoint: WaveCheckpoint) throws(RegistryError) -> Int64? {
         guard checkpoint.shard >= 0 else {
             throw .invalidWave(id: checkpoint.waveID, reason: "a checkpoint's shard is negative (\(checkpoint.shard))")
         }
@@ -43,7 +43,7 @@ enum WaveValidation {
     }
 
     /// The report's wave row id.
-    static func check(_ report: WaveReportRecord) throws(RegistryError) -> Int64 {
+    package static func check(_ report: WaveReportRecord) throws(RegistryError) -> Int64 {
         let id = try rowID(report.id)
         let counters = [
             ("targeted", report.targeted), ("sent", report.sent), ("delivered", report.delivered),

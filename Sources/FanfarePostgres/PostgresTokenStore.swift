@@ -1,0 +1,459 @@
+import FanfareCore
+import FanfareRegistry
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// The registry on PostgreSQL, so several `fanfare serve` nodes share one (issue 14). The same `TokenStore`
+/// contract as `SQLiteTokenStore`, with its replacement rules.
+///
+/// Threads: calls block the calling thread while the work runs on the connection's event loop; call it from the
+/// engine's registry thread or checkpoint writer, never from an event loop. One connection, calls serialised.
+/// Durability: every mutating call commits before it returns (PostgreSQL's synchronous commit).
+///
+/// Also the `WaveStore` (PostgresTokenStore+WaveStore.swift).
+///
+/// Not stored here yet (each throws `.storage` saying so): broadcast subscriptions and the ledger's history.
+public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
+    /// Registrations per COPY data message (the server takes it in pieces; ours stay a few MiB).
+    static let copyChunkRows = 4_096
+    /// Rows per page when streaming an app's registrations.
+    static let readPageRows = 10_000
+    /// The schema version this Fanfare migrates a database to (`schema_version`).
+    public static var schemaVersion: Int { PostgresSchema.latestVersion }
+
+    let connection: PostgresConnection
+    private let executor: EventLoopTaskExecutor
+    let logger: Logger
+    /// Serialises calls: one connection runs one transaction at a time. Also guards `appIDs` and `isClosed`.
+    private let lock = NSLock()
+    /// (bundle id, environment) → apps.id; rows are never deleted, so a cached id stays right.
+    var appIDs: [AppKey: Int64] = [:]
+    private var isClosed = false
+
+    struct AppKey: Hashable {
+        var bundleID: String
+        var environment: APNsEnvironment
+    }
+
+    /// Connects to `url` (`postgres://user[:password]@host[:port]/database`), creating or migrating the tables.
+    public init(url: String, logger: Logger = Logger(label: "fanfare.postgres")) throws(RegistryError) {
+        self.logger = logger
+        let configuration = try Self.configuration(url)
+        let eventLoop = PostgresConnection.defaultEventLoopGroup.any()
+        executor = EventLoopTaskExecutor(eventLoop)
+        do {
+            connection = try executor.run {
+                try await PostgresConnection.connect(on: eventLoop, configuration: configuration, id: 1, logger: logger)
+            }
+        } catch {
+            throw .storage("cannot connect to PostgreSQL at \(Self.redacted(url)): \(Self.describe(error))")
+        }
+        do {
+            try executor.run { [connection] in
+                try await PostgresSchema.migrate(connection, logger: logger)
+                // The batch being registered: filled by COPY, emptied by the commit.
+                try await connection.query(
+                    """
+                    CREATE TEMPORARY TABLE incoming (
+                        ordinal integer NOT NULL, token bytea NOT NULL, kind smallint NOT NULL, activity_id text,
+                        device_id text, attributes_type text, app_id bigint NOT NULL, frequent boolean NOT NULL,
+                        supports_broadcast boolean NOT NULL, channels text[] NOT NULL, created_at bigint NOT NULL,
+                        last_seen_at bigint NOT NULL
+                    ) ON COMMIT DELETE ROWS
+                    """, logger: logger)
+            }
+        } catch {
+            // Closed and waited for: PostgresConnection asserts in its deinit that it was closed.
+            isClosed = true
+            try? connection.close().wait()
+            throw .storage("preparing the registry tables in \(Self.redacted(url)): \(Self.describe(error))")
+        }
+    }
+
+    deinit {
+        // Waited for (PostgresConnection asserts in its deinit that it was closed), unless released on its own
+        // event loop, where waiting would deadlock.
+        guard !isClosed else { return }
+        let closed: EventLoopFuture<Void> = connection.close()
+        if !connection.eventLoop.inEventLoop { try? closed.wait() }
+    }
+
+    /// Closes the connection. Later calls fail with `.storage`.
+    public func close() throws(RegistryError) {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !isClosed else { return }
+        isClosed = true
+        do { try connection.close().wait() } catch { throw .storage("closing the connection: \(Self.describe(error))") }
+    }
+
+    // MARK: - Writes
+
+    public func register(_ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription])
+        throws(RegistryError) -> RegistrationResult
+    {
+        for (index, registration) in registrations.enumerated() {
+            if let reason = registration.validationFailure { throw .invalidRegistration(index: index, reason: reason) }
+        }
+        for (index, subscription) in subscriptions.enumerated() {
+            if let reason = subscription.validationFailure {
+                throw .invalidRegistration(index: registrations.count + index, reason: reason)
+            }
+        }
+        guard subscriptions.isEmpty else {
+            throw .storage("broadcast subscriptions are not stored on PostgreSQL yet; nothing was registered")
+        }
+        guard !registrations.isEmpty else { return RegistrationResult() }
+        let (logger, connection) = (self.logger, self.connection)
+        return try serialised("registering \(registrations.count) tokens") { () throws(RegistryError) in
+            let keys = Set(registrations.map { AppKey(bundleID: $0.bundleID, environment: $0.environment) })
+            let known = appIDs
+            let missing = keys.filter { known[$0] == nil }
+            let hasPushToStart = registrations.contains { $0.kind == .pushToStart }
+            let (newIDs, replaced) = try run { () async throws -> ([AppKey: Int64], [DeviceToken]) in
+                try await connection.query("BEGIN", logger: logger)
+                do {
+                    var ids = known
+                    var created: [AppKey: Int64] = [:]
+                    for key in missing {
+                        let id = try await Self.appID(key, connection, logger)
+                        ids[key] = id
+                        created[key] = id
+                    }
+                    try await connection.copyFrom(
+                        table: "incoming",
+                        columns: [
+                            "ordinal", "token", "kind", "activity_id", "device_id", "attributes_type", "app_id",
+                            "frequent", "supports_broadcast", "channels", "created_at", "last_seen_at",
+                        ], logger: logger
+                    ) { writer in
+                        var buffer = ByteBuffer()
+                        for (ordinal, registration) in registrations.enumerated() {
+                            let appID = ids[AppKey(bundleID: registration.bundleID, environment: registration.environment)] ?? 0
+                            CopyText.write(registration, ordinal: ordinal, appID: appID, to: &buffer)
+                            if (ordinal + 1) % Self.copyChunkRows == 0 {
+                                try await writer.write(buffer)
+                                buffer.clear()
+                            }
+                        }
+                        if buffer.readableBytes > 0 { try await writer.write(buffer) }
+                    }
+                    // One row per token: the batch's last registration of it, with the first one's creation time
+                    // (as if written one by one). An existing row keeps created_at; last_seen_at only moves forward.
+                    try await connection.query(
+                        """
+                        INSERT INTO tokens (token, kind, activity_id, device_id, attributes_type, app_id, frequent,
+                                            supports_broadcast, channels, created_at, last_seen_at)
+                        SELECT DISTINCT ON (token) token, kind, activity_id, device_id, attributes_type, app_id, frequent,
+                               supports_broadcast, channels, first_value(created_at) OVER batch, max(last_seen_at) OVER batch
+                        FROM incoming
+                        WINDOW batch AS (PARTITION BY token ORDER BY ordinal
+                                         ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+                        ORDER BY token, ordinal DESC
+                        ON CONFLICT (token) DO UPDATE SET
+                            kind = EXCLUDED.kind, activity_id = EXCLUDED.activity_id, device_id = EXCLUDED.device_id,
+                            attributes_type = EXCLUDED.attributes_type, app_id = EXCLUDED.app_id,
+                            frequent = EXCLUDED.frequent, supports_broadcast = EXCLUDED.supports_broadcast,
+                            channels = EXCLUDED.channels,
+                            last_seen_at = greatest(tokens.last_seen_at, EXCLUDED.last_seen_at)
+                        """, logger: logger)
+                    var replaced: [(token: DeviceToken, winner: Int32)] = []
+                    if hasPushToStart {
+                        // The last push-to-start token of each (app, device, attributes type) in the batch replaces
+                        // every other one, earlier ones of the same batch included.
+                        let rows = try await connection.query(
+                            """
+                            WITH winners AS (
+                                SELECT DISTINCT ON (app_id, device_id, attributes_type)
+                                       app_id, device_id, attributes_type, token, ordinal
+                                FROM incoming WHERE kind = \(Int16(TokenKind.pushToStart.rawValue))
+                                ORDER BY app_id, device_id, attributes_type, ordinal DESC
+                            )
+                            DELETE FROM tokens t USING winners w
+                            WHERE t.kind = \(Int16(TokenKind.pushToStart.rawValue)) AND t.app_id = w.app_id
+                              AND t.device_id = w.device_id AND t.attributes_type = w.attributes_type
+                              AND t.token <> w.token
+                            RETURNING t.token, w.ordinal
+                            """, logger: logger)
+                        for try await (bytes, winner) in rows.decode((ByteBuffer, Int32).self) {
+                            replaced.append((try Self.token(bytes), winner))
+                        }
+                    }
+                    try await connection.query("COMMIT", logger: logger)
+                    replaced.sort { $0.winner < $1.winner }
+                    return (created, replaced.map(\.token))
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    throw error
+                }
+            }
+            appIDs.merge(newIDs) { old, _ in old }
+            var result = RegistrationResult()
+            result.replacedTokens = replaced
+            return result
+        }
+    }
+
+    public func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int {
+        guard !tokens.isEmpty else { return 0 }
+        let (logger, connection) = (self.logger, self.connection)
+        let keys = tokens.map(Self.bytes)
+        return try serialised("unregistering \(tokens.count) tokens") { () throws(RegistryError) in
+            try run {
+                try await connection.query("DELETE FROM tokens WHERE token = ANY(\(keys))", logger: logger).get()
+                    .metadata.rows ?? 0
+            }
+        }
+    }
+
+    public func invalidate(_ token: DeviceToken, invalidSince: Int64?) throws(RegistryError) -> Bool {
+        try invalidate([TokenInvalidation(token: token, invalidSince: invalidSince)])[0]
+    }
+
+    /// One transaction; the time condition is part of each DELETE, so a re-registration cannot slip between a
+    /// check and the removal.
+    public func invalidate(_ batch: [TokenInvalidation]) throws(RegistryError) -> [Bool] {
+        guard !batch.isEmpty else { return [] }
+        let (logger, connection) = (self.logger, self.connection)
+        let items = batch.map { (Self.bytes($0.token), $0.invalidSince) }
+        return try serialised("invalidating \(batch.count) tokens") { () throws(RegistryError) in
+            try run {
+                try await Self.transaction(connection, logger) {
+                    var removed: [Bool] = []
+                    removed.reserveCapacity(items.count)
+                    for (token, invalidSince) in items {
+                        let rows = try await connection.query(
+                            """
+                            DELETE FROM tokens WHERE token = \(token)
+                              AND (\(invalidSince)::bigint IS NULL OR last_seen_at <= \(invalidSince)::bigint)
+                            """, logger: logger
+                        ).get().metadata.rows ?? 0
+                        removed.append(rows > 0)
+                    }
+                    return removed
+                }
+            }
+        }
+    }
+
+    public func retire(following channel: String) throws(RegistryError) -> RetirementResult {
+        try retire("retiring update tokens following channel '\(channel)'") { connection, logger in
+            try await connection.query(
+                """
+                DELETE FROM tokens WHERE kind = \(Int16(TokenKind.update.rawValue)) AND \(channel) = ANY(channels)
+                RETURNING token
+                """, logger: logger)
+        }
+    }
+
+    public func retire(createdBefore: Int64) throws(RegistryError) -> RetirementResult {
+        try retire("retiring update tokens created before \(createdBefore)") { connection, logger in
+            try await connection.query(
+                """
+                DELETE FROM tokens WHERE kind = \(Int16(TokenKind.update.rawValue)) AND created_at < \(createdBefore)
+                RETURNING token
+                """, logger: logger)
+        }
+    }
+
+    private func retire(
+        _ operation: String,
+        _ delete: @escaping @Sendable (PostgresConnection, Logger) async throws -> PostgresRowSequence
+    ) throws(RegistryError) -> RetirementResult {
+        let (logger, connection) = (self.logger, self.connection)
+        return try serialised(operation) { () throws(RegistryError) in
+            var result = RetirementResult()
+            result.tokens = try run {
+                var tokens: [DeviceToken] = []
+                for try await bytes in try await delete(connection, logger).decode(ByteBuffer.self) {
+                    tokens.append(try Self.token(bytes))
+                }
+                return tokens
+            }
+            return result
+        }
+    }
+
+    // MARK: - Reads
+
+    /// Streams the app's registrations in pages (token order) from one repeatable-read transaction, so the scan
+    /// sees one snapshot; `body` runs on the calling thread. An error thrown by `body` ends the scan; a
+    /// `RegistryError` is rethrown as is, others become `.storage`.
+    public func forEachRegistration(
+        bundleID: String, environment: APNsEnvironment, _ body: (TokenRegistration) throws -> Void
+    ) throws(RegistryError) {
+        let (logger, connection) = (self.logger, self.connection)
+        let operation = "loading tokens of \(bundleID) (\(environment))"
+        try serialised(operation) { () throws(RegistryError) in
+            try run {
+                try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
+            }
+            var callbackError: (any Error)?
+            do throws(RegistryError) {
+                var after: ByteBuffer? = nil
+                scan: while true {
+                    let cursor = after
+                    let page = try run { () async throws -> [TokenRegistration] in
+                        let rows = try await connection.query(
+                            """
+                            SELECT t.token, t.kind, t.activity_id, t.device_id, t.attributes_type, t.frequent,
+                                   t.supports_broadcast, t.channels, t.created_at, t.last_seen_at
+                            FROM tokens t JOIN apps a ON a.id = t.app_id
+                            WHERE a.bundle_id = \(bundleID) AND a.environment = \(Int16(environment.rawValue))
+                              AND (\(cursor)::bytea IS NULL OR t.token > \(cursor)::bytea)
+                            ORDER BY t.token LIMIT \(Self.readPageRows)
+                            """, logger: logger)
+                        var page: [TokenRegistration] = []
+                        for try await row in rows {
+                            page.append(try Self.registration(row, bundleID: bundleID, environment: environment))
+                        }
+                        return page
+                    }
+                    for registration in page {
+                        do { try body(registration) } catch {
+                            callbackError = error
+                            break scan
+                        }
+                    }
+                    guard page.count == Self.readPageRows, let last = page.last else { break }
+                    after = Self.bytes(last.token)
+                }
+            } catch {
+                _ = try? run { try await connection.query("ROLLBACK", logger: logger) }
+                throw error
+            }
+            _ = try? run { try await connection.query("ROLLBACK", logger: logger) }
+            if let callbackError {
+                if let registryError = callbackError as? RegistryError { throw registryError }
+                throw .storage("\(operation) stopped: the callback threw \(callbackError)")
+            }
+        }
+    }
+
+    /// Broadcast subscriptions are not stored on PostgreSQL yet, so no channel has any.
+    public func subscriptionCounts(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [String: Int] {
+        try serialised("counting subscriptions") { () throws(RegistryError) in [:] }
+    }
+
+    public func ledger(token: DeviceToken, bundleID: String, environment: APNsEnvironment, activityLifetime: Duration)
+        throws(RegistryError) -> TokenLedgerEntry?
+    {
+        throw .storage("the token ledger is not kept on PostgreSQL yet")
+    }
+
+    public func count() throws(RegistryError) -> Int {
+        let (logger, connection) = (self.logger, self.connection)
+        return try serialised("counting tokens") { () throws(RegistryError) in
+            try run {
+                var count = 0
+                for try await value in try await connection.query("SELECT count(*) FROM tokens", logger: logger)
+                    .decode(Int64.self)
+                { count = Int(value) }
+                return count
+            }
+        }
+    }
+
+    // MARK: - Plumbing
+
+    /// Holds the store for one call (a closed store refuses it); errors come out as `.storage`, with `operation`.
+    func serialised<T>(_ operation: String, _ body: () throws(RegistryError) -> T) throws(RegistryError) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !isClosed else { throw .storage("\(operation): the store is closed") }
+        do { return try body() } catch {
+            switch error {
+            case .storage(let message): throw .storage("\(operation): \(message)")
+            default: throw error
+            }
+        }
+    }
+
+    /// Runs async work on the connection's event loop and waits for it.
+    func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws(RegistryError) -> T {
+        do { return try executor.run(work) } catch let error as RegistryError { throw error } catch {
+            throw .storage(Self.describe(error))
+        }
+    }
+
+    static func transaction<T: Sendable>(
+        _ connection: PostgresConnection, _ logger: Logger, begin: String = "BEGIN", _ body: () async throws -> T
+    ) async throws -> T {
+        try await connection.query(PostgresQuery(unsafeSQL: begin), logger: logger)
+        do {
+            let result = try await body()
+            try await connection.query("COMMIT", logger: logger)
+            return result
+        } catch {
+            _ = try? await connection.query("ROLLBACK", logger: logger)
+            throw error
+        }
+    }
+
+    static func appID(_ key: AppKey, _ connection: PostgresConnection, _ logger: Logger) async throws -> Int64 {
+        // DO UPDATE (a no-op change) so RETURNING yields the row when it exists already.
+        let rows = try await connection.query(
+            """
+            INSERT INTO apps (bundle_id, environment) VALUES (\(key.bundleID), \(Int16(key.environment.rawValue)))
+            ON CONFLICT (bundle_id, environment) DO UPDATE SET bundle_id = EXCLUDED.bundle_id
+            RETURNING id
+            """, logger: logger)
+        for try await id in rows.decode(Int64.self) { return id }
+        throw PostgresStoreError("no id returned for app \(key.bundleID)")
+    }
+
+    static func bytes(_ token: DeviceToken) -> ByteBuffer {
+        token.withUnsafeBytes { ByteBuffer(bytes: $0) }
+    }
+
+    static func token(_ bytes: ByteBuffer) throws -> DeviceToken {
+        do { return try DeviceToken(bytes: bytes.readableBytesView) } catch {
+            throw RegistryError.storage("the database holds a token it cannot read back: \(error)")
+        }
+    }
+
+    static func registration(_ row: PostgresRow, bundleID: String, environment: APNsEnvironment) throws -> TokenRegistration {
+        let (bytes, kind, activityID, deviceID, attributesType, frequent, supportsBroadcast, channels, createdAt, lastSeenAt) =
+            try row.decode((ByteBuffer, Int16, String?, String?, String?, Bool, Bool, [String], Int64, Int64).self)
+        guard let kindValue = UInt8(exactly: kind), let tokenKind = TokenKind(rawValue: kindValue) else {
+            throw RegistryError.storage("the database holds a token of unknown kind \(kind)")
+        }
+        return TokenRegistration(
+            token: try token(bytes), kind: tokenKind, activityID: activityID, deviceID: deviceID,
+            attributesType: attributesType, bundleID: bundleID, environment: environment, frequentUpdates: frequent,
+            supportsBroadcast: supportsBroadcast, channels: channels, createdAt: createdAt, lastSeenAt: lastSeenAt)
+    }
+
+    /// The connection settings of a `postgres://` (or `postgresql://`) URL; TLS is not negotiated yet.
+    static func configuration(_ url: String) throws(RegistryError) -> PostgresConnection.Configuration {
+        guard let components = URLComponents(string: url), let scheme = components.scheme,
+            scheme == "postgres" || scheme == "postgresql"
+        else { throw .storage("'\(redacted(url))' is not a postgres:// URL") }
+        guard let host = components.host, !host.isEmpty else { throw .storage("'\(redacted(url))' names no host") }
+        guard let user = components.user, !user.isEmpty else { throw .storage("'\(redacted(url))' names no user") }
+        let port = components.port ?? 5432
+        guard (1...65_535).contains(port) else { throw .storage("'\(redacted(url))': port \(port) is out of range") }
+        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        return PostgresConnection.Configuration(
+            host: host, port: port, username: user, password: components.password,
+            database: path.isEmpty ? nil : path, tls: .disable)
+    }
+
+    /// The URL without its password, for messages.
+    static func redacted(_ url: String) -> String {
+        guard var components = URLComponents(string: url), components.password != nil else { return url }
+        components.password = "***"
+        return components.string ?? url
+    }
+
+    /// PSQLError's description hides the server's message; its reflection keeps it.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? PSQLError {
+            if let message = error.serverInfo?[.message] { return "PostgreSQL: \(message)" }
+            return String(reflecting: error)
+        }
+        return "\(error)"
+    }
+}

@@ -1,0 +1,439 @@
+import FanfareCore
+import FanfareRegistry
+import Logging
+import NIOCore
+import PostgresNIO
+
+/// The wave tables of migration 2 (PostgresSchema) with SQLiteTokenStore's semantics: each call is one
+/// transaction on the store's connection, committed (synchronous commit) when it returns. Rows that hold what
+/// no call writes are `.storage` errors naming the row (`PostgresWaveColumns`).
+///
+/// Several nodes may write the same wave: the rows a call checks are locked in the same transaction (a
+/// checkpoint takes the wave row FOR SHARE, completion FOR UPDATE), so a checkpoint that races a completion
+/// either lands before it (and is deleted by it) or sees the wave complete and is ignored.
+extension PostgresTokenStore: WaveStore {
+    // MARK: - Writes
+
+    public func saveWave(_ wave: WaveRecord) throws(RegistryError) {
+        let id = try WaveValidation.check(wave)
+        let app = AppKey(bundleID: wave.bundleID, environment: wave.environment)
+        try inTransaction("saving wave \(wave.id)", app: app) { connection, logger, appID in
+            let payload = ByteBuffer(bytes: wave.payload)
+            let startKeys = ByteBuffer(bytes: WaveColumnEncoding.startKeys(wave.startKeys))
+            let channelPayload = wave.channelPayload.map { ByteBuffer(bytes: $0) }
+            // DO NOTHING, then a check: an id saved before is the caller's mistake, not a storage fault.
+            let inserted = try await connection.query(
+                """
+                INSERT INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload, fresh_until,
+                                   collapse_id, dismissal_date, published_at, shard_count, start_keys,
+                                   broadcast_channel_id, channel_payload)
+                VALUES (\(id), \(appID), \(wave.channel), \(wave.event), \(wave.timestamp), \(wave.priority),
+                        \(wave.hasAlert), \(payload), \(wave.freshUntil), \(wave.collapseID), \(wave.dismissalDate),
+                        \(wave.publishedAt), \(Int64(wave.shardCount)), \(startKeys), \(wave.broadcastChannelID),
+                        \(channelPayload))
+                ON CONFLICT (id) DO NOTHING
+                """, logger: logger
+            ).get().metadata.rows ?? 0
+            guard inserted == 1 else {
+                throw RegistryError.invalidWave(id: wave.id, reason: "a wave with this id is already saved")
+            }
+            try await connection.query(
+                """
+                INSERT INTO channel_latest (app_id, channel, timestamp) VALUES (\(appID), \(wave.channel), \(wave.timestamp))
+                ON CONFLICT (app_id, channel) DO UPDATE
+                SET timestamp = greatest(channel_latest.timestamp, EXCLUDED.timestamp)
+                """, logger: logger)
+        }
+    }
+
+    public func saveCheckpoints(_ checkpoints: [WaveCheckpoint]) throws(RegistryError) {
+        guard !checkpoints.isEmpty else { return }
+        var rows: [(waveID: Int64, shard: Int64, data: ByteBuffer, savedAt: Int64)] = []
+        for checkpoint in checkpoints {
+            // An id no wave can have is ignored, like any unknown wave.
+            guard let waveID = try WaveValidation.check(checkpoint) else { continue }
+            rows.append((waveID, Int64(checkpoint.shard), ByteBuffer(bytes: checkpoint.data), checkpoint.savedAt))
+        }
+        let written = rows
+        try inTransaction("saving \(checkpoints.count) wave checkpoints") { connection, logger in
+            // The unfinished ones among the batch's waves, locked until the commit: a completion waits for it,
+            // and a checkpoint of a wave complete or never saved is left out.
+            let ids = Array(Set(written.map(\.waveID))).sorted()
+            var unfinished = Set<Int64>()
+            for try await id in try await connection.query(
+                "SELECT id FROM waves WHERE id = ANY(\(ids)) AND completed_at IS NULL ORDER BY id FOR SHARE",
+                logger: logger
+            ).decode(Int64.self) {
+                unfinished.insert(id)
+            }
+            // One statement per row, in batch order: a (wave, shard) twice in one batch keeps the last.
+            for row in written where unfinished.contains(row.waveID) {
+                try await connection.query(
+                    """
+                    INSERT INTO wave_checkpoints (wave_id, shard, data, saved_at)
+                    VALUES (\(row.waveID), \(row.shard), \(row.data), \(row.savedAt))
+                    ON CONFLICT (wave_id, shard) DO UPDATE SET data = EXCLUDED.data, saved_at = EXCLUDED.saved_at
+                    """, logger: logger)
+            }
+        }
+    }
+
+    public func completeWave(_ report: WaveReportRecord) throws(RegistryError) {
+        let id = try WaveValidation.check(report)
+        let failedByReason = WaveColumnEncoding.failureCounts(report.failedByReason)
+        try inTransaction("completing wave \(report.id)") { connection, logger in
+            try await Self.checkReportMatchesWave(report, id: id, connection, logger)
+            let broadcast = report.broadcast
+            // Completing again replaces the report (the same wave, a later count).
+            try await connection.query(
+                """
+                UPDATE waves
+                SET completed_at = \(report.completedAt), targeted = \(Int64(report.targeted)),
+                    sent = \(Int64(report.sent)), delivered = \(Int64(report.delivered)),
+                    failed = \(Int64(report.failed)), superseded = \(Int64(report.superseded)),
+                    downgraded = \(Int64(report.downgraded)), expired = \(Int64(report.expired)),
+                    invalidated = \(Int64(report.invalidated)), retried = \(Int64(report.retried)),
+                    possible_duplicates = \(Int64(report.possibleDuplicates)),
+                    resent_after_restart = \(Int64(report.resentAfterRestart)), restarts = \(Int64(report.restarts)),
+                    failed_by_reason = \(failedByReason),
+                    time_to_first_ack = \(report.timeToFirstAck.map { Int64($0) }),
+                    makespan = \(report.makespan.map { Int64($0) }),
+                    report_broadcast_channel_id = \(broadcast?.channelID),
+                    broadcast_subscribers = \(broadcast.map { Int64($0.subscribers) }),
+                    broadcast_requests = \(broadcast.map { Int64($0.requests) }),
+                    broadcast_outcome = \(broadcast?.outcome), broadcast_reason = \(broadcast?.reason),
+                    broadcast_priority = \(broadcast?.priority.map { Int64($0) })
+                WHERE id = \(id)
+                """, logger: logger)
+            try await connection.query("DELETE FROM wave_checkpoints WHERE wave_id = \(id)", logger: logger)
+        }
+    }
+
+    public func saveRetirement(bundleID: String, environment: APNsEnvironment, channel: String, dueAt: Int64)
+        throws(RegistryError)
+    {
+        let app = AppKey(bundleID: bundleID, environment: environment)
+        try inTransaction("saving the retirement of channel '\(channel)'", app: app) { connection, logger, appID in
+            try await connection.query(
+                """
+                INSERT INTO pending_retirements (app_id, channel, due_at) VALUES (\(appID), \(channel), \(dueAt))
+                ON CONFLICT (app_id, channel) DO UPDATE SET due_at = EXCLUDED.due_at
+                """, logger: logger)
+        }
+    }
+
+    public func removeRetirements(bundleID: String, environment: APNsEnvironment, channels: [String])
+        throws(RegistryError)
+    {
+        guard !channels.isEmpty else { return }
+        try inTransaction("removing \(channels.count) pending retirements") { connection, logger in
+            try await connection.query(
+                """
+                DELETE FROM pending_retirements p USING apps a
+                WHERE a.id = p.app_id AND a.bundle_id = \(bundleID) AND a.environment = \(Int16(environment.rawValue))
+                  AND p.channel = ANY(\(channels))
+                """, logger: logger)
+        }
+    }
+
+    @discardableResult
+    public func pruneWaveReports(keeping: Int) throws(RegistryError) -> Int {
+        // Keeping none (or fewer) deletes every report; unfinished waves are never touched.
+        let keeping = Int64(max(0, keeping))
+        return try inTransaction("pruning wave reports") { connection, logger in
+            var deleted = 0
+            var highest: Int64?
+            for try await (count, maximum) in try await connection.query(
+                """
+                WITH deleted AS (
+                    DELETE FROM waves WHERE id IN (
+                        SELECT id FROM (
+                            SELECT id, row_number() OVER (PARTITION BY app_id ORDER BY id DESC) AS newness
+                            FROM waves WHERE completed_at IS NOT NULL
+                        ) AS ranked WHERE newness > \(keeping)
+                    )
+                    RETURNING id
+                )
+                SELECT count(*), max(id) FROM deleted
+                """, logger: logger
+            ).decode((Int64, Int64?).self) {
+                deleted = Int(count)
+                highest = maximum
+            }
+            // Their ids are not reused: `lastWaveID` remembers the highest one deleted.
+            if let highest {
+                try await connection.query(
+                    """
+                    INSERT INTO pruned_wave_ids (singleton, highest) VALUES (true, \(highest))
+                    ON CONFLICT (singleton) DO UPDATE SET highest = greatest(pruned_wave_ids.highest, EXCLUDED.highest)
+                    """, logger: logger)
+            }
+            return deleted
+        }
+    }
+
+    // MARK: - Reads
+
+    public func unfinishedWaves(bundleID: String, environment: APNsEnvironment) throws(RegistryError)
+        -> [UnfinishedWave]
+    {
+        // Both queries read one snapshot.
+        try inTransaction(
+            "loading the unfinished waves of \(bundleID) (\(environment))", begin: Self.beginSnapshotRead
+        ) { connection, logger in
+            var waves: [UnfinishedWave] = []
+            var positions: [Int64: Int] = [:]
+            for try await row in try await connection.query(
+                """
+                SELECT w.id, w.channel, w.event, w.timestamp, w.priority, w.has_alert, w.payload, w.fresh_until,
+                       w.collapse_id, w.dismissal_date, w.published_at, w.shard_count, w.start_keys,
+                       w.broadcast_channel_id, w.channel_payload
+                FROM waves AS w JOIN apps AS a ON a.id = w.app_id
+                WHERE a.bundle_id = \(bundleID) AND a.environment = \(Int16(environment.rawValue))
+                  AND w.completed_at IS NULL
+                ORDER BY w.id
+                """, logger: logger)
+            {
+                let columns = PostgresWaveColumns(row, name: PostgresWaveColumns.waveName)
+                let id = try columns.count(0, "id")
+                let record = WaveRecord(
+                    id: UInt64(id), bundleID: bundleID, environment: environment,
+                    channel: try columns.text(1, "channel"), event: try columns.text(2, "event"),
+                    timestamp: try columns.integer(3, "timestamp"), priority: try columns.text(4, "priority"),
+                    hasAlert: try columns.flag(5, "has_alert"), payload: try columns.bytes(6, "payload"),
+                    freshUntil: try columns.optionalInteger(7, "fresh_until"),
+                    collapseID: try columns.optionalText(8, "collapse_id"),
+                    dismissalDate: try columns.optionalInteger(9, "dismissal_date"),
+                    publishedAt: try columns.integer(10, "published_at"),
+                    shardCount: try columns.count(11, "shard_count"), startKeys: try columns.startKeys(12),
+                    broadcastChannelID: try columns.optionalText(13, "broadcast_channel_id"),
+                    channelPayload: try columns.optionalBytes(14, "channel_payload"))
+                positions[Int64(id)] = waves.count
+                waves.append(UnfinishedWave(record: record, checkpoints: []))
+            }
+            guard !waves.isEmpty else { return [] }
+            for try await row in try await connection.query(
+                """
+                SELECT c.wave_id, c.shard, c.data, c.saved_at
+                FROM wave_checkpoints AS c JOIN waves AS w ON w.id = c.wave_id JOIN apps AS a ON a.id = w.app_id
+                WHERE a.bundle_id = \(bundleID) AND a.environment = \(Int16(environment.rawValue))
+                  AND w.completed_at IS NULL
+                ORDER BY c.wave_id, c.shard
+                """, logger: logger)
+            {
+                let columns = PostgresWaveColumns(row) { "a checkpoint of " + PostgresWaveColumns.waveName($0) }
+                // The same snapshot as the waves above, so every checkpoint's wave was read.
+                guard let position = positions[try columns.integer(0, "wave_id")] else { continue }
+                waves[position].checkpoints.append(
+                    WaveCheckpoint(
+                        waveID: waves[position].record.id, shard: try columns.count(1, "shard"),
+                        data: try columns.bytes(2, "data"), savedAt: try columns.integer(3, "saved_at")))
+            }
+            return waves
+        }
+    }
+
+    public func waveReport(id: UInt64) throws(RegistryError) -> WaveReportRecord? {
+        guard let rowID = Int64(exactly: id) else { return nil }
+        return try inTransaction("reading the report of wave \(id)", begin: Self.beginSnapshotRead) {
+            connection, logger in
+            var query = PostgresQuery(unsafeSQL: Self.selectReports + " WHERE w.id = $1 AND w.completed_at IS NOT NULL")
+            query.binds.append(rowID, context: .default)
+            for try await row in try await connection.query(query, logger: logger) {
+                return try Self.report(row)
+            }
+            return nil
+        }
+    }
+
+    public func waveReports(bundleID: String, environment: APNsEnvironment, limit: Int) throws(RegistryError)
+        -> [WaveReportRecord]
+    {
+        guard limit > 0 else { return [] }
+        return try inTransaction(
+            "reading the wave reports of \(bundleID) (\(environment))", begin: Self.beginSnapshotRead
+        ) { connection, logger in
+            var reports: [WaveReportRecord] = []
+            var query = PostgresQuery(unsafeSQL: Self.selectReports + """
+                 WHERE a.bundle_id = $1 AND a.environment = $2 AND w.completed_at IS NOT NULL
+                ORDER BY w.id DESC LIMIT $3
+                """)
+            query.binds.append(bundleID, context: .default)
+            query.binds.append(Int16(environment.rawValue), context: .default)
+            query.binds.append(Int64(limit), context: .default)
+            for try await row in try await connection.query(query, logger: logger) {
+                reports.append(try Self.report(row))
+            }
+            return reports
+        }
+    }
+
+    public func latestTimestamps(bundleID: String, environment: APNsEnvironment) throws(RegistryError)
+        -> [String: Int64]
+    {
+        try channelValues(
+            "reading the latest timestamps of \(bundleID) (\(environment))", table: "channel_latest",
+            column: "timestamp", bundleID: bundleID, environment: environment)
+    }
+
+    public func pendingRetirements(bundleID: String, environment: APNsEnvironment) throws(RegistryError)
+        -> [String: Int64]
+    {
+        try channelValues(
+            "reading the pending retirements of \(bundleID) (\(environment))", table: "pending_retirements",
+            column: "due_at", bundleID: bundleID, environment: environment)
+    }
+
+    public func lastWaveID() throws(RegistryError) -> UInt64 {
+        try inTransaction("reading the last wave id", begin: Self.beginSnapshotRead) { connection, logger in
+            var last: Int64 = 0
+            for try await value in try await connection.query(
+                """
+                SELECT greatest(coalesce((SELECT max(id) FROM waves), 0),
+                                coalesce((SELECT max(highest) FROM pruned_wave_ids), 0))
+                """, logger: logger
+            ).decode(Int64.self) {
+                last = value
+            }
+            guard let id = UInt64(exactly: last) else {
+                throw RegistryError.storage("the last wave id in the database is negative (\(last)); it is corrupt")
+            }
+            return id
+        }
+    }
+
+    // MARK: - Helpers
+
+    static let beginSnapshotRead = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+
+    /// A report row: id, app, identity, completion, then the counters (see `report`).
+    private static let selectReports = """
+        SELECT w.id, a.bundle_id, a.environment, w.channel, w.event, w.timestamp, w.published_at, w.completed_at,
+               w.targeted, w.sent, w.delivered, w.failed, w.superseded, w.downgraded, w.expired, w.invalidated,
+               w.retried, w.possible_duplicates, w.resent_after_restart, w.restarts, w.failed_by_reason,
+               w.time_to_first_ack, w.makespan, w.report_broadcast_channel_id, w.broadcast_subscribers,
+               w.broadcast_requests, w.broadcast_outcome, w.broadcast_reason, w.broadcast_priority
+        FROM waves AS w LEFT JOIN apps AS a ON a.id = w.app_id
+        """
+
+    private static func report(_ row: PostgresRow) throws -> WaveReportRecord {
+        let columns = PostgresWaveColumns(row, name: PostgresWaveColumns.waveName)
+        var report = WaveReportRecord(
+            id: UInt64(try columns.count(0, "id")), bundleID: try columns.text(1, "app (bundle id)"),
+            environment: try columns.environment(2), channel: try columns.text(3, "channel"),
+            event: try columns.text(4, "event"), timestamp: try columns.integer(5, "timestamp"),
+            publishedAt: try columns.integer(6, "published_at"), completedAt: try columns.integer(7, "completed_at"))
+        report.targeted = try columns.count(8, "targeted")
+        report.sent = try columns.count(9, "sent")
+        report.delivered = try columns.count(10, "delivered")
+        report.failed = try columns.count(11, "failed")
+        report.superseded = try columns.count(12, "superseded")
+        report.downgraded = try columns.count(13, "downgraded")
+        report.expired = try columns.count(14, "expired")
+        report.invalidated = try columns.count(15, "invalidated")
+        report.retried = try columns.count(16, "retried")
+        report.possibleDuplicates = try columns.count(17, "possible_duplicates")
+        report.resentAfterRestart = try columns.count(18, "resent_after_restart")
+        report.restarts = try columns.count(19, "restarts")
+        report.failedByReason = try columns.failureCounts(20)
+        report.timeToFirstAck = try columns.optionalNanoseconds(21, "time_to_first_ack")
+        report.makespan = try columns.optionalNanoseconds(22, "makespan")
+        if let channelID = try columns.optionalText(23, "report_broadcast_channel_id") {
+            report.broadcast = BroadcastPartRecord(
+                channelID: channelID, subscribers: try columns.count(24, "broadcast_subscribers"),
+                requests: try columns.count(25, "broadcast_requests"), outcome: try columns.text(26, "broadcast_outcome"),
+                reason: try columns.optionalText(27, "broadcast_reason"),
+                priority: try columns.optionalInteger(28, "broadcast_priority").map { Int(truncatingIfNeeded: $0) })
+        }
+        return report
+    }
+
+    /// Throws unless wave `id` is saved, for the report's app, channel, event, timestamp and publish time: a
+    /// report of another wave under this id is the caller's mistake and must not overwrite it. Locks the row.
+    private static func checkReportMatchesWave(
+        _ report: WaveReportRecord, id: Int64, _ connection: PostgresConnection, _ logger: Logger
+    ) async throws {
+        for try await row in try await connection.query(
+            """
+            SELECT w.id, a.bundle_id, a.environment, w.channel, w.event, w.timestamp, w.published_at
+            FROM waves AS w LEFT JOIN apps AS a ON a.id = w.app_id WHERE w.id = \(id) FOR UPDATE OF w
+            """, logger: logger)
+        {
+            let columns = PostgresWaveColumns(row, name: PostgresWaveColumns.waveName)
+            var differences: [String] = []
+            let bundleID = try columns.optionalText(1, "app (bundle id)")
+            let environment = try columns.optionalInteger(2, "environment")
+            if bundleID != report.bundleID || environment != Int64(report.environment.rawValue) {
+                differences.append("app")
+            }
+            if try columns.text(3, "channel") != report.channel { differences.append("channel") }
+            if try columns.text(4, "event") != report.event { differences.append("event") }
+            if try columns.integer(5, "timestamp") != report.timestamp { differences.append("timestamp") }
+            if try columns.integer(6, "published_at") != report.publishedAt { differences.append("publishedAt") }
+            guard differences.isEmpty else {
+                throw RegistryError.invalidWave(
+                    id: report.id,
+                    reason: "the report's \(differences.joined(separator: ", ")) differ from the saved wave's")
+            }
+            return
+        }
+        throw RegistryError.unknownWave(id: report.id)
+    }
+
+    /// `channel -> value` rows of one app from `table`.
+    private func channelValues(
+        _ operation: String, table: String, column: String, bundleID: String, environment: APNsEnvironment
+    ) throws(RegistryError) -> [String: Int64] {
+        try inTransaction(operation, begin: Self.beginSnapshotRead) { connection, logger in
+            var values: [String: Int64] = [:]
+            var query = PostgresQuery(unsafeSQL: """
+                SELECT t.channel, t.\(column) FROM \(table) AS t JOIN apps AS a ON a.id = t.app_id
+                WHERE a.bundle_id = $1 AND a.environment = $2
+                """)
+            query.binds.append(bundleID, context: .default)
+            query.binds.append(Int16(environment.rawValue), context: .default)
+            for try await row in try await connection.query(query, logger: logger) {
+                let columns = PostgresWaveColumns(row) { _ in "a row of \(table)" }
+                values[try columns.text(0, "channel")] = try columns.integer(1, "value")
+            }
+            return values
+        }
+    }
+}
+
+extension PostgresTokenStore {
+    /// Runs `body` in one transaction (`begin` opens it) on the connection, serialised with every other call;
+    /// errors come out as `.storage` naming `operation` (a `RegistryError` thrown by `body` as is).
+    @discardableResult
+    func inTransaction<T: Sendable>(
+        _ operation: String, begin: String = "BEGIN",
+        _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
+    ) throws(RegistryError) -> T {
+        let (logger, connection) = (self.logger, self.connection)
+        return try serialised(operation) { () throws(RegistryError) in
+            try run { try await Self.transaction(connection, logger, begin: begin) { try await body(connection, logger) } }
+        }
+    }
+
+    /// `inTransaction` with the id of `app`'s row, created in the same transaction when missing (cached once
+    /// committed: app rows are never deleted).
+    @discardableResult
+    func inTransaction<T: Sendable>(
+        _ operation: String, app: AppKey,
+        _ body: @escaping @Sendable (PostgresConnection, Logger, Int64) async throws -> T
+    ) throws(RegistryError) -> T {
+        let (logger, connection) = (self.logger, self.connection)
+        return try serialised(operation) { () throws(RegistryError) in
+            let known = appIDs[app]
+            let (appID, result) = try run { () async throws -> (Int64, T) in
+                try await Self.transaction(connection, logger) {
+                    let appID: Int64
+                    if let known { appID = known } else { appID = try await Self.appID(app, connection, logger) }
+                    return (appID, try await body(connection, logger, appID))
+                }
+            }
+            appIDs[app] = appID
+            return result
+        }
+    }
+}

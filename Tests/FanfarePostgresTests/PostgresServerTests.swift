@@ -1,0 +1,107 @@
+import FanfarePostgres
+import FanfareRegistry
+import FanfareTestSupport
+import Foundation
+import Testing
+
+@Suite("PostgresServer: a real PostgreSQL for the tests")
+struct PostgresServerTests {
+    @Test func startsAnswersAndStops() throws {
+        let server = try PostgresServer()
+        #expect(server.isRunning)
+        #expect(try server.psql("SELECT 40 + 2") == "42")
+        #expect(try server.psql("SHOW listen_addresses") == "127.0.0.1")
+        // postgres-nio connects too (the store migrates the schema on open).
+        let store = try PostgresTokenStore(url: server.url)
+        #expect(try store.count() == 0)
+        #expect(try server.psql("SELECT max(version) FROM schema_version") == String(PostgresTokenStore.schemaVersion))
+        try store.close()
+
+        let pid = try #require(server.postmasterPID)
+        server.stop()
+        #expect(kill(pid, 0) != 0)  // the postmaster is gone
+        #expect(!FileManager.default.fileExists(atPath: server.directory))
+        server.stop()  // idempotent
+    }
+
+    @Test func anUnreachableServerIsAClearError() throws {
+        let server = try PostgresServer()
+        let url = server.url
+        server.stop()
+        #expect {
+            _ = try PostgresTokenStore(url: url)
+        } throws: { error in
+            guard case RegistryError.storage(let message) = error else { return false }
+            return message.contains("cannot connect to PostgreSQL at \(url)")
+        }
+    }
+
+    @Test(arguments: [
+        "mysql://fanfare@127.0.0.1/fanfare", "postgres://127.0.0.1/fanfare", "postgres://fanfare@/fanfare",
+        "postgres://fanfare@127.0.0.1:70000/fanfare", "not a url",
+    ])
+    func badURLsAreRefused(url: String) {
+        #expect(throws: RegistryError.self) { _ = try PostgresTokenStore(url: url) }
+    }
+
+    @Test func passwordsStayOutOfErrors() throws {
+        let server = try PostgresServer()
+        let url = "postgres://fanfare:s3cret@127.0.0.1:\(server.port)/nonexistent"
+        do {
+            _ = try PostgresTokenStore(url: url)
+            Issue.record("opened a database that does not exist")
+        } catch {
+            #expect(!"\(error)".contains("s3cret"))
+            #expect("\(error)".contains("nonexistent"))
+        }
+    }
+}
+
+@Suite("PostgresTokenStore: schema migrations")
+struct PostgresSchemaTests {
+    @Test func reopeningKeepsDataAndANewerSchemaIsRefused() throws {
+        let server = try PostgresServer()
+        do {
+            let store = try PostgresTokenStore(url: server.url)
+            try store.register([updateRegistration(1)])
+            try store.close()
+        }
+        let reopened = try PostgresTokenStore(url: server.url)
+        #expect(try reopened.count() == 1)
+        #expect(try server.psql("SELECT count(*) FROM schema_version") == String(PostgresTokenStore.schemaVersion))
+        try reopened.close()
+
+        _ = try server.psql("INSERT INTO schema_version (version, name) VALUES (99, 'from the future')")
+        #expect {
+            _ = try PostgresTokenStore(url: server.url)
+        } throws: { error in
+            guard case RegistryError.storage(let message) = error else { return false }
+            return message.contains("newer Fanfare")
+        }
+    }
+
+    /// A database of schema version 1 (tokens only) gains the wave tables of version 2 and keeps its tokens.
+    @Test func aVersion1DatabaseGainsTheWaveTablesAndKeepsItsTokens() throws {
+        let server = try PostgresServer()
+        let registrations = (0..<300).map { updateRegistration($0, channels: ["match-\($0 % 4)"]) }
+        do {
+            let store = try PostgresTokenStore(url: server.url)
+            try store.register(registrations)
+            try store.close()
+        }
+        // Back to what version 1 left.
+        _ = try server.psql("""
+            DROP TABLE wave_checkpoints, waves, channel_latest, pending_retirements, pruned_wave_ids;
+            DELETE FROM schema_version WHERE version >= 2
+            """)
+        let store = try PostgresTokenStore(url: server.url)
+        defer { try? store.close() }
+        #expect(try server.psql("SELECT max(version) FROM schema_version") == String(PostgresTokenStore.schemaVersion))
+        #expect(try store.count() == 300)
+        let stored = try store.all()
+        for registration in registrations { #expect(stored[registration.token] == registration.sortedChannels) }
+        try store.saveWave(makeWave(1))
+        #expect(try store.unfinishedWaves(bundleID: testBundle, environment: .production).count == 1)
+        #expect(try store.lastWaveID() == 1)
+    }
+}

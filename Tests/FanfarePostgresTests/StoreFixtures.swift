@@ -1,0 +1,165 @@
+import FanfareCore
+import FanfarePostgres
+@testable import FanfareRegistry
+import FanfareTestSupport
+import Foundation
+
+/// The stores the shared expectations run against.
+enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
+    case sqlite
+    case postgres
+
+    var description: String { rawValue }
+}
+
+/// Runs `body` with a fresh store of `kind`: a new SQLite file, or a new PostgreSQL server (initdb) of its own.
+func withStore<T>(_ kind: StoreKind, _ body: (any TokenStore) throws -> T) throws -> T {
+    switch kind {
+    case .sqlite:
+        let directory = NSTemporaryDirectory() + "fanfare-pg-tests-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let store = try SQLiteTokenStore(path: directory + "/fanfare.db")
+        return try body(store)
+    case .postgres:
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let store = try PostgresTokenStore(url: server.url)
+        defer { try? store.close() }
+        return try body(store)
+    }
+}
+
+/// A deterministic token: `number` big-endian in the first four bytes, then a pattern derived from it.
+func makeToken(_ number: Int, byteCount: Int = 80) -> DeviceToken {
+    var bytes = [UInt8](repeating: 0, count: byteCount)
+    let value = UInt32(truncatingIfNeeded: number)
+    bytes[0] = UInt8(truncatingIfNeeded: value >> 24)
+    bytes[1] = UInt8(truncatingIfNeeded: value >> 16)
+    bytes[2] = UInt8(truncatingIfNeeded: value >> 8)
+    bytes[3] = UInt8(truncatingIfNeeded: value)
+    for index in 4..<byteCount { bytes[index] = UInt8(truncatingIfNeeded: number &* 31 &+ index &* 7) }
+    return try! DeviceToken(bytes: bytes)
+}
+
+let testBundle = "com.example.fanfare"
+
+func updateRegistration(
+    _ number: Int, channels: [String] = ["match-1"], bundleID: String = testBundle,
+    environment: APNsEnvironment = .production, createdAt: Int64 = 1_700_000_000_000, lastSeenAt: Int64? = nil
+) -> TokenRegistration {
+    TokenRegistration(
+        token: makeToken(number), kind: .update, activityID: "activity-\(number)", bundleID: bundleID,
+        environment: environment, channels: channels, createdAt: createdAt, lastSeenAt: lastSeenAt)
+}
+
+func pushToStartRegistration(
+    _ number: Int, device: String? = nil, channels: [String] = ["match-1"], createdAt: Int64 = 1_700_000_000_000
+) -> TokenRegistration {
+    TokenRegistration(
+        token: makeToken(number), kind: .pushToStart, deviceID: device ?? "device-\(number)",
+        attributesType: "MatchAttributes", bundleID: testBundle, environment: .production, channels: channels,
+        createdAt: createdAt)
+}
+
+extension TokenStore {
+    /// Every registration of one app, keyed by token, channel lists sorted (SQLite keeps no order).
+    func all(bundleID: String = testBundle, environment: APNsEnvironment = .production) throws
+        -> [DeviceToken: TokenRegistration]
+    {
+        var result: [DeviceToken: TokenRegistration] = [:]
+        var duplicates = 0
+        try forEachRegistration(bundleID: bundleID, environment: environment) { registration in
+            var registration = registration
+            registration.channels.sort()
+            if result[registration.token] != nil { duplicates += 1 }
+            result[registration.token] = registration
+        }
+        if duplicates > 0 { throw RegistryError.storage("\(duplicates) tokens delivered twice") }
+        return result
+    }
+}
+
+extension TokenRegistration {
+    var sortedChannels: TokenRegistration {
+        var copy = self
+        copy.channels.sort()
+        return copy
+    }
+}
+
+/// A fresh database of one kind that stores can be opened on again and again (a reopened store sees what the
+/// earlier ones wrote), with raw SQL behind the stores' back for counting and corrupting rows.
+final class StoreDatabase {
+    typealias Store = any TokenStore & WaveStore
+
+    let kind: StoreKind
+    private let directory: String?
+    private let server: PostgresServer?
+
+    init(_ kind: StoreKind) throws {
+        self.kind = kind
+        switch kind {
+        case .sqlite:
+            let directory = NSTemporaryDirectory() + "fanfare-pg-tests-" + UUID().uuidString
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            self.directory = directory
+            server = nil
+        case .postgres:
+            directory = nil
+            server = try PostgresServer()
+        }
+    }
+
+    /// The PostgreSQL server (nil for SQLite).
+    var postgres: PostgresServer? { server }
+
+    func open() throws -> Store {
+        if let server { return try PostgresTokenStore(url: server.url) }
+        return try SQLiteTokenStore(path: (directory ?? "") + "/fanfare.db")
+    }
+
+    func close(_ store: Store) throws {
+        switch store {
+        case let store as SQLiteTokenStore: try store.close()
+        case let store as PostgresTokenStore: try store.close()
+        default: break
+        }
+    }
+
+    /// The integer `sql` returns: through psql, or on the SQLite store's own connection (it locks the file).
+    func scalar(_ sql: String, _ store: Store) throws -> Int64 {
+        if let server { return Int64(try server.psql(sql)) ?? -1 }
+        return try (store as? SQLiteTokenStore)?.scalar(sql: sql) ?? -1
+    }
+
+    /// Runs `sql` behind the store's back.
+    func execute(_ sql: String, _ store: Store) throws {
+        if let server {
+            _ = try server.psql(sql)
+        } else {
+            try (store as? SQLiteTokenStore)?.execute(sql: sql)
+        }
+    }
+
+    func remove() {
+        server?.stop()
+        if let directory { try? FileManager.default.removeItem(atPath: directory) }
+    }
+}
+
+/// Runs `body` with a fresh database of `kind`, removed afterwards.
+func withDatabase<T>(_ kind: StoreKind, _ body: (StoreDatabase) throws -> T) throws -> T {
+    let database = try StoreDatabase(kind)
+    defer { database.remove() }
+    return try body(database)
+}
+
+/// Runs `body` with a store on a fresh database of `kind` (closed and removed afterwards).
+func withWaveStore<T>(_ kind: StoreKind, _ body: (StoreDatabase.Store, StoreDatabase) throws -> T) throws -> T {
+    try withDatabase(kind) { database in
+        let store = try database.open()
+        defer { try? database.close(store) }
+        return try body(store, database)
+    }
+}

@@ -1,0 +1,183 @@
+// A real PostgreSQL server for one test or suite: `initdb` into a fresh temporary directory, `pg_ctl start` on
+// 127.0.0.1 at a free port (Unix socket in the same directory, so nothing touches the system's cluster), and
+// `pg_ctl stop` at the end. PostgreSQL refuses to run as root, so as root every server program runs as the
+// `postgres` user (Debian's package creates it) through runuser; otherwise as the current user.
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public final class PostgresServer: @unchecked Sendable {
+    /// The database role and database the server is set up with (trust authentication on loopback).
+    public static let user = "fanfare"
+    public static let database = "fanfare"
+
+    /// The TCP port on 127.0.0.1.
+    public let port: Int
+    /// Holds the cluster (`data/`), the server's log (`log`) and its Unix socket.
+    public let directory: String
+    /// Where initdb, pg_ctl and psql were found.
+    public let binaries: String
+    private let lock = NSLock()
+    private var stopped = false
+
+    /// `postgres://fanfare@127.0.0.1:PORT/fanfare`.
+    public var url: String { "postgres://\(Self.user)@127.0.0.1:\(port)/\(Self.database)" }
+    public var host: String { "127.0.0.1" }
+    public var dataDirectory: String { directory + "/data" }
+    public var logPath: String { directory + "/log" }
+
+    /// Creates a cluster and starts it; returns once it accepts connections and the `fanfare` database exists.
+    /// A port taken between choosing it and binding it (another test's server) is retried with a new one.
+    public init() throws {
+        let bin = try Self.findBinaries()
+        binaries = bin
+        var template = Array((NSTemporaryDirectory() + "fanfare-pg-XXXXXX").utf8CString)
+        guard let made = mkdtemp(&template) else {
+            throw ChildProcessError(description: "PostgresServer: mkdtemp failed: errno \(errno)")
+        }
+        let dir = String(cString: made)
+        directory = dir
+        let asRoot = getuid() == 0
+        if asRoot {
+            guard let account = getpwnam("postgres") else {
+                try? FileManager.default.removeItem(atPath: dir)
+                throw ChildProcessError(
+                    description: "PostgresServer: running as root needs the 'postgres' user (apt-get install postgresql)")
+            }
+            chown(dir, account.pointee.pw_uid, account.pointee.pw_gid)
+        }
+        let runAs = asRoot ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : []
+        func run(_ program: String, _ arguments: [String], timeout: Duration = .seconds(120)) throws -> (Int32, String) {
+            let command = runAs + [bin + "/" + program] + arguments
+            let result = try ChildProcess.run(
+                command[0], Array(command.dropFirst()), directory: dir, mergeOutputs: true, timeout: timeout)
+            return (result.timedOut ? -1 : result.status, result.stdout)
+        }
+        do {
+            let (status, output) = try run(
+                "initdb", ["-D", dir + "/data", "-A", "trust", "-U", Self.user, "--no-sync", "-E", "UTF8",
+                           "--locale=C"])
+            guard status == 0 else { throw ChildProcessError(description: "PostgresServer: initdb failed (\(status)): \(output)") }
+        } catch {
+            try? FileManager.default.removeItem(atPath: dir)
+            throw error
+        }
+        var attempt = 0
+        var chosen = 0
+        while true {
+            attempt += 1
+            chosen = try Self.freePort()
+            // fsync off: a test cluster is thrown away, and syncing only costs the shared machine time.
+            let options = "-h 127.0.0.1 -p \(chosen) -k \(dir) -c fsync=off -c max_connections=50"
+            let (status, output) = try run(
+                "pg_ctl", ["-D", dir + "/data", "-o", options, "-l", dir + "/log", "-w", "-t", "60", "start"])
+            if status == 0 { break }
+            let log = (try? String(contentsOfFile: dir + "/log", encoding: .utf8)) ?? ""
+            if attempt < 5 && log.contains("Address already in use") { continue }
+            try? FileManager.default.removeItem(atPath: dir)
+            throw ChildProcessError(description: "PostgresServer: pg_ctl start failed (\(status)): \(output)\n\(log)")
+        }
+        port = chosen
+        let created = try ChildProcess.run(
+            bin + "/psql",
+            ["-h", "127.0.0.1", "-p", String(port), "-U", Self.user, "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-qAt",
+             "-c", "CREATE DATABASE \(Self.database)"],
+            mergeOutputs: true)
+        guard created.status == 0 else {
+            stop()
+            throw ChildProcessError(description: "PostgresServer: creating the database failed: \(created.stdout)")
+        }
+    }
+
+    deinit { stop() }
+
+    /// Runs SQL through psql on the test database; its unaligned, tuples-only output.
+    public func psql(_ sql: String) throws -> String {
+        let result = try ChildProcess.run(
+            binaries + "/psql",
+            ["-h", "127.0.0.1", "-p", String(port), "-U", Self.user, "-d", Self.database, "-v", "ON_ERROR_STOP=1",
+             "-qAt", "-c", sql],
+            mergeOutputs: true)
+        guard result.status == 0 else { throw ChildProcessError(description: "psql failed (\(result.status)): \(result.stdout)") }
+        return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// The postmaster's process id, from `postmaster.pid` (nil once it has stopped).
+    public var postmasterPID: pid_t? {
+        guard let text = try? String(contentsOfFile: dataDirectory + "/postmaster.pid", encoding: .utf8),
+            let first = text.split(separator: "\n").first, let pid = pid_t(first)
+        else { return nil }
+        return pid
+    }
+
+    /// Stops the server (fast shutdown; SIGKILL if it does not go) and removes its directory. Idempotent.
+    public func stop() {
+        lock.lock()
+        defer { lock.unlock() }
+        guard !stopped else { return }
+        stopped = true
+        let pid = postmasterPID
+        let command = (getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : [])
+            + [binaries + "/pg_ctl", "-D", dataDirectory, "-m", "fast", "-w", "-t", "30", "stop"]
+        let result = try? ChildProcess.run(
+            command[0], Array(command.dropFirst()), directory: directory, mergeOutputs: true, timeout: .seconds(60))
+        if let pid, result?.status != 0 || kill(pid, 0) == 0 {
+            // Not a child of ours (pg_ctl daemonises it), so it cannot be reaped here: kill it and wait for it to go.
+            kill(pid, SIGKILL)
+            let deadline = ContinuousClock.now + .seconds(30)
+            while kill(pid, 0) == 0 && ContinuousClock.now < deadline { usleep(10_000) }
+        }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// Whether the server still runs (its postmaster exists).
+    public var isRunning: Bool {
+        guard let pid = postmasterPID else { return false }
+        return kill(pid, 0) == 0
+    }
+
+    /// `FANFARE_POSTGRES_BIN`, else the newest /usr/lib/postgresql/N/bin (Debian), else the directory of `initdb`
+    /// on PATH.
+    static func findBinaries() throws -> String {
+        let manager = FileManager.default
+        if let configured = ProcessInfo.processInfo.environment["FANFARE_POSTGRES_BIN"], !configured.isEmpty {
+            return configured
+        }
+        let versions = ((try? manager.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? [])
+            .compactMap(Int.init).sorted()
+        for version in versions.reversed() {
+            let bin = "/usr/lib/postgresql/\(version)/bin"
+            if manager.isExecutableFile(atPath: bin + "/initdb") && manager.isExecutableFile(atPath: bin + "/psql") {
+                return bin
+            }
+        }
+        for directory in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") {
+            if manager.isExecutableFile(atPath: "\(directory)/initdb") { return String(directory) }
+        }
+        throw ChildProcessError(
+            description: "PostgresServer: no initdb found (install Debian's postgresql: scripts/ensure-system-packages)")
+    }
+
+    /// A port the kernel just handed out on 127.0.0.1 (released again, so the server can bind it).
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw ChildProcessError(description: "PostgresServer: socket failed: errno \(errno)") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+        }
+        guard bound == 0 else { throw ChildProcessError(description: "PostgresServer: bind failed: errno \(errno)") }
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else { throw ChildProcessError(description: "PostgresServer: getsockname failed: errno \(errno)") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
