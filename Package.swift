@@ -169,7 +169,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareFanout", "FanfareRegistry",
-                "FanfareTestSupport",
+                "FanfarePostgres", "FanfareTestSupport",
             ]
         ),
     ]
