@@ -48,7 +48,9 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                 try await PostgresConnection.connect(on: eventLoop, configuration: configuration, id: 1, logger: logger)
             }
         } catch {
-            throw .storage("cannot connect to PostgreSQL at \(Self.redacted(url)): \(Self.describe(error))")
+            throw .storage(
+                "cannot connect to PostgreSQL at \(Self.redacted(url)) (check that the server runs, listens there and "
+                    + "lets this user in): \(Self.describe(error))")
         }
         do {
             try executor.run { [connection] in
@@ -441,8 +443,19 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
             database: path.isEmpty ? nil : path, tls: .disable)
     }
 
+    /// What is wrong with a `postgres://` URL (nil if it can be used); never contains the password.
+    public static func urlProblem(_ url: String) -> String? {
+        do throws(RegistryError) {
+            _ = try configuration(url)
+            return nil
+        } catch {
+            if case .storage(let message) = error { return message }
+            return "\(error)"
+        }
+    }
+
     /// The URL without its password, for messages.
-    static func redacted(_ url: String) -> String {
+    public static func redacted(_ url: String) -> String {
         guard var components = URLComponents(string: url), components.password != nil else { return url }
         components.password = "***"
         return components.string ?? url
@@ -452,6 +465,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] { return "PostgreSQL: \(message)" }
+            if error.code == .connectionError, let underlying = error.underlying { return "\(underlying)" }
             return String(reflecting: error)
         }
         return "\(error)"

@@ -161,7 +161,7 @@ public final class PostgresServer: @unchecked Sendable {
     }
 
     /// A port the kernel just handed out on 127.0.0.1 (released again, so the server can bind it).
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ChildProcessError(description: "PostgresServer: socket failed: errno \(errno)") }
         defer { close(fd) }
