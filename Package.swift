@@ -104,7 +104,7 @@ let package = Package(
         .target(
             name: "FanfareService",
             dependencies: [
-                "FanfareFanout", "FanfareRegistry", "FanfareClient", "FanfareCore", "FanfareTLS",
+                "FanfareFanout", "FanfareRegistry", "FanfarePostgres", "FanfareClient", "FanfareCore", "FanfareTLS",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),

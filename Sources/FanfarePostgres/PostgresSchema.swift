@@ -135,6 +135,23 @@ enum PostgresSchema {
             )
             """,
         ]),
+        Migration(version: 3, name: "idempotency keys", statements: [
+            // Answers to API requests that carried an Idempotency-Key (`fanfare serve`), as SQLite's
+            // "v2: idempotency_keys": one row per (scope, key), expiring by age.
+            """
+            CREATE TABLE idempotency_keys (
+                scope text NOT NULL,
+                key text NOT NULL,
+                fingerprint bytea NOT NULL,
+                status integer NOT NULL,
+                headers text NOT NULL,
+                body bytea NOT NULL,
+                created_at bigint NOT NULL,
+                PRIMARY KEY (scope, key)
+            )
+            """,
+            "CREATE INDEX idempotency_keys_by_created_at ON idempotency_keys (created_at)",
+        ]),
     ]
 
     static var latestVersion: Int { migrations.last?.version ?? 0 }

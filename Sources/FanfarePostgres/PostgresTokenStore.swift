@@ -23,14 +23,23 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// The schema version this Fanfare migrates a database to (`schema_version`).
     public static var schemaVersion: Int { PostgresSchema.latestVersion }
 
-    let connection: PostgresConnection
+    /// The connection calls use; replaced by a new one when it was lost (see `serialised`). Guarded by `lock`.
+    private var current: PostgresConnection?
+    private let configuration: PostgresConnection.Configuration
+    private let url: String
     private let executor: EventLoopTaskExecutor
     let logger: Logger
-    /// Serialises calls: one connection runs one transaction at a time. Also guards `appIDs` and `isClosed`.
+    /// Serialises calls: one connection runs one transaction at a time. Also guards `current`, `appIDs`,
+    /// `connectionLost` and `isClosed`.
     private let lock = NSLock()
     /// (bundle id, environment) → apps.id; rows are never deleted, so a cached id stays right.
     var appIDs: [AppKey: Int64] = [:]
+    /// Set by `run` when a call failed because the connection went (the server closed it, restarted, or the
+    /// network failed): the next call starts on a new connection.
+    private var connectionLost = false
     private var isClosed = false
+    /// Connections opened so far (the first included); tests read it.
+    public private(set) var connectionsOpened = 0
 
     struct AppKey: Hashable {
         var bundleID: String
@@ -40,44 +49,27 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// Connects to `url` (`postgres://user[:password]@host[:port]/database`), creating or migrating the tables.
     public init(url: String, logger: Logger = Logger(label: "fanfare.postgres")) throws(RegistryError) {
         self.logger = logger
-        let configuration = try Self.configuration(url)
-        let eventLoop = PostgresConnection.defaultEventLoopGroup.any()
-        executor = EventLoopTaskExecutor(eventLoop)
+        self.url = url
+        configuration = try Self.configuration(url)
+        executor = EventLoopTaskExecutor(PostgresConnection.defaultEventLoopGroup.any())
+        let connection = try connect()
         do {
-            connection = try executor.run {
-                try await PostgresConnection.connect(on: eventLoop, configuration: configuration, id: 1, logger: logger)
-            }
-        } catch {
-            throw .storage("cannot connect to PostgreSQL at \(Self.redacted(url)): \(Self.describe(error))")
-        }
-        do {
-            try executor.run { [connection] in
-                try await PostgresSchema.migrate(connection, logger: logger)
-                // The batch being registered: filled by COPY, emptied by the commit.
-                try await connection.query(
-                    """
-                    CREATE TEMPORARY TABLE incoming (
-                        ordinal integer NOT NULL, token bytea NOT NULL, kind smallint NOT NULL, activity_id text,
-                        device_id text, attributes_type text, app_id bigint NOT NULL, frequent boolean NOT NULL,
-                        supports_broadcast boolean NOT NULL, channels text[] NOT NULL, created_at bigint NOT NULL,
-                        last_seen_at bigint NOT NULL
-                    ) ON COMMIT DELETE ROWS
-                    """, logger: logger)
-            }
+            try executor.run { try await PostgresSchema.migrate(connection, logger: logger) }
         } catch {
             // Closed and waited for: PostgresConnection asserts in its deinit that it was closed.
             isClosed = true
             try? connection.close().wait()
             throw .storage("preparing the registry tables in \(Self.redacted(url)): \(Self.describe(error))")
         }
+        current = connection
     }
 
     deinit {
         // Waited for (PostgresConnection asserts in its deinit that it was closed), unless released on its own
         // event loop, where waiting would deadlock.
-        guard !isClosed else { return }
-        let closed: EventLoopFuture<Void> = connection.close()
-        if !connection.eventLoop.inEventLoop { try? closed.wait() }
+        guard !isClosed, let current else { return }
+        let closed: EventLoopFuture<Void> = current.close()
+        if !current.eventLoop.inEventLoop { try? closed.wait() }
     }
 
     /// Closes the connection. Later calls fail with `.storage`.
@@ -86,7 +78,58 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         defer { lock.unlock() }
         guard !isClosed else { return }
         isClosed = true
-        do { try connection.close().wait() } catch { throw .storage("closing the connection: \(Self.describe(error))") }
+        guard let current else { return }
+        do { try current.close().wait() } catch { throw .storage("closing the connection: \(Self.describe(error))") }
+    }
+
+    /// A new connection with this session's temporary table (the tables themselves exist: `init` migrated them).
+    private func connect() throws(RegistryError) -> PostgresConnection {
+        let (configuration, logger, eventLoop) = (self.configuration, self.logger, executor.eventLoop)
+        connectionsOpened += 1
+        let id = connectionsOpened
+        let connection: PostgresConnection
+        do {
+            connection = try executor.run {
+                try await PostgresConnection.connect(on: eventLoop, configuration: configuration, id: id, logger: logger)
+            }
+        } catch {
+            throw .storage(
+                "cannot connect to PostgreSQL at \(Self.redacted(url)) (check that the server runs, listens there and "
+                    + "lets this user in): \(Self.describe(error))")
+        }
+        do {
+            try executor.run {
+                // The batch being registered: filled by COPY, emptied by the commit. Temporary tables belong to
+                // the session, so every new connection makes its own.
+                try await connection.query(
+                    """
+                    CREATE TEMPORARY TABLE IF NOT EXISTS incoming (
+                        ordinal integer NOT NULL, token bytea NOT NULL, kind smallint NOT NULL, activity_id text,
+                        device_id text, attributes_type text, app_id bigint NOT NULL, frequent boolean NOT NULL,
+                        supports_broadcast boolean NOT NULL, channels text[] NOT NULL, created_at bigint NOT NULL,
+                        last_seen_at bigint NOT NULL
+                    ) ON COMMIT DELETE ROWS
+                    """, logger: logger)
+            }
+        } catch {
+            try? connection.close().wait()
+            throw .storage("preparing a new connection to \(Self.redacted(url)): \(Self.describe(error))")
+        }
+        return connection
+    }
+
+    /// The connection to use, a new one if the last one was lost. Call with `lock` held.
+    private func liveConnection() throws(RegistryError) -> PostgresConnection {
+        if let current, !connectionLost, !current.isClosed { return current }
+        if let current {
+            // Already closed by the server, or in a state no later call can trust: closed from our side too.
+            try? current.close().wait()
+        }
+        current = nil
+        connectionLost = false
+        let connection = try connect()
+        current = connection
+        return connection
     }
 
     // MARK: - Writes
@@ -106,8 +149,8 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
             throw .storage("broadcast subscriptions are not stored on PostgreSQL yet; nothing was registered")
         }
         guard !registrations.isEmpty else { return RegistrationResult() }
-        let (logger, connection) = (self.logger, self.connection)
-        return try serialised("registering \(registrations.count) tokens") { () throws(RegistryError) in
+        let logger = self.logger
+        return try serialised("registering \(registrations.count) tokens") { connection throws(RegistryError) in
             let keys = Set(registrations.map { AppKey(bundleID: $0.bundleID, environment: $0.environment) })
             let known = appIDs
             let missing = keys.filter { known[$0] == nil }
@@ -198,9 +241,9 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
 
     public func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int {
         guard !tokens.isEmpty else { return 0 }
-        let (logger, connection) = (self.logger, self.connection)
+        let logger = self.logger
         let keys = tokens.map(Self.bytes)
-        return try serialised("unregistering \(tokens.count) tokens") { () throws(RegistryError) in
+        return try serialised("unregistering \(tokens.count) tokens") { connection throws(RegistryError) in
             try run {
                 try await connection.query("DELETE FROM tokens WHERE token = ANY(\(keys))", logger: logger).get()
                     .metadata.rows ?? 0
@@ -216,9 +259,9 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// check and the removal.
     public func invalidate(_ batch: [TokenInvalidation]) throws(RegistryError) -> [Bool] {
         guard !batch.isEmpty else { return [] }
-        let (logger, connection) = (self.logger, self.connection)
+        let logger = self.logger
         let items = batch.map { (Self.bytes($0.token), $0.invalidSince) }
-        return try serialised("invalidating \(batch.count) tokens") { () throws(RegistryError) in
+        return try serialised("invalidating \(batch.count) tokens") { connection throws(RegistryError) in
             try run {
                 try await Self.transaction(connection, logger) {
                     var removed: [Bool] = []
@@ -262,8 +305,8 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         _ operation: String,
         _ delete: @escaping @Sendable (PostgresConnection, Logger) async throws -> PostgresRowSequence
     ) throws(RegistryError) -> RetirementResult {
-        let (logger, connection) = (self.logger, self.connection)
-        return try serialised(operation) { () throws(RegistryError) in
+        let logger = self.logger
+        return try serialised(operation) { connection throws(RegistryError) in
             var result = RetirementResult()
             result.tokens = try run {
                 var tokens: [DeviceToken] = []
@@ -284,9 +327,9 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     public func forEachRegistration(
         bundleID: String, environment: APNsEnvironment, _ body: (TokenRegistration) throws -> Void
     ) throws(RegistryError) {
-        let (logger, connection) = (self.logger, self.connection)
+        let logger = self.logger
         let operation = "loading tokens of \(bundleID) (\(environment))"
-        try serialised(operation) { () throws(RegistryError) in
+        try serialised(operation) { connection throws(RegistryError) in
             try run {
                 try await connection.query("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger)
             }
@@ -334,7 +377,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
 
     /// Broadcast subscriptions are not stored on PostgreSQL yet, so no channel has any.
     public func subscriptionCounts(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [String: Int] {
-        try serialised("counting subscriptions") { () throws(RegistryError) in [:] }
+        try serialised("counting subscriptions") { connection throws(RegistryError) in [:] }
     }
 
     public func ledger(token: DeviceToken, bundleID: String, environment: APNsEnvironment, activityLifetime: Duration)
@@ -344,8 +387,8 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     }
 
     public func count() throws(RegistryError) -> Int {
-        let (logger, connection) = (self.logger, self.connection)
-        return try serialised("counting tokens") { () throws(RegistryError) in
+        let logger = self.logger
+        return try serialised("counting tokens", retry: true) { connection throws(RegistryError) in
             try run {
                 var count = 0
                 for try await value in try await connection.query("SELECT count(*) FROM tokens", logger: logger)
@@ -358,12 +401,23 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
 
     // MARK: - Plumbing
 
-    /// Holds the store for one call (a closed store refuses it); errors come out as `.storage`, with `operation`.
-    func serialised<T>(_ operation: String, _ body: () throws(RegistryError) -> T) throws(RegistryError) -> T {
+    /// Holds the store for one call (a closed store refuses it) and hands it the connection, a new one when the
+    /// last was lost: a dropped connection fails only the call that met the drop. `retry`: the call changes
+    /// nothing (read-only), so when the drop fails it, it runs once more on a new connection. Errors come out as
+    /// `.storage`, with `operation`.
+    func serialised<T>(
+        _ operation: String, retry: Bool = false, _ body: (PostgresConnection) throws(RegistryError) -> T
+    ) throws(RegistryError) -> T {
         lock.lock()
         defer { lock.unlock() }
         guard !isClosed else { throw .storage("\(operation): the store is closed") }
-        do { return try body() } catch {
+        do {
+            do {
+                return try body(try liveConnection())
+            } catch where retry && (connectionLost || current?.isClosed == true) {
+                return try body(try liveConnection())
+            }
+        } catch {
             switch error {
             case .storage(let message): throw .storage("\(operation): \(message)")
             default: throw error
@@ -371,10 +425,27 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         }
     }
 
-    /// Runs async work on the connection's event loop and waits for it.
+    /// Runs async work on the connection's event loop and waits for it. Call with `lock` held.
     func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws(RegistryError) -> T {
         do { return try executor.run(work) } catch let error as RegistryError { throw error } catch {
+            if Self.losesTheConnection(error) { connectionLost = true }
             throw .storage(Self.describe(error))
+        }
+    }
+
+    /// Whether `error` means the connection cannot be used any more: it closed, failed, or the server ended
+    /// the session (SQLSTATE class 57P: operator intervention, e.g. pg_terminate_backend or a shutdown; class
+    /// 08: connection exception).
+    static func losesTheConnection(_ error: any Error) -> Bool {
+        guard let error = error as? PSQLError else { return false }
+        switch error.code {
+        case .serverClosedConnection, .connectionError, .uncleanShutdown, .clientClosedConnection:
+            return true
+        case .server:
+            let state = error.serverInfo?[.sqlState] ?? ""
+            return state.hasPrefix("57P") || state.hasPrefix("08")
+        default:
+            return false
         }
     }
 
@@ -441,8 +512,19 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
             database: path.isEmpty ? nil : path, tls: .disable)
     }
 
+    /// What is wrong with a `postgres://` URL (nil if it can be used); never contains the password.
+    public static func urlProblem(_ url: String) -> String? {
+        do throws(RegistryError) {
+            _ = try configuration(url)
+            return nil
+        } catch {
+            if case .storage(let message) = error { return message }
+            return "\(error)"
+        }
+    }
+
     /// The URL without its password, for messages.
-    static func redacted(_ url: String) -> String {
+    public static func redacted(_ url: String) -> String {
         guard var components = URLComponents(string: url), components.password != nil else { return url }
         components.password = "***"
         return components.string ?? url
@@ -452,6 +534,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     static func describe(_ error: any Error) -> String {
         if let error = error as? PSQLError {
             if let message = error.serverInfo?[.message] { return "PostgreSQL: \(message)" }
+            if error.code == .connectionError, let underlying = error.underlying { return "\(underlying)" }
             return String(reflecting: error)
         }
         return "\(error)"

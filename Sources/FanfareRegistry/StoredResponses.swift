@@ -39,7 +39,39 @@ public struct StoredResponse: Sendable, Equatable {
     }
 }
 
-extension SQLiteTokenStore {
+/// Where `fanfare serve` keeps the answers to requests that carried an `Idempotency-Key`.
+public protocol StoredResponseStore: AnyObject, Sendable {
+    /// The stored response for (scope, key) created at or after `notBefore` (UNIX ms); older ones count as gone.
+    func storedResponse(scope: String, key: String, notBefore: Int64) throws(RegistryError) -> StoredResponse?
+    /// Stores (or replaces) a response; durable when this returns.
+    func store(_ response: StoredResponse) throws(RegistryError)
+    /// Deletes stored responses created before `createdBefore` (UNIX ms); returns how many.
+    @discardableResult func deleteStoredResponses(createdBefore: Int64) throws(RegistryError) -> Int
+}
+
+/// Everything `fanfare serve` keeps in its database: tokens, waves and idempotency answers. SQLite (a file) or
+/// PostgreSQL (FanfarePostgres, shared by several nodes).
+public protocol ServiceStorage: TokenStore, WaveStore, StoredResponseStore {
+    /// Closes the database. Later calls fail with `.storage`.
+    func close() throws(RegistryError)
+}
+
+extension StoredResponse {
+    /// `name: value` lines (header names and values cannot hold a line break).
+    package static func encodeHeaders(_ headers: [Header]) -> String {
+        headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
+    }
+
+    package static func decodeHeaders(_ text: String) -> [Header] {
+        text.split(separator: "\n").compactMap { line in
+            guard let colon = line.firstIndex(of: ":") else { return nil }
+            let value = line[line.index(after: colon)...].drop { $0 == " " }
+            return Header(name: String(line[..<colon]), value: String(value))
+        }
+    }
+}
+
+extension SQLiteTokenStore: ServiceStorage {
     /// The stored response for (scope, key) created at or after `notBefore` (UNIX ms); older ones count as gone.
     public func storedResponse(scope: String, key: String, notBefore: Int64) throws(RegistryError) -> StoredResponse? {
         try access("reading idempotency key") { db in
@@ -54,7 +86,7 @@ extension SQLiteTokenStore {
             let fingerprint: [UInt8] = [UInt8](row[0] as Data)
             let body: [UInt8] = [UInt8](row[3] as Data)
             return StoredResponse(
-                scope: scope, key: key, fingerprint: fingerprint, status: row[1], headers: Self.decodeHeaders(row[2]),
+                scope: scope, key: key, fingerprint: fingerprint, status: row[1], headers: StoredResponse.decodeHeaders(row[2]),
                 body: body, createdAt: row[4])
         }
     }
@@ -69,7 +101,7 @@ extension SQLiteTokenStore {
                     """,
                 arguments: [
                     response.scope, response.key, Data(response.fingerprint), response.status,
-                    Self.encodeHeaders(response.headers), Data(response.body), response.createdAt,
+                    StoredResponse.encodeHeaders(response.headers), Data(response.body), response.createdAt,
                 ])
         }
     }
@@ -80,19 +112,6 @@ extension SQLiteTokenStore {
         try access("expiring idempotency keys") { db in
             try db.execute(sql: "DELETE FROM idempotency_keys WHERE created_at < ?", arguments: [createdBefore])
             return db.changesCount
-        }
-    }
-
-    /// `name: value` lines (header names and values cannot hold a line break).
-    private static func encodeHeaders(_ headers: [StoredResponse.Header]) -> String {
-        headers.map { "\($0.name): \($0.value)" }.joined(separator: "\n")
-    }
-
-    private static func decodeHeaders(_ text: String) -> [StoredResponse.Header] {
-        text.split(separator: "\n").compactMap { line in
-            guard let colon = line.firstIndex(of: ":") else { return nil }
-            let value = line[line.index(after: colon)...].drop { $0 == " " }
-            return StoredResponse.Header(name: String(line[..<colon]), value: String(value))
         }
     }
 }

@@ -91,7 +91,7 @@ extension TokenRegistration {
 /// A fresh database of one kind that stores can be opened on again and again (a reopened store sees what the
 /// earlier ones wrote), with raw SQL behind the stores' back for counting and corrupting rows.
 final class StoreDatabase {
-    typealias Store = any TokenStore & WaveStore
+    typealias Store = any ServiceStorage
 
     let kind: StoreKind
     private let directory: String?
@@ -119,13 +119,7 @@ final class StoreDatabase {
         return try SQLiteTokenStore(path: (directory ?? "") + "/fanfare.db")
     }
 
-    func close(_ store: Store) throws {
-        switch store {
-        case let store as SQLiteTokenStore: try store.close()
-        case let store as PostgresTokenStore: try store.close()
-        default: break
-        }
-    }
+    func close(_ store: Store) throws { try store.close() }
 
     /// The integer `sql` returns: through psql, or on the SQLite store's own connection (it locks the file).
     func scalar(_ sql: String, _ store: Store) throws -> Int64 {

@@ -403,14 +403,15 @@ extension PostgresTokenStore: WaveStore {
 
 extension PostgresTokenStore {
     /// Runs `body` in one transaction (`begin` opens it) on the connection, serialised with every other call;
-    /// errors come out as `.storage` naming `operation` (a `RegistryError` thrown by `body` as is).
+    /// errors come out as `.storage` naming `operation` (a `RegistryError` thrown by `body` as is). A read-only
+    /// snapshot (`beginSnapshotRead`) that meets a dropped connection runs again on a new one.
     @discardableResult
     func inTransaction<T: Sendable>(
         _ operation: String, begin: String = "BEGIN",
         _ body: @escaping @Sendable (PostgresConnection, Logger) async throws -> T
     ) throws(RegistryError) -> T {
-        let (logger, connection) = (self.logger, self.connection)
-        return try serialised(operation) { () throws(RegistryError) in
+        let logger = self.logger
+        return try serialised(operation, retry: begin == Self.beginSnapshotRead) { connection throws(RegistryError) in
             try run { try await Self.transaction(connection, logger, begin: begin) { try await body(connection, logger) } }
         }
     }
@@ -422,8 +423,8 @@ extension PostgresTokenStore {
         _ operation: String, app: AppKey,
         _ body: @escaping @Sendable (PostgresConnection, Logger, Int64) async throws -> T
     ) throws(RegistryError) -> T {
-        let (logger, connection) = (self.logger, self.connection)
-        return try serialised(operation) { () throws(RegistryError) in
+        let logger = self.logger
+        return try serialised(operation) { connection throws(RegistryError) in
             let known = appIDs[app]
             let (appID, result) = try run { () async throws -> (Int64, T) in
                 try await Self.transaction(connection, logger) {

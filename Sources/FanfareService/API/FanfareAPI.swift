@@ -9,7 +9,7 @@ internal import OpenAPIRuntime
 /// the front door. Blocking registry work runs on `blocking`.
 package struct FanfareAPI: APIProtocol {
     let engine: FanoutEngine
-    let store: SQLiteTokenStore
+    let store: any ServiceStorage
     let blocking: BlockingWork
     let configuration: ServiceConfiguration
     let metrics: ServiceMetrics

@@ -5,13 +5,13 @@ import Synchronization
 /// `Idempotency-Key` handling: a retry of the same request gets the stored response, a reuse of the key for
 /// another request is refused, and a retry racing the first is refused until the first is answered.
 ///
-/// Answers live in the registry file (`SQLiteTokenStore.store(_:)`), so a restarted service keeps them for
+/// Answers live in the registry (`StoredResponseStore.store(_:)`), so a restarted service keeps them for
 /// their whole lifetime (24 h). Requests still being answered are tracked in memory only: a request cannot
 /// outlive its process. One gap remains by construction: if the process dies after the operation took effect
 /// and before its answer was stored, a retry runs the operation again (registrations and deletions are
 /// idempotent anyway; a publish starts a second wave of the same state, which latest-state-wins makes harmless).
 package final class IdempotencyGate: Sendable {
-    private let store: SQLiteTokenStore
+    private let store: any StoredResponseStore
     /// How long an answer is kept (ms).
     private let lifetime: Int64
     private let claimed = Mutex<Set<String>>([])
@@ -19,7 +19,7 @@ package final class IdempotencyGate: Sendable {
 
     package static let maximumKeyLength = 255
 
-    package init(store: SQLiteTokenStore, lifetime: Duration, wallClockMilliseconds: @escaping @Sendable () -> Int64) {
+    package init(store: any StoredResponseStore, lifetime: Duration, wallClockMilliseconds: @escaping @Sendable () -> Int64) {
         self.store = store
         let (seconds, attoseconds) = lifetime.components
         self.lifetime = seconds * 1000 + attoseconds / 1_000_000_000_000_000

@@ -1,5 +1,6 @@
 import FanfareClient
 import FanfareFanout
+import FanfarePostgres
 import FanfareRegistry
 internal import Foundation
 import Hummingbird
@@ -24,7 +25,7 @@ public enum ServiceStartError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// `fanfare serve`: the fan-out engine on its SQLite registry behind the HTTP/JSON API (Hummingbird 2; routes
+/// `fanfare serve`: the fan-out engine on its registry (a SQLite file, or PostgreSQL) behind the HTTP/JSON API (Hummingbird 2; routes
 /// and types generated from the OpenAPI document).
 ///
 /// `init` opens the registry and starts the engine on it (loading every token; the registry is also the
@@ -37,7 +38,7 @@ public enum ServiceStartError: Error, Sendable, CustomStringConvertible {
 public final class FanfareServer: Sendable {
     public let configuration: ServiceConfiguration
     public let engine: FanoutEngine
-    package let store: SQLiteTokenStore
+    package let store: any ServiceStorage
     package let metrics: ServiceMetrics
     package let lifecycle = ServiceLifecycleState()
     /// What the generated code registered with the router (checked against the document by the tests).
@@ -57,8 +58,19 @@ public final class FanfareServer: Sendable {
         if let problem = configuration.problem() { throw .configuration(problem) }
         self.configuration = configuration
         logger = configuration.logger
-        let store: SQLiteTokenStore
-        do { store = try SQLiteTokenStore(path: configuration.databasePath, historyRetention: configuration.ledgerRetention) } catch { throw .registry(error) }
+        let store: any ServiceStorage
+        do {
+            switch configuration.database {
+            case .sqlite(let path):
+                store = try SQLiteTokenStore(path: path, historyRetention: configuration.ledgerRetention)
+            case .postgres(let url):
+                var storeLogger = configuration.logger
+                storeLogger[metadataKey: "component"] = "postgres"
+                store = try PostgresTokenStore(url: url, logger: storeLogger)
+            }
+        } catch {
+            throw .registry(error)
+        }
         self.store = store
         let metrics = ServiceMetrics(registry: configuration.metricsRegistry)
         self.metrics = metrics

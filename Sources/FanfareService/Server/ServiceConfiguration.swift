@@ -1,4 +1,5 @@
 import FanfareFanout
+import FanfarePostgres
 import Glibc
 import Logging
 import Prometheus
@@ -8,7 +9,8 @@ public struct ServiceConfiguration: Sendable {
     /// Listen address: an IP literal or `localhost` (and port; 0 picks a free one).
     public var host: String
     public var port: Int
-    /// The registry file (SQLite).
+    /// The registry: a SQLite file's path (the embedded default), or a `postgres://user@host:port/db` URL
+    /// (PostgreSQL, which several nodes can share). See `database`.
     public var databasePath: String
     /// The engine (APNs client, app, budgets, ...). The service sets its logger, metrics factory and
     /// push-result observer.
@@ -53,6 +55,27 @@ public struct ServiceConfiguration: Sendable {
         self.fanout = fanout
     }
 
+    /// Where the registry lives, as `databasePath` says.
+    public enum Database: Sendable, Equatable {
+        case sqlite(path: String)
+        case postgres(url: String)
+    }
+
+    /// A `postgres://` or `postgresql://` URL is PostgreSQL; anything else is a SQLite file's path.
+    public var database: Database {
+        let lowered = databasePath.lowercased()
+        if lowered.hasPrefix("postgres://") || lowered.hasPrefix("postgresql://") { return .postgres(url: databasePath) }
+        return .sqlite(path: databasePath)
+    }
+
+    /// `databasePath` for logs and messages: a URL's password is replaced by `***`.
+    public var databaseDescription: String {
+        switch database {
+        case .sqlite(let path): return path
+        case .postgres(let url): return PostgresTokenStore.redacted(url)
+        }
+    }
+
     /// Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).
     public static func isLoopback(_ host: String) -> Bool {
         let lowered = host.lowercased()
@@ -69,6 +92,16 @@ public struct ServiceConfiguration: Sendable {
                 + "push to your users. Give --api-keys FILE (one key per line with its scopes), or listen on 127.0.0.1"
         }
         if !(0...65535).contains(port) { return "port \(port) is not in 0...65535" }
+        switch database {
+        case .sqlite(let path):
+            if path.isEmpty { return "--database is empty: give a SQLite file's path or a postgres://user@host:port/db URL" }
+            if path.contains("://") {
+                return "--database \(PostgresTokenStore.redacted(path)): only postgres:// (or postgresql://) URLs are "
+                    + "known; give a postgres://user@host:port/db URL or a SQLite file's path"
+            }
+        case .postgres(let url):
+            if let problem = PostgresTokenStore.urlProblem(url) { return "--database: \(problem)" }
+        }
         if maxBodyBytes < 1024 || maxBodyBytes > 1 << 30 { return "--max-body must be in 1 KiB...1 GiB" }
         if maxBatchItems < 1 || maxBatchItems > 1_000_000 { return "the batch limit must be in 1...1,000,000" }
         if shutdownTimeout < .zero || shutdownTimeout > .seconds(24 * 3600) { return "--shutdown-timeout must be in 0...86400 seconds" }

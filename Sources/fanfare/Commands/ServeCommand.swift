@@ -27,7 +27,10 @@ struct ServeCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "The registry file (SQLite); created if missing.")
+    @Option(help: """
+        The registry: a SQLite file (created if missing), or a PostgreSQL database as \
+        postgres://user[:password]@host[:port]/db (tables created or migrated at start; the server must be reachable).
+        """)
     var database = "fanfare.db"
 
     @Option(help: "Address to serve HTTP on (host:port; port 0 picks a free one). Beyond loopback needs --api-keys.")
@@ -173,7 +176,7 @@ struct ServeCommand: AsyncParsableCommand {
             logger.notice(
                 "serving",
                 metadata: [
-                    "url": "\(scheme)", "database": "\(configuration.databasePath)",
+                    "url": "\(scheme)", "database": "\(configuration.databaseDescription)",
                     "api_keys": "\(configuration.apiKeys?.count ?? 0)", "apns": "\(simulator ? "built-in simulator" : configuration.fanout.client.host)",
                 ])
             print("fanfare serve: listening on \(scheme)")

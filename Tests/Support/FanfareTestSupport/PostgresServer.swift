@@ -69,8 +69,7 @@ public final class PostgresServer: @unchecked Sendable {
         while true {
             attempt += 1
             chosen = try Self.freePort()
-            // fsync off: a test cluster is thrown away, and syncing only costs the shared machine time.
-            let options = "-h 127.0.0.1 -p \(chosen) -k \(dir) -c fsync=off -c max_connections=50"
+            let options = Self.options(port: chosen, directory: dir)
             let (status, output) = try run(
                 "pg_ctl", ["-D", dir + "/data", "-o", options, "-l", dir + "/log", "-w", "-t", "60", "start"])
             if status == 0 { break }
@@ -102,6 +101,37 @@ public final class PostgresServer: @unchecked Sendable {
             mergeOutputs: true)
         guard result.status == 0 else { throw ChildProcessError(description: "psql failed (\(result.status)): \(result.stdout)") }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    /// Stops the server (fast shutdown: open sessions are cut) and keeps its data directory; `start()` starts
+    /// it again on the same directory and port.
+    public func stopKeepingData() throws {
+        let result = try ChildProcess.run(
+            serverCommand[0], Array(serverCommand.dropFirst())
+                + [binaries + "/pg_ctl", "-D", dataDirectory, "-m", "fast", "-w", "-t", "60", "stop"],
+            directory: directory, mergeOutputs: true, timeout: .seconds(90))
+        guard result.status == 0 else { throw ChildProcessError(description: "pg_ctl stop failed: \(result.stdout)") }
+    }
+
+    /// Starts the server again after `stopKeepingData()` (pg_ctl start with the options of the first start).
+    public func start() throws {
+        let result = try ChildProcess.run(
+            serverCommand[0], Array(serverCommand.dropFirst())
+                + [binaries + "/pg_ctl", "-D", dataDirectory, "-o", options, "-l", logPath, "-w", "-t", "60", "start"],
+            directory: directory, mergeOutputs: true, timeout: .seconds(90))
+        guard result.status == 0 else { throw ChildProcessError(description: "pg_ctl start failed: \(result.stdout)") }
+    }
+
+    /// `stopKeepingData()` then `start()`: every session is cut, the data stays.
+    public func restart() throws {
+        try stopKeepingData()
+        try start()
+    }
+
+    /// How server programs are run: through runuser as `postgres` when we are root (env works as a no-op
+    /// prefix otherwise).
+    private var serverCommand: [String] {
+        getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : ["/usr/bin/env"]
     }
 
     /// The postmaster's process id, from `postmaster.pid` (nil once it has stopped).
@@ -138,6 +168,14 @@ public final class PostgresServer: @unchecked Sendable {
         return kill(pid, 0) == 0
     }
 
+    /// The server's options: loopback at `port`, its Unix socket in `directory`. fsync off: a test cluster is
+    /// thrown away, and syncing only costs the shared machine time.
+    static func options(port: Int, directory: String) -> String {
+        "-h 127.0.0.1 -p \(port) -k \(directory) -c fsync=off -c max_connections=50"
+    }
+
+    private var options: String { Self.options(port: port, directory: directory) }
+
     /// `FANFARE_POSTGRES_BIN`, else the newest /usr/lib/postgresql/N/bin (Debian), else the directory of `initdb`
     /// on PATH.
     static func findBinaries() throws -> String {
@@ -161,7 +199,7 @@ public final class PostgresServer: @unchecked Sendable {
     }
 
     /// A port the kernel just handed out on 127.0.0.1 (released again, so the server can bind it).
-    static func freePort() throws -> Int {
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw ChildProcessError(description: "PostgresServer: socket failed: errno \(errno)") }
         defer { close(fd) }
