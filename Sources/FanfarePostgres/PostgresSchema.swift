@@ -152,6 +152,7 @@ enum PostgresSchema {
             """,
             "CREATE INDEX idempotency_keys_by_created_at ON idempotency_keys (created_at)",
         ]),
+        clusterMigration,
     ]
 
     static var latestVersion: Int { migrations.last?.version ?? 0 }

@@ -4,6 +4,7 @@ import Foundation
 import Logging
 import NIOCore
 import PostgresNIO
+import Synchronization
 
 /// The registry on PostgreSQL, so several `fanfare serve` nodes share one (issue 14). The same `TokenStore`
 /// contract as `SQLiteTokenStore`, with its replacement rules.
@@ -38,6 +39,12 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// network failed): the next call starts on a new connection.
     private var connectionLost = false
     private var isClosed = false
+    /// Several nodes: the leases this node's checkpoints are fenced by (`CheckpointFence`); nil: unfenced.
+    public var checkpointFence: CheckpointFence? {
+        get { fenceStorage.withLock { $0 } }
+        set { fenceStorage.withLock { $0 = newValue } }
+    }
+    private let fenceStorage = Mutex<CheckpointFence?>(nil)
     /// Connections opened so far (the first included); tests read it.
     public private(set) var connectionsOpened = 0
 

@@ -55,7 +55,8 @@ extension PostgresTokenStore: WaveStore {
             rows.append((waveID, Int64(checkpoint.shard), ByteBuffer(bytes: checkpoint.data), checkpoint.savedAt))
         }
         let written = rows
-        try inTransaction("saving \(checkpoints.count) wave checkpoints") { connection, logger in
+        let fence = checkpointFence?.leases
+        let fenced = try inTransaction("saving \(checkpoints.count) wave checkpoints") { connection, logger -> Set<Int64> in
             // The unfinished ones among the batch's waves, locked until the commit: a completion waits for it,
             // and a checkpoint of a wave complete or never saved is left out.
             let ids = Array(Set(written.map(\.waveID))).sorted()
@@ -66,8 +67,25 @@ extension PostgresTokenStore: WaveStore {
             ).decode(Int64.self) {
                 unfinished.insert(id)
             }
+            // Several nodes: only shards whose lease this node still holds at its epoch, locked until the commit
+            // (a node taking the lease waits for it): a stale node cannot overwrite newer progress.
+            var allowed: Set<Int64>?
+            if let fence {
+                var held = Set<Int64>()
+                for try await shard in try await connection.query(
+                    """
+                    SELECT l.shard FROM shard_leases AS l
+                    JOIN unnest(\(fence.shards.map(Int32.init))::integer[], \(fence.epochs)::bigint[]) AS mine (shard, epoch)
+                      ON l.shard = mine.shard AND l.epoch = mine.epoch
+                    WHERE l.node = \(fence.node) ORDER BY l.shard FOR SHARE OF l
+                    """, logger: logger
+                ).decode(Int32.self) {
+                    held.insert(Int64(shard))
+                }
+                allowed = held
+            }
             // One statement per row, in batch order: a (wave, shard) twice in one batch keeps the last.
-            for row in written where unfinished.contains(row.waveID) {
+            for row in written where unfinished.contains(row.waveID) && allowed?.contains(row.shard) != false {
                 try await connection.query(
                     """
                     INSERT INTO wave_checkpoints (wave_id, shard, data, saved_at)
@@ -75,7 +93,10 @@ extension PostgresTokenStore: WaveStore {
                     ON CONFLICT (wave_id, shard) DO UPDATE SET data = EXCLUDED.data, saved_at = EXCLUDED.saved_at
                     """, logger: logger)
             }
+            guard let allowed else { return [] }
+            return Set(written.map(\.shard)).subtracting(allowed)
         }
+        if !fenced.isEmpty { checkpointFence?.refused(Set(fenced.map { Int($0) })) }
     }
 
     public func completeWave(_ report: WaveReportRecord) throws(RegistryError) {

@@ -1,0 +1,69 @@
+import FanfareRegistry
+import Logging
+import NIOCore
+import PostgresNIO
+import Synchronization
+
+/// LISTENs on channels on a connection of its own and calls `onNotify(channel)` for each notification. A lost
+/// connection is opened again (every second until it works), and since notifications sent meanwhile are lost,
+/// every channel is reported once after a reconnect: whoever reacts reads what it may have missed. Nodes poll
+/// as well: this only makes them react at once.
+public final class PostgresNotificationListener: Sendable {
+    private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
+    private let stopped = StopFlag()
+
+    private final class StopFlag: Sendable {
+        private let value = Atomic<Bool>(false)
+        var isSet: Bool { value.load(ordering: .acquiring) }
+        func set() { value.store(true, ordering: .releasing) }
+    }
+
+    public init(
+        url: String, channels: [String], logger: Logger, onNotify: @escaping @Sendable (String) -> Void
+    ) throws(RegistryError) {
+        let configuration = try PostgresTokenStore.configuration(url)
+        let eventLoop = PostgresConnection.defaultEventLoopGroup.any()
+        let stopped = self.stopped
+        task.withLock {
+            $0 = Task {
+                var attempt = 0
+                while !stopped.isSet {
+                    attempt += 1
+                    do {
+                        let connection = try await PostgresConnection.connect(
+                            on: eventLoop, configuration: configuration, id: attempt, logger: logger)
+                        defer { connection.close().whenComplete { _ in } }
+                        let reconnected = attempt > 1
+                        try await withThrowingTaskGroup(of: Void.self) { group in
+                            for channel in channels {
+                                group.addTask {
+                                    try await connection.listen(on: channel) { notifications in
+                                        if reconnected { onNotify(channel) }  // what was sent while away
+                                        for try await _ in notifications { onNotify(channel) }
+                                    }
+                                }
+                            }
+                            try await group.waitForAll()
+                        }
+                    } catch {
+                        if stopped.isSet || Task.isCancelled { return }
+                        logger.warning("postgres: listening for notifications failed (\(PostgresTokenStore.describe(error))); again in 1 s")
+                    }
+                    if stopped.isSet || Task.isCancelled { return }
+                    try? await Task.sleep(for: .seconds(1))
+                }
+            }
+        }
+    }
+
+    /// Stops listening and closes the connection.
+    public func stop() {
+        stopped.set()
+        task.withLock { task in
+            task?.cancel()
+            task = nil
+        }
+    }
+
+    deinit { stop() }
+}

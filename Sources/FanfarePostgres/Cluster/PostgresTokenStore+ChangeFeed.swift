@@ -1,0 +1,96 @@
+import FanfareCore
+import FanfareRegistry
+import Logging
+import PostgresNIO
+
+/// What changed in the registry after a feed position (`token_changes`, written by triggers in the same
+/// transaction as the change): registrations as they are now, and tokens no longer registered.
+public struct TokenChangePage: Sendable {
+    public var registered: [TokenRegistration] = []
+    public var removed: [DeviceToken] = []
+    /// The feed position after this page.
+    public var last: Int64
+    /// False when the page was full: read again from `last`.
+    public var isComplete: Bool
+}
+
+extension PostgresTokenStore {
+    /// The newest feed position (0: nothing logged yet): a node that loads its shards after reading it, then
+    /// follows the feed from it, misses nothing (what it reads twice, it applies twice: the same outcome).
+    public func lastTokenChange() throws(RegistryError) -> Int64 {
+        try inTransaction("reading the registry's change feed position", begin: Self.beginSnapshotRead) { connection, logger in
+            var last: Int64 = 0
+            for try await value in try await connection.query("SELECT coalesce(max(seq), 0) FROM token_changes", logger: logger)
+                .decode(Int64.self)
+            {
+                last = value
+            }
+            return last
+        }
+    }
+
+    /// Changes of one app after `position`, oldest first, at most `limit` log rows. A token changed several
+    /// times appears once, as it is now (registered with its current row, or removed).
+    public func tokenChanges(after position: Int64, bundleID: String, environment: APNsEnvironment, limit: Int)
+        throws(RegistryError) -> TokenChangePage
+    {
+        try inTransaction("reading the registry's changes after \(position)", begin: Self.beginSnapshotRead) {
+            connection, logger in
+            var page = TokenChangePage(last: position, isComplete: true)
+            var rows = 0
+            var seen = Set<ByteBuffer>()
+            var present: [ByteBuffer] = []
+            for try await (seq, token, registered) in try await connection.query(
+                """
+                SELECT c.seq, c.token, EXISTS (SELECT 1 FROM tokens AS t WHERE t.token = c.token AND t.app_id = c.app_id)
+                FROM token_changes AS c JOIN apps AS a ON a.id = c.app_id
+                WHERE c.seq > \(position) AND a.bundle_id = \(bundleID) AND a.environment = \(Int16(environment.rawValue))
+                ORDER BY c.seq LIMIT \(Int64(limit))
+                """, logger: logger
+            ).decode((Int64, ByteBuffer, Bool).self) {
+                rows += 1
+                page.last = seq
+                guard seen.insert(token).inserted else { continue }
+                if registered {
+                    present.append(token)
+                } else {
+                    page.removed.append(try DeviceToken(bytes: Array(token.readableBytesView)))
+                }
+            }
+            if !present.isEmpty {
+                // The same snapshot: each is registered as it is now.
+                for try await row in try await connection.query(
+                    """
+                    SELECT t.token, t.kind, t.activity_id, t.device_id, t.attributes_type, t.frequent,
+                           t.supports_broadcast, t.channels, t.created_at, t.last_seen_at
+                    FROM tokens AS t JOIN apps AS a ON a.id = t.app_id
+                    WHERE t.token = ANY(\(present)) AND a.bundle_id = \(bundleID) AND a.environment = \(Int16(environment.rawValue))
+                    """, logger: logger)
+                {
+                    page.registered.append(try Self.registration(row, bundleID: bundleID, environment: environment))
+                }
+            }
+            page.isComplete = rows < limit
+            return page
+        }
+    }
+
+    /// Forgets feed rows older than `age` (a node that was away longer has lost its leases long since, and
+    /// loads its shards afresh when it takes them again). Returns how many went.
+    @discardableResult
+    public func pruneTokenChanges(olderThan age: Duration) throws(RegistryError) -> Int {
+        let seconds = Self.seconds(age)
+        return try inTransaction("pruning the registry's change feed") { connection, logger in
+            var deleted = 0
+            for try await count in try await connection.query(
+                """
+                WITH gone AS (DELETE FROM token_changes WHERE logged_at < now() - make_interval(secs => \(seconds)) RETURNING 1)
+                SELECT count(*) FROM gone
+                """, logger: logger
+            ).decode(Int64.self) {
+                deleted = Int(count)
+            }
+            return deleted
+        }
+    }
+}

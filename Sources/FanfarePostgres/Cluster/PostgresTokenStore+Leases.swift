@@ -1,0 +1,149 @@
+import FanfareCore
+import FanfareRegistry
+import Logging
+import PostgresNIO
+
+/// A shard lease this node holds: the epoch it got it with.
+public struct ShardLease: Sendable, Equatable {
+    public var shard: Int
+    public var epoch: Int64
+    public init(shard: Int, epoch: Int64) {
+        self.shard = shard
+        self.epoch = epoch
+    }
+}
+
+/// Shard leases on the database's clock (docs/deployment.md, "Leases"): a node takes expired leases (raising
+/// their epoch), renews the ones it holds, and lets them go when it stops. Each call is one transaction.
+extension PostgresTokenStore {
+    /// Fixes the cluster's shard count on first use (creating a lease row per shard); a different count later is
+    /// refused: every token's shard depends on it.
+    public func joinCluster(shardCount: Int) throws(RegistryError) {
+        guard shardCount >= 1 && shardCount <= 4096 else {
+            throw .storage("the shard count must be in 1...4096 (got \(shardCount))")
+        }
+        let stored = try inTransaction("joining the cluster with \(shardCount) shards") { connection, logger -> Int in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(PostgresSchema.changeLockSpace), -3)", logger: logger)
+            try await connection.query(
+                "INSERT INTO cluster_config (shard_count) VALUES (\(Int32(shardCount))) ON CONFLICT (singleton) DO NOTHING",
+                logger: logger)
+            var count = shardCount
+            for try await value in try await connection.query("SELECT shard_count FROM cluster_config", logger: logger)
+                .decode(Int32.self)
+            {
+                count = Int(value)
+            }
+            if count == shardCount {
+                try await connection.query(
+                    """
+                    INSERT INTO shard_leases (shard) SELECT generate_series(0, \(Int32(shardCount - 1)))
+                    ON CONFLICT (shard) DO NOTHING
+                    """, logger: logger)
+            }
+            return count
+        }
+        guard stored == shardCount else {
+            throw .storage(
+                "this database's cluster has \(stored) shards; this node was started with \(shardCount): start every node "
+                    + "with --shards \(stored)")
+        }
+    }
+
+    /// Records that `node` is alive; returns how many nodes were seen within `window` (this one included).
+    public func heartbeat(node: String, window: Duration) throws(RegistryError) -> Int {
+        let seconds = Self.seconds(window)
+        return try inTransaction("recording node \(node)'s heartbeat") { connection, logger -> Int in
+            try await connection.query(
+                """
+                INSERT INTO cluster_nodes (node, started_at, seen_at) VALUES (\(node), now(), now())
+                ON CONFLICT (node) DO UPDATE SET seen_at = now()
+                """, logger: logger)
+            var live = 1
+            for try await count in try await connection.query(
+                "SELECT count(*) FROM cluster_nodes WHERE seen_at > now() - make_interval(secs => \(seconds))", logger: logger
+            ).decode(Int64.self) {
+                live = Int(count)
+            }
+            return live
+        }
+    }
+
+    /// Takes up to `limit` leases that expired (or were never held), raising their epochs; each runs for
+    /// `duration` from the database's now.
+    public func acquireLeases(node: String, limit: Int, duration: Duration) throws(RegistryError) -> [ShardLease] {
+        guard limit > 0 else { return [] }
+        let seconds = Self.seconds(duration)
+        return try inTransaction("taking shard leases for \(node)") { connection, logger -> [ShardLease] in
+            var taken: [ShardLease] = []
+            for try await (shard, epoch) in try await connection.query(
+                """
+                UPDATE shard_leases SET node = \(node), epoch = epoch + 1, expires_at = now() + make_interval(secs => \(seconds))
+                WHERE shard IN (
+                    SELECT shard FROM shard_leases WHERE expires_at <= now() ORDER BY shard LIMIT \(Int64(limit))
+                    FOR UPDATE SKIP LOCKED)
+                RETURNING shard, epoch
+                """, logger: logger
+            ).decode((Int32, Int64).self) {
+                taken.append(ShardLease(shard: Int(shard), epoch: epoch))
+            }
+            return taken.sorted { $0.shard < $1.shard }
+        }
+    }
+
+    /// Renews the leases this node holds at these epochs for `duration` from the database's now; returns the
+    /// ones still held (a lease missing from the answer went to another node).
+    public func renewLeases(node: String, _ leases: [ShardLease], duration: Duration) throws(RegistryError) -> [ShardLease] {
+        guard !leases.isEmpty else { return [] }
+        let seconds = Self.seconds(duration)
+        let shards = leases.map { Int32($0.shard) }
+        let epochs = leases.map(\.epoch)
+        return try inTransaction("renewing \(leases.count) shard leases of \(node)") { connection, logger -> [ShardLease] in
+            var kept: [ShardLease] = []
+            for try await (shard, epoch) in try await connection.query(
+                """
+                UPDATE shard_leases AS l SET expires_at = now() + make_interval(secs => \(seconds))
+                FROM unnest(\(shards)::integer[], \(epochs)::bigint[]) AS mine (shard, epoch)
+                WHERE l.shard = mine.shard AND l.epoch = mine.epoch AND l.node = \(node)
+                RETURNING l.shard, l.epoch
+                """, logger: logger
+            ).decode((Int32, Int64).self) {
+                kept.append(ShardLease(shard: Int(shard), epoch: epoch))
+            }
+            return kept.sorted { $0.shard < $1.shard }
+        }
+    }
+
+    /// Ends these leases now (a node stopping): other nodes take the shards at their next look.
+    public func releaseLeases(node: String, _ leases: [ShardLease]) throws(RegistryError) {
+        guard !leases.isEmpty else { return }
+        let shards = leases.map { Int32($0.shard) }
+        let epochs = leases.map(\.epoch)
+        try inTransaction("releasing \(leases.count) shard leases of \(node)") { connection, logger in
+            try await connection.query(
+                """
+                UPDATE shard_leases AS l SET expires_at = now()
+                FROM unnest(\(shards)::integer[], \(epochs)::bigint[]) AS mine (shard, epoch)
+                WHERE l.shard = mine.shard AND l.epoch = mine.epoch AND l.node = \(node)
+                """, logger: logger)
+            try await connection.query("DELETE FROM cluster_nodes WHERE node = \(node)", logger: logger)
+        }
+    }
+
+    /// Every shard's lease as the database has it now (operators, tests): shard → (node, epoch, expired).
+    public func leaseTable() throws(RegistryError) -> [(shard: Int, node: String?, epoch: Int64, expired: Bool)] {
+        try inTransaction("reading the shard leases", begin: Self.beginSnapshotRead) { connection, logger in
+            var rows: [(shard: Int, node: String?, epoch: Int64, expired: Bool)] = []
+            for try await (shard, node, epoch, expired) in try await connection.query(
+                "SELECT shard, node, epoch, expires_at <= now() FROM shard_leases ORDER BY shard", logger: logger
+            ).decode((Int32, String?, Int64, Bool).self) {
+                rows.append((Int(shard), node, epoch, expired))
+            }
+            return rows
+        }
+    }
+
+    static func seconds(_ duration: Duration) -> Double {
+        let (seconds, attoseconds) = duration.components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
