@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "FanfareFanout", targets: ["FanfareFanout"]),
         // The registry on PostgreSQL (issue 14: several nodes on one database).
         .library(name: "FanfarePostgres", targets: ["FanfarePostgres"]),
+        .library(name: "FanfareCluster", targets: ["FanfareCluster"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -101,10 +102,18 @@ let package = Package(
         ),
         // `fanfare serve`: the engine behind an HTTP/JSON API (Hummingbird 2; the OpenAPI document is the
         // source of truth and its generated code is committed under Generated/, see scripts/generate-openapi).
+        // Several nodes on one PostgreSQL: shard leases, the wave and registry feeds, driving a FanfareFanout engine.
+        .target(
+            name: "FanfareCluster",
+            dependencies: [
+                "FanfareFanout", "FanfarePostgres", "FanfareRegistry", "FanfareCore",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .target(
             name: "FanfareService",
             dependencies: [
-                "FanfareFanout", "FanfareRegistry", "FanfarePostgres", "FanfareClient", "FanfareCore", "FanfareTLS",
+                "FanfareFanout", "FanfareRegistry", "FanfarePostgres", "FanfareCluster", "FanfareClient", "FanfareCore", "FanfareTLS",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
@@ -169,7 +178,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareFanout", "FanfareRegistry",
-                "FanfarePostgres", "FanfareTestSupport",
+                "FanfarePostgres", "FanfareCluster", "FanfareTestSupport",
             ]
         ),
     ]

@@ -134,11 +134,11 @@ public protocol TokenStore: AnyObject, Sendable {
         bundleID: String, environment: APNsEnvironment, _ body: (TokenRegistration) throws -> Void
     ) throws(RegistryError)
 
-    /// `forEachRegistration` for the tokens of one shard: those whose `DeviceToken.shardHash % shardCount` is
-    /// `shard` (the fan-out engine's routing). Several nodes load only the shards they hold; stores with a shard
-    /// column answer from an index, the default filters a full scan.
+    /// `forEachRegistration` for the tokens of some shards: those whose `DeviceToken.shardHash % shardCount` is
+    /// in `shards` (the fan-out engine's routing). Several nodes load only the shards they hold; the default
+    /// filters one scan.
     func forEachRegistration(
-        bundleID: String, environment: APNsEnvironment, shard: Int, of shardCount: Int,
+        bundleID: String, environment: APNsEnvironment, shards: Set<Int>, of shardCount: Int,
         _ body: (TokenRegistration) throws -> Void
     ) throws(RegistryError)
 
@@ -180,12 +180,12 @@ extension TokenStore {
     }
 
     public func forEachRegistration(
-        bundleID: String, environment: APNsEnvironment, shard: Int, of shardCount: Int,
+        bundleID: String, environment: APNsEnvironment, shards: Set<Int>, of shardCount: Int,
         _ body: (TokenRegistration) throws -> Void
     ) throws(RegistryError) {
         let count = UInt64(max(1, shardCount))
         try forEachRegistration(bundleID: bundleID, environment: environment) { registration in
-            if registration.token.shardHash % count == UInt64(shard) { try body(registration) }
+            if shards.contains(Int(registration.token.shardHash % count)) { try body(registration) }
         }
     }
 

@@ -19,23 +19,23 @@ struct WaveFeedState {
 /// a wave was published (and on a timer, since such notices can be lost); `applyRegistered`/`applyRemoved` for
 /// registry changes other nodes wrote. A shard this node does not hold has no tokens and sends nothing.
 extension FanoutEngine {
-    /// Takes a shard whose lease this node just got: loads its tokens from the store, resumes its part of every
-    /// unfinished wave from that shard's checkpoint, and lets it send until `sendUntil` (monotonic ns). Waves
-    /// published later reach it through `catchUpWaves`.
-    public func takeShard(_ index: Int, sendUntil: UInt64) throws(FanoutError) {
+    /// Takes shards whose leases this node just got: loads their tokens from the store (one scan), resumes their
+    /// part of every unfinished wave from each shard's checkpoint, and lets them send until `sendUntil`
+    /// (monotonic ns). Waves published later reach them through `catchUpWaves`. Shards already held only have
+    /// their deadline moved.
+    public func takeShards(_ indices: [Int], sendUntil: UInt64) throws(FanoutError) {
         guard let sharedStore else { throw .invalidConfiguration(field: "leasedShards", problem: "this engine does not lease its shards") }
-        guard shards.indices.contains(index) else {
+        for index in indices where !shards.indices.contains(index) {
             throw .invalidConfiguration(field: "shard", problem: "\(index) is not a shard of this engine (0..<\(shards.count))")
         }
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
-        try feed.withLock { feed throws(FanoutError) in
-            guard feed.heldSince[index] == nil else {
-                shards[index].sendUntil.store(sendUntil, ordering: .releasing)
-                return
-            }
+        let taking = try feed.withLock { feed throws(FanoutError) -> [Int] in
+            let taking = Array(Set(indices.filter { feed.heldSince[$0] == nil })).sorted()
+            for index in indices where feed.heldSince[index] != nil { shards[index].sendUntil.store(sendUntil, ordering: .releasing) }
+            guard !taking.isEmpty else { return [] }
             // Waves published so far are known first, so that "new on the shard" below is exact.
             try catchUp(&feed)
-            try loadShard(index)
+            try load(shards: Set(taking))
             let stored: [UnfinishedWave]
             do throws(RegistryError) {
                 stored = try sharedStore.unfinishedWaves(bundleID: configuration.bundleID, environment: configuration.environment)
@@ -43,14 +43,23 @@ extension FanoutEngine {
                 throw .registry(error)
             }
             let lastWave = feed.lastWave
+            control.withLock { state in for index in taking { state.held[index] = true } }
+            for index in taking { feed.heldSince[index] = lastWave }
             let unfinished = stored.filter { $0.record.id <= lastWave }
-            control.withLock { $0.held[index] = true }
-            feed.heldSince[index] = feed.lastWave
-            resume(unfinished, onShards: [index])
-            shards[index].sendUntil.store(sendUntil, ordering: .releasing)
-            kick(shard: index)
+            // Each shard's part is a wave view of its own: the shards came at one moment but may go at others.
+            for index in taking { resume(unfinished, onShards: [index]) }
+            for index in taking {
+                shards[index].sendUntil.store(sendUntil, ordering: .releasing)
+                kick(shard: index)
+            }
+            return taking
         }
-        configuration.logger.notice("leases: took shard \(index)")
+        if !taking.isEmpty { configuration.logger.notice("leases: took shards \(taking)") }
+    }
+
+    /// `takeShards` for one shard.
+    public func takeShard(_ index: Int, sendUntil: UInt64) throws(FanoutError) {
+        try takeShards([index], sendUntil: sendUntil)
     }
 
     /// The lease of a held shard was renewed: it may send until `sendUntil` (monotonic ns).
@@ -130,7 +139,7 @@ extension FanoutEngine {
     public func applyRegistered(_ registrations: [TokenRegistration]) throws(FanoutError) {
         let mine = registrations.filter { $0.bundleID == configuration.bundleID && $0.environment == configuration.environment }
         guard !mine.isEmpty else { return }
-        try fill(mine) { _ in true }
+        try fill(mine, alsoTo: [])
     }
 
     /// Removals another node wrote (unregistered, replaced, invalidated, retired): out of the held shards.
@@ -163,18 +172,18 @@ extension FanoutEngine {
         }
     }
 
-    /// Loads one shard's tokens from the store into it (holding `feed`, before the shard counts as held).
-    private func loadShard(_ index: Int) throws(FanoutError) {
+    /// Loads some shards' tokens from the store into them (holding `feed`, before they count as held).
+    private func load(shards taking: Set<Int>) throws(FanoutError) {
         var batch: [TokenRegistration] = []
         batch.reserveCapacity(4096)
         var failure: FanoutError?
         do throws(RegistryError) {
             try store.forEachRegistration(
-                bundleID: configuration.bundleID, environment: configuration.environment, shard: index, of: shards.count
+                bundleID: configuration.bundleID, environment: configuration.environment, shards: taking, of: shards.count
             ) { registration in
                 batch.append(registration)
                 if batch.count == 4096 {
-                    do throws(FanoutError) { try fill(batch) { $0 == index } } catch {
+                    do throws(FanoutError) { try fill(batch, alsoTo: taking) } catch {
                         failure = error
                         throw LoadStopped()
                     }
@@ -185,11 +194,11 @@ extension FanoutEngine {
             if let failure { throw failure }
             throw .registry(error)
         }
-        try fill(batch) { $0 == index }
+        try fill(batch, alsoTo: taking)
     }
 
-    /// Queues registrations (already durable) to the shards `accept` admits among those held (or being taken).
-    private func fill(_ registrations: [TokenRegistration], accept: (Int) -> Bool) throws(FanoutError) {
+    /// Queues registrations (already durable) to the shards this node holds, and to `taking` (being taken).
+    private func fill(_ registrations: [TokenRegistration], alsoTo taking: Set<Int>) throws(FanoutError) {
         guard !registrations.isEmpty else { return }
         try control.withLock { state throws(FanoutError) in
             guard !isShutDown.load(ordering: .acquiring) else { return }
@@ -201,7 +210,7 @@ extension FanoutEngine {
             var perShard = Array(repeating: [RegistrationBatch.Entry](), count: shards.count)
             for registration in registrations {
                 let index = APNsClient.workerIndex(for: registration.token, workerCount: shards.count)
-                guard accept(index) else { continue }
+                guard state.held[index] || taking.contains(index) else { continue }
                 let ids = registration.channels.map { state.channels.mention($0, sequence: sequence) }
                 perShard[index].append(Self.entry(registration, channels: ids))
             }

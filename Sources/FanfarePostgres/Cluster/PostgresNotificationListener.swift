@@ -32,19 +32,25 @@ public final class PostgresNotificationListener: Sendable {
                     do {
                         let connection = try await PostgresConnection.connect(
                             on: eventLoop, configuration: configuration, id: attempt, logger: logger)
-                        defer { connection.close().whenComplete { _ in } }
                         let reconnected = attempt > 1
-                        try await withThrowingTaskGroup(of: Void.self) { group in
-                            for channel in channels {
-                                group.addTask {
-                                    try await connection.listen(on: channel) { notifications in
-                                        if reconnected { onNotify(channel) }  // what was sent while away
-                                        for try await _ in notifications { onNotify(channel) }
+                        do {
+                            try await withThrowingTaskGroup(of: Void.self) { group in
+                                for channel in channels {
+                                    group.addTask {
+                                        try await connection.listen(on: channel) { notifications in
+                                            if reconnected { onNotify(channel) }  // what was sent while away
+                                            for try await _ in notifications { onNotify(channel) }
+                                        }
                                     }
                                 }
+                                try await group.waitForAll()
                             }
-                            try await group.waitForAll()
+                        } catch {
+                            // Closed and waited for (postgres-nio asserts that a connection is closed before it goes).
+                            try? await connection.close().get()
+                            throw error
                         }
+                        try? await connection.close().get()
                     } catch {
                         if stopped.isSet || Task.isCancelled { return }
                         logger.warning("postgres: listening for notifications failed (\(PostgresTokenStore.describe(error))); again in 1 s")

@@ -15,6 +15,9 @@ public struct TokenChangePage: Sendable {
 }
 
 extension PostgresTokenStore {
+    /// The channel the change-feed triggers notify on (payload empty).
+    public static let tokenChannel = "fanfare_tokens"
+
     /// The newest feed position (0: nothing logged yet): a node that loads its shards after reading it, then
     /// follows the feed from it, misses nothing (what it reads twice, it applies twice: the same outcome).
     public func lastTokenChange() throws(RegistryError) -> Int64 {

@@ -1,0 +1,62 @@
+/// How a node takes part in a cluster of `fanfare serve` nodes on one PostgreSQL (docs/deployment.md).
+public struct ClusterConfiguration: Sendable {
+    /// Unique among the nodes (a host name, a pod name). Leases are held in its name.
+    public var nodeID: String
+    /// The cluster's shard count, fixed when the first node starts (more than nodes: leases move one shard at a
+    /// time). Every node's engine has this many shards (`client.workerCount`).
+    public var shardCount: Int
+    /// How long a lease lasts on the database's clock without renewal: also about how long a dead node's shards
+    /// wait before another node takes them.
+    public var leaseDuration: Duration = .seconds(6)
+    /// A node stops sending a shard this long before its lease ends (its own clock against the database's).
+    public var safetyMargin: Duration = .seconds(1)
+    /// A starting node announces itself and waits this long before taking leases, so that nodes started
+    /// together see each other and share the shards (nil: one lease duration).
+    public var joinWindow: Duration? = nil
+    /// How often the feeds are read without a notification (notifications are lost while disconnected).
+    public var pollInterval: Duration = .milliseconds(500)
+    /// Registry change-feed rows older than this are pruned.
+    public var changeRetention: Duration = .seconds(600)
+
+    public init(nodeID: String, shardCount: Int) {
+        self.nodeID = nodeID
+        self.shardCount = shardCount
+    }
+
+    /// Renewals come three times per lease, so two may fail before it ends.
+    public var renewInterval: Duration { leaseDuration / 3 }
+
+    /// Throws the first setting that cannot work.
+    public func validate() throws(ClusterError) {
+        guard !nodeID.isEmpty, nodeID.utf8.count <= 200, nodeID.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw .invalidConfiguration("node id '\(nodeID)' must be 1-200 printable ASCII characters without spaces")
+        }
+        guard (1...4096).contains(shardCount) else { throw .invalidConfiguration("shard count \(shardCount) must be in 1...4096") }
+        guard leaseDuration >= .seconds(1) && leaseDuration <= .seconds(600) else {
+            throw .invalidConfiguration("lease duration \(leaseDuration) must be in 1 s...600 s")
+        }
+        guard safetyMargin >= .zero && safetyMargin * 3 < leaseDuration else {
+            throw .invalidConfiguration("safety margin \(safetyMargin) must be at least 0 and under a third of the lease (\(leaseDuration))")
+        }
+        guard pollInterval >= .milliseconds(10) && pollInterval <= .seconds(60) else {
+            throw .invalidConfiguration("poll interval \(pollInterval) must be in 10 ms...60 s")
+        }
+    }
+}
+
+/// Why a node could not join or run in its cluster.
+public enum ClusterError: Error, Sendable, CustomStringConvertible {
+    case invalidConfiguration(String)
+    /// The database refused or failed (joining, leases).
+    case database(String)
+    /// The engine is not set up for leased shards, or has another shard count.
+    case engine(String)
+
+    public var description: String {
+        switch self {
+        case .invalidConfiguration(let problem): return "cluster: \(problem)"
+        case .database(let problem): return "cluster: \(problem)"
+        case .engine(let problem): return "cluster: \(problem)"
+        }
+    }
+}

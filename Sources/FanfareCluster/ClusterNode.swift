@@ -1,0 +1,323 @@
+import FanfareCore
+import FanfareFanout
+import FanfarePostgres
+import FanfareRegistry
+import Glibc
+import Logging
+import Synchronization
+
+/// One node of a cluster on PostgreSQL (docs/deployment.md): holds shard leases for its engine and keeps the
+/// engine's held shards current.
+///
+/// Two threads, each with its own database connection, so that a long shard load never delays a renewal:
+/// - the lease thread announces the node, waits out the join window, then every `renewInterval` renews the
+///   leases it holds and takes expired ones up to its fair share (shards / live nodes, rounded up). A lease
+///   that did not renew is dropped from the engine at once (and `onLeaseLost` is called); between renewals,
+///   each shard sends only until its lease's end on this node's clock, less the safety margin.
+/// - the feed thread hands newly leased shards to the engine (`takeShards`), starts published waves
+///   (`catchUpWaves`) and applies the registry's change feed to the held shards; it wakes on the database's
+///   notifications and every `pollInterval` (notifications are lost while a listener is away).
+public final class ClusterNode: @unchecked Sendable {
+    public let configuration: ClusterConfiguration
+    private let engine: FanoutEngine
+    private let leaseStore: PostgresTokenStore
+    private let feedStore: PostgresTokenStore
+    private let listener: PostgresNotificationListener?
+    private let logger: Logger
+    private let onLeaseLost: @Sendable ([Int]) -> Void
+
+    private struct State {
+        var held: [ShardLease] = []
+        /// Leased, not yet handed to the engine.
+        var toTake: [Int] = []
+        /// Monotonic ns until which held shards may send (from the last renewal).
+        var sendUntil: UInt64 = 0
+        var lost: Set<Int> = []
+        var takeovers = 0
+        var lastRenewal: UInt64 = 0
+        var lastError: String?
+        var tokenFeed: Int64 = 0
+    }
+
+    private let state = Mutex(State())
+    private let stopping = Atomic<Bool>(false)
+    private let leaseWake: UnsafeMutablePointer<sem_t>
+    private let feedWake: UnsafeMutablePointer<sem_t>
+    private var threads: [pthread_t] = []
+
+    /// Connects (two connections and a listener), checks the engine, and fixes or checks the shard count.
+    /// The engine must have been made with `leasedShards` on the same database and `shardCount` shards.
+    public init(
+        url: String, engine: FanoutEngine, configuration: ClusterConfiguration, logger: Logger = Logger(label: "fanfare.cluster"),
+        checkpointStore: PostgresTokenStore, onLeaseLost: @escaping @Sendable ([Int]) -> Void = { _ in }
+    ) throws(ClusterError) {
+        try configuration.validate()
+        guard engine.configuration.leasedShards else { throw .engine("the engine must be made with leasedShards on") }
+        guard engine.configuration.client.workerCount == configuration.shardCount else {
+            throw .engine("the engine has \(engine.configuration.client.workerCount) shards; the cluster \(configuration.shardCount)")
+        }
+        self.configuration = configuration
+        self.engine = engine
+        self.logger = logger
+        self.onLeaseLost = onLeaseLost
+        do {
+            leaseStore = try PostgresTokenStore(url: url, logger: logger)
+            feedStore = try PostgresTokenStore(url: url, logger: logger)
+            try leaseStore.joinCluster(shardCount: configuration.shardCount)
+        } catch {
+            throw .database("\(error)")
+        }
+        leaseWake = .allocate(capacity: 1)
+        sem_init(leaseWake, 0, 0)
+        feedWake = .allocate(capacity: 1)
+        sem_init(feedWake, 0, 0)
+        nonisolated(unsafe) let wake = feedWake  // a semaphore: posting it from any thread is its purpose
+        do {
+            listener = try PostgresNotificationListener(
+                url: url, channels: [PostgresTokenStore.waveChannel, PostgresTokenStore.tokenChannel], logger: logger
+            ) { _ in sem_post(wake) }
+        } catch {
+            throw .database("\(error)")
+        }
+        // Checkpoints of this engine are written only under the leases held now.
+        fenceTarget = checkpointStore
+        checkpointStore.checkpointFence = CheckpointFence(node: configuration.nodeID) { [weak self] refused in
+            self?.lost(Array(refused), why: "a checkpoint write was fenced (another node holds a newer epoch)")
+        }
+    }
+
+    private weak var fenceTarget: PostgresTokenStore?
+
+    deinit {
+        stop()
+        sem_destroy(leaseWake)
+        leaseWake.deallocate()
+        sem_destroy(feedWake)
+        feedWake.deallocate()
+    }
+
+    /// Starts the lease and feed threads.
+    public func start() {
+        do {
+            let position = try feedStore.lastTokenChange()
+            state.withLock { $0.tokenFeed = position }
+        } catch {
+            logger.error("cluster: reading the change feed position failed (\(error)); following it from the start")
+        }
+        threads.append(Self.spawn { [self] in leaseLoop() })
+        threads.append(Self.spawn { [self] in feedLoop() })
+    }
+
+    /// Stops the threads and lets the held leases go at once, so other nodes take the shards without waiting
+    /// for them to expire. Call after the engine's graceful shutdown (its last checkpoints are then written).
+    public func stop() {
+        guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        sem_post(leaseWake)
+        sem_post(feedWake)
+        for thread in threads { pthread_join(thread, nil) }
+        threads = []
+        listener?.stop()
+        let held = state.withLock { $0.held }
+        do {
+            try leaseStore.releaseLeases(node: configuration.nodeID, held)
+            if !held.isEmpty { logger.notice("cluster: released \(held.count) shard leases") }
+        } catch {
+            logger.error("cluster: releasing the leases failed (\(error)); they expire in \(configuration.leaseDuration)")
+        }
+    }
+
+    /// Tests: what kill -9 leaves. The threads stop and the leases stay until they expire.
+    func abandonForTesting() {
+        guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        sem_post(leaseWake)
+        sem_post(feedWake)
+        for thread in threads { pthread_join(thread, nil) }
+        threads = []
+        listener?.stop()
+    }
+
+    /// What this node holds and has done (operators, tests, metrics).
+    public struct Status: Sendable {
+        public var node: String
+        public var heldShards: [Int]
+        public var lostShards: [Int]
+        public var takeovers: Int
+        public var lastError: String?
+    }
+
+    public var status: Status {
+        state.withLock { state in
+            Status(
+                node: configuration.nodeID, heldShards: state.held.map(\.shard), lostShards: state.lost.sorted(),
+                takeovers: state.takeovers, lastError: state.lastError)
+        }
+    }
+
+    // MARK: - Leases
+
+    private func leaseLoop() {
+        let joinUntil = Self.now() &+ Self.nanoseconds(configuration.joinWindow ?? configuration.leaseDuration)
+        while !stopping.load(ordering: .acquiring) {
+            let started = Self.now()
+            do {
+                let live = try leaseStore.heartbeat(node: configuration.nodeID, window: configuration.leaseDuration)
+                try renew(started: started)
+                if Self.now() >= joinUntil { try takeShare(live: live, started: started) }
+                state.withLock { $0.lastError = nil }
+            } catch {
+                let message = "\(error)"
+                let first = state.withLock { state in
+                    defer { state.lastError = message }
+                    return state.lastError != message
+                }
+                // The shards stop on their own at their deadlines; a later renewal that works lets them go on.
+                if first { logger.error("cluster: the lease round failed (\(message)); retrying") }
+            }
+            wait(leaseWake, Self.nanoseconds(configuration.renewInterval))
+        }
+    }
+
+    private func renew(started: UInt64) throws(RegistryError) {
+        let held = state.withLock { $0.held }
+        guard !held.isEmpty else { return }
+        let kept = try leaseStore.renewLeases(node: configuration.nodeID, held, duration: configuration.leaseDuration)
+        let until = deadline(from: started)
+        let gone = Set(held.map(\.shard)).subtracting(kept.map(\.shard))
+        let toTake = state.withLock { state -> Set<Int> in
+            state.held = kept
+            state.sendUntil = until
+            state.lastRenewal = started
+            return Set(state.toTake)
+        }
+        fenceTarget?.checkpointFence?.hold(kept)
+        for lease in kept where !toTake.contains(lease.shard) { engine.extendLease(lease.shard, sendUntil: until) }
+        if !gone.isEmpty { lost(Array(gone), why: "its lease was not renewed in time and another node took it") }
+    }
+
+    private func takeShare(live: Int, started: UInt64) throws(RegistryError) {
+        let (heldCount, lostCount) = state.withLock { ($0.held.count, $0.lost.count) }
+        // A node that lost a shard holds stale state for it; it takes nothing more until restarted.
+        guard lostCount == 0 else { return }
+        let share = (configuration.shardCount + max(1, live) - 1) / max(1, live)
+        guard heldCount < share else { return }
+        let taken = try leaseStore.acquireLeases(
+            node: configuration.nodeID, limit: share - heldCount, duration: configuration.leaseDuration)
+        guard !taken.isEmpty else { return }
+        let until = deadline(from: started)
+        let all = state.withLock { state -> [ShardLease] in
+            state.held += taken
+            state.held.sort { $0.shard < $1.shard }
+            state.toTake += taken.map(\.shard)
+            state.sendUntil = until
+            state.takeovers += taken.count
+            return state.held
+        }
+        fenceTarget?.checkpointFence?.hold(all)
+        logger.notice("cluster: leased shards \(taken.map(\.shard)) (epochs \(taken.map(\.epoch))), \(live) nodes live")
+        sem_post(feedWake)
+    }
+
+    /// The shards stop sending, at once, and are reported.
+    private func lost(_ shards: [Int], why: String) {
+        let fresh = state.withLock { state -> [Int] in
+            let fresh = shards.filter { !state.lost.contains($0) }
+            state.lost.formUnion(fresh)
+            state.held.removeAll { fresh.contains($0.shard) }
+            state.toTake.removeAll { fresh.contains($0) }
+            return fresh
+        }
+        guard !fresh.isEmpty else { return }
+        for shard in fresh { engine.dropShard(shard) }
+        logger.error("cluster: lost shards \(fresh.sorted()): \(why); nothing more of them is sent from this node")
+        onLeaseLost(fresh.sorted())
+    }
+
+    private func deadline(from started: UInt64) -> UInt64 {
+        started &+ Self.nanoseconds(configuration.leaseDuration) &- Self.nanoseconds(configuration.safetyMargin)
+    }
+
+    // MARK: - Feeds
+
+    private func feedLoop() {
+        var lastPrune: UInt64 = 0
+        while !stopping.load(ordering: .acquiring) {
+            do {
+                let (toTake, until) = state.withLock { state -> ([Int], UInt64) in
+                    defer { state.toTake = [] }
+                    return (state.toTake, state.sendUntil)
+                }
+                if !toTake.isEmpty {
+                    try engine.takeShards(toTake, sendUntil: until)
+                    // A renewal may have come while loading.
+                    let latest = state.withLock { $0.sendUntil }
+                    for shard in toTake { engine.extendLease(shard, sendUntil: latest) }
+                }
+                try engine.catchUpWaves()
+                try followTokenChanges()
+                if Self.now() &- lastPrune > 60_000_000_000 {
+                    lastPrune = Self.now()
+                    try feedStore.pruneTokenChanges(olderThan: configuration.changeRetention)
+                }
+            } catch {
+                let message = "\(error)"
+                let first = state.withLock { state in
+                    defer { state.lastError = message }
+                    return state.lastError != message
+                }
+                if first { logger.error("cluster: following the feeds failed (\(message)); retrying") }
+            }
+            wait(feedWake, Self.nanoseconds(configuration.pollInterval))
+        }
+    }
+
+    private func followTokenChanges() throws {
+        var position = state.withLock { $0.tokenFeed }
+        while true {
+            let page = try feedStore.tokenChanges(
+                after: position, bundleID: engine.configuration.bundleID, environment: engine.configuration.environment,
+                limit: 10_000)
+            if !page.removed.isEmpty { engine.applyRemoved(page.removed) }
+            if !page.registered.isEmpty { try engine.applyRegistered(page.registered) }
+            position = page.last
+            state.withLock { $0.tokenFeed = position }
+            if page.isComplete { return }
+        }
+    }
+
+    // MARK: - Threads and time
+
+    private func wait(_ semaphore: UnsafeMutablePointer<sem_t>, _ nanoseconds: UInt64) {
+        var spec = timespec()
+        clock_gettime(CLOCK_REALTIME, &spec)
+        let total = UInt64(spec.tv_nsec) + nanoseconds
+        spec.tv_sec += Int(total / 1_000_000_000)
+        spec.tv_nsec = Int(total % 1_000_000_000)
+        _ = sem_timedwait(semaphore, &spec)
+    }
+
+    static func now() -> UInt64 {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return UInt64(spec.tv_sec) &* 1_000_000_000 &+ UInt64(spec.tv_nsec)
+    }
+
+    static func nanoseconds(_ duration: Duration) -> UInt64 {
+        let (seconds, attoseconds) = duration.components
+        return UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds) / 1_000_000_000)
+    }
+
+    private static func spawn(_ body: @escaping @Sendable () -> Void) -> pthread_t {
+        final class Box: @unchecked Sendable {
+            let body: @Sendable () -> Void
+            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+        }
+        let box = Unmanaged.passRetained(Box(body))
+        var handle = pthread_t()
+        let status = pthread_create(&handle, nil, { context in
+            Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
+            return nil
+        }, box.toOpaque())
+        precondition(status == 0, "could not start a cluster thread (errno \(status))")
+        return handle
+    }
+}

@@ -1,0 +1,106 @@
+// Issue 14: nodes in one process, each a FanoutEngine with a ClusterNode on one real PostgreSQL (initdb into a
+// temporary directory) and the real simulator over TLS loopback: leases shared at start, registrations reach
+// the node holding their shard through the change feed, a wave published on one node is sent by all, and a node
+// that stops renewing (what kill -9 leaves) has its shards taken over mid-wave.
+import FanfareClient
+@testable import FanfareCluster
+import FanfareCore
+@testable import FanfareFanout
+import FanfarePostgres
+import FanfareRegistry
+import FanfareSimulator
+import FanfareTestSupport
+import Foundation
+import Testing
+
+@Suite(.serialized) struct ClusterNodeTests {
+    static let shards = 4
+    static let window = 500
+    static let streams = 50
+
+    struct Node {
+        let store: PostgresTokenStore
+        let engine: FanoutEngine
+        let cluster: ClusterNode
+    }
+
+    static func node(_ name: String, _ harness: TestHarness, _ postgres: PostgresServer, lease: Duration = .seconds(3)) throws -> Node {
+        let store = try PostgresTokenStore(url: postgres.url)
+        var client = try harness.clientConfiguration()
+        client.workerCount = shards
+        client.connectionsPerWorker = 1
+        client.maxConcurrentStreamsPerConnection = streams
+        var configuration = FanoutConfiguration(client: client, bundleID: Fixture.bundleID, environment: .production)
+        configuration.minimumInterval = nil
+        configuration.retryDelays = [.milliseconds(10), .milliseconds(20), .milliseconds(40)]
+        configuration.checkpoints = CheckpointConfiguration(interval: .milliseconds(20), pushes: 200, window: window)
+        configuration.leasedShards = true
+        let engine = try FanoutEngine(configuration: configuration, store: store, waveStore: store)
+        var cluster = ClusterConfiguration(nodeID: name, shardCount: shards)
+        cluster.leaseDuration = lease
+        cluster.safetyMargin = .milliseconds(500)
+        cluster.joinWindow = .milliseconds(1500)
+        cluster.pollInterval = .milliseconds(200)
+        let node = try ClusterNode(url: postgres.url, engine: engine, configuration: cluster, checkpointStore: store)
+        return Node(store: store, engine: engine, cluster: node)
+    }
+
+    static func accepted(_ harness: TestHarness) throws -> [String: [String]] {
+        var byToken: [String: [String]] = [:]
+        for record in try harness.acceptedLog() {
+            guard let token = record.string("token"), let id = record.string("apns-id") else { continue }
+            byToken[token, default: []].append(id)
+        }
+        return byToken
+    }
+
+    @Test func twoNodesShareTheShardsFollowTheFeedsAndTakeOverAFailedNode() async throws {
+        let postgres = try PostgresServer()
+        defer { postgres.stop() }
+        var simulator = SimulatorConfiguration()
+        simulator.latency = .fixed(nanoseconds: 100_000_000)
+        let harness = try TestHarness(simulator)
+        defer { harness.shutdown() }
+        let a = try Self.node("a", harness, postgres)
+        let b = try Self.node("b", harness, postgres)
+        a.cluster.start()
+        b.cluster.start()
+        defer {
+            b.engine.shutdown()
+            b.cluster.stop()
+        }
+        #expect(await eventually(timeout: .seconds(30)) {
+            a.cluster.status.heldShards.count == 2 && b.cluster.status.heldShards.count == 2
+        }, "each node takes half: \(a.cluster.status) \(b.cluster.status)")
+
+        // Registered through A after both hold their shards: B's tokens reach it through the change feed.
+        let count = 4_000
+        try a.engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
+        let bShards = Set(b.cluster.status.heldShards)
+        let bTokens = (0..<count).filter { bShards.contains(APNsClient.workerIndex(for: longToken($0), workerCount: Self.shards)) }.count
+        #expect(await eventually(timeout: .seconds(30)) {
+            b.engine.shardFootprint.enumerated().filter { bShards.contains($0.offset) }.reduce(0) { $0 + $1.element.tokens } == bTokens
+        }, "B has its \(bTokens) tokens from the feed")
+
+        let id = try b.engine.publishShared(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
+        // A gets it through NOTIFY (or its poll); kill it once a quarter is delivered.
+        let abandoning = a
+        let abandoned: Void? = try await perform(when: { ((try? b.engine.report(id: id))??.delivered ?? 0) >= count / 4 }, timeout: .seconds(60)) {
+            abandoning.cluster.abandonForTesting()
+            abandoning.engine.abandonForTesting()
+        }
+        try #require(abandoned != nil, "a quarter delivered within 60 s")
+        let killed = ContinuousClock.now
+        #expect(await eventually(timeout: .seconds(30)) { b.cluster.status.heldShards.count == Self.shards }, "B takes A's shards")
+        let takeover = ContinuousClock.now - killed
+        #expect(await eventually(timeout: .seconds(60)) { (try? b.engine.report(id: id))??.isComplete == true })
+        let report = try #require(try b.engine.report(id: id))
+        #expect(report.targeted == count && report.delivered == count && report.accounted == count, "\(report)")
+        let log = try Self.accepted(harness)
+        #expect(log.count == count, "every token at least once")
+        let duplicates = log.values.filter { $0.count > 1 }
+        #expect(duplicates.count <= 2 * (Self.window + Self.streams), "\(duplicates.count) duplicates")
+        #expect(duplicates.allSatisfy { Set($0).count == 1 }, "a resend carries its first attempt's apns-id")
+        print("cluster in process: takeover after \(takeover), \(duplicates.count) duplicates, \(report)")
+    }
+}
