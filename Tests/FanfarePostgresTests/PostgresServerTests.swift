@@ -2,6 +2,7 @@ import FanfarePostgres
 import FanfareRegistry
 import FanfareTestSupport
 import Foundation
+import Glibc
 import Testing
 
 @Suite("PostgresServer: a real PostgreSQL for the tests")
@@ -103,5 +104,47 @@ struct PostgresSchemaTests {
         try store.saveWave(makeWave(1))
         #expect(try store.unfinishedWaves(bundleID: testBundle, environment: .production).count == 1)
         #expect(try store.lastWaveID() == 1)
+    }
+}
+
+@Suite("PostgresServer: servers of dead test processes")
+struct AbandonedServerTests {
+    /// A pid no process has (searched from the top of the usual range down).
+    static func deadPID() -> pid_t? {
+        for pid in stride(from: pid_t(4_194_000), to: 4_000_000, by: -1) where kill(pid, 0) == -1 && errno == ESRCH {
+            return pid
+        }
+        return nil
+    }
+
+    @Test func aServerWhoseOwnerDiedIsStoppedByTheNextRun() throws {
+        let server = try PostgresServer()
+        defer { server.stop() }
+        let ownerFile = server.directory + "/owner.pid"
+        #expect(try String(contentsOfFile: ownerFile, encoding: .utf8) == String(getpid()))
+        // Owned by a live process (us): left alone.
+        PostgresServer.stopAbandonedServers()
+        #expect(server.isRunning)
+        let postmaster = try #require(server.postmasterPID)
+
+        // As if the test process that started it had died.
+        let dead = try #require(Self.deadPID())
+        try String(dead).write(toFile: ownerFile, atomically: true, encoding: .utf8)
+        #expect(PostgresServer.stopAbandonedServers() >= 1)
+        #expect(kill(postmaster, 0) == -1)
+        #expect(!FileManager.default.fileExists(atPath: server.directory))
+    }
+
+    @Test func theSharedServerHandsOutAFreshDatabasePerTest() throws {
+        let server = try PostgresServer.shared()
+        #expect(try PostgresServer.shared() === server)
+        let first = try server.createDatabase()
+        let second = try server.createDatabase()
+        #expect(first != second)
+        _ = try server.psql("CREATE TABLE marker (x int); INSERT INTO marker VALUES (1)", database: first)
+        #expect(try server.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'marker'", database: second) == "0")
+        try server.dropDatabase(first)
+        try server.dropDatabase(second)
+        #expect(try server.psql("SELECT count(*) FROM pg_database WHERE datname IN ('\(first)', '\(second)')", database: "postgres") == "0")
     }
 }

@@ -12,7 +12,7 @@ enum StoreKind: String, CaseIterable, Sendable, CustomStringConvertible {
     var description: String { rawValue }
 }
 
-/// Runs `body` with a fresh store of `kind`: a new SQLite file, or a new PostgreSQL server (initdb) of its own.
+/// Runs `body` with a fresh store of `kind`: a new SQLite file, or a new database on the process's PostgreSQL.
 func withStore<T>(_ kind: StoreKind, _ body: (any TokenStore) throws -> T) throws -> T {
     switch kind {
     case .sqlite:
@@ -22,11 +22,7 @@ func withStore<T>(_ kind: StoreKind, _ body: (any TokenStore) throws -> T) throw
         let store = try SQLiteTokenStore(path: directory + "/fanfare.db")
         return try body(store)
     case .postgres:
-        let server = try PostgresServer()
-        defer { server.stop() }
-        let store = try PostgresTokenStore(url: server.url)
-        defer { try? store.close() }
-        return try body(store)
+        return try withWaveStore(.postgres) { store, _ in try body(store) }
     }
 }
 
@@ -95,7 +91,9 @@ final class StoreDatabase {
 
     let kind: StoreKind
     private let directory: String?
+    /// The process's shared server, and the database of this test on it.
     private let server: PostgresServer?
+    private let database: String
 
     init(_ kind: StoreKind) throws {
         self.kind = kind
@@ -105,17 +103,18 @@ final class StoreDatabase {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             self.directory = directory
             server = nil
+            database = ""
         case .postgres:
             directory = nil
-            server = try PostgresServer()
+            let server = try PostgresServer.shared()
+            self.server = server
+            database = try server.createDatabase()
         }
     }
 
-    /// The PostgreSQL server (nil for SQLite).
-    var postgres: PostgresServer? { server }
 
     func open() throws -> Store {
-        if let server { return try PostgresTokenStore(url: server.url) }
+        if let server { return try PostgresTokenStore(url: server.url(database: database)) }
         return try SQLiteTokenStore(path: (directory ?? "") + "/fanfare.db")
     }
 
@@ -123,21 +122,21 @@ final class StoreDatabase {
 
     /// The integer `sql` returns: through psql, or on the SQLite store's own connection (it locks the file).
     func scalar(_ sql: String, _ store: Store) throws -> Int64 {
-        if let server { return Int64(try server.psql(sql)) ?? -1 }
+        if let server { return Int64(try server.psql(sql, database: database)) ?? -1 }
         return try (store as? SQLiteTokenStore)?.scalar(sql: sql) ?? -1
     }
 
     /// Runs `sql` behind the store's back.
     func execute(_ sql: String, _ store: Store) throws {
         if let server {
-            _ = try server.psql(sql)
+            _ = try server.psql(sql, database: database)
         } else {
             try (store as? SQLiteTokenStore)?.execute(sql: sql)
         }
     }
 
     func remove() {
-        server?.stop()
+        if let server { try? server.dropDatabase(database) }
         if let directory { try? FileManager.default.removeItem(atPath: directory) }
     }
 }

@@ -31,6 +31,7 @@ public final class PostgresServer: @unchecked Sendable {
     /// Creates a cluster and starts it; returns once it accepts connections and the `fanfare` database exists.
     /// A port taken between choosing it and binding it (another test's server) is retried with a new one.
     public init() throws {
+        _ = Self.abandonedServersStopped
         let bin = try Self.findBinaries()
         binaries = bin
         var template = Array((NSTemporaryDirectory() + "fanfare-pg-XXXXXX").utf8CString)
@@ -39,6 +40,9 @@ public final class PostgresServer: @unchecked Sendable {
         }
         let dir = String(cString: made)
         directory = dir
+        // The owner: a later test process stops this server if we die without stopping it (pg_ctl daemonises
+        // the postmaster, so it outlives us).
+        try? String(getpid()).write(toFile: dir + "/" + Self.ownerFile, atomically: true, encoding: .utf8)
         let asRoot = getuid() == 0
         if asRoot {
             guard let account = getpwnam("postgres") else {
@@ -92,15 +96,97 @@ public final class PostgresServer: @unchecked Sendable {
 
     deinit { stop() }
 
-    /// Runs SQL through psql on the test database; its unaligned, tuples-only output.
-    public func psql(_ sql: String) throws -> String {
+    /// Runs SQL through psql on `database` (the test database by default); its unaligned, tuples-only output.
+    public func psql(_ sql: String, database: String = PostgresServer.database) throws -> String {
         let result = try ChildProcess.run(
             binaries + "/psql",
-            ["-h", "127.0.0.1", "-p", String(port), "-U", Self.user, "-d", Self.database, "-v", "ON_ERROR_STOP=1",
+            ["-h", "127.0.0.1", "-p", String(port), "-U", Self.user, "-d", database, "-v", "ON_ERROR_STOP=1",
              "-qAt", "-c", sql],
             mergeOutputs: true)
         guard result.status == 0 else { throw ChildProcessError(description: "psql failed (\(result.status)): \(result.stdout)") }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    // MARK: - One server per test process
+
+    nonisolated(unsafe) private static var sharedServer: PostgresServer?
+    nonisolated(unsafe) private static var databasesCreated = 0
+    private static let sharedLock = NSLock()
+
+    /// The test process's own server, started at the first call and stopped when the process exits (a process
+    /// that dies instead leaves it to the next run's `stopAbandonedServers`). Tests that stop, restart or
+    /// otherwise disturb a server start their own with `init()`.
+    public static func shared() throws -> PostgresServer {
+        sharedLock.lock()
+        defer { sharedLock.unlock() }
+        if let sharedServer { return sharedServer }
+        let server = try PostgresServer()
+        sharedServer = server
+        atexit { PostgresServer.stopShared() }
+        return server
+    }
+
+    private static func stopShared() {
+        sharedLock.lock()
+        let server = sharedServer
+        sharedServer = nil
+        sharedLock.unlock()
+        server?.stop()
+    }
+
+    /// A new, empty database on this server (a copy of `template1`), for one test; its name.
+    public func createDatabase() throws -> String {
+        Self.sharedLock.lock()
+        Self.databasesCreated += 1
+        let name = "test_\(Self.databasesCreated)"
+        Self.sharedLock.unlock()
+        _ = try psql("CREATE DATABASE \(name) TEMPLATE template1", database: "postgres")
+        return name
+    }
+
+    /// Drops a database `createDatabase` made, cutting its open sessions.
+    public func dropDatabase(_ name: String) throws {
+        _ = try psql("DROP DATABASE IF EXISTS \(name) WITH (FORCE)", database: "postgres")
+    }
+
+    /// `postgres://fanfare@127.0.0.1:PORT/<database>`.
+    public func url(database: String) -> String { "postgres://\(Self.user)@127.0.0.1:\(port)/\(database)" }
+
+    // MARK: - Servers left behind
+
+    /// Holds the owning test process's pid, in the server's directory.
+    static let ownerFile = "owner.pid"
+
+    /// Runs `stopAbandonedServers` once per process, before its first server starts.
+    private static let abandonedServersStopped: Void = { stopAbandonedServers() }()
+
+    /// Stops the servers of earlier test processes that died without stopping them: `fanfare-pg-*` directories
+    /// in the temporary directory whose owner process is gone. Returns how many it stopped.
+    @discardableResult
+    public static func stopAbandonedServers() -> Int {
+        let temporary = NSTemporaryDirectory()
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: temporary)) ?? []
+        var stopped = 0
+        for name in names where name.hasPrefix("fanfare-pg-") {
+            let directory = (temporary.hasSuffix("/") ? temporary : temporary + "/") + name
+            guard let text = try? String(contentsOfFile: directory + "/" + ownerFile, encoding: .utf8),
+                let owner = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)), owner > 0
+            else { continue }
+            // Alive (or a pid we may not signal): leave it.
+            if kill(owner, 0) == 0 || errno != ESRCH { continue }
+            let pidText = try? String(contentsOfFile: directory + "/data/postmaster.pid", encoding: .utf8)
+            if let first = pidText?.split(separator: "\n").first, let postmaster = pid_t(first), postmaster > 0,
+                kill(postmaster, 0) == 0
+            {
+                // Its sessions exit when they see the postmaster gone.
+                kill(postmaster, SIGKILL)
+                let deadline = ContinuousClock.now + .seconds(30)
+                while kill(postmaster, 0) == 0 && ContinuousClock.now < deadline { usleep(10_000) }
+                stopped += 1
+            }
+            try? FileManager.default.removeItem(atPath: directory)
+        }
+        return stopped
     }
 
     /// Stops the server (fast shutdown: open sessions are cut) and keeps its data directory; `start()` starts
