@@ -1,3 +1,5 @@
+import Glibc
+
 /// How a node takes part in a cluster of `fanfare serve` nodes on one PostgreSQL (docs/deployment.md).
 public struct ClusterConfiguration: Sendable {
     /// Unique among the nodes (a host name, a pod name). Leases are held in its name.
@@ -21,6 +23,15 @@ public struct ClusterConfiguration: Sendable {
     public init(nodeID: String, shardCount: Int) {
         self.nodeID = nodeID
         self.shardCount = shardCount
+    }
+
+    /// `<host name>-<process id>`: unique on a machine and across hosts with distinct names.
+    public static func defaultNodeID() -> String {
+        var name = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&name, name.count) == 0
+            ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "node"
+        let printable = host.unicodeScalars.filter { $0.value > 0x20 && $0.value < 0x7F }.map(String.init).joined()
+        return "\(printable.isEmpty ? "node" : String(printable.prefix(100)))-\(getpid())"
     }
 
     /// Renewals come three times per lease, so two may fail before it ends.

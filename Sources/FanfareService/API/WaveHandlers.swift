@@ -23,6 +23,21 @@ extension FanfareAPI {
         let priority = UpdatePriority(body.priority)
         let update = ChannelUpdate(
             channel: channel, content: content, priority: priority, freshUntil: body.freshUntil, collapseID: body.collapseId)
+        if engine.configuration.leasedShards {
+            // Several nodes: the wave is sent by the nodes holding its shards; any node answers its status.
+            let id: UInt64
+            do {
+                id = try await offPool { [engine] () throws -> UInt64 in
+                    do throws(PublishError) { return try engine.publishShared(update) } catch { throw PublishFailure(error: error) }
+                }
+            } catch let failure as PublishFailure {
+                throw publishProblem(failure.error)
+            }
+            return .accepted(
+                .init(
+                    headers: .init(location: "/v1/waves/\(id)"),
+                    body: .json(.init(waveId: Int64(clamping: id), channel: channel))))
+        }
         let wave: Wave
         do {
             wave = try engine.publish(update)
@@ -42,7 +57,7 @@ extension FanfareAPI {
         let report: WaveReport
         switch try await waveSource(input.path.waveId) {
         case .live(let wave): report = wave.report
-        case .stored(let stored): report = stored
+        case .stored(let stored), .shared(let stored, _): report = stored
         }
         return .ok(.init(body: .json(Self.report(report))))
     }
@@ -51,7 +66,8 @@ extension FanfareAPI {
     /// before a restart, or one no longer retained in memory).
     func waveSource(_ id: Int64) async throws -> WaveEventStream.Source {
         guard id >= 1 else { throw ServiceProblem.badRequest(.invalidParameter, "wave_id must be at least 1", field: "wave_id") }
-        if let wave = engine.wave(id: UInt64(id)) { return .live(wave) }
+        // Several nodes: this node's memory has only its shards' parts; the store has every shard's progress.
+        if !engine.configuration.leasedShards, let wave = engine.wave(id: UInt64(id)) { return .live(wave) }
         let stored = try await offPool { [engine] in try engine.report(id: UInt64(id)) }
         guard let stored else {
             throw ServiceProblem(
@@ -59,8 +75,15 @@ extension FanfareAPI {
                 "wave \(id) is not known (the engine keeps unfinished waves and the newest complete ones, the registry "
                     + "the newest final reports)")
         }
+        if engine.configuration.leasedShards && !stored.isComplete {
+            let engine = self.engine
+            return .shared(stored) { [blocking] in try? await blocking.run { try engine.report(id: UInt64(id)) } ?? nil }
+        }
         return .stored(stored)
     }
+
+    /// A PublishError through `offPool` (which maps registry and engine errors itself).
+    struct PublishFailure: Error { let error: PublishError }
 
     package func listWaves(_ input: Operations.ListWaves.Input) async throws -> Operations.ListWaves.Output {
         let query = input.query
@@ -74,7 +97,7 @@ extension FanfareAPI {
         }
         // Memory first (running waves and the newest complete ones), then the stored final reports of waves not
         // in memory (from before a restart), merged newest first.
-        let memory = engine.waves.map(\.report)
+        let memory = engine.configuration.leasedShards ? [] : engine.waves.map(\.report)
         let known = Set(memory.map(\.id))
         // Without filters the page is the newest `limit` of memory and store together, so the store's newest
         // `limit + 1` suffice (the extra one says whether there is more); a filter may need them all.

@@ -16,6 +16,8 @@ package struct WaveEventStream: AsyncSequence, Sendable {
         case live(Wave)
         /// The final report the wave store kept.
         case stored(WaveReport)
+        /// Several nodes: the report as the store sums it, read again every interval until complete.
+        case shared(WaveReport, read: @Sendable () async -> WaveReport?)
     }
 
     let source: Source
@@ -40,6 +42,8 @@ package struct WaveEventStream: AsyncSequence, Sendable {
                 sent = 1
                 finished = true
                 return ArraySlice(Array("retry: 1000\n\n".utf8) + event("complete", stream.encode(report)))
+            case .shared(let first, let read):
+                return await nextShared(first, read)
             case .live(let live):
                 wave = live
             }
@@ -65,6 +69,30 @@ package struct WaveEventStream: AsyncSequence, Sendable {
                 return ArraySlice(event("shutdown", Array(#"{"reason":"the service is shutting down"}"#.utf8)))
             }
             return ArraySlice(event("progress", stream.encode(wave.report)))
+        }
+
+        private mutating func nextShared(_ first: WaveReport, _ read: @Sendable () async -> WaveReport?) async -> ArraySlice<UInt8>? {
+            var report = first
+            if sent > 0 {
+                let step = Duration.milliseconds(20)
+                var waited = Duration.zero
+                while waited < stream.interval && !stream.stopping.isSet {
+                    try? await Task.sleep(for: step)
+                    waited += step
+                    if Task.isCancelled { return nil }
+                }
+                if stream.stopping.isSet {
+                    finished = true
+                    sent += 1
+                    return ArraySlice(event("shutdown", Array(#"{"reason":"the service is shutting down"}"#.utf8)))
+                }
+                guard let latest = await read() else { return nil }
+                report = latest
+            }
+            let opening = sent == 0 ? Array("retry: 1000\n\n".utf8) : []
+            sent += 1
+            if report.isComplete { finished = true }
+            return ArraySlice(opening + event(report.isComplete ? "complete" : "progress", stream.encode(report)))
         }
 
         private func event(_ name: String, _ data: [UInt8]) -> [UInt8] {

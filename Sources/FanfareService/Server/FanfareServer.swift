@@ -1,4 +1,5 @@
 import FanfareClient
+import FanfareCluster
 import FanfareFanout
 import FanfarePostgres
 import FanfareRegistry
@@ -15,12 +16,15 @@ public enum ServiceStartError: Error, Sendable, CustomStringConvertible {
     case configuration(String)
     case registry(RegistryError)
     case engine(FanoutError)
+    /// Joining the cluster of nodes on the database failed.
+    case cluster(String)
 
     public var description: String {
         switch self {
         case .configuration(let message): return message
         case .registry(let error): return "\(error)"
         case .engine(let error): return "\(error)"
+        case .cluster(let message): return message
         }
     }
 }
@@ -38,6 +42,8 @@ public enum ServiceStartError: Error, Sendable, CustomStringConvertible {
 public final class FanfareServer: Sendable {
     public let configuration: ServiceConfiguration
     public let engine: FanoutEngine
+    /// On PostgreSQL: this node's shard leases and feeds (nil on SQLite).
+    public let cluster: ClusterNode?
     package let store: any ServiceStorage
     package let metrics: ServiceMetrics
     package let lifecycle = ServiceLifecycleState()
@@ -82,11 +88,38 @@ public final class FanfareServer: Sendable {
         // At a shutdown the engine waits for the pushes in flight for half of the service's shutdown timeout:
         // the rest is for the last checkpoints and the requests still open.
         fanout.shutdownDrainTimeout = configuration.shutdownTimeout / 2
+        // PostgreSQL: one node of a cluster (of one, if alone): the engine sends the shards this node leases.
+        let shared = store as? PostgresTokenStore
+        var clusterConfiguration: ClusterConfiguration?
+        if shared != nil {
+            let cluster = configuration.cluster ?? ClusterConfiguration(
+                nodeID: ClusterConfiguration.defaultNodeID(), shardCount: fanout.client.workerCount)
+            fanout.leasedShards = true
+            fanout.client.workerCount = cluster.shardCount
+            clusterConfiguration = cluster
+        }
         do {
             engine = try FanoutEngine(configuration: fanout, store: store, waveStore: store)
         } catch {
             try? store.close()
             throw .engine(error)
+        }
+        if let shared, let clusterConfiguration, case .postgres(let url) = configuration.database {
+            var clusterLogger = configuration.logger
+            clusterLogger[metadataKey: "component"] = "cluster"
+            do {
+                let node = try ClusterNode(
+                    url: url, engine: engine, configuration: clusterConfiguration, logger: clusterLogger,
+                    checkpointStore: shared, onLeaseLost: configuration.onLeaseLost ?? { _ in })
+                node.start()
+                cluster = node
+            } catch {
+                engine.shutdown()
+                try? store.close()
+                throw .cluster("\(error)")
+            }
+        } else {
+            cluster = nil
         }
         monitor = WaveMonitor(logger: configuration.logger, metrics: metrics, wallClockMilliseconds: configuration.wallClockMilliseconds)
         // A fresh engine's waves are the ones it resumed from an earlier run.
@@ -178,8 +211,11 @@ public final class FanfareServer: Sendable {
             metadata: ["unfinished_waves": "\(unfinished)", "timeout_s": "\(configuration.shutdownTimeout.components.seconds)"])
         let engine = self.engine
         let stopped = engineStopped
+        let cluster = self.cluster
         let thread = Thread {
             engine.shutdown()
+            // Then the leases go at once, so other nodes resume this node's waves from its last checkpoints.
+            cluster?.stop()
             stopped.set()
         }
         thread.name = "fanfare-engine-shutdown"
@@ -204,6 +240,7 @@ public final class FanfareServer: Sendable {
             logger.warning("stopping while the engine still shuts down; the registry is left to the process exit")
         } else {
             engine.shutdown()
+            cluster?.stop()
             monitor.check(engine: engine)
             monitor.stopped()
             do { try store.close() } catch { logger.error("closing the registry failed", metadata: ["error": "\(error)"]) }

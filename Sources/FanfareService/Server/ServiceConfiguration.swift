@@ -1,3 +1,4 @@
+import FanfareCluster
 import FanfareFanout
 import FanfarePostgres
 import Glibc
@@ -39,6 +40,12 @@ public struct ServiceConfiguration: Sendable {
     /// Threads for blocking work (registry writes and reads).
     public var blockingThreads = 2
     public var logger = Logger(label: "fanfare.service")
+    /// On PostgreSQL: this node's part in the cluster of nodes sharing the database (docs/deployment.md). Its
+    /// shard count becomes the engine's (`fanout.client.workerCount`). Ignored with SQLite.
+    public var cluster: ClusterConfiguration?
+    /// Called when the node lost shard leases (after those shards stopped): `fanfare serve` exits so that its
+    /// supervisor restarts it fresh; by default the node goes on with the shards it still holds.
+    public var onLeaseLost: (@Sendable ([Int]) -> Void)?
     /// Where the metrics go (served at GET /metrics).
     public var metricsRegistry = PrometheusCollectorRegistry()
     /// UNIX milliseconds; replaceable in tests.

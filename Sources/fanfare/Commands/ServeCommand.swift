@@ -1,5 +1,6 @@
 import ArgumentParser
 import FanfareClient
+import FanfareCluster
 import FanfareCore
 import FanfareFanout
 import FanfareService
@@ -23,7 +24,10 @@ struct ServeCommand: AsyncParsableCommand {
             in-flight pushes are answered and unfinished waves checkpointed (up to --shutdown-timeout; they resume \
             at the next start with no duplicate), then the process exits 0; a second signal stops waiting. Secrets can \
             come from the environment: $FANFARE_AUTH_KEY (the .p8's PEM text) and $FANFARE_API_KEYS (the key \
-            file's text). Exit codes: 0 after a shutdown, 64 bad flags or files, 1 the service could not start.
+            file's text). On PostgreSQL the node is one of a cluster sharing the database (docs/deployment.md): it \
+            leases a fair share of --shards shards and sends only those; a node that lost a lease exits 75 so that \
+            its supervisor restarts it fresh. Exit codes: 0 after a shutdown, 64 bad flags or files, 1 the service \
+            could not start, 75 a shard lease was lost.
             """
     )
 
@@ -32,6 +36,15 @@ struct ServeCommand: AsyncParsableCommand {
         postgres://user[:password]@host[:port]/db (tables created or migrated at start; the server must be reachable).
         """)
     var database = "fanfare.db"
+
+    @Option(help: "PostgreSQL: this node's name in the cluster, unique among the nodes (default: host name and process id).")
+    var nodeId: String?
+
+    @Option(help: "PostgreSQL: the cluster's shard count (the same on every node, fixed by the first; more than nodes). Each is a worker thread here.")
+    var shards = 8
+
+    @Option(help: "PostgreSQL: how long a shard lease lasts without renewal, about how long a dead node's shards wait for another node (e.g. 6s).")
+    var lease = "6s"
 
     @Option(help: "Address to serve HTTP on (host:port; port 0 picks a free one). Beyond loopback needs --api-keys.")
     var listen = "127.0.0.1:8080"
@@ -145,6 +158,19 @@ struct ServeCommand: AsyncParsableCommand {
             service.shutdownTimeout = .nanoseconds(try parseDuration(shutdownTimeout, flag: "--shutdown-timeout"))
             service.ledgerRetention = .seconds(Int64(clamping: ledgerRetentionDays).multipliedReportingOverflow(by: 86_400).partialValue)
             service.logger = logger
+            if case .postgres = service.database {
+                guard (1...256).contains(shards) else { throw UsageError("--shards must be in 1...256") }
+                var cluster = ClusterConfiguration(nodeID: nodeId ?? ClusterConfiguration.defaultNodeID(), shardCount: shards)
+                cluster.leaseDuration = .nanoseconds(try parseDuration(lease, flag: "--lease"))
+                do { try cluster.validate() } catch { throw UsageError("\(error)") }
+                service.cluster = cluster
+                let leaseLogger = logger
+                service.onLeaseLost = { shards in
+                    // Its state for those shards is stale: a fresh process loads them again if it gets them back.
+                    leaseLogger.critical("lost the leases of shards \(shards) to another node: exiting (75) for a fresh restart")
+                    Foundation.exit(75)
+                }
+            }
             if let problem = service.problem() { throw UsageError(problem) }
             configuration = service
         } catch let error as UsageError {
