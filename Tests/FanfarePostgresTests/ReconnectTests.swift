@@ -8,92 +8,94 @@ import Testing
 /// A dropped connection (the session terminated by the server's operator, or the server restarted) fails at most
 /// the call that met it: the next call runs on a new connection (with its own temporary table), and read-only
 /// calls that met the drop run again on it at once.
-@Suite("PostgresTokenStore: reconnecting after a dropped connection", .serialized)
-struct ReconnectTests {
-    /// Terminates the store's sessions (every client session of the test user but psql's own); how many.
-    static func terminateSessions(_ server: PostgresServer) throws -> Int {
-        Int(try server.psql("""
-            SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-            WHERE usename = 'fanfare' AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-            """)) ?? -1
-    }
-
-    /// Runs a write that may meet the drop: it either succeeds or fails with `.storage` naming the operation
-    /// (never another error, never a trap). Whether it succeeded.
-    static func writeMeetingTheDrop(_ operation: String, _ body: () throws -> Void) -> Bool {
-        do {
-            try body()
-            return true
-        } catch let RegistryError.storage(message) {
-            #expect(message.contains(operation), "\(message)")
-            return false
-        } catch {
-            Issue.record("not a storage error: \(error)")
-            return false
+extension PostgresSuites {
+    @Suite("PostgresTokenStore: reconnecting after a dropped connection", .serialized)
+    struct ReconnectTests {
+        /// Terminates the store's sessions (every client session of the test user but psql's own); how many.
+        static func terminateSessions(_ server: PostgresServer) throws -> Int {
+            Int(try server.psql("""
+                SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                WHERE usename = 'fanfare' AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+                """)) ?? -1
         }
-    }
 
-    @Test func aTerminatedSessionCostsAtMostTheCallThatMetIt() throws {
-        let server = try PostgresServer()
-        defer { server.stop() }
-        let store = try PostgresTokenStore(url: server.url)
-        defer { try? store.close() }
-        try store.register((0..<100).map { updateRegistration($0) })
-        try store.saveWave(makeWave(1))
-        #expect(store.connectionsOpened == 1)
-
-        // Reads: retried on a new connection, so they answer right away.
-        #expect(try Self.terminateSessions(server) == 1)
-        #expect(try store.count() == 100)
-        #expect(try Self.terminateSessions(server) == 1)
-        #expect(try store.unfinishedWaves(bundleID: testBundle, environment: .production).map(\.record.id) == [1])
-        #expect(try Self.terminateSessions(server) == 1)
-        #expect(try store.lastWaveID() == 1)
-
-        // Writes: the one that meets the drop may fail (nothing of it is written); the next one works, on a new
-        // connection with its own temporary table (registration copies into it).
-        #expect(try Self.terminateSessions(server) == 1)
-        let registered = Self.writeMeetingTheDrop("registering 1 tokens") { try store.register([updateRegistration(100)]) }
-        try store.register((101..<200).map { updateRegistration($0) })
-        let stored = try store.all()
-        #expect(stored.count == (registered ? 200 : 199))
-        #expect((stored[makeToken(100)] != nil) == registered)
-
-        #expect(try Self.terminateSessions(server) == 1)
-        let checkpointed = Self.writeMeetingTheDrop("saving 1 wave checkpoints") {
-            try store.saveCheckpoints([WaveCheckpoint(waveID: 1, shard: 0, data: [1], savedAt: 1)])
-        }
-        try store.saveCheckpoints([WaveCheckpoint(waveID: 1, shard: 1, data: [2], savedAt: 2)])
-        let checkpoints = try store.unfinishedWaves(bundleID: testBundle, environment: .production).first?.checkpoints
-        #expect(checkpoints?.map(\.shard) == (checkpointed ? [0, 1] : [1]))
-        #expect(store.connectionsOpened >= 5 && store.connectionsOpened <= 7, "\(store.connectionsOpened)")
-    }
-
-    @Test func aRestartedServerIsReconnectedToAndADownOneIsAStorageError() throws {
-        let server = try PostgresServer()
-        defer { server.stop() }
-        let store = try PostgresTokenStore(url: server.url)
-        defer { try? store.close() }
-        try store.register((0..<50).map { updateRegistration($0) })
-
-        try server.restart()
-        #expect(try store.count() == 50)
-        try store.register((50..<60).map { updateRegistration($0) })
-        #expect(try store.count() == 60)
-
-        // While the server is down every call fails with `.storage` saying it cannot connect; none traps.
-        try server.stopKeepingData()
-        for _ in 0..<3 {
-            #expect {
-                _ = try store.count()
-            } throws: { error in
-                guard case RegistryError.storage(let message) = error else { return false }
-                return message.contains("counting tokens") && message.contains("cannot connect to PostgreSQL")
+        /// Runs a write that may meet the drop: it either succeeds or fails with `.storage` naming the operation
+        /// (never another error, never a trap). Whether it succeeded.
+        static func writeMeetingTheDrop(_ operation: String, _ body: () throws -> Void) -> Bool {
+            do {
+                try body()
+                return true
+            } catch let RegistryError.storage(message) {
+                #expect(message.contains(operation), "\(message)")
+                return false
+            } catch {
+                Issue.record("not a storage error: \(error)")
+                return false
             }
         }
-        #expect(throws: RegistryError.self) { try store.register([updateRegistration(60)]) }
-        try server.start()
-        try store.register([updateRegistration(61)])
-        #expect(try store.count() == 61)
+
+        @Test func aTerminatedSessionCostsAtMostTheCallThatMetIt() throws {
+            let server = try PostgresServer()
+            defer { server.stop() }
+            let store = try PostgresTokenStore(url: server.url)
+            defer { try? store.close() }
+            try store.register((0..<100).map { updateRegistration($0) })
+            try store.saveWave(makeWave(1))
+            #expect(store.connectionsOpened == 1)
+
+            // Reads: retried on a new connection, so they answer right away.
+            #expect(try Self.terminateSessions(server) == 1)
+            #expect(try store.count() == 100)
+            #expect(try Self.terminateSessions(server) == 1)
+            #expect(try store.unfinishedWaves(bundleID: testBundle, environment: .production).map(\.record.id) == [1])
+            #expect(try Self.terminateSessions(server) == 1)
+            #expect(try store.lastWaveID() == 1)
+
+            // Writes: the one that meets the drop may fail (nothing of it is written); the next one works, on a new
+            // connection with its own temporary table (registration copies into it).
+            #expect(try Self.terminateSessions(server) == 1)
+            let registered = Self.writeMeetingTheDrop("registering 1 tokens") { try store.register([updateRegistration(100)]) }
+            try store.register((101..<200).map { updateRegistration($0) })
+            let stored = try store.all()
+            #expect(stored.count == (registered ? 200 : 199))
+            #expect((stored[makeToken(100)] != nil) == registered)
+
+            #expect(try Self.terminateSessions(server) == 1)
+            let checkpointed = Self.writeMeetingTheDrop("saving 1 wave checkpoints") {
+                try store.saveCheckpoints([WaveCheckpoint(waveID: 1, shard: 0, data: [1], savedAt: 1)])
+            }
+            try store.saveCheckpoints([WaveCheckpoint(waveID: 1, shard: 1, data: [2], savedAt: 2)])
+            let checkpoints = try store.unfinishedWaves(bundleID: testBundle, environment: .production).first?.checkpoints
+            #expect(checkpoints?.map(\.shard) == (checkpointed ? [0, 1] : [1]))
+            #expect(store.connectionsOpened >= 5 && store.connectionsOpened <= 7, "\(store.connectionsOpened)")
+        }
+
+        @Test func aRestartedServerIsReconnectedToAndADownOneIsAStorageError() throws {
+            let server = try PostgresServer()
+            defer { server.stop() }
+            let store = try PostgresTokenStore(url: server.url)
+            defer { try? store.close() }
+            try store.register((0..<50).map { updateRegistration($0) })
+
+            try server.restart()
+            #expect(try store.count() == 50)
+            try store.register((50..<60).map { updateRegistration($0) })
+            #expect(try store.count() == 60)
+
+            // While the server is down every call fails with `.storage` saying it cannot connect; none traps.
+            try server.stopKeepingData()
+            for _ in 0..<3 {
+                #expect {
+                    _ = try store.count()
+                } throws: { error in
+                    guard case RegistryError.storage(let message) = error else { return false }
+                    return message.contains("counting tokens") && message.contains("cannot connect to PostgreSQL")
+                }
+            }
+            #expect(throws: RegistryError.self) { try store.register([updateRegistration(60)]) }
+            try server.start()
+            try store.register([updateRegistration(61)])
+            #expect(try store.count() == 61)
+        }
     }
 }
