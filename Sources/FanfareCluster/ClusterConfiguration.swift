@@ -10,8 +10,12 @@ public struct ClusterConfiguration: Sendable {
     /// How long a lease lasts on the database's clock without renewal: also about how long a dead node's shards
     /// wait before another node takes them.
     public var leaseDuration: Duration = .seconds(6)
-    /// A node stops sending a shard this long before its lease ends (its own clock against the database's).
-    public var safetyMargin: Duration = .seconds(1)
+    /// A node stops sending a shard this long before its lease ends (its own clock against the database's);
+    /// nil: a quarter of the lease, at most 1 s.
+    public var safetyMargin: Duration? = nil
+
+    /// The margin in use.
+    public var margin: Duration { safetyMargin ?? min(.seconds(1), leaseDuration / 4) }
     /// A starting node announces itself and waits this long before taking leases, so that nodes started
     /// together see each other and share the shards (nil: one lease duration).
     public var joinWindow: Duration? = nil
@@ -46,8 +50,8 @@ public struct ClusterConfiguration: Sendable {
         guard leaseDuration >= .seconds(1) && leaseDuration <= .seconds(600) else {
             throw .invalidConfiguration("lease duration \(leaseDuration) must be in 1 s...600 s")
         }
-        guard safetyMargin >= .zero && safetyMargin * 3 < leaseDuration else {
-            throw .invalidConfiguration("safety margin \(safetyMargin) must be at least 0 and under a third of the lease (\(leaseDuration))")
+        guard margin >= .zero && margin * 3 < leaseDuration else {
+            throw .invalidConfiguration("safety margin \(margin) must be at least 0 and under a third of the lease (\(leaseDuration))")
         }
         guard pollInterval >= .milliseconds(10) && pollInterval <= .seconds(60) else {
             throw .invalidConfiguration("poll interval \(pollInterval) must be in 10 ms...60 s")

@@ -233,7 +233,7 @@ public final class ClusterNode: @unchecked Sendable {
     }
 
     private func deadline(from started: UInt64) -> UInt64 {
-        started &+ Self.nanoseconds(configuration.leaseDuration) &- Self.nanoseconds(configuration.safetyMargin)
+        started &+ Self.nanoseconds(configuration.leaseDuration) &- Self.nanoseconds(configuration.margin)
     }
 
     // MARK: - Feeds
@@ -247,7 +247,7 @@ public final class ClusterNode: @unchecked Sendable {
                     return (state.toTake, state.sendUntil)
                 }
                 if !toTake.isEmpty {
-                    try engine.takeShards(toTake, sendUntil: until)
+                    try engine.takeShards(toTake, sendUntil: until, loadingFrom: feedStore)
                     // A renewal may have come while loading.
                     let latest = state.withLock { $0.sendUntil }
                     for shard in toTake { engine.extendLease(shard, sendUntil: latest) }

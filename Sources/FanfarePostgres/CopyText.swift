@@ -22,7 +22,9 @@ enum CopyText {
         buffer.writeString(registration.supportsBroadcast ? "\tt" : "\tf")
         buffer.writeInteger(UInt8(ascii: "\t"))
         writeText(arrayLiteral(registration.channels), to: &buffer)
-        buffer.writeString("\t\(registration.createdAt)\t\(registration.lastSeenAt)\n")
+        // The engine's shard hash (`DeviceToken.shardHash`) as its bit pattern: nodes load one shard's tokens
+        // by it (`forEachRegistration(shards:of:)`).
+        buffer.writeString("\t\(registration.createdAt)\t\(registration.lastSeenAt)\t\(Int64(bitPattern: registration.token.shardHash))\n")
     }
 
     /// A text value with COPY's escapes; nil is NULL.

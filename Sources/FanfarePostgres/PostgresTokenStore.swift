@@ -114,7 +114,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                         ordinal integer NOT NULL, token bytea NOT NULL, kind smallint NOT NULL, activity_id text,
                         device_id text, attributes_type text, app_id bigint NOT NULL, frequent boolean NOT NULL,
                         supports_broadcast boolean NOT NULL, channels text[] NOT NULL, created_at bigint NOT NULL,
-                        last_seen_at bigint NOT NULL
+                        last_seen_at bigint NOT NULL, shard_hash bigint NOT NULL
                     ) ON COMMIT DELETE ROWS
                     """, logger: logger)
             }
@@ -176,7 +176,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                         table: "incoming",
                         columns: [
                             "ordinal", "token", "kind", "activity_id", "device_id", "attributes_type", "app_id",
-                            "frequent", "supports_broadcast", "channels", "created_at", "last_seen_at",
+                            "frequent", "supports_broadcast", "channels", "created_at", "last_seen_at", "shard_hash",
                         ], logger: logger
                     ) { writer in
                         var buffer = ByteBuffer()
@@ -195,9 +195,10 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                     try await connection.query(
                         """
                         INSERT INTO tokens (token, kind, activity_id, device_id, attributes_type, app_id, frequent,
-                                            supports_broadcast, channels, created_at, last_seen_at)
+                                            supports_broadcast, channels, created_at, last_seen_at, shard_hash)
                         SELECT DISTINCT ON (token) token, kind, activity_id, device_id, attributes_type, app_id, frequent,
-                               supports_broadcast, channels, first_value(created_at) OVER batch, max(last_seen_at) OVER batch
+                               supports_broadcast, channels, first_value(created_at) OVER batch, max(last_seen_at) OVER batch,
+                               shard_hash
                         FROM incoming
                         WINDOW batch AS (PARTITION BY token ORDER BY ordinal
                                          ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)

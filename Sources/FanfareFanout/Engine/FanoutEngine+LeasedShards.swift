@@ -22,8 +22,9 @@ extension FanoutEngine {
     /// Takes shards whose leases this node just got: loads their tokens from the store (one scan), resumes their
     /// part of every unfinished wave from each shard's checkpoint, and lets them send until `sendUntil`
     /// (monotonic ns). Waves published later reach them through `catchUpWaves`. Shards already held only have
-    /// their deadline moved.
-    public func takeShards(_ indices: [Int], sendUntil: UInt64) throws(FanoutError) {
+    /// their deadline moved. `loadingFrom` reads the tokens (default: the engine's store; a coordinator passes a
+    /// connection of its own, so a long load does not hold up the engine's checkpoints).
+    public func takeShards(_ indices: [Int], sendUntil: UInt64, loadingFrom source: (any TokenStore)? = nil) throws(FanoutError) {
         guard let sharedStore else { throw .invalidConfiguration(field: "leasedShards", problem: "this engine does not lease its shards") }
         for index in indices where !shards.indices.contains(index) {
             throw .invalidConfiguration(field: "shard", problem: "\(index) is not a shard of this engine (0..<\(shards.count))")
@@ -35,7 +36,7 @@ extension FanoutEngine {
             guard !taking.isEmpty else { return [] }
             // Waves published so far are known first, so that "new on the shard" below is exact.
             try catchUp(&feed)
-            try load(shards: Set(taking))
+            try load(shards: Set(taking), from: source ?? store)
             let stored: [UnfinishedWave]
             do throws(RegistryError) {
                 stored = try sharedStore.unfinishedWaves(bundleID: configuration.bundleID, environment: configuration.environment)
@@ -64,7 +65,8 @@ extension FanoutEngine {
 
     /// The lease of a held shard was renewed: it may send until `sendUntil` (monotonic ns).
     public func extendLease(_ index: Int, sendUntil: UInt64) {
-        guard shards.indices.contains(index), feed.withLock({ $0.heldSince[index] != nil }) else { return }
+        // Not the feed lock: a shard load holds it for seconds, and renewals must not wait for that.
+        guard shards.indices.contains(index), control.withLock({ $0.held[index] }) else { return }
         shards[index].sendUntil.store(sendUntil, ordering: .releasing)
         kick(shard: index)
     }
@@ -79,9 +81,15 @@ extension FanoutEngine {
         configuration.logger.error("leases: lost shard \(index); this node sends nothing more of it")
     }
 
+    /// Live tokens in the shards this node holds (as of each shard's last loop iteration).
+    public var heldShardTokens: Int {
+        let held = heldShards
+        return held.reduce(0) { $0 + shards[$1].liveTokens.load(ordering: .relaxed) }
+    }
+
     /// Shards this node holds now.
     public var heldShards: [Int] {
-        feed.withLock { feed in feed.heldSince.indices.filter { feed.heldSince[$0] != nil } }
+        control.withLock { state in state.held.indices.filter { state.held[$0] } }
     }
 
     /// Starts, in id order, every wave the shared store has after the feed's position, on the shards this node
@@ -173,12 +181,12 @@ extension FanoutEngine {
     }
 
     /// Loads some shards' tokens from the store into them (holding `feed`, before they count as held).
-    private func load(shards taking: Set<Int>) throws(FanoutError) {
+    private func load(shards taking: Set<Int>, from source: any TokenStore) throws(FanoutError) {
         var batch: [TokenRegistration] = []
         batch.reserveCapacity(4096)
         var failure: FanoutError?
         do throws(RegistryError) {
-            try store.forEachRegistration(
+            try source.forEachRegistration(
                 bundleID: configuration.bundleID, environment: configuration.environment, shards: taking, of: shards.count
             ) { registration in
                 batch.append(registration)

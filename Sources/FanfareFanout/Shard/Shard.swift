@@ -108,6 +108,8 @@ final class Shard: PushProducer, @unchecked Sendable {
     /// Monotonic ns until which wave pushes may go out: `.max` for a lone engine; with leased shards, the end of
     /// this node's lease (0: not held). Read once per poll.
     let sendUntil = Atomic<UInt64>(.max)
+    /// Live tokens in this shard, as of its last loop iteration (for other threads: statistics, readiness).
+    let liveTokens = Atomic<Int>(0)
     @exclusivity(unchecked) private var stoppingWaves = false
     /// Pushes handed out and not answered yet, published once per loop iteration while stopping.
     let inFlight = Atomic<Int>(0)
@@ -332,6 +334,7 @@ final class Shard: PushProducer, @unchecked Sendable {
             case .resumeWave(let resumed): resume(resumed.update, checkpoint: resumed.checkpoint, mode: resumed.mode)
             }
         }
+        liveTokens.store(tokens.aliveCount, ordering: .relaxed)
         // Once per loop iteration, not per push: another shard may have opened the breaker.
         if breaker.generation.load(ordering: .relaxed) & 1 == 1 { paused = true }
         if let checkpoints {

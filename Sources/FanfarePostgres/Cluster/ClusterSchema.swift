@@ -31,6 +31,9 @@ extension PostgresSchema {
             seen_at timestamptz NOT NULL
         )
         """,
+        // The engine's shard hash of each token (`DeviceToken.shardHash`, as a signed bit pattern), so a node
+        // loads the shards it takes without reading every token. Rows from before have none.
+        "ALTER TABLE tokens ADD COLUMN shard_hash bigint",
         // What changed in `tokens`, in commit order: nodes keep their in-memory shards current from it.
         "CREATE SEQUENCE token_change_seq",
         """

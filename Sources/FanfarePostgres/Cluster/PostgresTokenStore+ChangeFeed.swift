@@ -97,3 +97,53 @@ extension PostgresTokenStore {
         }
     }
 }
+
+extension PostgresTokenStore {
+    /// The registrations of some shards, filtered by the database (`shard_hash`, written at registration);
+    /// rows without one (registered before migration 4) are read and filtered here.
+    public func forEachRegistration(
+        bundleID: String, environment: APNsEnvironment, shards: Set<Int>, of shardCount: Int,
+        _ body: (TokenRegistration) throws -> Void
+    ) throws(RegistryError) {
+        let count = UInt64(max(1, shardCount))
+        let wanted = shards.sorted().map { Int64($0) }
+        var after: ByteBuffer? = nil
+        var callbackError: (any Error)?
+        scan: while true {
+            let cursor = after
+            let page = try inTransaction("loading shards \(wanted) of \(bundleID) (\(environment))", begin: Self.beginSnapshotRead) {
+                connection, logger -> [TokenRegistration] in
+                var page: [TokenRegistration] = []
+                // The unsigned hash modulo the shard count, from its signed bit pattern.
+                for try await row in try await connection.query(
+                    """
+                    SELECT t.token, t.kind, t.activity_id, t.device_id, t.attributes_type, t.frequent,
+                           t.supports_broadcast, t.channels, t.created_at, t.last_seen_at
+                    FROM tokens t JOIN apps a ON a.id = t.app_id
+                    WHERE a.bundle_id = \(bundleID) AND a.environment = \(Int16(environment.rawValue))
+                      AND (t.shard_hash IS NULL OR
+                           ((t.shard_hash::numeric + CASE WHEN t.shard_hash < 0 THEN 18446744073709551616 ELSE 0 END)
+                             % \(Int64(count)))::bigint = ANY(\(wanted)))
+                      AND (\(cursor)::bytea IS NULL OR t.token > \(cursor)::bytea)
+                    ORDER BY t.token LIMIT \(Self.readPageRows)
+                    """, logger: logger)
+                {
+                    page.append(try Self.registration(row, bundleID: bundleID, environment: environment))
+                }
+                return page
+            }
+            for registration in page where shards.contains(Int(registration.token.shardHash % count)) {
+                do { try body(registration) } catch {
+                    callbackError = error
+                    break scan
+                }
+            }
+            guard page.count == Self.readPageRows, let last = page.last else { break }
+            after = Self.bytes(last.token)
+        }
+        if let callbackError {
+            if let registryError = callbackError as? RegistryError { throw registryError }
+            throw .storage("loading shards \(wanted) stopped: the callback threw \(callbackError)")
+        }
+    }
+}

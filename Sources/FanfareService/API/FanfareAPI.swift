@@ -1,3 +1,4 @@
+import FanfareCluster
 import FanfareCore
 import FanfareFanout
 import FanfareRegistry
@@ -15,6 +16,8 @@ package struct FanfareAPI: APIProtocol {
     let metrics: ServiceMetrics
     let monitor: WaveMonitor
     let lifecycle: ServiceLifecycleState
+    /// On PostgreSQL: this node's leases (nil on SQLite).
+    var cluster: ClusterNode? = nil
 
     var bundleID: String { configuration.fanout.bundleID }
     var environment: APNsEnvironment { configuration.fanout.environment }
@@ -129,7 +132,13 @@ package struct FanfareAPI: APIProtocol {
             throw ServiceProblem.unavailable(.notReady, detail, retryAfter: retryAfter)
         }
         let tokens = try await offPool { [store] in try store.count() }
-        return .ok(.init(body: .json(.init(status: .ready, tokens: tokens, apnsConnections: open))))
+        let clusterStatus = cluster.map { node in
+            let status = node.status
+            return Components.Schemas.ClusterStatus(
+                node: status.node, heldShards: status.heldShards, lostShards: status.lostShards, takeovers: status.takeovers,
+                shardTokens: engine.heldShardTokens)
+        }
+        return .ok(.init(body: .json(.init(status: .ready, tokens: tokens, apnsConnections: open, cluster: clusterStatus))))
     }
 
     package func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {

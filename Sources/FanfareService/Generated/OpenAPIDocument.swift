@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "5a7acd421ea82c1334136ae4d37f4ed5fd11c986aa3296aa621e569b5007d9f3"
+    package static let sha256 = "bb95898f1b31b77a13c446e4dde6a2c2dcf410ec9e48a8f88389cc5cc29ab0bd"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -1647,6 +1647,33 @@ components:
         apns_connections:
           type: integer
           description: APNs connections open.
+        cluster:
+          $ref: '#/components/schemas/ClusterStatus'
+    ClusterStatus:
+      type: object
+      description: >-
+        On PostgreSQL: this node's part in the cluster of nodes sharing the database (docs/deployment.md).
+      required: [node, held_shards, lost_shards, takeovers, shard_tokens]
+      properties:
+        node:
+          type: string
+          description: This node's id.
+        held_shards:
+          type: array
+          items:
+            type: integer
+          description: Shards whose lease this node holds (it sends only these).
+        lost_shards:
+          type: array
+          items:
+            type: integer
+          description: Shards this node lost to another node (it sends nothing of them until restarted).
+        takeovers:
+          type: integer
+          description: Shard leases this node took since it started.
+        shard_tokens:
+          type: integer
+          description: Tokens in the shards this node holds (kept current from the registry's change feed).
 
 """#
 }

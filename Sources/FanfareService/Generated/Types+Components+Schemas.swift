@@ -2201,25 +2201,84 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Readiness/apns_connections`.
             package var apnsConnections: Swift.Int
+            /// - Remark: Generated from `#/components/schemas/Readiness/cluster`.
+            package var cluster: Components.Schemas.ClusterStatus?
             /// Creates a new `Readiness`.
             ///
             /// - Parameters:
             ///   - status:
             ///   - tokens: Tokens loaded into the engine.
             ///   - apnsConnections: APNs connections open.
+            ///   - cluster:
             package init(
                 status: Components.Schemas.Readiness.StatusPayload,
                 tokens: Swift.Int,
-                apnsConnections: Swift.Int
+                apnsConnections: Swift.Int,
+                cluster: Components.Schemas.ClusterStatus? = nil
             ) {
                 self.status = status
                 self.tokens = tokens
                 self.apnsConnections = apnsConnections
+                self.cluster = cluster
             }
             package enum CodingKeys: String, CodingKey {
                 case status
                 case tokens
                 case apnsConnections = "apns_connections"
+                case cluster
+            }
+        }
+        /// On PostgreSQL: this node's part in the cluster of nodes sharing the database (docs/deployment.md).
+        ///
+        /// - Remark: Generated from `#/components/schemas/ClusterStatus`.
+        package struct ClusterStatus: Codable, Hashable, Sendable {
+            /// This node's id.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ClusterStatus/node`.
+            package var node: Swift.String
+            /// Shards whose lease this node holds (it sends only these).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ClusterStatus/held_shards`.
+            package var heldShards: [Swift.Int]
+            /// Shards this node lost to another node (it sends nothing of them until restarted).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ClusterStatus/lost_shards`.
+            package var lostShards: [Swift.Int]
+            /// Shard leases this node took since it started.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ClusterStatus/takeovers`.
+            package var takeovers: Swift.Int
+            /// Tokens in the shards this node holds (kept current from the registry's change feed).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ClusterStatus/shard_tokens`.
+            package var shardTokens: Swift.Int
+            /// Creates a new `ClusterStatus`.
+            ///
+            /// - Parameters:
+            ///   - node: This node's id.
+            ///   - heldShards: Shards whose lease this node holds (it sends only these).
+            ///   - lostShards: Shards this node lost to another node (it sends nothing of them until restarted).
+            ///   - takeovers: Shard leases this node took since it started.
+            ///   - shardTokens: Tokens in the shards this node holds (kept current from the registry's change feed).
+            package init(
+                node: Swift.String,
+                heldShards: [Swift.Int],
+                lostShards: [Swift.Int],
+                takeovers: Swift.Int,
+                shardTokens: Swift.Int
+            ) {
+                self.node = node
+                self.heldShards = heldShards
+                self.lostShards = lostShards
+                self.takeovers = takeovers
+                self.shardTokens = shardTokens
+            }
+            package enum CodingKeys: String, CodingKey {
+                case node
+                case heldShards = "held_shards"
+                case lostShards = "lost_shards"
+                case takeovers
+                case shardTokens = "shard_tokens"
             }
         }
     }

@@ -152,7 +152,7 @@ public final class FanfareServer: Sendable {
                 blocking: blocking, metrics: metrics, logger: logger))
         let api = FanfareAPI(
             engine: engine, store: store, blocking: blocking, configuration: configuration, metrics: metrics,
-            monitor: monitor, lifecycle: lifecycle)
+            monitor: monitor, lifecycle: lifecycle, cluster: cluster)
         try api.registerHandlers(on: FastPathTransport(router: router, api: api, recorded: registeredRoutes))
         var httpLogger = logger
         httpLogger[metadataKey: "component"] = "http"

@@ -168,7 +168,9 @@ struct ServeCommand: AsyncParsableCommand {
                 service.onLeaseLost = { shards in
                     // Its state for those shards is stale: a fresh process loads them again if it gets them back.
                     leaseLogger.critical("lost the leases of shards \(shards) to another node: exiting (75) for a fresh restart")
-                    Foundation.exit(75)
+                    // At once, without exit handlers: OpenSSL's would tear down under the running workers. Everything
+                    // durable is already in the database; the other nodes resume from it.
+                    _exit(75)
                 }
             }
             if let problem = service.problem() { throw UsageError(problem) }

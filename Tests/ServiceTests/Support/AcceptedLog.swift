@@ -37,6 +37,8 @@ struct AcceptedLog {
     /// token hex → apns-ids (lower-case), one per line.
     var idsByToken: [String: [String]] = [:]
     var records = 0
+    /// Each record's `time` (ms since the epoch), in file order.
+    var times: [Int64] = []
     /// Lines that are not whole records (a kill in the middle of a write may cut one short).
     var unparsable = 0
 
@@ -68,7 +70,20 @@ struct AcceptedLog {
             }
             idsByToken[token, default: []].append(id)
             records += 1
+            times.append(Self.time(in: line))
         }
+    }
+
+    /// The record's leading `{"time":<ms>`: 0 when it has none.
+    private static func time(in line: UnsafeRawBufferPointer) -> Int64 {
+        let key = Array(#"{"time":"#.utf8)
+        guard line.count > key.count, line.prefix(key.count).elementsEqual(key) else { return 0 }
+        var value: Int64 = 0
+        for byte in line.dropFirst(key.count) {
+            guard byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") else { break }
+            value = value &* 10 &+ Int64(byte - UInt8(ascii: "0"))
+        }
+        return value
     }
 
     /// The string after the first `key` (which ends with the opening quote), up to the closing quote.
