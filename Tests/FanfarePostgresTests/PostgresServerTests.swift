@@ -93,9 +93,13 @@ extension PostgresSuites {
                 try store.register(registrations)
                 try store.close()
             }
-            // Back to what version 1 left (the tables of versions 2 and 3 gone).
+            // Back to what version 1 left (what versions 2, 3 and 4 added gone).
             _ = try server.psql("""
                 DROP TABLE wave_checkpoints, waves, channel_latest, pending_retirements, pruned_wave_ids, idempotency_keys;
+                DROP TRIGGER tokens_inserted ON tokens; DROP TRIGGER tokens_updated ON tokens;
+                DROP TRIGGER tokens_deleted ON tokens; DROP FUNCTION fanfare_log_token_changes();
+                DROP TABLE cluster_config, shard_leases, cluster_nodes, token_changes; DROP SEQUENCE token_change_seq;
+                ALTER TABLE tokens DROP COLUMN shard_hash;
                 DELETE FROM schema_version WHERE version >= 2
                 """)
             let store = try PostgresTokenStore(url: server.url)
