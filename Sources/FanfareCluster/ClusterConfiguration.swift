@@ -53,6 +53,9 @@ public struct ClusterConfiguration: Sendable {
         guard margin >= .zero && margin * 3 < leaseDuration else {
             throw .invalidConfiguration("safety margin \(margin) must be at least 0 and under a third of the lease (\(leaseDuration))")
         }
+        if let joinWindow, joinWindow < .zero || joinWindow > .seconds(3600) {
+            throw .invalidConfiguration("join window \(joinWindow) must be in 0...3600 s")
+        }
         guard pollInterval >= .milliseconds(10) && pollInterval <= .seconds(60) else {
             throw .invalidConfiguration("poll interval \(pollInterval) must be in 10 ms...60 s")
         }

@@ -46,6 +46,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "PostgreSQL: how long a shard lease lasts without renewal, about how long a dead node's shards wait for another node (e.g. 6s).")
     var lease = "6s"
 
+    @Option(help: "PostgreSQL: how long a starting node waits for the nodes started with it before taking its share of the shards (default: one lease).")
+    var join: String?
+
     @Option(help: "Address to serve HTTP on (host:port; port 0 picks a free one). Beyond loopback needs --api-keys.")
     var listen = "127.0.0.1:8080"
 
@@ -162,6 +165,7 @@ struct ServeCommand: AsyncParsableCommand {
                 guard (1...256).contains(shards) else { throw UsageError("--shards must be in 1...256") }
                 var cluster = ClusterConfiguration(nodeID: nodeId ?? ClusterConfiguration.defaultNodeID(), shardCount: shards)
                 cluster.leaseDuration = .nanoseconds(try parseDuration(lease, flag: "--lease"))
+                if let join { cluster.joinWindow = .nanoseconds(try parseDuration(join, flag: "--join")) }
                 do { try cluster.validate() } catch { throw UsageError("\(error)") }
                 service.cluster = cluster
                 let leaseLogger = logger
