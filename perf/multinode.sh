@@ -59,7 +59,9 @@ perf_build
 perf_write_environment "$OUT/environment.txt"
 PERF_SIM_PIDS=()
 NODE_PIDS=()
-PG_DIR="$OUT/postgres"
+# PostgreSQL's files in a temporary directory: its user must reach them (the output directory may sit under a
+# home directory it cannot enter).
+PG_DIR="$(mktemp -d "${TMPDIR:-/tmp}/fanfare-multinode-pg.XXXXXX")"
 
 # PostgreSQL refuses to run as root: its programs run as the postgres user then.
 as_postgres() {
@@ -81,12 +83,14 @@ cleanup() {
     stop_nodes
     perf_cleanup
     [ -d "$PG_DIR/data" ] && as_postgres "$POSTGRES_BIN/pg_ctl" -D "$PG_DIR/data" -m fast -w stop >/dev/null 2>&1 || true
+    [ -f "$PG_DIR/log" ] && cp "$PG_DIR/log" "$OUT/postgres.log" 2>/dev/null || true
+    rm -rf "$PG_DIR"
 }
 trap cleanup EXIT
 
 # --- PostgreSQL: initdb into the output directory, loopback, pg_stat_statements for the statement counts.
 mkdir -p "$PG_DIR"
-[ "$(id -u)" = 0 ] && chown postgres "$PG_DIR"
+if [ "$(id -u)" = 0 ]; then chown postgres "$PG_DIR"; fi
 PG_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 perf_log "initdb into $PG_DIR/data; PostgreSQL on 127.0.0.1:$PG_PORT"
 as_postgres "$POSTGRES_BIN/initdb" -D "$PG_DIR/data" -A trust -U fanfare --no-sync >"$OUT/initdb.log" 2>&1 ||
