@@ -47,6 +47,14 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     private let fenceStorage = Mutex<CheckpointFence?>(nil)
     /// Connections opened so far (the first included); tests read it.
     public private(set) var connectionsOpened = 0
+    /// Registrations may run on this many connections at once (this store's and, opened when first needed,
+    /// the connections of `lanes`): PostgreSQL writes one batch on one core, so two batches on two connections
+    /// take two.
+    public let registrationConnections: Int
+    /// Stores of their own (each one connection) that take registrations while this one is busy.
+    private let lanes = Mutex<[PostgresTokenStore]>([])
+    /// Registrations running on this store's connection or waiting for it.
+    private let registering = Atomic<Int>(0)
 
     struct AppKey: Hashable {
         var bundleID: String
@@ -54,9 +62,12 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     }
 
     /// Connects to `url` (`postgres://user[:password]@host[:port]/database`), creating or migrating the tables.
-    public init(url: String, logger: Logger = Logger(label: "fanfare.postgres")) throws(RegistryError) {
+    public init(
+        url: String, registrationConnections: Int = 2, logger: Logger = Logger(label: "fanfare.postgres")
+    ) throws(RegistryError) {
         self.logger = logger
         self.url = url
+        self.registrationConnections = max(1, registrationConnections)
         configuration = try Self.configuration(url)
         executor = EventLoopTaskExecutor(PostgresConnection.defaultEventLoopGroup.any())
         let connection = try connect()
@@ -81,6 +92,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
 
     /// Closes the connection. Later calls fail with `.storage`.
     public func close() throws(RegistryError) {
+        for lane in lanes.withLock({ lanes in defer { lanes = [] }; return lanes }) { try? lane.close() }
         lock.lock()
         defer { lock.unlock() }
         guard !isClosed else { return }
@@ -156,15 +168,55 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
             throw .storage("broadcast subscriptions are not stored on PostgreSQL yet; nothing was registered")
         }
         guard !registrations.isEmpty else { return RegistrationResult() }
+        return try registrationLane().registerOnOwnConnection(registrations)
+    }
+
+    /// The store whose connection takes the next registration: this one when idle, else an idle lane, else a
+    /// new lane while there may be more, else this one (waiting its turn).
+    private func registrationLane() -> PostgresTokenStore {
+        if registering.load(ordering: .relaxed) == 0 || registrationConnections == 1 { return self }
+        return lanes.withLock { lanes -> PostgresTokenStore in
+            if let idle = lanes.first(where: { $0.registering.load(ordering: .relaxed) == 0 }) { return idle }
+            guard lanes.count < registrationConnections - 1 else {
+                return lanes.min { $0.registering.load(ordering: .relaxed) < $1.registering.load(ordering: .relaxed) } ?? self
+            }
+            do {
+                let lane = try PostgresTokenStore(url: url, registrationConnections: 1, logger: logger)
+                lanes.append(lane)
+                return lane
+            } catch {
+                logger.warning("registering on the store's own connection: another one failed to open: \(error)")
+                return self
+            }
+        }
+    }
+
+    /// One batch in one transaction on this store's connection. Each row locks its token: rows go in token order,
+    /// so two batches (on two connections or two nodes) sharing tokens wait for each other instead of deadlocking.
+    private func registerOnOwnConnection(_ registrations: [TokenRegistration]) throws(RegistryError) -> RegistrationResult {
+        registering.add(1, ordering: .relaxed)
+        defer { registering.subtract(1, ordering: .relaxed) }
         let logger = self.logger
         return try serialised("registering \(registrations.count) tokens") { connection throws(RegistryError) in
             let keys = Set(registrations.map { AppKey(bundleID: $0.bundleID, environment: $0.environment) })
             let known = appIDs
             let missing = keys.filter { known[$0] == nil }
             let hasPushToStart = registrations.contains { $0.kind == .pushToStart }
+            // Most batches name each token once: then the rows go in as they came, with no sort.
+            var seen = Set<DeviceToken>(minimumCapacity: registrations.count)
+            let hasDuplicates = registrations.contains { !seen.insert($0.token).inserted }
             let (newIDs, replaced) = try run { () async throws -> ([AppKey: Int64], [DeviceToken]) in
                 try await connection.query("BEGIN", logger: logger)
                 do {
+                    // A batch of 100,000 is about 15 MB to sort or hash: in memory, not in files (the default is 4 MB).
+                    try await connection.query("SET LOCAL work_mem = '64MB'", logger: logger)
+                    if hasPushToStart {
+                        // The replacement rule reads the other push-to-start tokens of each device: batches with
+                        // such tokens, on any connection or node, run one at a time.
+                        try await connection.query(
+                            "SELECT pg_advisory_xact_lock(\(PostgresSchema.changeLockSpace), \(Self.pushToStartLockKey))",
+                            logger: logger)
+                    }
                     var ids = known
                     var created: [AppKey: Int64] = [:]
                     for key in missing {
@@ -190,26 +242,9 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                         }
                         if buffer.readableBytes > 0 { try await writer.write(buffer) }
                     }
-                    // One row per token: the batch's last registration of it, with the first one's creation time
-                    // (as if written one by one). An existing row keeps created_at; last_seen_at only moves forward.
                     try await connection.query(
-                        """
-                        INSERT INTO tokens (token, kind, activity_id, device_id, attributes_type, app_id, frequent,
-                                            supports_broadcast, channels, created_at, last_seen_at, shard_hash)
-                        SELECT DISTINCT ON (token) token, kind, activity_id, device_id, attributes_type, app_id, frequent,
-                               supports_broadcast, channels, first_value(created_at) OVER batch, max(last_seen_at) OVER batch,
-                               shard_hash
-                        FROM incoming
-                        WINDOW batch AS (PARTITION BY token ORDER BY ordinal
-                                         ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
-                        ORDER BY token, ordinal DESC
-                        ON CONFLICT (token) DO UPDATE SET
-                            kind = EXCLUDED.kind, activity_id = EXCLUDED.activity_id, device_id = EXCLUDED.device_id,
-                            attributes_type = EXCLUDED.attributes_type, app_id = EXCLUDED.app_id,
-                            frequent = EXCLUDED.frequent, supports_broadcast = EXCLUDED.supports_broadcast,
-                            channels = EXCLUDED.channels,
-                            last_seen_at = greatest(tokens.last_seen_at, EXCLUDED.last_seen_at)
-                        """, logger: logger)
+                        PostgresQuery(unsafeSQL: hasDuplicates ? Self.upsertDeduplicated : Self.upsertDistinct),
+                        logger: logger)
                     var replaced: [(token: DeviceToken, winner: Int32)] = []
                     if hasPushToStart {
                         // The last push-to-start token of each (app, device, attributes type) in the batch replaces
@@ -246,6 +281,45 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
             return result
         }
     }
+
+    /// Writes the batch in `incoming` into `tokens` when no token occurs twice in it. An existing row keeps
+    /// created_at; last_seen_at only moves forward.
+    static let pushToStartLockKey: Int32 = -3
+
+    static let upsertDistinct = """
+        INSERT INTO tokens (token, kind, activity_id, device_id, attributes_type, app_id, frequent,
+                            supports_broadcast, channels, created_at, last_seen_at, shard_hash)
+        SELECT token, kind, activity_id, device_id, attributes_type, app_id, frequent, supports_broadcast, channels,
+               created_at, last_seen_at, shard_hash
+        FROM incoming
+        ORDER BY token
+        \(upsertConflict)
+        """
+
+    /// The same when some token occurs more than once (an upsert may touch a row only once per statement): one
+    /// row per token, the batch's last registration of it with the first one's creation time, as if written one
+    /// by one. One sort serves the window and DISTINCT ON.
+    static let upsertDeduplicated = """
+        INSERT INTO tokens (token, kind, activity_id, device_id, attributes_type, app_id, frequent,
+                            supports_broadcast, channels, created_at, last_seen_at, shard_hash)
+        SELECT DISTINCT ON (token) token, kind, activity_id, device_id, attributes_type, app_id, frequent,
+               supports_broadcast, channels, last_value(created_at) OVER batch, max(last_seen_at) OVER batch,
+               shard_hash
+        FROM incoming
+        WINDOW batch AS (PARTITION BY token ORDER BY ordinal DESC
+                         ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+        ORDER BY token, ordinal DESC
+        \(upsertConflict)
+        """
+
+    private static let upsertConflict = """
+        ON CONFLICT (token) DO UPDATE SET
+            kind = EXCLUDED.kind, activity_id = EXCLUDED.activity_id, device_id = EXCLUDED.device_id,
+            attributes_type = EXCLUDED.attributes_type, app_id = EXCLUDED.app_id,
+            frequent = EXCLUDED.frequent, supports_broadcast = EXCLUDED.supports_broadcast,
+            channels = EXCLUDED.channels,
+            last_seen_at = greatest(tokens.last_seen_at, EXCLUDED.last_seen_at)
+        """
 
     public func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int {
         guard !tokens.isEmpty else { return 0 }

@@ -93,19 +93,21 @@ extension PostgresSuites {
                 try store.register(registrations)
                 try store.close()
             }
-            // Back to what version 1 left (what versions 2, 3 and 4 added gone).
+            // Back to what version 1 left (what versions 2 to 5 changed undone).
             _ = try server.psql("""
                 DROP TABLE wave_checkpoints, waves, channel_latest, pending_retirements, pruned_wave_ids, idempotency_keys;
                 DROP TRIGGER tokens_inserted ON tokens; DROP TRIGGER tokens_updated ON tokens;
                 DROP TRIGGER tokens_deleted ON tokens; DROP FUNCTION fanfare_log_token_changes();
                 DROP TABLE cluster_config, shard_leases, cluster_nodes, token_changes; DROP SEQUENCE token_change_seq;
                 ALTER TABLE tokens DROP COLUMN shard_hash;
+                ALTER TABLE tokens ADD CONSTRAINT tokens_app_id_fkey FOREIGN KEY (app_id) REFERENCES apps (id);
                 DELETE FROM schema_version WHERE version >= 2
                 """)
             let store = try PostgresTokenStore(url: server.url)
             defer { try? store.close() }
             #expect(try server.psql("SELECT max(version) FROM schema_version") == String(PostgresTokenStore.schemaVersion))
             #expect(try store.count() == 300)
+            #expect(try server.psql("SELECT count(*) FROM pg_constraint WHERE conname = 'tokens_app_id_fkey'") == "0")
             let stored = try store.all()
             for registration in registrations { #expect(stored[registration.token] == registration.sortedChannels) }
             try store.saveWave(makeWave(1))
