@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Several `fanfare serve` nodes on one PostgreSQL against one simulator (issue 14): for 1, 2 and 3 nodes on this
-# machine, the registration rate through one node (POST /v1/tokens, batches of 10,000, into PostgreSQL), the
+# machine, the registration rate through one node (POST /v1/tokens, batches of 10,000, two at once, into PostgreSQL), the
 # makespan of one wave to every token (1,000,000 by default), and the database work of that wave (statements
 # from pg_stat_statements, WAL bytes). The simulator is pinned to SIM_CPU, the nodes to CLIENT_CPU (with three
 # nodes they share one core: the figures say what the coordination costs, not how far more machines scale).
@@ -14,10 +14,12 @@ usage: perf/multinode.sh [options]      (each option also reads from the environ
   -t, --tokens N       tokens registered and waved to                   TOKENS (1000000)
   -s, --shards N       the cluster's shard count                        SHARDS (6)
   -l, --latency D      the simulator's latency                          LATENCY (0)
+  -c, --concurrency N  registration requests in flight at once          CONCURRENCY (2)
       --out DIR        output directory                                 OUT (perf/out/<timestamp>-multinode)
       --no-build       use the existing release binary                  NO_BUILD=1
 Also: FANFARE_BIN (use this binary, no build), SIM_CPU (1) and CLIENT_CPU (0), POSTGRES_BIN (directory of
-initdb/pg_ctl/postgres; default the newest /usr/lib/postgresql/N/bin).
+initdb/pg_ctl/postgres; default the newest /usr/lib/postgresql/N/bin), PG_SETTINGS (the server's -c flags;
+default "-c shared_buffers=2GB -c max_wal_size=8GB").
 Needs PostgreSQL's server (apt-get install -y postgresql), python3, curl, jq, taskset.
 USAGE
 }
@@ -29,6 +31,7 @@ NODES="${NODES:-1 2 3}"
 TOKENS="${TOKENS:-1000000}"
 SHARDS="${SHARDS:-6}"
 LATENCY="${LATENCY:-0}"
+CONCURRENCY="${CONCURRENCY:-2}"
 OUT="${OUT:-$PERF_DIR/out/$(date +%Y%m%d-%H%M%S)-multinode}"
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -36,6 +39,7 @@ while [ $# -gt 0 ]; do
         -t | --tokens) TOKENS="$2"; shift 2 ;;
         -s | --shards) SHARDS="$2"; shift 2 ;;
         -l | --latency) LATENCY="$2"; shift 2 ;;
+        -c | --concurrency) CONCURRENCY="$2"; shift 2 ;;
         --out) OUT="$2"; shift 2 ;;
         --no-build) NO_BUILD=1; shift ;;
         -h | --help) usage; exit 0 ;;
@@ -44,6 +48,7 @@ while [ $# -gt 0 ]; do
 done
 [[ "$TOKENS" =~ ^[0-9]+$ ]] && [ "$TOKENS" -ge 10000 ] && [ $((TOKENS % 10000)) -eq 0 ] ||
     perf_die "--tokens must be a multiple of 10,000 (got $TOKENS)"
+[[ "$CONCURRENCY" =~ ^[1-9][0-9]*$ ]] || perf_die "--concurrency must be a positive number (got $CONCURRENCY)"
 [[ "$SHARDS" =~ ^[0-9]+$ ]] && [ "$SHARDS" -ge 1 ] || perf_die "--shards must be a positive number (got $SHARDS)"
 for n in $NODES; do [[ "$n" =~ ^[1-9]$ ]] || perf_die "--nodes takes counts from 1 to 9 (got '$n')"; done
 
@@ -88,6 +93,11 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Durable as in production (fsync and synchronous_commit stay on); memory for the registry's indexes (1,000,000
+# tokens are about 400 MB of table and indexes: the default 128 MB of shared buffers would make every insert a
+# read) and room for a bulk load's WAL between checkpoints. docs/deployment.md says what a real server needs.
+PG_SETTINGS="${PG_SETTINGS:--c shared_buffers=2GB -c max_wal_size=8GB}"
+
 # --- PostgreSQL: initdb into the output directory, loopback, pg_stat_statements for the statement counts.
 mkdir -p "$PG_DIR"
 if [ "$(id -u)" = 0 ]; then chown postgres "$PG_DIR"; fi
@@ -96,7 +106,7 @@ perf_log "initdb into $PG_DIR/data; PostgreSQL on 127.0.0.1:$PG_PORT"
 as_postgres "$POSTGRES_BIN/initdb" -D "$PG_DIR/data" -A trust -U fanfare --no-sync >"$OUT/initdb.log" 2>&1 ||
     perf_die "initdb failed (see $OUT/initdb.log)"
 as_postgres "$POSTGRES_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/log" -w \
-    -o "-h 127.0.0.1 -p $PG_PORT -k $PG_DIR -c shared_preload_libraries=pg_stat_statements -c max_connections=200" \
+    -o "-h 127.0.0.1 -p $PG_PORT -k $PG_DIR -c shared_preload_libraries=pg_stat_statements -c max_connections=200 $PG_SETTINGS" \
     start >/dev/null || perf_die "PostgreSQL did not start (see $PG_DIR/log)"
 psql_run() { psql -X -q -t -A -h 127.0.0.1 -p "$PG_PORT" -U fanfare "$@"; }
 command -v psql >/dev/null 2>&1 || psql() { "$POSTGRES_BIN/psql" "$@"; }
@@ -160,10 +170,10 @@ for nodes in $NODES; do
 
     perf_log "$nodes node(s): registering $TOKENS tokens through node 1"
     started=$(date +%s.%N)
-    for body in "$BODIES"/*.json; do
-        curl -fsS -o /dev/null -H 'Content-Type: application/json' --data-binary "@$body" "http://127.0.0.1:${ports[0]}/v1/tokens" ||
-            perf_die "registration failed (see $run/node-1.err)"
-    done
+    # CONCURRENCY requests in flight (a node writes up to two batches at once, on two connections).
+    printf '%s\n' "$BODIES"/*.json | xargs -P "$CONCURRENCY" -I{} \
+        curl -fsS -o /dev/null -H 'Content-Type: application/json' --data-binary "@{}" "http://127.0.0.1:${ports[0]}/v1/tokens" ||
+        perf_die "registration failed (see $run/node-1.err)"
     registered=$(date +%s.%N)
     for _ in $(seq 6000); do [ "$(held_total shard_tokens)" -eq "$TOKENS" ] && break; sleep 0.1; done
     fed=$(date +%s.%N)
@@ -195,5 +205,5 @@ for nodes in $NODES; do
 done
 
 echo
-echo "several nodes: $TOKENS tokens, $SHARDS shards, simulator latency $LATENCY (raw: $OUT)"
+echo "several nodes: $TOKENS tokens, $SHARDS shards, simulator latency $LATENCY, $CONCURRENCY registration requests at once (raw: $OUT)"
 column -t -s $'\t' "$RESULTS"

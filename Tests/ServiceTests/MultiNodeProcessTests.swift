@@ -87,6 +87,11 @@ struct MultiNodeProcessTests {
         }
         let early = await Self.report(c, wave) ?? [:]
         try #require(quarter, "a quarter delivered: \(early)")
+        // The wave list of any node shows it running (the sum of every node's shards, as GET of the wave).
+        let listed = (try? await c.client.get("/v1/waves").json?["waves"] as? [[String: Any]]) ?? []
+        let running = listed.first { $0["id"] as? Int == wave }
+        #expect(running?["state"] as? String == "running" && (running?["delivered"] as? Int ?? 0) >= Self.total / 4,
+                "the running wave in C's list: \(listed)")
         let lostShards = await Self.held(a)
         a.signal(SIGKILL)
         let killed = ContinuousClock.now
@@ -108,6 +113,10 @@ struct MultiNodeProcessTests {
         #expect(accounted == Self.total, "every token accounted for exactly once: \(final)")
         let fromB = await Self.report(b, wave) ?? [:]
         #expect(final as NSDictionary == fromB as NSDictionary, "any node answers the same report: C \(final)\nB \(fromB)")
+        // B published it: B logs its completion (once, from the store) and counts it in its metrics.
+        let loggedByB = await eventually(timeout: .seconds(30)) { b.errors.contains("wave complete") }
+        #expect(loggedByB, "B logs the completion of the wave it published: \(b.errors.suffix(1500))")
+        #expect(try await b.client.get("/metrics").text.contains("fanfare_waves_completed_total 1"))
 
         // Phase 2: B stopped past its lease mid-wave; C finishes B's shards; B resumed sends nothing.
         let second = try await c.client.post("/v1/channels/match/updates", json: updateBody(timestamp: unixNow + 1, home: 2))
@@ -125,6 +134,9 @@ struct MultiNodeProcessTests {
         #expect(secondDone, "C finishes the second wave alone: \(secondSoFar)")
         let heldByC = await Self.held(c)
         #expect(heldByC.count == Self.shards)
+        let metricsOfC = try await c.client.get("/metrics").text
+        #expect(metricsOfC.contains("fanfare_cluster_shards_held \(Self.shards)"), "C's metrics: \(metricsOfC.prefix(3000))")
+        #expect(metricsOfC.contains("fanfare_cluster_takeovers_total "), "C took over shards of A or B")
         let resumedAt = Self.nowMilliseconds
         b.signal(SIGCONT)
         let status = await b.waitForExit(timeout: .seconds(30))

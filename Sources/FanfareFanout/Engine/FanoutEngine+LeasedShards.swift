@@ -143,6 +143,19 @@ extension FanoutEngine {
         }
     }
 
+    /// Every unfinished wave of this app in the shared store, newest first, each as the sum of its shards'
+    /// checkpoints so far (whichever node holds them). Empty when the store is not shared.
+    public func sharedRunningReports() throws(FanoutError) -> [WaveReport] {
+        guard sharedStore != nil, let waveStore else { return [] }
+        do {
+            return try waveStore.unfinishedWaves(bundleID: configuration.bundleID, environment: configuration.environment)
+                .reversed()
+                .map { SharedWaveSummary(record: $0.record, checkpoints: $0.checkpoints, logger: configuration.logger).runningReport() }
+        } catch {
+            throw .registry(error)
+        }
+    }
+
     /// Registrations another node wrote (the registry's change feed): into the shards this node holds.
     public func applyRegistered(_ registrations: [TokenRegistration]) throws(FanoutError) {
         let mine = registrations.filter { $0.bundleID == configuration.bundleID && $0.environment == configuration.environment }

@@ -143,7 +143,13 @@ package struct FanfareAPI: APIProtocol {
 
     package func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {
         let tokens = try? await offPool { [store] in try store.count() }
-        let text = metrics.render(statistics: engine.statistics, registryTokens: tokens)
+        let clusterFigures = cluster.map { node in
+            let status = node.status
+            return ServiceMetrics.ClusterFigures(
+                heldShards: status.heldShards.count, shardTokens: engine.heldShardTokens, lostShards: status.lostShards.count,
+                takeovers: status.takeovers)
+        }
+        let text = metrics.render(statistics: engine.statistics, registryTokens: tokens, cluster: clusterFigures)
         return .ok(.init(body: .plainText(HTTPBody(text))))
     }
 

@@ -33,6 +33,8 @@ extension FanfareAPI {
             } catch let failure as PublishFailure {
                 throw publishProblem(failure.error)
             }
+            monitor.publishedShared(
+                id: id, channel: channel, event: content.event.rawValue, timestamp: content.timestamp, priority: priority)
             return .accepted(
                 .init(
                     headers: .init(location: "/v1/waves/\(id)"),
@@ -96,8 +98,11 @@ extension FanfareAPI {
             throw ServiceProblem.badRequest(.invalidParameter, "before must be at least 1 (got \(before))", field: "before")
         }
         // Memory first (running waves and the newest complete ones), then the stored final reports of waves not
-        // in memory (from before a restart), merged newest first.
-        let memory = engine.configuration.leasedShards ? [] : engine.waves.map(\.report)
+        // in memory (from before a restart), merged newest first. Several nodes: no node's memory has a whole
+        // wave, so the running ones are the store's, summed over every node's shards.
+        let memory = engine.configuration.leasedShards
+            ? try await offPool { [engine] in try engine.sharedRunningReports() }
+            : engine.waves.map(\.report)
         let known = Set(memory.map(\.id))
         // Without filters the page is the newest `limit` of memory and store together, so the store's newest
         // `limit + 1` suffice (the extra one says whether there is more); a filter may need them all.

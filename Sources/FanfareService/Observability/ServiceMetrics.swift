@@ -28,6 +28,9 @@ import Synchronization
 ///   `fanfare_invalid_tokens_removed_total` (from the engine), `fanfare_engine_queue_depth`,
 ///   `fanfare_backpressure_refusals_total{operation}`
 /// - `fanfare_http_requests_total{route,method,status}`, `fanfare_http_request_duration_seconds{route,method}`
+/// - Several nodes (PostgreSQL): `fanfare_cluster_shards_held`, `fanfare_cluster_shard_tokens` (tokens in the held
+///   shards), `fanfare_cluster_shards_lost` (leases another node took from this one: it exits at once),
+///   `fanfare_cluster_takeovers_total` (expired leases this node took over)
 package final class ServiceMetrics: Sendable {
     package let registry: PrometheusCollectorRegistry
     package let factory: PrometheusMetricsFactory
@@ -113,8 +116,19 @@ package final class ServiceMetrics: Sendable {
 
     // MARK: - At scrape time
 
+    /// This node's part of a cluster at scrape time (nil: not one).
+    package struct ClusterFigures: Sendable {
+        package var heldShards: Int
+        package var shardTokens: Int
+        package var lostShards: Int
+        package var takeovers: Int
+        package init(heldShards: Int, shardTokens: Int, lostShards: Int, takeovers: Int) {
+            (self.heldShards, self.shardTokens, self.lostShards, self.takeovers) = (heldShards, shardTokens, lostShards, takeovers)
+        }
+    }
+
     /// Exports the engine's totals and gauges, then renders every metric in the text format.
-    package func render(statistics: FanoutStatistics, registryTokens: Int?) -> String {
+    package func render(statistics: FanoutStatistics, registryTokens: Int?, cluster: ClusterFigures? = nil) -> String {
         let client = statistics.client
         gauge("fanfare_pushes_in_flight", client.inFlight)
         gauge("fanfare_pushes_pending", client.pending)
@@ -126,6 +140,11 @@ package final class ServiceMetrics: Sendable {
         gauge("fanfare_invalid_tokens_held", statistics.invalidTokensHeld)
         gauge("fanfare_engine_queue_depth", statistics.queuedCommands)
         if let registryTokens { gauge("fanfare_registry_tokens", registryTokens) }
+        if let cluster {
+            gauge("fanfare_cluster_shards_held", cluster.heldShards)
+            gauge("fanfare_cluster_shard_tokens", cluster.shardTokens)
+            gauge("fanfare_cluster_shards_lost", cluster.lostShards)
+        }
         var totals: [(String, [(String, String)], Int)] = [
             ("fanfare_push_resends_total", [], client.resends),
             ("fanfare_apns_connections_opened_total", [], client.connectionsOpened),
@@ -136,6 +155,7 @@ package final class ServiceMetrics: Sendable {
             ("fanfare_apns_connection_scaling_total", [("decision", "down")], client.scaleDowns),
             ("fanfare_apns_connection_scaling_total", [("decision", "failed")], client.scaleUpFailures),
         ]
+        if let cluster { totals.append(("fanfare_cluster_takeovers_total", [], cluster.takeovers)) }
         for (outcome, count) in [("delivered", client.delivered), ("rejected", client.rejected), ("failed", client.failed)] {
             totals.append(("fanfare_pushes_total", [("outcome", outcome)], count))
         }

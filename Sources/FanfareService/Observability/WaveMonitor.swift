@@ -12,6 +12,10 @@ package final class WaveMonitor: Sendable {
     private let wallClockMilliseconds: @Sendable () -> Int64
     private struct State {
         var running: [Wave] = []
+        /// Several nodes: waves published through this node, followed in the shared store (no node's memory
+        /// has a whole one). This node logs and counts their completion; the others do not, so the cluster's
+        /// metrics add up.
+        var shared: [UInt64: String] = [:]
         var established = 0
         var closed = 0
         var certificateRejections = 0
@@ -33,6 +37,27 @@ package final class WaveMonitor: Sendable {
                 "wave": "\(wave.id)", "channel": "\(wave.channel)", "event": "\(wave.event.rawValue)",
                 "timestamp": "\(wave.timestamp)", "priority": "\(priority.rawValue)",
             ])
+    }
+
+    /// Several nodes: a wave this node published into the shared store.
+    package func publishedShared(id: UInt64, channel: String, event: String, timestamp: Int64, priority: UpdatePriority) {
+        state.withLock { $0.shared[id] = channel }
+        metrics.waveStarted()
+        logger.info(
+            "wave started",
+            metadata: [
+                "wave": "\(id)", "channel": "\(channel)", "event": "\(event)", "timestamp": "\(timestamp)",
+                "priority": "\(priority.rawValue)", "shared": "true",
+            ])
+    }
+
+    /// The shared waves this node published and has not seen complete.
+    package var sharedWaves: [UInt64] { state.withLock { Array($0.shared.keys) } }
+
+    /// A shared wave's report from the store: once complete, logged and counted (once).
+    package func sharedProgress(_ report: WaveReport) {
+        guard report.state == .complete, state.withLock({ $0.shared.removeValue(forKey: report.id) }) != nil else { return }
+        completed(report)
     }
 
     /// A wave the engine resumed at start (from an earlier run on the same registry).
@@ -63,6 +88,25 @@ package final class WaveMonitor: Sendable {
         }
     }
 
+    private func completed(_ report: WaveReport) {
+        let nowSeconds = Double(wallClockMilliseconds()) / 1000
+        metrics.waveCompleted(report, contentAgeSeconds: nowSeconds - Double(report.timestamp))
+        var metadata: Logger.Metadata = [
+            "wave": "\(report.id)", "channel": "\(report.channel)", "targeted": "\(report.targeted)",
+            "delivered": "\(report.delivered)", "superseded": "\(report.superseded)", "failed": "\(report.failed)",
+            "expired": "\(report.expired)", "invalidated": "\(report.invalidated)",
+        ]
+        if let makespan = report.makespan { metadata["makespan_ms"] = "\(makespan / 1_000_000)" }
+        if report.restarts > 0 {
+            metadata["restarts"] = "\(report.restarts)"
+            metadata["resent_after_restart"] = "\(report.resentAfterRestart)"
+        }
+        if !report.failedByReason.isEmpty {
+            metadata["failed_by_reason"] = .dictionary(report.failedByReason.mapValues { .stringConvertible($0) })
+        }
+        logger.info("wave complete", metadata: metadata)
+    }
+
     /// One pass: completed waves and connection changes. Called every ~100 ms and once at the end.
     package func check(engine: FanoutEngine) {
         let completed: [Wave] = state.withLock { state in
@@ -71,24 +115,7 @@ package final class WaveMonitor: Sendable {
             return done
         }
         let nowSeconds = Double(wallClockMilliseconds()) / 1000
-        for wave in completed {
-            let report = wave.report
-            metrics.waveCompleted(report, contentAgeSeconds: nowSeconds - Double(report.timestamp))
-            var metadata: Logger.Metadata = [
-                "wave": "\(report.id)", "channel": "\(report.channel)", "targeted": "\(report.targeted)",
-                "delivered": "\(report.delivered)", "superseded": "\(report.superseded)", "failed": "\(report.failed)",
-                "expired": "\(report.expired)", "invalidated": "\(report.invalidated)",
-            ]
-            if let makespan = report.makespan { metadata["makespan_ms"] = "\(makespan / 1_000_000)" }
-            if report.restarts > 0 {
-                metadata["restarts"] = "\(report.restarts)"
-                metadata["resent_after_restart"] = "\(report.resentAfterRestart)"
-            }
-            if !report.failedByReason.isEmpty {
-                metadata["failed_by_reason"] = .dictionary(report.failedByReason.mapValues { .stringConvertible($0) })
-            }
-            logger.info("wave complete", metadata: metadata)
-        }
+        for wave in completed { self.completed(wave.report) }
         let statistics = engine.statistics
         let client = statistics.client
         let (newlyUp, newlyClosed, newRejections) = state.withLock { state in

@@ -251,8 +251,17 @@ public final class FanfareServer: Sendable {
 
     private func monitorLoop() async {
         var lastPurge = ContinuousClock.now
+        var lastSharedCheck = ContinuousClock.now
         while !Task.isCancelled {
             monitor.check(engine: engine)
+            // Several nodes: the waves published here, from the store once a second (their shards run anywhere).
+            let shared = monitor.sharedWaves
+            if !shared.isEmpty, ContinuousClock.now - lastSharedCheck >= .seconds(1) {
+                lastSharedCheck = ContinuousClock.now
+                let engine = self.engine
+                let reports = (try? await blocking.run { shared.compactMap { try? engine.report(id: $0) } }) ?? []
+                for report in reports { monitor.sharedProgress(report) }
+            }
             if ContinuousClock.now - lastPurge > .seconds(3600) {
                 lastPurge = ContinuousClock.now
                 let gate = idempotency
