@@ -21,7 +21,7 @@ public struct ClusterConfiguration: Sendable {
     public var joinWindow: Duration? = nil
     /// How often the feeds are read without a notification (notifications are lost while disconnected).
     public var pollInterval: Duration = .milliseconds(500)
-    /// Registry change-feed rows older than this are pruned.
+    /// Registry change-feed rows older than this are pruned, except those a live node has not read yet.
     public var changeRetention: Duration = .seconds(600)
 
     public init(nodeID: String, shardCount: Int) {

@@ -160,7 +160,9 @@ public final class ClusterNode: @unchecked Sendable {
         while !stopping.load(ordering: .acquiring) {
             let started = Self.now()
             do {
-                let live = try leaseStore.heartbeat(node: configuration.nodeID, window: configuration.leaseDuration)
+                let live = try leaseStore.heartbeat(
+                    node: configuration.nodeID, window: configuration.leaseDuration,
+                    feedPosition: state.withLock { $0.tokenFeed })
                 try renew(started: started)
                 if Self.now() >= joinUntil { try takeShare(live: live, started: started) }
                 state.withLock { $0.lastError = nil }
@@ -256,7 +258,7 @@ public final class ClusterNode: @unchecked Sendable {
                 try followTokenChanges()
                 if Self.now() &- lastPrune > 60_000_000_000 {
                     lastPrune = Self.now()
-                    try feedStore.pruneTokenChanges(olderThan: configuration.changeRetention)
+                    try feedStore.pruneTokenChanges(olderThan: configuration.changeRetention, liveWithin: configuration.leaseDuration)
                 }
             } catch {
                 let message = "\(error)"

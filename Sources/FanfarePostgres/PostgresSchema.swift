@@ -159,6 +159,11 @@ enum PostgresSchema {
             // deleted, so it checked nothing.
             "ALTER TABLE tokens DROP CONSTRAINT IF EXISTS tokens_app_id_fkey",
         ]),
+        Migration(version: 6, name: "cluster nodes' change-feed positions", statements: [
+            // How far each node has read the registry's change feed (sent with its heartbeat): pruning keeps what a
+            // live node has not read yet.
+            "ALTER TABLE cluster_nodes ADD COLUMN feed_position bigint",
+        ]),
     ]
 
     static var latestVersion: Int { migrations.last?.version ?? 0 }

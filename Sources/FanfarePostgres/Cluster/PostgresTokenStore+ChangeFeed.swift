@@ -78,16 +78,26 @@ extension PostgresTokenStore {
         }
     }
 
-    /// Forgets feed rows older than `age` (a node that was away longer has lost its leases long since, and
-    /// loads its shards afresh when it takes them again). Returns how many went.
+    /// Forgets feed rows older than `age`, except those a node seen within `liveWithin` has not read yet (its
+    /// heartbeat's `feedPosition`): a node whose feed thread fell behind while its leases stayed renewed must
+    /// still find every change it has not applied. A node that was away longer has lost its leases, and loads
+    /// its shards afresh when it takes them again. Returns how many rows went.
     @discardableResult
-    public func pruneTokenChanges(olderThan age: Duration) throws(RegistryError) -> Int {
+    public func pruneTokenChanges(olderThan age: Duration, liveWithin: Duration? = nil) throws(RegistryError) -> Int {
         let seconds = Self.seconds(age)
+        let liveSeconds = liveWithin.map(Self.seconds)
         return try inTransaction("pruning the registry's change feed") { connection, logger in
             var deleted = 0
             for try await count in try await connection.query(
                 """
-                WITH gone AS (DELETE FROM token_changes WHERE logged_at < now() - make_interval(secs => \(seconds)) RETURNING 1)
+                WITH gone AS (
+                    DELETE FROM token_changes
+                    WHERE logged_at < now() - make_interval(secs => \(seconds))
+                      AND (\(liveSeconds)::float8 IS NULL OR seq <= coalesce(
+                          (SELECT min(feed_position) FROM cluster_nodes
+                           WHERE seen_at > now() - make_interval(secs => \(liveSeconds)::float8) AND feed_position IS NOT NULL),
+                          9223372036854775807))
+                    RETURNING 1)
                 SELECT count(*) FROM gone
                 """, logger: logger
             ).decode(Int64.self) {
