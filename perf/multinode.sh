@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Several `fanfare serve` nodes on one PostgreSQL against one simulator (issue 14): for 1, 2 and 3 nodes on this
 # machine, the registration rate through one node (POST /v1/tokens, batches of 10,000, two at once, into PostgreSQL), the
-# makespan of one wave to every token (1,000,000 by default), and the database work of that wave (statements
-# from pg_stat_statements, WAL bytes). The simulator is pinned to SIM_CPU, the nodes to CLIENT_CPU (with three
+# makespan of one wave to every token (1,000,000 by default), the database work of that wave (statements
+# from pg_stat_statements, WAL bytes), the database's bytes per registered token (table and indexes) and the
+# largest node's resident memory: the figures docs/deployment.md's capacity model starts from. The simulator is pinned to SIM_CPU, the nodes to CLIENT_CPU (with three
 # nodes they share one core: the figures say what the coordination costs, not how far more machines scale).
 # PostgreSQL runs unpinned. Prints one table; raw output in perf/out/<timestamp>-multinode/.
 set -euo pipefail
@@ -134,7 +135,7 @@ serve_flags=(
 )
 
 RESULTS="$OUT/results.tsv"
-printf 'nodes\tregistration_per_s\tfeed_s\tmakespan_s\tstatements\twal_bytes\n' >"$RESULTS"
+printf 'nodes\tregistration_per_s\tfeed_s\tdb_bytes_per_token\tmakespan_s\tpushes_per_s\tstatements\twal_bytes\tnode_rss_mb\n' >"$RESULTS"
 for nodes in $NODES; do
     run="$OUT/nodes-$nodes"
     mkdir -p "$run"
@@ -179,6 +180,8 @@ for nodes in $NODES; do
     fed=$(date +%s.%N)
     [ "$(held_total shard_tokens)" -eq "$TOKENS" ] || perf_die "the nodes' shards did not fill from the change feed"
 
+    # What the registry costs the database per token (the table with its indexes and TOAST).
+    db_bytes="$(psql_run -d "$database" -c "SELECT pg_total_relation_size('tokens')")"
     psql_run -d "$database" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
     psql_run -d "$database" -c "SELECT pg_stat_statements_reset()" >/dev/null
     wal_before="$(psql_run -d "$database" -c 'SELECT pg_current_wal_lsn()')"
@@ -198,9 +201,17 @@ for nodes in $NODES; do
     statements="$(psql_run -d "$database" -c "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = '$database'")"
     psql_run -d "$database" -c "SELECT calls, rows, left(regexp_replace(query, '\\s+', ' ', 'g'), 100) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = '$database' ORDER BY calls DESC LIMIT 15" >"$run/statements.txt"
     makespan="$(jq -r '.makespan_seconds' "$run/wave.json")"
+    pushes_per_s="$(echo "$TOKENS / $makespan" | bc -l | xargs printf '%.0f')"
+    # The largest node's resident memory after the wave: its shards' tokens, connections and wave state.
+    rss_kb=0
+    for pid in "${NODE_PIDS[@]}"; do
+        kb="$(ps -o rss= -p "$pid" 2>/dev/null | tr -d ' ' || echo 0)"
+        [ "${kb:-0}" -gt "$rss_kb" ] && rss_kb="$kb"
+    done
     registration_rate="$(echo "$TOKENS / ($registered - $started)" | bc -l | xargs printf '%.0f')"
     feed_lag="$(echo "$fed - $registered" | bc -l | xargs printf '%.2f')"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$nodes" "$registration_rate" "$feed_lag" "$makespan" "$statements" "$wal_bytes" >>"$RESULTS"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$nodes" "$registration_rate" "$feed_lag" "$((db_bytes / TOKENS))" \
+        "$makespan" "$pushes_per_s" "$statements" "$wal_bytes" "$((rss_kb / 1024))" >>"$RESULTS"
     stop_nodes
 done
 

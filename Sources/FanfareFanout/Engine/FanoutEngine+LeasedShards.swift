@@ -244,30 +244,15 @@ extension FanoutEngine {
     /// A wave from the feed: on the shards this node holds, as a new wave (`.publish`); the channel's newest
     /// timestamp moves here in any case. Holding `feed`.
     private func startShared(_ record: WaveRecord, onShards taking: [Int]) {
-        guard let event = LiveActivityEvent(rawValue: record.event) else {
-            configuration.logger.error("shared waves: wave \(record.id) has event '\(record.event)'; this node does not send it")
-            return
-        }
-        let payload: PushPayload
+        let stored: StoredWaveUpdate
         do {
-            payload = try record.payload.withUnsafeBytes { bytes throws(PayloadError) in try PushPayload(copying: bytes) }
+            stored = try StoredWaveUpdate(
+                record, wallNow: configuration.wallClock(), wallMilliseconds: Self.wallMilliseconds(), monotonicNow: monotonicNow())
         } catch {
-            configuration.logger.error("shared waves: wave \(record.id)'s stored payload is unusable (\(error)); this node does not send it")
+            configuration.logger.error("shared waves: wave \(record.id) \(error); this node does not send it")
             return
         }
-        var content = LiveActivityContent(event: event, timestamp: record.timestamp)
-        content.dismissalDate = record.dismissalDate
-        let update = ChannelUpdate(
-            channel: record.channel, content: content, priority: UpdatePriority(rawValue: record.priority) ?? .auto,
-            freshUntil: record.freshUntil, collapseID: record.collapseID)
-        let now = configuration.wallClock()
-        let monotonic = monotonicNow()
-        let age = UInt64(max(0, Self.wallMilliseconds() - record.publishedAt)) &* 1_000_000
-        let publishedAt = monotonic > age ? monotonic - age : 1
-        let deadline = record.freshUntil.map { freshUntil -> UInt64 in
-            let ahead = max(0, min(freshUntil - now, Self.longestFreshness))
-            return monotonic &+ UInt64(ahead) * 1_000_000_000
-        } ?? 0
+        let (update, payload, publishedAt, deadline) = (stored.update, stored.payload, stored.publishedAt, stored.deadline)
         control.withLock { state in
             state.latest[record.channel] = max(state.latest[record.channel] ?? record.timestamp, record.timestamp)
             guard !taking.isEmpty, !isShutDown.load(ordering: .acquiring) else { return }

@@ -310,17 +310,15 @@ public final class FanoutEngine: Sendable {
         }
         for wave in unfinished {
             let record = wave.record
-            guard let event = LiveActivityEvent(rawValue: record.event) else {
-                configuration.logger.error("durable waves: wave \(record.id) has event '\(record.event)'; it cannot be resumed")
-                continue
-            }
-            let payload: PushPayload
+            let stored: StoredWaveUpdate
             do {
-                payload = try record.payload.withUnsafeBytes { bytes throws(PayloadError) in try PushPayload(copying: bytes) }
+                stored = try StoredWaveUpdate(
+                    record, wallNow: now, wallMilliseconds: Self.wallMilliseconds(), monotonicNow: monotonicNow())
             } catch {
-                configuration.logger.error("durable waves: wave \(record.id)'s stored payload is unusable (\(error)); it ends expired")
+                configuration.logger.error("durable waves: wave \(record.id) \(error); it is not resumed")
                 continue
             }
+            let (update, payload, publishedAt, deadline) = (stored.update, stored.payload, stored.publishedAt, stored.deadline)
             var mode = Shard.ResumeMode.resume
             if newest[audienceKey(record)] != record.id {
                 mode = .supersede
@@ -352,18 +350,6 @@ public final class FanoutEngine: Sendable {
             if record.broadcastChannelID != nil && broadcastChannel == nil {
                 configuration.logger.error("durable waves: wave \(record.id)'s broadcast channel id is not base64; its broadcast is not sent")
             }
-            var content = LiveActivityContent(event: event, timestamp: record.timestamp)
-            content.dismissalDate = record.dismissalDate
-            let update = ChannelUpdate(
-                channel: record.channel, content: content, priority: UpdatePriority(rawValue: record.priority) ?? .auto,
-                freshUntil: record.freshUntil, collapseID: record.collapseID)
-            let monotonic = monotonicNow()
-            let age = UInt64(max(0, Self.wallMilliseconds() - record.publishedAt)) &* 1_000_000
-            let publishedAt = monotonic > age ? monotonic - age : 1
-            let deadline = record.freshUntil.map { freshUntil -> UInt64 in
-                let ahead = max(0, min(freshUntil - now, Self.longestFreshness))
-                return monotonic &+ UInt64(ahead) * 1_000_000_000
-            } ?? 0
             control.withLock { state in
                 let sequence = state.nextSequence
                 state.nextSequence += 1

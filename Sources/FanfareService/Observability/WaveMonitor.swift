@@ -114,7 +114,6 @@ package final class WaveMonitor: Sendable {
             state.running.removeAll(where: \.isComplete)
             return done
         }
-        let nowSeconds = Double(wallClockMilliseconds()) / 1000
         for wave in completed { self.completed(wave.report) }
         let statistics = engine.statistics
         let client = statistics.client
