@@ -3,7 +3,8 @@
 # machine, the registration rate through one node (POST /v1/tokens, batches of 10,000, two at once, into PostgreSQL), the
 # makespan of one wave to every token (1,000,000 by default), the database work of that wave (statements
 # from pg_stat_statements, WAL bytes), the database's bytes per registered token (table and indexes) and the
-# largest node's resident memory: the figures docs/deployment.md's capacity model starts from. The simulator is pinned to SIM_CPU, the nodes to CLIENT_CPU (with three
+# largest node's resident memory, and the CPU registering took per token in the nodes and in PostgreSQL: the
+# figures docs/deployment.md's capacity model starts from. The simulator is pinned to SIM_CPU, the nodes to CLIENT_CPU (with three
 # nodes they share one core: the figures say what the coordination costs, not how far more machines scale).
 # PostgreSQL runs unpinned. Prints one table; raw output in perf/out/<timestamp>-multinode/.
 set -euo pipefail
@@ -134,8 +135,19 @@ serve_flags=(
     --key-id "$KEY_ID" --team-id "$TEAM_ID" --bundle-id "$BUNDLE_ID" --shards "$SHARDS" --lease 2s --log-format json
 )
 
+# CPU seconds (user + system) the given processes have used so far.
+cpu_seconds() {
+    local pid ticks=0 t
+    for pid in "$@"; do
+        t="$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)"
+        ticks=$((ticks + t))
+    done
+    echo "$ticks / $(getconf CLK_TCK)" | bc -l
+}
+postgres_cpu() { cpu_seconds $(pgrep -x postgres || true); }
+
 RESULTS="$OUT/results.tsv"
-printf 'nodes\tregistration_per_s\tfeed_s\tdb_bytes_per_token\tmakespan_s\tpushes_per_s\tstatements\twal_bytes\tnode_rss_mb\n' >"$RESULTS"
+printf 'nodes\tregistration_per_s\tnode_cpu_us_per_token\tdb_cpu_us_per_token\tfeed_s\tdb_bytes_per_token\tmakespan_s\tpushes_per_s\tnode_cpu_us_per_push\tstatements\twal_bytes\tnode_rss_mb\n' >"$RESULTS"
 for nodes in $NODES; do
     run="$OUT/nodes-$nodes"
     mkdir -p "$run"
@@ -170,6 +182,8 @@ for nodes in $NODES; do
     [ "$(held_total 'held_shards | length')" -eq "$SHARDS" ] || perf_die "the $nodes nodes did not lease all $SHARDS shards"
 
     perf_log "$nodes node(s): registering $TOKENS tokens through node 1"
+    node_cpu_before="$(cpu_seconds "${NODE_PIDS[@]}")"
+    db_cpu_before="$(postgres_cpu)"
     started=$(date +%s.%N)
     # CONCURRENCY requests in flight (a node writes up to two batches at once, on two connections).
     printf '%s\n' "$BODIES"/*.json | xargs -P "$CONCURRENCY" -I{} \
@@ -178,6 +192,9 @@ for nodes in $NODES; do
     registered=$(date +%s.%N)
     for _ in $(seq 6000); do [ "$(held_total shard_tokens)" -eq "$TOKENS" ] && break; sleep 0.1; done
     fed=$(date +%s.%N)
+    # What registering cost, through to every node's shards (the change feed included), per token.
+    node_cpu_us="$(echo "($(cpu_seconds "${NODE_PIDS[@]}") - $node_cpu_before) * 1000000 / $TOKENS" | bc -l | xargs printf '%.1f')"
+    db_cpu_us="$(echo "($(postgres_cpu) - $db_cpu_before) * 1000000 / $TOKENS" | bc -l | xargs printf '%.1f')"
     [ "$(held_total shard_tokens)" -eq "$TOKENS" ] || perf_die "the nodes' shards did not fill from the change feed"
 
     # What the registry costs the database per token (the table with its indexes and TOAST).
@@ -185,6 +202,7 @@ for nodes in $NODES; do
     psql_run -d "$database" -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" >/dev/null
     psql_run -d "$database" -c "SELECT pg_stat_statements_reset()" >/dev/null
     wal_before="$(psql_run -d "$database" -c 'SELECT pg_current_wal_lsn()')"
+    node_cpu_before="$(cpu_seconds "${NODE_PIDS[@]}")"
     perf_log "$nodes node(s): one wave to $TOKENS tokens (published on node 1, followed on node $nodes)"
     wave="$(curl -fsS -H 'Content-Type: application/json' \
         --data "{\"event\":\"update\",\"timestamp\":$(date +%s),\"content_state\":{\"home\":1,\"away\":0}}" \
@@ -197,6 +215,7 @@ for nodes in $NODES; do
     done
     curl -fsS "http://127.0.0.1:$last/v1/waves/$wave" >"$run/wave.json"
     [ "$(jq -r .state "$run/wave.json")" = complete ] || perf_die "the wave did not complete in 10 minutes"
+    wave_cpu_us="$(echo "($(cpu_seconds "${NODE_PIDS[@]}") - $node_cpu_before) * 1000000 / $TOKENS" | bc -l | xargs printf '%.2f')"
     wal_bytes="$(psql_run -d "$database" -c "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '$wal_before')::bigint")"
     statements="$(psql_run -d "$database" -c "SELECT coalesce(sum(calls), 0) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = '$database'")"
     psql_run -d "$database" -c "SELECT calls, rows, left(regexp_replace(query, '\\s+', ' ', 'g'), 100) FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid WHERE d.datname = '$database' ORDER BY calls DESC LIMIT 15" >"$run/statements.txt"
@@ -210,8 +229,8 @@ for nodes in $NODES; do
     done
     registration_rate="$(echo "$TOKENS / ($registered - $started)" | bc -l | xargs printf '%.0f')"
     feed_lag="$(echo "$fed - $registered" | bc -l | xargs printf '%.2f')"
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$nodes" "$registration_rate" "$feed_lag" "$((db_bytes / TOKENS))" \
-        "$makespan" "$pushes_per_s" "$statements" "$wal_bytes" "$((rss_kb / 1024))" >>"$RESULTS"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$nodes" "$registration_rate" "$node_cpu_us" "$db_cpu_us" "$feed_lag" "$((db_bytes / TOKENS))" \
+        "$makespan" "$pushes_per_s" "$wave_cpu_us" "$statements" "$wal_bytes" "$((rss_kb / 1024))" >>"$RESULTS"
     stop_nodes
 done
 

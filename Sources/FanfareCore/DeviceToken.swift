@@ -13,6 +13,15 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     /// Parses hex digits (either case). No separators, spaces or `<>` are accepted.
     @inlinable
     public init(hex: some StringProtocol) throws(DeviceTokenError) {
+        // Native strings are contiguous UTF-8: decoded from the buffer, not through the view's iterator (which cost
+        // a bulk registration as much as its JSON decoding).
+        let contiguous: Result<DeviceToken, DeviceTokenError>? = hex.utf8.withContiguousStorageIfAvailable { utf8 in
+            Result { () throws(DeviceTokenError) in try DeviceToken(hexUTF8: UnsafeRawBufferPointer(utf8)) }
+        }
+        if let contiguous {
+            self = try contiguous.get()
+            return
+        }
         var storage = InlineArray<100, UInt8>(repeating: 0)
         let (hexCount, invalidOffset) = DeviceToken.decodeHex(hex.utf8, into: &storage)
         if let invalidOffset { throw DeviceToken.invalidCharacter(in: hex, utf8Offset: invalidOffset) }

@@ -42,36 +42,34 @@ extension PostgresTokenStore {
             var page = TokenChangePage(last: position, isComplete: true)
             var rows = 0
             var seen = Set<ByteBuffer>()
-            var present: [ByteBuffer] = []
-            for try await (seq, token, registered) in try await connection.query(
+            // One pass: each logged token with its row as it is now (NULLs: no longer registered in this app).
+            for try await (seq, token, kind, activityID, deviceID, attributesType, frequent, supportsBroadcast, channels,
+                createdAt, lastSeenAt) in try await connection.query(
                 """
-                SELECT c.seq, c.token, EXISTS (SELECT 1 FROM tokens AS t WHERE t.token = c.token AND t.app_id = c.app_id)
+                SELECT c.seq, c.token, t.kind, t.activity_id, t.device_id, t.attributes_type, t.frequent,
+                       t.supports_broadcast, t.channels, t.created_at, t.last_seen_at
                 FROM token_changes AS c JOIN apps AS a ON a.id = c.app_id
+                     LEFT JOIN tokens AS t ON t.token = c.token AND t.app_id = c.app_id
                 WHERE c.seq > \(position) AND a.bundle_id = \(bundleID) AND a.environment = \(Int16(environment.rawValue))
                 ORDER BY c.seq LIMIT \(Int64(limit))
                 """, logger: logger
-            ).decode((Int64, ByteBuffer, Bool).self) {
+            ).decode((Int64, ByteBuffer, Int16?, String?, String?, String?, Bool?, Bool?, [String]?, Int64?, Int64?).self) {
                 rows += 1
                 page.last = seq
                 guard seen.insert(token).inserted else { continue }
-                if registered {
-                    present.append(token)
-                } else {
-                    page.removed.append(try DeviceToken(bytes: Array(token.readableBytesView)))
+                guard let kind, let frequent, let supportsBroadcast, let channels, let createdAt, let lastSeenAt else {
+                    page.removed.append(try Self.token(token))
+                    continue
                 }
-            }
-            if !present.isEmpty {
-                // The same snapshot: each is registered as it is now.
-                for try await row in try await connection.query(
-                    """
-                    SELECT t.token, t.kind, t.activity_id, t.device_id, t.attributes_type, t.frequent,
-                           t.supports_broadcast, t.channels, t.created_at, t.last_seen_at
-                    FROM tokens AS t JOIN apps AS a ON a.id = t.app_id
-                    WHERE t.token = ANY(\(present)) AND a.bundle_id = \(bundleID) AND a.environment = \(Int16(environment.rawValue))
-                    """, logger: logger)
-                {
-                    page.registered.append(try Self.registration(row, bundleID: bundleID, environment: environment))
+                guard let kindValue = UInt8(exactly: kind), let tokenKind = TokenKind(rawValue: kindValue) else {
+                    throw RegistryError.storage("the database holds a token of unknown kind \(kind)")
                 }
+                page.registered.append(
+                    TokenRegistration(
+                        token: try Self.token(token), kind: tokenKind, activityID: activityID, deviceID: deviceID,
+                        attributesType: attributesType, bundleID: bundleID, environment: environment,
+                        frequentUpdates: frequent, supportsBroadcast: supportsBroadcast, channels: channels,
+                        createdAt: createdAt, lastSeenAt: lastSeenAt))
             }
             page.isComplete = rows < limit
             return page
