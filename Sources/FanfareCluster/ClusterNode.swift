@@ -275,9 +275,10 @@ public final class ClusterNode: @unchecked Sendable {
     private func followTokenChanges() throws {
         var position = state.withLock { $0.tokenFeed }
         while true {
+            // Only the held shards' changes: the others are other nodes' to read.
             let page = try feedStore.tokenChanges(
                 after: position, bundleID: engine.configuration.bundleID, environment: engine.configuration.environment,
-                limit: 10_000)
+                limit: 10_000, shards: Set(engine.heldShards), of: configuration.shardCount)
             if !page.removed.isEmpty { engine.applyRemoved(page.removed) }
             if !page.registered.isEmpty { try engine.applyRegistered(page.registered) }
             position = page.last

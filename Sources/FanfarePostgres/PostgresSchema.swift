@@ -164,6 +164,7 @@ enum PostgresSchema {
             // live node has not read yet.
             "ALTER TABLE cluster_nodes ADD COLUMN feed_position bigint",
         ]),
+        changeFeedShardsMigration,
     ]
 
     static var latestVersion: Int { migrations.last?.version ?? 0 }

@@ -35,6 +35,30 @@ extension PostgresSuites {
             }
         }
 
+        @Test func aNodeReadsOnlyTheChangesOfTheShardsItHolds() throws {
+            try withDatabase(.postgres) { database in
+                let store = try #require(try database.open() as? PostgresTokenStore)
+                defer { try? store.close() }
+                let start = try store.lastTokenChange()
+                let registrations = (0..<200).map { updateRegistration($0) }
+                try store.register(registrations)
+                #expect(try store.unregister(registrations.prefix(20).map(\.token)) == 20)
+                let held: Set<Int> = [1, 3]
+                let mine = { (token: DeviceToken) in held.contains(Int(token.shardHash % 4)) }
+                let page = try store.tokenChanges(
+                    after: start, bundleID: testBundle, environment: .production, limit: 1_000, shards: held, of: 4)
+                #expect(page.isComplete)
+                #expect(Set(page.registered.map(\.token)) == Set(registrations.dropFirst(20).map(\.token).filter(mine)))
+                #expect(Set(page.removed) == Set(registrations.prefix(20).map(\.token).filter(mine)))
+                // Its position moves past the other shards' changes too.
+                #expect(page.last == (try store.lastTokenChange()))
+                // Holding nothing: nothing to read, and the position still moves on.
+                let none = try store.tokenChanges(
+                    after: start, bundleID: testBundle, environment: .production, limit: 1_000, shards: [], of: 4)
+                #expect(none.registered.isEmpty && none.removed.isEmpty && none.last == page.last)
+            }
+        }
+
         @Test func pruningKeepsWhatALiveNodeHasNotRead() throws {
             try withDatabase(.postgres) { database in
                 let store = try #require(try database.open() as? PostgresTokenStore)

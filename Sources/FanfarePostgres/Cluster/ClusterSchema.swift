@@ -75,4 +75,26 @@ extension PostgresSchema {
         FOR EACH STATEMENT EXECUTE FUNCTION fanfare_log_token_changes()
         """,
     ])
+
+    /// Migration 7: each change-feed row carries its token's shard hash, so a node reads (and the database joins and
+    /// sends) only the changes of the shards it holds, not every node every change.
+    static let changeFeedShardsMigration = Migration(version: 7, name: "change feed by shard", statements: [
+        "ALTER TABLE token_changes ADD COLUMN shard_hash bigint",
+        """
+        CREATE OR REPLACE FUNCTION fanfare_log_token_changes() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            PERFORM pg_advisory_xact_lock(\(changeLockSpace), \(changeLockKey));
+            IF TG_OP = 'DELETE' THEN
+                INSERT INTO token_changes (seq, app_id, token, removed, shard_hash)
+                SELECT nextval('token_change_seq'), app_id, token, true, shard_hash FROM old_rows;
+            ELSE
+                INSERT INTO token_changes (seq, app_id, token, removed, shard_hash)
+                SELECT nextval('token_change_seq'), app_id, token, false, shard_hash FROM new_rows;
+            END IF;
+            PERFORM pg_notify('fanfare_tokens', '');
+            RETURN NULL;
+        END
+        $$
+        """,
+    ])
 }

@@ -33,11 +33,15 @@ extension PostgresTokenStore {
     }
 
     /// Changes of one app after `position`, oldest first, at most `limit` log rows. A token changed several
-    /// times appears once, as it is now (registered with its current row, or removed).
-    public func tokenChanges(after position: Int64, bundleID: String, environment: APNsEnvironment, limit: Int)
-        throws(RegistryError) -> TokenChangePage
-    {
-        try inTransaction("reading the registry's changes after \(position)", begin: Self.beginSnapshotRead) {
+    /// times appears once, as it is now (registered with its current row, or removed). With `shards`, only the
+    /// changes of those shards (of `shardCount`); the page's end still moves past the others.
+    public func tokenChanges(
+        after position: Int64, bundleID: String, environment: APNsEnvironment, limit: Int,
+        shards: Set<Int>? = nil, of shardCount: Int = 1
+    ) throws(RegistryError) -> TokenChangePage {
+        let wanted: [Int64]? = shards.map { $0.sorted().map(Int64.init) }
+        let count = Int64(max(1, shardCount))
+        return try inTransaction("reading the registry's changes after \(position)", begin: Self.beginSnapshotRead) {
             connection, logger in
             var page = TokenChangePage(last: position, isComplete: true)
             var rows = 0
@@ -51,6 +55,9 @@ extension PostgresTokenStore {
                 FROM token_changes AS c JOIN apps AS a ON a.id = c.app_id
                      LEFT JOIN tokens AS t ON t.token = c.token AND t.app_id = c.app_id
                 WHERE c.seq > \(position) AND a.bundle_id = \(bundleID) AND a.environment = \(Int16(environment.rawValue))
+                  AND (\(wanted)::bigint[] IS NULL OR c.shard_hash IS NULL OR
+                       ((c.shard_hash::numeric + CASE WHEN c.shard_hash < 0 THEN 18446744073709551616 ELSE 0 END)
+                         % \(count))::bigint = ANY(\(wanted)::bigint[]))
                 ORDER BY c.seq LIMIT \(Int64(limit))
                 """, logger: logger
             ).decode((Int64, ByteBuffer, Int16?, String?, String?, String?, Bool?, Bool?, [String]?, Int64?, Int64?).self) {
@@ -72,6 +79,15 @@ extension PostgresTokenStore {
                         createdAt: createdAt, lastSeenAt: lastSeenAt))
             }
             page.isComplete = rows < limit
+            if page.isComplete && wanted != nil {
+                // Past the other shards' changes too. Sequence numbers become visible in commit order (the log's
+                // lock), so this snapshot's newest is a position nothing will later appear before.
+                for try await newest in try await connection.query(
+                    "SELECT coalesce(max(seq), \(position)) FROM token_changes WHERE seq > \(position)", logger: logger
+                ).decode(Int64.self) {
+                    page.last = max(page.last, newest)
+                }
+            }
             return page
         }
     }
