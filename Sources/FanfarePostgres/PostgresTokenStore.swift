@@ -17,6 +17,8 @@ import Synchronization
 ///
 /// Not stored here yet (each throws `.storage` saying so): broadcast subscriptions and the ledger's history.
 public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
+    /// How long a transaction of ours may sit idle before the server ends its session (a stalled process).
+    static let stalledTransactionTimeoutMilliseconds = 3_000
     /// Registrations per COPY data message (the server takes it in pieces; ours stay a few MiB).
     static let copyChunkRows = 4_096
     /// Rows per page when streaming an app's registrations.
@@ -129,6 +131,12 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                         last_seen_at bigint NOT NULL, shard_hash bigint NOT NULL
                     ) ON COMMIT DELETE ROWS
                     """, logger: logger)
+                // Our transactions never wait on their client between statements, except when the process is
+                // stopped or stalled (SIGSTOP, a frozen VM): then the server ends the session, so the row and
+                // advisory locks it held (a wave row, the change log's) stop blocking the other nodes.
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "SET idle_in_transaction_session_timeout = '\(Self.stalledTransactionTimeoutMilliseconds)ms'"),
+                    logger: logger)
             }
         } catch {
             try? connection.close().wait()
