@@ -129,7 +129,7 @@ let package = Package(
             name: "fanfare",
             dependencies: [
                 "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareLoad", "FanfareIO", "CURing",
-                "FanfareRegistry", "FanfareFanout", "FanfareService", "FanfareCluster",
+                "FanfareRegistry", "FanfareFanout", "FanfareService", "FanfareCluster", "FanfarePostgres",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Several `fanfare serve` nodes on one PostgreSQL against one simulator (issue 14): for 1, 2 and 3 nodes on this
-# machine, the registration rate through one node (POST /v1/tokens, batches of 10,000, two at once, into PostgreSQL), the
+# machine, the bulk registration rate without the API (`fanfare import`: COPY on two connections), the registration
+# rate through one node (POST /v1/tokens, batches of 10,000, two at once, into PostgreSQL), the
 # makespan of one wave to every token (1,000,000 by default), the database work of that wave (statements
 # from pg_stat_statements, WAL bytes), the database's bytes per registered token (table and indexes) and the
 # largest node's resident memory, and the CPU registering took per token in the nodes and in PostgreSQL: the
@@ -146,6 +147,22 @@ cpu_seconds() {
 }
 postgres_cpu() { cpu_seconds $(pgrep -x postgres || true); }
 
+# --- Bulk registration without the API: `fanfare import` (COPY on two connections) into an empty database, the
+# change-feed triggers included (no node runs, so nothing reads the feed). What one node's registry writes cost.
+psql_run -d postgres -c "CREATE DATABASE fanfare_import" >/dev/null
+perf_log "bulk import: $TOKENS tokens with fanfare import into an empty database"
+db_cpu_before="$(postgres_cpu)"
+import_started=$(date +%s.%N)
+taskset -c "$CLIENT_CPU" /usr/bin/time -f '%U %S' -o "$OUT/import.time" "$FANFARE" import \
+    --database "postgres://fanfare@127.0.0.1:$PG_PORT/fanfare_import" --bundle-id "$BUNDLE_ID" --connections 2 --quiet \
+    "$BODIES"/*.json >"$OUT/import.out" 2>"$OUT/import.err" || perf_die "fanfare import failed (see $OUT/import.err)"
+import_cpu="$(awk '{print $1 + $2}' "$OUT/import.time")"
+import_ended=$(date +%s.%N)
+IMPORT_RATE="$(echo "$TOKENS / ($import_ended - $import_started)" | bc -l | xargs printf '%.0f')"
+IMPORT_DB_US="$(echo "($(postgres_cpu) - $db_cpu_before) * 1000000 / $TOKENS" | bc -l | xargs printf '%.1f')"
+IMPORT_US="$(echo "$import_cpu * 1000000 / $TOKENS" | bc -l | xargs printf '%.1f')"
+psql_run -d postgres -c "DROP DATABASE fanfare_import" >/dev/null
+
 RESULTS="$OUT/results.tsv"
 printf 'nodes\tregistration_per_s\tnode_cpu_us_per_token\tdb_cpu_us_per_token\tfeed_s\tdb_bytes_per_token\tmakespan_s\tpushes_per_s\tnode_cpu_us_per_push\tstatements\twal_bytes\tnode_rss_mb\n' >"$RESULTS"
 for nodes in $NODES; do
@@ -236,4 +253,5 @@ done
 
 echo
 echo "several nodes: $TOKENS tokens, $SHARDS shards, simulator latency $LATENCY, $CONCURRENCY registration requests at once (raw: $OUT)"
+echo "bulk import (fanfare import, COPY on 2 connections, no API): $IMPORT_RATE tokens/s; CPU per token: importer $IMPORT_US µs, PostgreSQL $IMPORT_DB_US µs"
 column -t -s $'\t' "$RESULTS"

@@ -36,41 +36,13 @@ extension FanfareAPI {
 
     /// The schema's rules for each item, then the registry's (the index names the first bad item).
     func makeItems(_ items: [Components.Schemas.TokenRegistration]) throws(ServiceProblem) -> RegistrationItems {
-        try checkedItems(
-            items.map { item in
-                switch item {
-                case .update(let update):
-                    RegistrationFields(
-                        token: update.token, kind: .update, channels: update.channels, activityID: update.activityId,
-                        deviceID: update.deviceId, attributesType: update.attributesType,
-                        frequentUpdates: update.frequentUpdates ?? false)
-                case .pushToStart(let start):
-                    RegistrationFields(
-                        token: start.token, kind: .pushToStart, channels: start.channels, activityID: start.activityId,
-                        deviceID: start.deviceId, attributesType: start.attributesType,
-                        frequentUpdates: start.frequentUpdates ?? false, supportsBroadcast: start.supportsBroadcast ?? false)
-                case .broadcast(let subscription):
-                    RegistrationFields(
-                        token: nil, kind: .broadcast, channels: subscription.channels,
-                        activityID: subscription.activityId, deviceID: subscription.deviceId,
-                        attributesType: subscription.attributesType,
-                        frequentUpdates: subscription.frequentUpdates ?? false)
-                }
-            })
+        try checkedItems(items.map(RegistrationFields.init))
     }
 
     private func checkedItems(_ items: [RegistrationFields]) throws(ServiceProblem) -> RegistrationItems {
         try checkBatchSize(items.count)
-        let now = configuration.wallClockMilliseconds()
-        var checked = RegistrationItems()
-        checked.tokens.reserveCapacity(items.count)
-        for (index, fields) in items.enumerated() {
-            switch try fields.item(index: index, bundleID: bundleID, environment: environment, now: now) {
-            case .token(let registration): checked.tokens.append(registration)
-            case .subscription(let subscription): checked.subscriptions.append(subscription)
-            }
-        }
-        return checked
+        return try RegistrationItems(
+            checking: items, bundleID: bundleID, environment: environment, now: configuration.wallClockMilliseconds())
     }
 
     package func deleteTokens(_ input: Operations.DeleteTokens.Input) async throws -> Operations.DeleteTokens.Output {
@@ -144,9 +116,24 @@ extension FanfareAPI {
 }
 
 /// A checked `POST /v1/tokens` batch: its tokens and its broadcast subscriptions.
-struct RegistrationItems: Sendable {
-    var tokens: [TokenRegistration] = []
-    var subscriptions: [BroadcastSubscription] = []
+package struct RegistrationItems: Sendable {
+    package var tokens: [TokenRegistration] = []
+    package var subscriptions: [BroadcastSubscription] = []
+
+    init() {}
+
+    /// Each item checked against the schema's rules and the registry's, in order: the first bad one is the error.
+    init(checking items: [RegistrationFields], bundleID: String, environment: APNsEnvironment, now: Int64)
+        throws(ServiceProblem)
+    {
+        tokens.reserveCapacity(items.count)
+        for (index, fields) in items.enumerated() {
+            switch try fields.item(index: index, bundleID: bundleID, environment: environment, now: now) {
+            case .token(let registration): tokens.append(registration)
+            case .subscription(let subscription): subscriptions.append(subscription)
+            }
+        }
+    }
 }
 
 /// One registration item as the API gives it (from the generated types or the fast decoder).
@@ -178,6 +165,27 @@ package struct RegistrationFields: Equatable, Sendable {
         self.attributesType = attributesType
         self.frequentUpdates = frequentUpdates
         self.supportsBroadcast = supportsBroadcast
+    }
+
+    /// An item of the generated types (the request bodies the fast decoder left to them).
+    init(_ item: Components.Schemas.TokenRegistration) {
+        switch item {
+        case .update(let update):
+            self.init(
+                token: update.token, kind: .update, channels: update.channels, activityID: update.activityId,
+                deviceID: update.deviceId, attributesType: update.attributesType,
+                frequentUpdates: update.frequentUpdates ?? false)
+        case .pushToStart(let start):
+            self.init(
+                token: start.token, kind: .pushToStart, channels: start.channels, activityID: start.activityId,
+                deviceID: start.deviceId, attributesType: start.attributesType,
+                frequentUpdates: start.frequentUpdates ?? false, supportsBroadcast: start.supportsBroadcast ?? false)
+        case .broadcast(let subscription):
+            self.init(
+                token: nil, kind: .broadcast, channels: subscription.channels, activityID: subscription.activityId,
+                deviceID: subscription.deviceId, attributesType: subscription.attributesType,
+                frequentUpdates: subscription.frequentUpdates ?? false)
+        }
     }
 
     /// What a checked item registers.
