@@ -62,7 +62,7 @@ struct ImportCommandTests {
         #expect(try store.subscriptionCounts(bundleID: ServiceKeys.bundleID, environment: .production) == ["match": 1])
     }
 
-    @Test("PostgreSQL: a running node takes the imported tokens into its shards from the change feed")
+    @Test("PostgreSQL: a running node takes the imported tokens into its shards from the change feed; broadcast is refused")
     func importsIntoPostgresWhileANodeRuns() async throws {
         let postgres = try await PostgresServiceProcessTests.onOwnThread { try PostgresServer() }
         defer { postgres.stop() }
@@ -95,6 +95,16 @@ struct ImportCommandTests {
         let refused = try await ServeProcess.run(
             ["--database", postgres.url, "--bundle-id", ServiceKeys.bundleID, "sub.json"], directory: directory, command: "import")
         #expect(refused.status == 74 && refused.errors.contains("not stored on PostgreSQL"), "\(refused.errors)")
+
+        // The API says the same, with 409 and the item: nothing of the batch is registered.
+        let mixed = try await client.post(
+            "/v1/tokens",
+            json: #"{"tokens":[{"token":"\#(tokenHex(50_000))","kind":"update","channels":["match"],"activity_id":"a"},"#
+                + #"{"kind":"broadcast","channels":["match"],"activity_id":"act-b"}]}"#)
+        #expect(mixed.status == 409 && mixed.text.contains("tokens[1]") && mixed.text.contains("not kept on PostgreSQL"), "\(mixed)")
+        #expect(try postgres.psql("SELECT count(*) FROM tokens") == "20000")
+        let link = try await client.put("/v1/channels/match/broadcast", json: #"{"storage_policy":0}"#)
+        #expect(link.status == 409 && link.text.contains("several nodes"), "\(link)")
 
         node.signal(SIGTERM)
         #expect(await node.waitForExit() == 0, "\(node.errors.suffix(2000))")

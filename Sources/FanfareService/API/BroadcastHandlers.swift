@@ -22,6 +22,13 @@ extension FanfareAPI {
         guard !lifecycle.isDraining else {
             throw ServiceProblem.unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
         }
+        guard !engine.configuration.leasedShards else {
+            // Waves of several nodes carry no broadcast part yet, and links would live in one node's memory only.
+            throw ServiceProblem(
+                .conflict, .invalidRequest,
+                "broadcast channels are not available with several nodes on PostgreSQL yet: updates of '\(channel)' "
+                    + "go to its registered tokens one by one; nothing was linked")
+        }
         // Every check before anything changes.
         var given: BroadcastChannelID?
         if let text = body.channelId {

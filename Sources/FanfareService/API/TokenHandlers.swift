@@ -41,8 +41,17 @@ extension FanfareAPI {
 
     private func checkedItems(_ items: [RegistrationFields]) throws(ServiceProblem) -> RegistrationItems {
         try checkBatchSize(items.count)
-        return try RegistrationItems(
+        let checked = try RegistrationItems(
             checking: items, bundleID: bundleID, environment: environment, now: configuration.wallClockMilliseconds())
+        if !checked.subscriptions.isEmpty && engine.configuration.leasedShards {
+            let index = items.firstIndex { $0.kind == .broadcast } ?? 0
+            throw ServiceProblem(
+                .conflict, .invalidRegistration,
+                "tokens[\(index)]: broadcast subscriptions are not kept on PostgreSQL yet (several nodes); register the "
+                    + "activity's update token instead. Nothing of this batch was registered",
+                index: index, field: "tokens[\(index)].kind")
+        }
+        return checked
     }
 
     package func deleteTokens(_ input: Operations.DeleteTokens.Input) async throws -> Operations.DeleteTokens.Output {
