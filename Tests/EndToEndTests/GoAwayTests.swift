@@ -66,10 +66,13 @@ import Testing
         let payload = try updatePayload()
         let burst = 1500
         try await submitAll(client, (0..<burst).map { PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0)) })
-        // Both connections up (a loaded machine may still be opening the second one) and the burst on them.
+        // Both connections up on both sides (a loaded machine may still be opening the second one; the client can
+        // count it established before the simulator's session for it starts, and a GOAWAY goes only to the
+        // connections the simulator has) and the burst on them.
         let sent: Void? = try await perform(when: {
             let statistics = client.statistics
             return statistics.connectionsEstablished >= 2 && statistics.inFlight > 0
+                && harness.simulator.statistics().connectionsOpened >= 2
         }) { harness.simulator.goAwayAllConnections() }
         #expect(sent != nil, "the burst never showed up in flight")
         #expect(await collector.waitFor(count: burst))
