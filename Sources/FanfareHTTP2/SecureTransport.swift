@@ -120,6 +120,9 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
 
     /// Ciphertext parked in the TLS write BIO beyond this stops the delegate from producing more.
     @exclusivity(unchecked) public var ciphertextBacklogLimit: Int
+    /// When set, nothing is submitted for sending past its end: the bytes stay here (a lease renewed in time lets
+    /// them go with the next flush; a node that lost its lease exits).
+    @exclusivity(unchecked) public var sendingLease: (any SendingLease)?
     /// Bytes handed to the kernel so far (for stats).
     @exclusivity(unchecked) public private(set) var bytesSent: UInt64 = 0
     @exclusivity(unchecked) public private(set) var bytesReceived: UInt64 = 0
@@ -489,6 +492,12 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
     /// Moves ciphertext from the TLS write BIO into the send buffer and submits one send.
     private func flushCiphertext() {
         guard !sendInFlight, fd >= 0, !closeInFlight else { return }
+        if state == .established, let sendingLease {
+            // Requests, not the handshake. A fresh reading, not the tick's: the process may have been stopped since
+            // the tick began.
+            let until = sendingLease.sendsUntil
+            if until != .max && IOLoop.monotonicNanoseconds() >= until { return }
+        }
         if ciphertextOutCount == 0 {
             ciphertextOutStart = 0
             let taken = tls.takeCiphertext(into: ciphertextOut)

@@ -60,6 +60,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         self.index = index
         let configuration = worker.configuration
         transport = SecureTransport(loop: worker.loop, tls: tls, buffers: configuration.buffers)
+        transport.sendingLease = worker.sendingLease
         slots = StreamSlots(capacity: configuration.maxConcurrentStreamsPerConnection)
         providerTokens = configuration.providerTokens
         providerTokensReference = configuration.providerTokens.map { Unmanaged.passUnretained($0) }
@@ -68,6 +69,9 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         super.init()
         transport.delegate = self
     }
+
+    /// Sends what the transport held while the worker's lease had ended (`PushWorker.followLease`).
+    func flushHeld() { transport.flushNow() }
 
     func start(address: SocketAddress) {
         let id = worker.loop.register(self)

@@ -65,6 +65,9 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     /// Pulled on this thread when connections have free streams (see `PushProducer`).
     private let producer: PushProducer?
+    /// The producer's lease when it has one (a leased fan-out shard): every connection's transport stops sending
+    /// at its end.
+    let sendingLease: (any SendingLease)?
     @exclusivity(unchecked) private var producerWaitUntil: UInt64 = 0
     @exclusivity(unchecked) private var producerFinished = false {
         didSet { producerFinishedFlag.store(producerFinished, ordering: .releasing) }
@@ -86,6 +89,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         producer: PushProducer? = nil
     ) {
         self.producer = producer
+        sendingLease = producer as? any SendingLease
         self.resolver = resolver
         self.index = index
         self.configuration = configuration
@@ -529,6 +533,19 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         for connection in connections.compactMap({ $0 }) + retiring { connection.close() }
     }
 
+    /// While the producer's lease has ended, the transports hold what they framed; once it is extended, they
+    /// send it now (nothing else may come to flush it: the streams it took are not answered until it leaves).
+    private func followLease(_ lease: any SendingLease) {
+        let until = lease.sendsUntil
+        let ended = until != .max && loop.now >= until
+        if leaseEnded && !ended {
+            for connection in connections { connection?.flushHeld() }
+            for connection in retiring { connection.flushHeld() }
+        }
+        leaseEnded = ended
+    }
+    @exclusivity(unchecked) private var leaseEnded = false
+
     // MARK: - IOHandler
 
     func ioCompleted(tag: UInt8, result: Int32, flags: UInt32, loop: IOLoop) {
@@ -560,6 +577,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     func tick(loop: IOLoop) {
         if !stopping && stopRequested.load(ordering: .acquiring) { beginStop() }
+        if let sendingLease { followLease(sendingLease) }
         if hasResolved.load(ordering: .relaxed) && hasResolved.exchange(false, ordering: .acquiring) { takeResolvedAddresses() }
         drainInbox()
         if let producer, !producerFinished, !stopping {

@@ -1,5 +1,6 @@
 import FanfareClient
 import FanfareCore
+import FanfareIO
 import FanfareRegistry
 import Synchronization
 import Glibc
@@ -10,7 +11,7 @@ import Glibc
 /// `PushProducer`: it runs on the worker's thread, hands pushes out as streams free up, and gets their
 /// results on the same thread. So the token tables, budgets, cursors and counters below take no lock.
 /// Other threads reach a shard only through `commands` (a bounded lock-free MPSC queue).
-final class Shard: PushProducer, @unchecked Sendable {
+final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     let index: Int
     let commands: BoundedMPSCQueue<ShardCommand>
     /// Queue slots held by control commands and by single pushes (taken when queued, given back when the
@@ -108,6 +109,8 @@ final class Shard: PushProducer, @unchecked Sendable {
     /// Monotonic ns until which wave pushes may go out: `.max` for a lone engine; with leased shards, the end of
     /// this node's lease (0: not held). Read once per poll.
     let sendUntil = Atomic<UInt64>(.max)
+    /// `SendingLease`: the worker's transports check it before each send they submit.
+    var sendsUntil: UInt64 { sendUntil.load(ordering: .relaxed) }
     /// Live tokens in this shard, as of its last loop iteration (for other threads: statistics, readiness).
     let liveTokens = Atomic<Int>(0)
     @exclusivity(unchecked) private var stoppingWaves = false
