@@ -106,7 +106,7 @@ let package = Package(
         .target(
             name: "FanfareCluster",
             dependencies: [
-                "FanfareFanout", "FanfarePostgres", "FanfareRegistry", "FanfareCore",
+                "FanfareFanout", "FanfarePostgres", "FanfareRegistry", "FanfareCore", "FanfareIO",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -136,25 +136,27 @@ let package = Package(
             ]
         ),
 
-        // Test support: child processes through posix_spawn (Tests/Support/FanfareTestSupport/ChildProcess.swift).
+        // Test support: every test on a thread of its own (`.ownThread`), liveness bounds scaled by FANFARE_TEST_TIME_SCALE,
+        // child processes through posix_spawn, a real PostgreSQL per test process (Tests/Support/FanfareTestSupport/).
         .target(name: "CChildProcess", path: "Tests/Support/CChildProcess"),
         .target(name: "FanfareTestSupport", dependencies: ["CChildProcess"], path: "Tests/Support/FanfareTestSupport"),
 
-        .testTarget(name: "FanfareCoreTests", dependencies: ["FanfareCore"]),
-        .testTarget(name: "FanfareIOTests", dependencies: ["FanfareIO", "CURing"]),
+        .testTarget(name: "FanfareCoreTests", dependencies: ["FanfareCore", "FanfareTestSupport"]),
+        .testTarget(name: "FanfareIOTests", dependencies: ["FanfareIO", "CURing", "FanfareTestSupport"]),
         .testTarget(name: "FanfareTLSTests", dependencies: ["FanfareTLS", "FanfareCore", "COpenSSL", "FanfareTestSupport"]),
         // HPACK and HTTP/2 framing, checked against nghttp2's own encoder and decoder.
-        .testTarget(name: "FanfareHTTP2Tests", dependencies: ["FanfareHTTP2", "FanfareCore", "FanfareClient", "CNghttp2"]),
-        .testTarget(name: "FanfareSimulatorTests", dependencies: ["FanfareSimulator", "FanfareCore", "FanfareTLS"]),
+        .testTarget(
+            name: "FanfareHTTP2Tests", dependencies: ["FanfareHTTP2", "FanfareCore", "FanfareClient", "CNghttp2", "FanfareTestSupport"]),
+        .testTarget(name: "FanfareSimulatorTests", dependencies: ["FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareTestSupport"]),
         .testTarget(
             name: "LoadTests",
-            dependencies: ["FanfareLoad", "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO"]
+            dependencies: ["FanfareLoad", "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareTestSupport"]
         ),
         .testTarget(
             name: "InteropTests",
             dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareTestSupport"]
         ),
-        .testTarget(name: "FanfareRegistryTests", dependencies: ["FanfareRegistry", "FanfareCore"]),
+        .testTarget(name: "FanfareRegistryTests", dependencies: ["FanfareRegistry", "FanfareCore", "FanfareTestSupport"]),
         // FanfarePostgres against a real PostgreSQL (initdb into a temporary directory, loopback), with the same
         // expectations run against SQLite.
         .testTarget(
@@ -162,7 +164,8 @@ let package = Package(
             dependencies: ["FanfarePostgres", "FanfareRegistry", "FanfareCore", "FanfareTestSupport"]
         ),
         // Fan-out engine parts in isolation (queue under contention, budgets, lanes, tables).
-        .testTarget(name: "FanoutTests", dependencies: ["FanfareFanout", "FanfareRegistry", "FanfareClient", "FanfareCore"]),
+        .testTarget(
+            name: "FanoutTests", dependencies: ["FanfareFanout", "FanfareRegistry", "FanfareClient", "FanfareCore", "FanfareTestSupport"]),
         // `fanfare serve` over real HTTP on loopback: in-process services and the real binary as a child process,
         // the OpenAPI document checked against what the server answers.
         .testTarget(

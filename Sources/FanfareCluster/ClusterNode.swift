@@ -1,5 +1,6 @@
 import FanfareCore
 import FanfareFanout
+import FanfareIO
 import FanfarePostgres
 import FanfareRegistry
 import Glibc
@@ -124,6 +125,11 @@ public final class ClusterNode: @unchecked Sendable {
         } catch {
             logger.error("cluster: releasing the leases failed (\(error)); they expire in \(configuration.leaseDuration)")
         }
+    }
+
+    /// `stop()` from an async caller: the threads are joined and the leases released on a thread of its own.
+    public func stop() async {
+        await BlockingHandOff.run(name: "cluster-stop") { self.stop() }
     }
 
     /// Tests: what kill -9 leaves. The threads stop and the leases stay until they expire.

@@ -137,7 +137,7 @@ final class IOThreadContext: @unchecked Sendable {
 /// Names the calling thread (shown by top, ps, gdb, perf). Writes /proc/thread-self/comm, which is what
 /// pthread_setname_np does for the calling thread; that function is GNU-only and so not always imported.
 /// Best effort: a failure leaves the inherited name.
-private func setCurrentThreadName(_ name: String) {
+func setCurrentThreadName(_ name: String) {
     // Linux keeps 15 bytes of a thread name.
     let bytes = Array(name.utf8.filter { $0 >= 0x20 && $0 < 0x7F }.prefix(15))
     let fd = Glibc.open("/proc/thread-self/comm", O_WRONLY | O_CLOEXEC)

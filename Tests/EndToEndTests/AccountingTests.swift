@@ -3,10 +3,11 @@
 import FanfareClient
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct AccountingTests {
+@Suite(.ownThread) struct AccountingTests {
     @Test func everyPushEndsExactlyOnceUnderLoadWithFaults() async throws {
         var simulator = SimulatorConfiguration()
         simulator.faults = [
@@ -53,7 +54,7 @@ import Testing
         #expect(stats.delivered == delivered && stats.rejected == rejected && stats.failed == failed)
         #expect(await eventually { client.statistics.inFlight == 0 && client.statistics.pending == 0 })
 
-        harness.shutdown()
+        await harness.shutdown()
         let server = harness.simulator.statistics()
         #expect(server.accepted == delivered)
         #expect(server.totalRejections == rejected)
@@ -81,7 +82,7 @@ import Testing
         try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0 % 50), payload: payload, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: count))
         #expect(collector.byCookie().values.allSatisfy { $0.isDelivered })
-        harness.shutdown()
+        await harness.shutdown()
         let stats = harness.simulator.statistics()
         #expect(stats.accepted == count)
         #expect(stats.acceptedPayloadBytes == count * payload.count)

@@ -2,10 +2,11 @@
 import FanfareClient
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct BackPressureTests {
+@Suite(.ownThread) struct BackPressureTests {
     @Test func fullInboxThrowsBackPressureAndAcceptedPushesAllComplete() async throws {
         var simulator = SimulatorConfiguration()
         simulator.latency = .fixed(nanoseconds: 50_000_000)  // the first 200 takes a while: the queues fill

@@ -3,11 +3,12 @@ import FanfareClient
 import FanfareCore
 import FanfareHTTP2
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Synchronization
 import Testing
 
-@Suite struct ClientConfigurationValidationTests {
+@Suite(.ownThread) struct ClientConfigurationValidationTests {
     private static func base() throws -> ClientConfiguration {
         ClientConfiguration(
             host: "127.0.0.1", port: 9, tls: SharedKeys.shared.clientTLS,
@@ -85,7 +86,7 @@ import Testing
     }
 }
 
-@Suite struct ShutdownRaceTests {
+@Suite(.ownThread) struct ShutdownRaceTests {
     /// Many rounds of threads submitting (and sending) while another thread shuts the client down at a
     /// different moment each time: every push that was accepted gets exactly one result, every refused one
     /// threw, and nothing is left waiting.
@@ -132,7 +133,7 @@ import Testing
                 }
             }
             usleep(UInt32(generator.next() % 20_000))  // a different moment each round
-            client.shutdown()
+            await client.shutdown()
             #expect(await eventually { finished.load(ordering: .acquiring) == submitters && sendsEnded.value.load(ordering: .acquiring) == sends })
             let submitted = accepted.load(ordering: .relaxed)
             #expect(collector.count == submitted, "round \(round): \(submitted) accepted, \(collector.count) results")

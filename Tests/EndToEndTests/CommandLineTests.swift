@@ -26,7 +26,7 @@ enum FanfareExecutable {
     }
 }
 
-@Suite struct CommandLineTests {
+@Suite(.ownThread) struct CommandLineTests {
     private func connectionFlags(_ harness: TestHarness) -> [String] {
         [
             "--endpoint", "https://127.0.0.1:\(harness.port)", "--auth-key", harness.keys.privateKeyFile, "--key-id", Fixture.keyID,

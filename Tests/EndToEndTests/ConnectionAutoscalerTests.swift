@@ -3,9 +3,10 @@
 // connections come up, scale down after the idle time, never below the minimum.
 import FanfareClient
 import FanfareTLS
+import FanfareTestSupport
 import Testing
 
-@Suite struct ConnectionAutoscalerTests {
+@Suite(.ownThread) struct ConnectionAutoscalerTests {
     private static let interval: UInt64 = 250_000_000
     private static let ms: UInt64 = 1_000_000
 

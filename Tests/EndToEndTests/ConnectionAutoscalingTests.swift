@@ -4,13 +4,14 @@
 import FanfareClient
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Glibc
 import Logging
 import Synchronization
 import Testing
 
-@Suite struct ConnectionAutoscalingTests {
+@Suite(.ownThread) struct ConnectionAutoscalingTests {
     private static let latency: UInt64 = 50_000_000
     private static let streamLimit = 100
 
@@ -143,7 +144,7 @@ import Testing
         try await Task.sleep(for: .seconds(3))
         load.stop()
         #expect(await eventually { client.producersFinished && load.completed == load.produced })
-        client.shutdown()
+        await client.shutdown()
         let window = ContinuousClock.now - start
         let stats = client.statistics
         // By counts: the n-th failure makes scale-ups wait min(200 ms × 2^(n-1), 10 s); none reset it (nothing

@@ -5,11 +5,12 @@ import FanfareCore
 import FanfareIO
 import FanfareSimulator
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Glibc
 import Testing
 
-@Suite struct ConnectionDisciplineTests {
+@Suite(.ownThread) struct ConnectionDisciplineTests {
     private static let backoff = Duration.milliseconds(100)
 
     /// With a minimum (and maximum) back-off B, one connection slot opens at most one connection per B
@@ -165,7 +166,7 @@ func closedPort() throws -> UInt16 {
     return UInt16(bigEndian: address.sin_port)
 }
 
-@Suite struct ResendRuleTests {
+@Suite(.ownThread) struct ResendRuleTests {
     /// A simulator holding `count` pushes unanswered, killed once it has them all.
     private func killWithStreamsInFlight(resendUnconfirmed: Bool) async throws -> (TestHarness, ResultCollector, APNsClient, APNsSimulator?) {
         var simulator = SimulatorConfiguration()
@@ -212,7 +213,7 @@ func closedPort() throws -> UInt16 {
         let results = collector.byCookie()
         #expect(results.count == 20)
         #expect(results.values.allSatisfy { $0.isDelivered && $0.possibleDuplicate && $0.resends == 1 }, "\(results.values.prefix(2).map(\.disposition))")
-        harness.shutdown()
+        await harness.shutdown()
         #expect(restarted?.statistics().accepted == 20)
     }
 
@@ -237,7 +238,7 @@ func closedPort() throws -> UInt16 {
         #expect(results.count == count)
         #expect(results.values.allSatisfy { $0.isDelivered && !$0.possibleDuplicate }, "\(results.values.filter { !$0.isDelivered }.prefix(3).map(\.disposition))")
         #expect(results.values.contains { $0.resends > 0 }, "some streams were above a GOAWAY's last-stream-id")
-        harness.shutdown()
+        await harness.shutdown()
         let logged = try harness.acceptedLog().compactMap { $0.string("apns-id") }
         #expect(logged.count == count && Set(logged).count == count, "each push accepted exactly once")
     }

@@ -3,10 +3,11 @@
 import FanfareClient
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct ConnectionLifecycleTests {
+@Suite(.ownThread) struct ConnectionLifecycleTests {
     @Test func serverRestartMidBurstLosesNoPush() async throws {
         var simulator = SimulatorConfiguration()
         // Answers spread over five seconds: whenever the test looks, some pushes are answered, most are not.
@@ -41,7 +42,7 @@ import Testing
         #expect(results.values.contains { $0.possibleDuplicate }, "and marked: the first server may have processed them")
         #expect(results.values.filter { $0.possibleDuplicate }.allSatisfy { $0.resends > 0 })
         #expect(client.statistics.connectionsOpened > 2)
-        harness.shutdown()
+        await harness.shutdown()
         let first = harness.simulator.statistics().accepted
         let second = restarted.statistics().accepted
         #expect(second > 0)
@@ -66,7 +67,7 @@ import Testing
         #expect(results.values.allSatisfy { $0.isDelivered && $0.resends == 0 })
         #expect(client.statistics.connectionsOpened >= count / 25, "\(client.statistics.connectionsOpened) connections")
         #expect(await eventually { client.statistics.connectionsClosed >= count / 25 - 2 }, "drained connections close")
-        harness.shutdown()
+        await harness.shutdown()
         let stats = harness.simulator.statistics()
         #expect(stats.accepted == count)
         #expect(stats.goAwaysSent <= 2, "rotation is the client's doing, not the server's")
@@ -90,7 +91,7 @@ import Testing
     }
 }
 
-@Suite struct SimulatorShutdownTests {
+@Suite(.ownThread) struct SimulatorShutdownTests {
     /// The simulator's GOAWAY(Shutdown) reaches the client before the socket closes, so a push it cut off
     /// says why. The push went out and got no answer: unconfirmed (APNs may have processed it), not resent.
     @Test func simulatorShutdownSendsGoAwayWithItsReason() async throws {
@@ -124,7 +125,7 @@ import Testing
     @Test func stoppedSimulatorRefusesNewConnections() async throws {
         let harness = try TestHarness()
         defer { harness.shutdown() }
-        harness.simulator.shutdown()
+        await harness.simulator.shutdown()
         let collector = ResultCollector()
         var configuration = try harness.clientConfiguration()
         configuration.connectTimeout = .seconds(30)

@@ -5,10 +5,11 @@
 import FanfareClient
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct FaultInjectionTests {
+@Suite(.ownThread) struct FaultInjectionTests {
     private func run(
         _ simulator: SimulatorConfiguration, count: Int, client change: (inout ClientConfiguration) -> Void = { _ in }
     ) async throws -> (TestHarness, [UInt64: PushResult], [AcceptedRecord]) {
@@ -21,7 +22,7 @@ import Testing
         let payload = try updatePayload()
         try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: count, timeout: .seconds(60)))
-        harness.shutdown()
+        await harness.shutdown()
         let results = collector.byCookie()
         #expect(results.count == count, "every push ends with exactly one result")
         return (harness, results, try harness.acceptedLog())

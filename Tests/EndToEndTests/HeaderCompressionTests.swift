@@ -3,10 +3,11 @@
 import FanfareClient
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct HeaderCompressionTests {
+@Suite(.ownThread) struct HeaderCompressionTests {
     @Test(arguments: [0, 100, 256, 4096])
     func everyHeaderArrivesWhateverTheServersTableSize(tableSize: Int) async throws {
         var simulator = SimulatorConfiguration()
@@ -31,7 +32,7 @@ import Testing
         #expect(await collector.waitFor(count: jobs.count))
         let results = collector.byCookie()
         #expect(results.values.allSatisfy { $0.isDelivered }, "\(results.values.filter { !$0.isDelivered }.prefix(3))")
-        harness.shutdown()
+        await harness.shutdown()
 
         let log = try harness.acceptedLog()
         try #require(log.count == jobs.count)

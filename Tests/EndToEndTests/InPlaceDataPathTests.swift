@@ -5,6 +5,7 @@
 import FanfareClient
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -91,7 +92,7 @@ private final class RecordingHandler: PushResultHandler {
     var all: [PushResult] { results.withLock { $0 } }
 }
 
-@Suite struct InPlaceDataPathTests {
+@Suite(.ownThread) struct InPlaceDataPathTests {
     @Test(
         "producers and handlers of either form: every push ends once, with its own token, cookie and apns-id",
         arguments: [(true, true), (true, false), (false, true), (false, false)])

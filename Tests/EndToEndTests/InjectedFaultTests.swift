@@ -3,6 +3,7 @@
 import FanfareClient
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
@@ -42,7 +43,7 @@ private let specTable: [(APNsReason, Int, PushAction)] = [
     (.shutdown, 503, .retryOnNewConnection),
 ]
 
-@Suite struct InjectedFaultTests {
+@Suite(.ownThread) struct InjectedFaultTests {
     @Test(arguments: specTable.map { $0.0 })
     func injectedReasonReachesTheCaller(reason: APNsReason) async throws {
         let entry = try #require(specTable.first { $0.0 == reason })
@@ -80,7 +81,7 @@ private let specTable: [(APNsReason, Int, PushAction)] = [
                 #expect(timestamp == nil)
             }
         }
-        harness.shutdown()
+        await harness.shutdown()
         let stats = harness.simulator.statistics()
         #expect(stats.count(of: reason) == jobs.count)
         #expect(stats.accepted == 0)
@@ -107,7 +108,7 @@ private let specTable: [(APNsReason, Int, PushAction)] = [
         }
         #expect(cause.contains("ExpiredProviderToken"))
         #expect(result.resends == 3)
-        harness.shutdown()
+        await harness.shutdown()
         #expect(harness.simulator.statistics().count(of: .expiredProviderToken) == 3)
     }
 }

@@ -2,10 +2,11 @@
 // with the Live Activity headers APNs requires (apns-spec.md §2, §3).
 import FanfareClient
 import FanfareCore
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct LiveActivityDeliveryTests {
+@Suite(.ownThread) struct LiveActivityDeliveryTests {
     @Test func updateStartAndEndAreDeliveredWithExactPayloadAndHeaders() async throws {
         let harness = try TestHarness()
         defer { harness.shutdown() }
@@ -67,7 +68,7 @@ import Testing
         #expect(results["update"]?.apnsID != results["end"]?.apnsID)
         #expect(collector.count == 0, "send(_:) results do not go to the handler")
 
-        harness.shutdown()
+        await harness.shutdown()
         let stats = harness.simulator.statistics()
         #expect(stats.accepted == 3)
         #expect(stats.totalRejections == 0)
@@ -118,7 +119,7 @@ import Testing
             #expect(result.disposition == .delivered)
             #expect(result.apnsID == PushIdentifier.waveID(wave: wave, token: token))
         }
-        harness.shutdown()
+        await harness.shutdown()
 
         let log = try harness.acceptedLog()
         try #require(log.count == sends.count)
@@ -150,7 +151,7 @@ import Testing
         let stats = client.statistics
         #expect(stats.submitted == jobs.count && stats.delivered == jobs.count && stats.completed == jobs.count)
 
-        harness.shutdown()
+        await harness.shutdown()
         #expect(harness.simulator.statistics().accepted == jobs.count)
         let logged = Set(try harness.acceptedLog().compactMap { $0.string("apns-id") })
         #expect(logged == Set(results.values.map(\.apnsID.description)))

@@ -4,6 +4,7 @@ import FanfareClient
 import FanfareCore
 import FanfareSimulator
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -19,7 +20,7 @@ final class OffsetClock: Sendable {
     func now() -> Int64 { ProviderTokenSource.wallClockSeconds() + offset.load(ordering: .relaxed) }
 }
 
-@Suite struct ProviderTokenExpiryTests {
+@Suite(.ownThread) struct ProviderTokenExpiryTests {
     /// A host clock two hours behind: the source mints with it and, reading the same clock, believes its token
     /// fresh. The simulator (on real time) sees the token two hours old; the moment it verifies that token the
     /// host clock gets corrected (as NTP would), so the client's re-mint after the 403 is on real time.
@@ -48,7 +49,7 @@ final class OffsetClock: Sendable {
         #expect(source.generation > generation, "a fresh token was minted")
         #expect(source.current().issuedAt >= started, "the new token was minted on the corrected clock")
         #expect(client.statistics.connectionsOpened >= 2, "the resend went out on a new connection")
-        harness.shutdown()
+        await harness.shutdown()
         let stats = harness.simulator.statistics()
         #expect(stats.count(of: .expiredProviderToken) == 1)
         #expect(stats.accepted == 1)
@@ -75,7 +76,7 @@ final class OffsetClock: Sendable {
         #expect(results.count == count)
         #expect(results.values.allSatisfy { $0.isDelivered }, "\(results.values.filter { !$0.isDelivered }.prefix(3).map(\.disposition))")
         #expect(results.values.contains { $0.resends >= 1 })
-        harness.shutdown()
+        await harness.shutdown()
         let stats = harness.simulator.statistics()
         #expect(stats.count(of: .expiredProviderToken) >= 1)
         #expect(stats.count(of: .tooManyProviderTokenUpdates) == 0, "one re-mint for many rejections")
@@ -104,7 +105,7 @@ final class OffsetClock: Sendable {
         #expect(second.isDelivered)
         #expect(second.resends == 0)
         #expect(client.statistics.connectionsOpened == 1, "a scheduled re-mint needs no new connection")
-        harness.shutdown()
+        await harness.shutdown()
         #expect(harness.simulator.statistics().count(of: .expiredProviderToken) == 0)
     }
 }

@@ -3,10 +3,11 @@ import FanfareClient
 import FanfareCore
 import FanfareSimulator
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct RequestValidationTests {
+@Suite(.ownThread) struct RequestValidationTests {
     /// Sends one push per token with `configuration` and returns the results by cookie.
     private func sendOne(
         _ harness: TestHarness, configuration: ClientConfiguration, payload: PushPayload? = nil, tokens: [DeviceToken] = [makeToken(1)]
@@ -58,7 +59,7 @@ import Testing
         let configuration = try harness.clientConfiguration(topic: "com.other.app.push-type.liveactivity")
         let results = try await sendOne(harness, configuration: configuration)
         expectRejected(results[0], status: 400, reason: .topicDisallowed, action: .fixConfiguration)
-        harness.shutdown()
+        await harness.shutdown()
         #expect(harness.simulator.statistics().count(of: .topicDisallowed) == 1)
     }
 
@@ -123,7 +124,7 @@ import Testing
         let tokens = ProviderTokenSource(signer: try harness.signer(teamID: "OTHERTEAM1"))
         let results = try await sendOne(harness, configuration: try harness.clientConfiguration(tokens: tokens))
         expectRejected(results[0], status: 403, reason: .invalidProviderToken, action: .fixConfiguration)
-        harness.shutdown()
+        await harness.shutdown()
         #expect(harness.simulator.statistics().accepted == 0)
     }
 
@@ -177,7 +178,7 @@ import Testing
         #expect(fits.isDelivered)
         let tooLong = try await client.send(PushJob(token: makeToken(2), payload: payload, collapseID: longest + "x"))
         expectRejected(tooLong, status: 400, reason: .badCollapseId, action: .fixConfiguration)
-        harness.shutdown()
+        await harness.shutdown()
         let log = try harness.acceptedLog()
         #expect(log.count == 1)
         #expect(log.first?.string("collapse-id") == longest)

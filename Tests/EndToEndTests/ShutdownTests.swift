@@ -2,11 +2,12 @@
 import FanfareClient
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Synchronization
 import Testing
 
-@Suite struct ShutdownTests {
+@Suite(.ownThread) struct ShutdownTests {
     @Test func aShutDownClientIsFreedWithItsWorkers() async throws {
         // Each worker and its loop referenced each other, so a client's workers (and whatever they hold:
         // queues, buffers, the result handler) outlived it (found by LeakSanitizer).
@@ -18,7 +19,7 @@ import Testing
             released = collector
             let client = try APNsClient(configuration: try harness.clientConfiguration(), resultHandler: collector)
             #expect(try await client.send(PushJob(token: makeToken(1), payload: try updatePayload())).isDelivered)
-            client.shutdown()
+            await client.shutdown()
         }
         #expect(released == nil, "the result handler (held by the workers) is freed with the client")
     }
@@ -40,7 +41,7 @@ import Testing
         try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         let stopped: Void? = try await perform(when: { collector.count > 0 && client.statistics.inFlight > 10 }) { client.shutdown() }
         #expect(stopped != nil, "no moment with pushes both answered and in flight")
-        client.shutdown()  // (already done by then; shutdown is idempotent)
+        await client.shutdown()  // (already done by then; shutdown is idempotent)
         // shutdown() returns after the workers reported everything: no waiting needed.
         let results = collector.byCookie()
         #expect(collector.count == count, "every push reported by the time shutdown() returns")
@@ -59,7 +60,7 @@ import Testing
         let stats = client.statistics
         #expect(stats.completed == count && stats.inFlight == 0)
 
-        harness.shutdown()
+        await harness.shutdown()
         #expect(harness.simulator.statistics().accepted >= results.values.filter(\.isDelivered).count)
     }
 
@@ -71,7 +72,7 @@ import Testing
         let client = try harness.startClient(try harness.clientConfiguration(port: refusing.port), collector: collector)
         let payload = try updatePayload()
         try await submitAll(client, (0..<50).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
-        client.shutdown()
+        await client.shutdown()
         #expect(collector.count == 50)
         #expect(collector.all.allSatisfy { $0.disposition == .failed(.shutdown) })
         withExtendedLifetime(refusing) {}

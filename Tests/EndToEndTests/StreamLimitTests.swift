@@ -3,10 +3,11 @@
 import FanfareClient
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct StreamLimitTests {
+@Suite(.ownThread) struct StreamLimitTests {
     private func burst(
         _ harness: TestHarness, configuration: ClientConfiguration, count: Int
     ) async throws -> (APNsClient, ResultCollector) {
@@ -87,7 +88,7 @@ import Testing
         #expect(rejected > 0, "the faults fired")
         let stats = client.statistics
         #expect(stats.delivered == delivered && stats.rejected == rejected && stats.completed == count)
-        harness.shutdown()
+        await harness.shutdown()
         let server = harness.simulator.statistics()
         #expect(server.accepted == delivered)
         #expect(server.totalRejections == rejected)

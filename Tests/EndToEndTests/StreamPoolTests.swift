@@ -4,10 +4,11 @@
 import FanfareClient
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct StreamPoolTests {
+@Suite(.ownThread) struct StreamPoolTests {
     /// 16 connections × 250 streams (a scaled 16 × 1000): 4000 streams at once on one simulator thread, twice
     /// the old fixed pool (8 × 250), and not one refused.
     @Test func sixteenFullConnectionsGetNoRefusedStream() async throws {
@@ -27,7 +28,7 @@ import Testing
         let count = connections * limit * 2
         try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: count, timeout: .seconds(60)))
-        harness.shutdown()
+        await harness.shutdown()
 
         let results = collector.byCookie()
         #expect(results.count == count)
@@ -59,7 +60,7 @@ import Testing
         let count = 2000
         try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: count, timeout: .seconds(60)))
-        harness.shutdown()
+        await harness.shutdown()
         let results = collector.byCookie()
         #expect(results.count == count)
         let delivered = results.values.filter(\.isDelivered).count

@@ -6,6 +6,7 @@ import FanfareCore
 import FanfareIO
 import FanfareSimulator
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -174,6 +175,11 @@ final class TestHarness: @unchecked Sendable {
         for extra in extraSimulators.withLock({ $0 }) { extra.shutdown() }
     }
 
+    /// `shutdown()` with the waits on a thread of their own (the sync one is for `defer`).
+    func shutdown() async {
+        await BlockingHandOff.run(name: "harness-stop") { self.shutdown() }
+    }
+
     /// The simulator's accepted-push log as raw lines and parsed objects (call after `shutdown()`).
     func acceptedLog() throws -> [AcceptedRecord] {
         guard FileManager.default.fileExists(atPath: acceptedLogPath) else { return [] }
@@ -242,9 +248,9 @@ final class ResultCollector: PushResultHandler {
     var all: [PushResult] { results.withLock { $0 } }
     var count: Int { results.withLock { $0.count } }
 
-    /// Waits until at least `count` results arrived; false if `timeout` passed first (a hang guard, not a
+    /// Waits until at least `count` results arrived; false if `timeout` (scaled) passed first (a hang guard, not a
     /// timing assertion).
-    func waitFor(count: Int, timeout: Duration = .seconds(30)) async -> Bool {
+    func waitFor(count: Int, timeout: Duration = Liveness.condition) async -> Bool {
         await eventually(timeout: timeout) { self.count >= count }
     }
 
@@ -260,28 +266,16 @@ final class ResultCollector: PushResultHandler {
     }
 }
 
-/// Polls `condition` every few milliseconds until it holds or `timeout` passes.
-func eventually(timeout: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
-    let clock = ContinuousClock()
-    let deadline = clock.now.advanced(by: timeout)
-    while !condition() {
-        if clock.now >= deadline { return false }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-    return true
-}
-
 /// Runs `action` on a thread of its own the moment `condition` holds (polled about every half millisecond)
-/// and returns its result; nil if `timeout` passed first. For acting on a passing state (a burst in flight):
-/// tests share a few cooperative threads that parallel tests can keep busy for seconds, so a task's
-/// `eventually` may look too late.
+/// and returns its result; nil if `timeout` (scaled) passed first. For acting on a passing state (a burst in
+/// flight) that a task polling every few milliseconds could miss.
 func perform<T: Sendable>(
-    when condition: @escaping @Sendable () -> Bool, timeout: Duration = .seconds(30), _ action: @escaping @Sendable () throws -> T
+    when condition: @escaping @Sendable () -> Bool, timeout: Duration = Liveness.condition, _ action: @escaping @Sendable () throws -> T
 ) async throws -> T? {
     let outcome: Result<T, any Error>? = await withCheckedContinuation { continuation in
         let thread = Thread {
             let clock = ContinuousClock()
-            let deadline = clock.now.advanced(by: timeout)
+            let deadline = clock.now.advanced(by: TestTime.scaled(timeout))
             while !condition() {
                 if clock.now >= deadline {
                     continuation.resume(returning: nil)

@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareCore
 
-@Suite("apns-id generation")
+@Suite("apns-id generation", .ownThread)
 struct APNsIDTests {
     static let hexDigits = Set("0123456789abcdef".utf8)
 

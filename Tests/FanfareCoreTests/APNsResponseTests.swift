@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareCore
 
-@Suite("APNs responses")
+@Suite("APNs responses", .ownThread)
 struct APNsResponseTests {
     static func parse(_ json: String) -> APNsErrorBody? {
         Array(json.utf8).withUnsafeBytes { APNsErrorBody.parse($0) }

@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareCore
 
-@Suite("Base64URL")
+@Suite("Base64URL", .ownThread)
 struct Base64URLTests {
     @Test(
         "RFC 4648 §10 test vectors (no padding)",

@@ -1,9 +1,10 @@
 import FanfareCore
+import FanfareTestSupport
 import Testing
 
 /// The channel management bodies (apns-spec.md §8.2): written exactly, read strictly where it matters and
 /// leniently about members APNs may add; whatever a server sends gives a value or a clear error, never a trap.
-@Suite struct BroadcastChannelMessagesTests {
+@Suite(.ownThread) struct BroadcastChannelMessagesTests {
     func info(_ text: String) -> Result<BroadcastChannelInfo, ChannelBodyError> {
         Array(text.utf8).withUnsafeBytes { bytes in
             do throws(ChannelBodyError) { return .success(try BroadcastChannelMessages.parseInfo(bytes)) } catch { return .failure(error) }

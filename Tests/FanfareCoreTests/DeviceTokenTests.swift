@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareCore
 
-@Suite("DeviceToken")
+@Suite("DeviceToken", .ownThread)
 struct DeviceTokenTests {
     /// `byteCount` bytes 0, 1, 2, … as lowercase hex.
     static func sequentialHex(byteCount: Int) -> String {

@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareCore
 
-@Suite("JSONValidator")
+@Suite("JSONValidator", .ownThread)
 struct JSONValidatorTests {
     typealias Problem = JSONValidationError.Problem
 

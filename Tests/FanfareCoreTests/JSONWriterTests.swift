@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareCore
 
-@Suite("JSONWriter")
+@Suite("JSONWriter", .ownThread)
 struct JSONWriterTests {
     /// Writes `value` as a top-level JSON string.
     static func quoted(_ value: String) -> String {

@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareCore
 
-@Suite("Live Activity payload")
+@Suite("Live Activity payload", .ownThread)
 struct LiveActivityPayloadTests {
     /// Encodes into a fresh buffer of `bufferSize` bytes; returns the JSON text.
     static func encode(

@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareCore
 
-@Suite("name-based UUIDs (version 5) and wave push ids")
+@Suite("name-based UUIDs (version 5) and wave push ids", .ownThread)
 struct NameBasedUUIDTests {
     /// A token whose byte i is (seed + 13 i) mod 256.
     static func token(_ byteCount: Int, seed: Int) throws -> DeviceToken {

@@ -1,7 +1,8 @@
 import FanfareCore
+import FanfareTestSupport
 import Testing
 
-@Suite("Network text made printable")
+@Suite("Network text made printable", .ownThread)
 struct PrintableTextTests {
     private func escaped(_ bytes: [UInt8], limit: Int = 512) -> String {
         bytes.withUnsafeBytes { PrintableText.escaping($0, limit: limit) }

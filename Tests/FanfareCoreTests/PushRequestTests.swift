@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareCore
 
-@Suite("push request headers")
+@Suite("push request headers", .ownThread)
 struct PushRequestTests {
     @Test("apns-priority parses exactly 1, 5 and 10")
     func priority() {

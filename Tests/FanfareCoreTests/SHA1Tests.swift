@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareCore
 
-@Suite("SHA-1")
+@Suite("SHA-1", .ownThread)
 struct SHA1Tests {
     static func digest(_ bytes: [UInt8]) -> String {
         bytes.withUnsafeBytes { SHA1.hash($0) }.description

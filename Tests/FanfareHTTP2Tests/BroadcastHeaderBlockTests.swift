@@ -4,9 +4,10 @@
 @_spi(Benchmarks) import FanfareClient
 import FanfareCore
 @testable import FanfareHTTP2
+import FanfareTestSupport
 import Testing
 
-@Suite struct BroadcastHeaderBlockTests {
+@Suite(.ownThread) struct BroadcastHeaderBlockTests {
     static let channelText = "dHN0LTEyMzQ1Njc4OTAxMg=="
     static let requestID = "6f1d2c3b-4a59-4687-9a0b-1c2d3e4f5a6b"
     static let jwt = "eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQzEyM0RFRkcifQ.eyJpc3MiOiJERUYxMjNHSElKIn0.c2lnbmF0dXJl"

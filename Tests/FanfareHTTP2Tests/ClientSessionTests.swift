@@ -1,10 +1,11 @@
 import CNghttp2
 import FanfareHTTP2
+import FanfareTestSupport
 import Testing
 
 /// Fanfare's client session against nghttp2's own server session, byte for byte in memory: every request
 /// must arrive intact and every stream must end exactly once, whatever the server does.
-@Suite("HTTP/2 client session against nghttp2's server")
+@Suite("HTTP/2 client session against nghttp2's server", .ownThread)
 struct ClientSessionTests {
     @Test("requests arrive intact and every response comes back")
     func basicExchange() throws {

@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareHTTP2
 
-@Suite("HPACK block writer")
+@Suite("HPACK block writer", .ownThread)
 struct HPACKBlockWriterTests {
     typealias Support = HPACKTestSupport
 

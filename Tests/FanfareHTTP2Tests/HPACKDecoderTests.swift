@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareHTTP2
 
-@Suite("HPACK decoder: RFC 7541 Appendix C")
+@Suite("HPACK decoder: RFC 7541 Appendix C", .ownThread)
 struct HPACKDecoderTests {
     typealias Support = HPACKTestSupport
 

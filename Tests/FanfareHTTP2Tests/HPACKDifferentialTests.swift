@@ -1,9 +1,10 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareHTTP2
 
 /// Our HPACK against nghttp2 1.52's, on long seeded random sequences (a failure reproduces from its seed).
-@Suite("HPACK against nghttp2")
+@Suite("HPACK against nghttp2", .ownThread)
 struct HPACKDifferentialTests {
     typealias Support = HPACKTestSupport
 

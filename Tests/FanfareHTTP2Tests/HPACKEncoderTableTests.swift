@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareHTTP2
 
-@Suite("HPACK encoder table")
+@Suite("HPACK encoder table", .ownThread)
 struct HPACKEncoderTableTests {
     typealias Support = HPACKTestSupport
 

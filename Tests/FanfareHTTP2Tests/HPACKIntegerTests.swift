@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareHTTP2
 
-@Suite("HPACK integers (RFC 7541 §5.1)")
+@Suite("HPACK integers (RFC 7541 §5.1)", .ownThread)
 struct HPACKIntegerTests {
     typealias Support = HPACKTestSupport
 

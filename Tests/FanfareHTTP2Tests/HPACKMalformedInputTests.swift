@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareHTTP2
 
-@Suite("HPACK decoder: malformed input")
+@Suite("HPACK decoder: malformed input", .ownThread)
 struct HPACKMalformedInputTests {
     typealias Support = HPACKTestSupport
 

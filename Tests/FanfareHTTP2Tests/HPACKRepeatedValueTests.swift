@@ -1,10 +1,11 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareHTTP2
 
 /// Long never-indexed Huffman values are kept decoded between blocks (HPACKRepeatedValues): what comes out must
 /// be exactly what a fresh decode gives, whichever values repeat, change or fail.
-@Suite("HPACK decoder: repeated long values")
+@Suite("HPACK decoder: repeated long values", .ownThread)
 struct HPACKRepeatedValueTests {
     typealias Support = HPACKTestSupport
 

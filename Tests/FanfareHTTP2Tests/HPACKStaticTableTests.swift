@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareHTTP2
 
-@Suite("HPACK static table")
+@Suite("HPACK static table", .ownThread)
 struct HPACKStaticTableTests {
     @Test("matches nghttp2's static table entry for entry")
     func matchesNghttp2() {

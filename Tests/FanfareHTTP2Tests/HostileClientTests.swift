@@ -1,9 +1,10 @@
 import FanfareHTTP2
+import FanfareTestSupport
 import Testing
 
 /// The server session against clients that are broken or hostile, in raw frames: each ends the connection with
 /// GOAWAY carrying the RFC's error code (nghttp2's choices), memory stays bounded, and nothing traps.
-@Suite("HTTP/2 server session against hostile clients")
+@Suite("HTTP/2 server session against hostile clients", .ownThread)
 struct HostileClientTests {
     private static let request: [UInt8] = [0x83, 0x87, 0x84]  // :method POST, :scheme https, :path /
     private static let endHeaders = HTTP2FrameFlag.endHeaders

@@ -1,11 +1,12 @@
 import CNghttp2
 import FanfareHTTP2
+import FanfareTestSupport
 import Testing
 
 /// The client session against servers that are broken or hostile: it must end the connection with the
 /// right error, keep its memory bounded and never trap, and say of every request whether it provably never
 /// reached the server.
-@Suite("HTTP/2 client session against hostile servers")
+@Suite("HTTP/2 client session against hostile servers", .ownThread)
 struct HostileServerTests {
     /// A client whose preface and SETTINGS exchange with nghttp2 are done, with `request` held open.
     private func connected(settings: HTTP2ClientSession.LocalSettings = .init(), holding requests: Int = 1) throws -> (TestClient, NGHTTP2Server) {
@@ -162,7 +163,7 @@ struct HostileServerTests {
     }
 }
 
-@Suite("HTTP/2 client session preface")
+@Suite("HTTP/2 client session preface", .ownThread)
 struct ClientPrefaceTests {
     @Test("a connection window left at the default sends no WINDOW_UPDATE of 0 (nghttp2 would call it a protocol error)")
     func defaultConnectionWindow() throws {

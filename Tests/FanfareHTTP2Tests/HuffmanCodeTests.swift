@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareHTTP2
 
-@Suite("HPACK Huffman code table")
+@Suite("HPACK Huffman code table", .ownThread)
 struct HuffmanCodeTests {
     @Test("has 257 symbols whose codes fit their lengths (5...30 bits)")
     func shape() {

@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareHTTP2
 
-@Suite("HPACK Huffman encoder and decoder")
+@Suite("HPACK Huffman encoder and decoder", .ownThread)
 struct HuffmanTests {
     typealias Support = HPACKTestSupport
 

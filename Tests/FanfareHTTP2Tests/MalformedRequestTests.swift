@@ -1,9 +1,10 @@
 import FanfareHTTP2
+import FanfareTestSupport
 import Testing
 
 /// Malformed requests (RFC 9113 §8.1.1, §8.2, §8.3.1) end only their stream, with RST_STREAM PROTOCOL_ERROR, as
 /// nghttp2 does; the connection and the next request go on. Well-formed variants of each case are answered.
-@Suite("HTTP/2 server session: malformed requests")
+@Suite("HTTP/2 server session: malformed requests", .ownThread)
 struct MalformedRequestTests {
     /// A literal field without indexing, name and value as-is (RFC 7541 §6.2.2).
     private static func field(_ name: String, _ value: String) -> [UInt8] {

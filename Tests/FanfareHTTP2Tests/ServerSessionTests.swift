@@ -1,11 +1,12 @@
 import CNghttp2
 import FanfareHTTP2
+import FanfareTestSupport
 import Testing
 
 /// Our server session against nghttp2's client session in memory: requests and responses both ways (HPACK in
 /// the server direction included: nghttp2 deflates the requests we decode, and inflates the responses we
 /// encode), stream limits, flow control and GOAWAY.
-@Suite("HTTP/2 server session against nghttp2's client")
+@Suite("HTTP/2 server session against nghttp2's client", .ownThread)
 struct ServerSessionTests {
     private static let token = String(repeating: "ab", count: 40)
 

@@ -1,9 +1,10 @@
 import CURing
 import FanfareIO
+import FanfareTestSupport
 import Glibc
 import Testing
 
-@Suite("IOLoop batching and handler lifecycle")
+@Suite("IOLoop batching and handler lifecycle", .ownThread)
 struct BatchingAndLifecycleTests {
     @Test func sendsQueuedInOneTickCostOneSubmit() throws {
         let loop = try IOLoop()

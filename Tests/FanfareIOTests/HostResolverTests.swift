@@ -1,4 +1,5 @@
 import FanfareIO
+import FanfareTestSupport
 import Glibc
 import Synchronization
 import Testing
@@ -23,7 +24,7 @@ private final class Gate: Sendable {
     func wait() { while !open.load(ordering: .acquiring) { usleep(1000) } }
 }
 
-@Suite("Host name lookups off the loop")
+@Suite("Host name lookups off the loop", .ownThread)
 struct HostResolverTests {
     @Test("a lookup that blocks does not stall the loop; its result comes back through the loop's waker")
     func lookupOffTheLoop() throws {

@@ -1,9 +1,10 @@
 import CURing
 import FanfareIO
+import FanfareTestSupport
 import Glibc
 import Testing
 
-@Suite("Socket addresses, resolver, CPU helpers")
+@Suite("Socket addresses, resolver, CPU helpers", .ownThread)
 struct SocketHelperTests {
     @Test func addressesPrintLikeURLsDo() throws {
         #expect(try SocketAddress(ip: "127.0.0.1", port: 8443).description == "127.0.0.1:8443")

@@ -1,8 +1,9 @@
 import CURing
 import FanfareIO
+import FanfareTestSupport
 import Testing
 
-@Suite("IOLoop sockets over loopback")
+@Suite("IOLoop sockets over loopback", .ownThread)
 struct SocketIOTests {
     @Test func listenOnPortZeroReportsTheRealPort() throws {
         let (fd, bound) = try Sockets.listen(on: SocketAddress.loopbackIPv4(port: 0))

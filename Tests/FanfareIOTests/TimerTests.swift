@@ -1,8 +1,9 @@
 import CURing
 import FanfareIO
+import FanfareTestSupport
 import Testing
 
-@Suite("IOLoop timers and waiting")
+@Suite("IOLoop timers and waiting", .ownThread)
 struct TimerTests {
     @Test func timersFireInDeadlineOrderAndCancelledOnesNever() throws {
         let loop = try IOLoop()

@@ -1,5 +1,6 @@
 import CURing
 import FanfareIO
+import FanfareTestSupport
 import Synchronization
 import Testing
 
@@ -35,7 +36,7 @@ final class SleepingLoopWaker: IOHandler {
     }
 }
 
-@Suite("IOLoop cross-thread wake-up")
+@Suite("IOLoop cross-thread wake-up", .ownThread)
 struct WakerTests {
     @Test func aWakeFromAnotherThreadEndsALongWait() throws {
         let loop = try IOLoop()

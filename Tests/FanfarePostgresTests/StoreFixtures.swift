@@ -8,7 +8,7 @@ import Testing
 /// Every suite of this target runs inside this one, one test at a time: the tests are synchronous and block
 /// their thread on PostgreSQL calls, and swift-testing runs them on the shared concurrency pool (2 threads on a
 /// 2-core machine). Several at once starved other targets' async tests of the pool for minutes under load.
-@Suite("FanfarePostgres (one test at a time)", .serialized)
+@Suite("FanfarePostgres (one test at a time)", .serialized, .ownThread)
 enum PostgresSuites {}
 
 /// The stores the shared expectations run against.

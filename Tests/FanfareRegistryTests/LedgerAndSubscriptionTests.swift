@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -47,7 +48,7 @@ private func subscription(
         bundleID: testBundle, environment: .production, channels: channels, createdAt: createdAt)
 }
 
-@Suite("Registry: replacement rules and broadcast subscriptions")
+@Suite("Registry: replacement rules and broadcast subscriptions", .ownThread)
 struct ReplacementRuleTests {
     @Test func aNewPushToStartTokenReplacesTheOldOneOfTheSameDeviceAndType() throws {
         try withClockedStore { store, clock in
@@ -204,7 +205,7 @@ struct ReplacementRuleTests {
     }
 }
 
-@Suite("Registry: the token ledger")
+@Suite("Registry: the token ledger", .ownThread)
 struct TokenLedgerTests {
     @Test func linksAnUpdateTokenToItsPushToStartTokenAndBack() throws {
         try withClockedStore { store, _ in
@@ -321,7 +322,7 @@ struct TokenLedgerTests {
     }
 }
 
-@Suite("Registry: broadcast links and broadcast wave fields")
+@Suite("Registry: broadcast links and broadcast wave fields", .ownThread)
 struct BroadcastStorageTests {
     @Test func broadcastLinksRoundTripAndScheduleTheirDeletion() throws {
         try withStore { store, _ in

@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareTestSupport
 import Foundation
 import Testing
 
@@ -7,7 +8,7 @@ import Testing
 /// Random operations against the store and against a plain dictionary that states the protocol's rules; after
 /// every step both must agree. Covers what the targeted tests cannot enumerate: batches across the writer's
 /// chunks, the same token several times in a batch, hash-index bookkeeping after deletes, and a reopen.
-@Suite("SQLiteTokenStore: agrees with a reference model")
+@Suite("SQLiteTokenStore: agrees with a reference model", .ownThread)
 struct RegistryModelTests {
     /// The protocol's rules, applied one registration at a time.
     struct Model {

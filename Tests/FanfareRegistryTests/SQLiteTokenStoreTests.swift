@@ -1,10 +1,11 @@
 import FanfareCore
+import FanfareTestSupport
 import Foundation
 import Testing
 
 @testable import FanfareRegistry
 
-@Suite("SQLiteTokenStore: registrations")
+@Suite("SQLiteTokenStore: registrations", .ownThread)
 struct SQLiteTokenStoreTests {
     @Test func roundTripsEveryField() throws {
         try withStore { store, _ in

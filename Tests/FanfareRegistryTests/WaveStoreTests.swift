@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareTestSupport
 import Foundation
 import Testing
 
@@ -49,7 +50,7 @@ private func storageMessage(_ body: () throws -> Void) -> String? {
     }
 }
 
-@Suite("WaveStore: SQLite")
+@Suite("WaveStore: SQLite", .ownThread)
 struct WaveStoreTests {
     @Test(arguments: [
         ("UPDATE apps SET environment = 9", "environment is unknown (9)"),
@@ -166,7 +167,7 @@ struct WaveStoreTests {
 
 }
 
-@Suite("WaveStore: column encodings")
+@Suite("WaveStore: column encodings", .ownThread)
 struct WaveColumnEncodingTests {
     @Test func startKeysAreBigEndianEightBytesEach() throws {
         let bytes = WaveColumnEncoding.startKeys([0x0102_0304_0506_0708, 0, UInt64.max])

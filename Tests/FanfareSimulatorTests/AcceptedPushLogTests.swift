@@ -1,9 +1,10 @@
 import FanfareCore
+import FanfareTestSupport
 import Foundation
 import Testing
 @testable import FanfareSimulator
 
-@Suite struct AcceptedPushLogTests {
+@Suite(.ownThread) struct AcceptedPushLogTests {
     func temporaryPath(_ name: String) -> String {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("fanfare-sim-tests-\(getpid())")
         try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -28,7 +29,7 @@ private let idA = "AAAAAAAAAAAAAAAAAAAAAA=="
 private let idB = "BBBBBBBBBBBBBBBBBBBBBB=="
 private let idC = "CCCCCCCCCCCCCCCCCCCCCC=="
 
-@Suite struct BroadcastChannelsTests {
+@Suite(.ownThread) struct BroadcastChannelsTests {
     @Test func randomIDsAreSixteenBytesInStandardBase64() {
         var seenSpecial = Set<Character>()
         for _ in 0..<2000 {
@@ -135,7 +136,7 @@ private let idC = "CCCCCCCCCCCCCCCCCCCCCC=="
     }
 }
 
-@Suite struct ChannelCreateRequestTests {
+@Suite(.ownThread) struct ChannelCreateRequestTests {
     @Test(arguments: [
         (#"{"message-storage-policy":0,"push-type":"LiveActivity"}"#, ChannelCreateRequest.Parsed.request(.init(storagePolicy: 0))),
         (#" { "push-type" : "LiveActivity" , "message-storage-policy" : 1 } "#, .request(.init(storagePolicy: 1))),

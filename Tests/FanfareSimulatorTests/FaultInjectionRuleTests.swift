@@ -1,9 +1,10 @@
 import FanfareCore
+import FanfareTestSupport
 import Testing
 @testable import FanfareSimulator
 
 /// The injected faults' spellings, validation and windows (what `fanfare simulate` flags turn into).
-@Suite struct FaultInjectionRuleTests {
+@Suite(.ownThread) struct FaultInjectionRuleTests {
     @Test func burstsParseInRequestsOrDurations() throws {
         #expect(try FaultBurst(parsing: "ServiceUnavailable:1:200/2000")
             == FaultBurst(rule: FaultRule(reason: .serviceUnavailable, probability: 1), length: .requests(200), period: .requests(2000)))

@@ -1,7 +1,8 @@
+import FanfareTestSupport
 import Testing
 @testable import FanfareSimulator
 
-@Suite struct HeaderSyntaxTests {
+@Suite(.ownThread) struct HeaderSyntaxTests {
     /// The word-at-a-time hex check agrees with a byte-by-byte reference for every byte at every position
     /// of a 17-byte string (two full words and a tail byte).
     @Test func hexCheckAgreesWithTheReferenceForEveryByte() {

@@ -1,7 +1,8 @@
+import FanfareTestSupport
 import Testing
 @testable import FanfareSimulator
 
-@Suite struct JSONScannerTests {
+@Suite(.ownThread) struct JSONScannerTests {
     @Test(arguments: [
         "{}", "[]", "0", "-0", "1.5e10", "-12.25E-3", "true", "false", "null", #""x""#, " {\n\"a\" : [1, {\"b\":null}] }\t",
         #"{"s":"\"\\\/\b\f\n\r\t\u00e9"}"#, #"{"é":"日本語 🎉"}"#, #"[[[[]]]]"#,

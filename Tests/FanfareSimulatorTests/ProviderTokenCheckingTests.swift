@@ -1,8 +1,9 @@
 import FanfareCore
+import FanfareTestSupport
 import Testing
 @testable import FanfareSimulator
 
-@Suite struct ProviderTokenCheckingTests {
+@Suite(.ownThread) struct ProviderTokenCheckingTests {
     let now = Fixtures.now
 
     func makeState(
@@ -196,7 +197,7 @@ import Testing
     }
 }
 
-@Suite struct ProviderKeyScopeCheckingTests {
+@Suite(.ownThread) struct ProviderKeyScopeCheckingTests {
     private func state(_ configuration: SimulatorConfiguration, _ tokens: [String: VerifiedProviderToken]) -> ConnectionAuthState {
         ConnectionAuthState(policy: configuration.providerTokenPolicy, verifier: FakeVerifier(tokens))
     }

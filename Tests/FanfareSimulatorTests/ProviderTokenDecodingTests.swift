@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Foundation
 import Testing
 @testable import FanfareSimulator
 
-@Suite struct ProviderTokenDecodingTests {
+@Suite(.ownThread) struct ProviderTokenDecodingTests {
     func base64URL(_ text: String) -> String {
         Data(text.utf8).base64EncodedString()
             .replacingOccurrences(of: "+", with: "-")

@@ -1,7 +1,8 @@
+import FanfareTestSupport
 import Testing
 @testable import FanfareSimulator
 
-@Suite struct RequestHeadTests {
+@Suite(.ownThread) struct RequestHeadTests {
     @Test(arguments: RequestHeaderField.allCases)
     func everyFieldNameIsRecognisedAndStored(_ field: RequestHeaderField) {
         var name = ""

@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareTestSupport
 import Testing
 @testable import FanfareSimulator
 
@@ -76,7 +77,7 @@ let orderedPairs: [ViolationPair] = {
     return pairs
 }()
 
-@Suite struct RequestValidatorOrderTests {
+@Suite(.ownThread) struct RequestValidatorOrderTests {
     @Test func theBaselineRequestIsAccepted() {
         #expect(decide(.valid(), configuration: orderConfiguration) == .accept)
     }

@@ -1,8 +1,9 @@
 import FanfareCore
+import FanfareTestSupport
 import Testing
 @testable import FanfareSimulator
 
-@Suite struct RequestValidatorTests {
+@Suite(.ownThread) struct RequestValidatorTests {
     // MARK: Device tokens
 
     @Test(arguments: [32, 33, 64, 80, 100])

@@ -1,8 +1,9 @@
 import FanfareCore
+import FanfareTestSupport
 import Testing
 @testable import FanfareSimulator
 
-@Suite struct SimulatorConfigurationTests {
+@Suite(.ownThread) struct SimulatorConfigurationTests {
     @Test func defaultsMatchTheSpecification() throws {
         let configuration = SimulatorConfiguration()
         try configuration.validate()
@@ -62,7 +63,7 @@ import Testing
     }
 }
 
-@Suite struct LatencyModelTests {
+@Suite(.ownThread) struct LatencyModelTests {
     @Test func noneAndFixed() {
         var random = SimulatorRandom(seed: 1)
         #expect(LatencyModel.none.sample(using: &random) == 0)
@@ -100,7 +101,7 @@ import Testing
     }
 }
 
-@Suite struct ConnectionStreamPolicyTests {
+@Suite(.ownThread) struct ConnectionStreamPolicyTests {
     @Test func theFirstAcceptedPushRaisesTheStreamLimitOnce() {
         var policy = ConnectionStreamPolicy(configuration: SimulatorConfiguration())
         #expect(policy.advertisedMaxConcurrentStreams == 1)
@@ -137,7 +138,7 @@ import Testing
     }
 }
 
-@Suite struct MessageIDWriterTests {
+@Suite(.ownThread) struct MessageIDWriterTests {
     @Test func writesCanonicalLowercaseVersion4UUIDs() {
         var random = SimulatorRandom(seed: 5)
         var seen = Set<String>()
@@ -155,7 +156,7 @@ import Testing
     }
 }
 
-@Suite struct LatencyParsingTests {
+@Suite(.ownThread) struct LatencyParsingTests {
     @Test func parsesEachModel() throws {
         #expect(try LatencyModel(parsing: "none") == LatencyModel.none)
         #expect(try LatencyModel(parsing: "fixed:5ms") == .fixed(nanoseconds: 5_000_000))

@@ -1,3 +1,4 @@
+import FanfareTestSupport
 import Foundation
 import Testing
 @testable import FanfareSimulator
@@ -6,7 +7,7 @@ import Testing
 /// `--state-dir`: a restarted simulator reuses its CA, certificate and provider key after checking them;
 /// anything it cannot reuse is a clear error (never a crash, never a silent replacement), and
 /// `regenerate` writes new files.
-@Suite struct SimulatorStateDirectoryTests {
+@Suite(.ownThread) struct SimulatorStateDirectoryTests {
     final class Directory {
         let path = NSTemporaryDirectory() + "fanfare-state-tests-" + UUID().uuidString
         var state: SimulatorStateDirectory { SimulatorStateDirectory(path: path) }

@@ -1,9 +1,10 @@
 import FanfareCore
+import FanfareTestSupport
 import Foundation
 import Testing
 @testable import FanfareSimulator
 
-@Suite struct SimulatorStatsTests {
+@Suite(.ownThread) struct SimulatorStatsTests {
     func sample() -> SimulatorStats {
         var stats = SimulatorStats()
         for _ in 0..<3 { stats.record(.accept, bodyBytes: 100) }
@@ -83,7 +84,7 @@ import Testing
     }
 }
 
-@Suite struct ErrorResponseBodyTests {
+@Suite(.ownThread) struct ErrorResponseBodyTests {
     func body(_ reason: APNsReason, _ timestamp: Int64?) -> String {
         let bodies = ErrorResponseBodies.shared
         var buffer = [UInt8](repeating: 0, count: bodies.maximumByteCount)

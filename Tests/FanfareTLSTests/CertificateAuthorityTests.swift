@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Foundation
 import Testing
 @testable import FanfareTLS
 
-@Suite struct CertificateAuthorityTests {
+@Suite(.ownThread) struct CertificateAuthorityTests {
     @Test func generatedChainPassesOpenSSLVerify() throws {
         let directory = try TemporaryDirectory()
         let files = try CertificateAuthority.generateLocalhostChain(in: directory.path)

@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Foundation
 import Testing
 @testable import FanfareTLS
 
-@Suite struct JWTBase64URLTests {
+@Suite(.ownThread) struct JWTBase64URLTests {
     @Test func matchesFoundationForAllLengths() throws {
         var bytes: [UInt8] = []
         for length in 0..<70 {
@@ -25,7 +26,7 @@ import Testing
     }
 }
 
-@Suite struct FlatJSONObjectTests {
+@Suite(.ownThread) struct FlatJSONObjectTests {
     private func parse(_ text: String) throws(FlatJSONError) -> FlatJSONObject {
         try FlatJSONObject.parse(Array(text.utf8))
     }

@@ -1,3 +1,4 @@
+import FanfareTestSupport
 import Synchronization
 import Testing
 @testable import FanfareTLS
@@ -13,7 +14,7 @@ private final class ManualClock: Sendable {
     var read: @Sendable () -> Int64 { { [self] in seconds.load(ordering: .relaxed) } }
 }
 
-@Suite struct ProviderTokenSourceTests {
+@Suite(.ownThread) struct ProviderTokenSourceTests {
     private let directory: TemporaryDirectory
     private let signer: ProviderTokenSigner
     private let verifier: ProviderTokenVerifier

@@ -1,3 +1,4 @@
+import FanfareTestSupport
 import Foundation
 import Testing
 @testable import FanfareTLS
@@ -39,7 +40,7 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
     return [0x30, UInt8(body.count)] + body
 }
 
-@Suite struct ProviderTokenSignerTests {
+@Suite(.ownThread) struct ProviderTokenSignerTests {
     @Test func headerAndClaimsAreExactlyTheAPNsJSON() throws {
         let keys = try KeyPair()
         let token = try keys.signer().mint(issuedAt: 1_700_000_000)
@@ -112,7 +113,7 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
     }
 }
 
-@Suite struct ProviderTokenVerifierTests {
+@Suite(.ownThread) struct ProviderTokenVerifierTests {
     @Test func tokenFromAnotherKeyFails() throws {
         let keys = try KeyPair()
         let otherKeys = try KeyPair()
@@ -203,7 +204,7 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
     }
 }
 
-@Suite struct ProviderKeyErrorTests {
+@Suite(.ownThread) struct ProviderKeyErrorTests {
     @Test func identifiersMustBeTenUppercaseAlphanumerics() throws {
         let keys = try KeyPair()
         for bad in ["ABC", "abc123defg", "ABC123DEFGH", "ABC-23DEFG", ""] {

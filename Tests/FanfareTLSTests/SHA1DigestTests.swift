@@ -1,11 +1,12 @@
 import FanfareCore
+import FanfareTestSupport
 import Testing
 
 @testable import FanfareTLS
 
 /// OpenSSL's SHA-1 (`Digest.sha1`, what a wave push's apns-id is hashed with) against FanfareCore's pure-Swift
 /// `SHA1`, which stays the reference: it is checked against the standard's vectors in FanfareCoreTests.
-@Suite("SHA-1 through OpenSSL, checked against the pure-Swift reference")
+@Suite("SHA-1 through OpenSSL, checked against the pure-Swift reference", .ownThread)
 struct SHA1DigestTests {
     @Test("FIPS 180-4 examples: abc and the two-block message")
     func knownAnswers() {

@@ -1,3 +1,4 @@
+import FanfareTestSupport
 import Foundation
 import Testing
 @testable import FanfareTLS
@@ -19,7 +20,7 @@ private struct Fixture {
     }
 }
 
-@Suite struct TLSConnectionTests {
+@Suite(.ownThread) struct TLSConnectionTests {
     @Test func handshakeNegotiatesH2AndCarriesPlaintextBothWays() throws {
         let fixture = try Fixture()
         let client = try TLSConnection(client: fixture.trustingClient(), serverName: "localhost")

@@ -1,8 +1,9 @@
+import FanfareTestSupport
 import Foundation
 import Testing
 @testable import FanfareTLS
 
-@Suite struct TLSContextTests {
+@Suite(.ownThread) struct TLSContextTests {
     @Test func missingCAFileNamesTheFileAndTheReason() throws {
         #expect {
             try TLSContext.client(caFile: "/nonexistent/ca.pem")

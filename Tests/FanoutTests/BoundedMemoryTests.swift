@@ -2,10 +2,11 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestSupport
 import Synchronization
 import Testing
 
-@Suite struct BoundedMemoryTests {
+@Suite(.ownThread) struct BoundedMemoryTests {
     @Test func tokenChurnReusesSlotsAndTheArenaStaysFlat() throws {
         let driver = ShardDriver()
         let population = 1_000

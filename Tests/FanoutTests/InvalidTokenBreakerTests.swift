@@ -2,9 +2,10 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestSupport
 import Testing
 
-@Suite struct InvalidTokenBreakerTests {
+@Suite(.ownThread) struct InvalidTokenBreakerTests {
     /// 100-result windows: small enough for the tests, the same rule as the default 1,000.
     static func breaker(window: Int = 100) -> InvalidTokenBreakerConfiguration {
         var configuration = InvalidTokenBreakerConfiguration()
@@ -163,7 +164,7 @@ import Testing
     }
 }
 
-@Suite struct UnconfirmedPushTests {
+@Suite(.ownThread) struct UnconfirmedPushTests {
     static let unconfirmed = PushDisposition.failed(.unconfirmed(cause: "connection reset"))
 
     @Test func byDefaultAnUnconfirmedPushFailsWithItsOwnReason() throws {

@@ -1,9 +1,10 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestSupport
 import Testing
 
-@Suite struct LatestStateWinsTests {
+@Suite(.ownThread) struct LatestStateWinsTests {
     @Test func everyTokenGetsTheWaveOnce() throws {
         let driver = ShardDriver()
         let tokens = (0..<100).map { makeToken($0) }

@@ -1,9 +1,10 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestSupport
 import Testing
 
-@Suite struct PriorityBudgetTests {
+@Suite(.ownThread) struct PriorityBudgetTests {
     @Test func theBucketAllowsItsBurstThenTheSustainedRate() {
         let budget = PriorityBudget(PriorityBudgetProfile(perHour: 12, burst: 4))  // one per 300 s
         var tat: UInt32 = 0

@@ -1,12 +1,13 @@
 import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestSupport
 import Synchronization
 import Testing
 import Glibc
 import Foundation
 
-@Suite struct ShardStructureTests {
+@Suite(.ownThread) struct ShardStructureTests {
     @Test func theCommandQueueLosesNothingUnderContention() async throws {
         let queue = BoundedMPSCQueue<UInt64>(capacity: 256)
         let producers = 4

@@ -1,10 +1,11 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestSupport
 import Synchronization
 import Testing
 
-@Suite struct TokenHygieneTests {
+@Suite(.ownThread) struct TokenHygieneTests {
     @Test(arguments: [APNsReason.unregistered, .expiredToken, .badDeviceToken, .deviceTokenNotForTopic])
     func deadTokensAreRemovedAndReported(reason: APNsReason) throws {
         let driver = ShardDriver()
@@ -85,7 +86,7 @@ import Testing
     }
 }
 
-@Suite struct SinglePushTests {
+@Suite(.ownThread) struct SinglePushTests {
     @Test func aSinglePushGoesFirstSpendsTheBudgetAndPrunesADeadToken() throws {
         let driver = ShardDriver(standard: PriorityBudgetProfile(perHour: 12, burst: 1))
         let token = makeToken(1)

@@ -2,9 +2,10 @@
 // hash reads) still spread over the table, so registering them stays linear.
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestSupport
 import Testing
 
-@Suite("TokenIndex hashing")
+@Suite("TokenIndex hashing", .ownThread)
 struct TokenIndexHashTests {
     @Test("10,000 tokens sharing a 30-byte prefix land in as many home cells as random ones would")
     func sharedPrefixesSpread() throws {

@@ -1,11 +1,12 @@
 import FanfareClient
 import FanfareCore
+import FanfareTestSupport
 import Testing
 
 /// A wave push's apns-id is hashed with OpenSSL's SHA-1 on the per-push path; FanfareCore's pure-Swift
 /// `NameBasedUUID(wave:token:)` (checked against Python's hashlib in FanfareCoreTests) is the reference it must
 /// equal, for every token length and wave id.
-@Suite("wave apns-ids: OpenSSL's SHA-1 gives the pure-Swift reference's ids")
+@Suite("wave apns-ids: OpenSSL's SHA-1 gives the pure-Swift reference's ids", .ownThread)
 struct WaveAPNsIDTests {
     @Test("PushIdentifier.waveID equals NameBasedUUID(wave:token:) for tokens of 32 to 100 bytes")
     func matchesReference() throws {

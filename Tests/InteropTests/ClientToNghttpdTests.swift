@@ -5,11 +5,12 @@
 import FanfareClient
 import FanfareCore
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Synchronization
 import Testing
 
-@Suite("client → nghttpd")
+@Suite("client → nghttpd", .ownThread)
 struct ClientToNghttpdTests {
     /// Starts nghttpd with the fixture's certificate on a free loopback port.
     private func startNghttpd(_ fixture: InteropFixture, echoUpload: Bool) async throws -> NghttpdServer {
@@ -135,7 +136,7 @@ final class ResultCollector: PushResultHandler {
 
     /// Waits until `expected` results arrived; false if `timeout` (a hang guard, not a speed check) passed.
     func waitUntilComplete(timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         while count < expected {
             if ContinuousClock.now >= deadline { return false }
             try? await Task.sleep(for: .milliseconds(5))

@@ -3,6 +3,7 @@
 // one error response.
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Testing
 
 /// One way to get a request wrong, and what APNs answers.
@@ -37,7 +38,7 @@ struct InvalidPushCase: CustomTestStringConvertible, Sendable {
     ]
 }
 
-@Suite("h2load → simulator, invalid pushes")
+@Suite("h2load → simulator, invalid pushes", .ownThread)
 struct H2LoadInvalidPushTests {
     static let requests = 20
 

@@ -10,9 +10,10 @@
 // opens connections at the full limit, and a second run checks the APNs-like default stays correct
 // under that race.
 import FanfareSimulator
+import FanfareTestSupport
 import Testing
 
-@Suite("h2load → simulator, valid pushes")
+@Suite("h2load → simulator, valid pushes", .ownThread)
 struct H2LoadValidPushTests {
     static let requests = 2000
     static let clients = 4

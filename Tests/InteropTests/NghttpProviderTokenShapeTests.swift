@@ -3,11 +3,12 @@
 // so the simulator does too; `strictProviderToken` keeps the RFC 7519 reading (403 InvalidProviderToken).
 // Sent by nghttp, an independent HTTP/2 client, signed with the key the simulator trusts.
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 @testable import FanfareTLS
 
-@Suite("nghttp → simulator, APNSwift-shaped provider tokens")
+@Suite("nghttp → simulator, APNSwift-shaped provider tokens", .ownThread)
 struct NghttpProviderTokenShapeTests {
     /// `bearer <jwt>` the way APNSwift 5/6 builds it (APNSAuthenticationTokenManager), issued now.
     private func apnsSwiftAuthorization(_ fixture: InteropFixture) throws -> String {

@@ -2,9 +2,10 @@
 // built by an independent client (with nghttp's PRIORITY frames and extra headers) and answer like APNs.
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Testing
 
-@Suite("nghttp → simulator")
+@Suite("nghttp → simulator", .ownThread)
 struct NghttpValidPushTests {
     @Test("one valid POST gets :status 200 and echoes our apns-id")
     func validPushIsAccepted() async throws {

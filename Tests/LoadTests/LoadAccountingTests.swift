@@ -6,6 +6,7 @@ import FanfareIO
 import FanfareLoad
 import FanfareSimulator
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Testing
 
@@ -55,7 +56,7 @@ final class LoadFixture: Sendable {
     }
 }
 
-@Suite("fanfare load accounting")
+@Suite("fanfare load accounting", .ownThread)
 struct LoadAccountingTests {
     @Test("every push of a closed-loop run is delivered and counted once")
     func closedLoopAllDelivered() throws {
@@ -158,7 +159,7 @@ struct LoadAccountingTests {
     }
 }
 
-@Suite("token lists")
+@Suite("token lists", .ownThread)
 struct TokenListTests {
     @Test func generatedTokensAreDistinctAndSized() {
         let tokens = TokenList.generate(count: 1000, byteLength: 80, seed: 7)

@@ -1,9 +1,10 @@
 // Every endpoint of the API over real HTTP against an in-process service and a real simulator.
 import FanfareService
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite("API endpoints over HTTP")
+@Suite("API endpoints over HTTP", .ownThread)
 struct APITests {
     @Test("register, read, publish, follow the wave (JSON and SSE), list, channels, delete")
     func endpoints() async throws {

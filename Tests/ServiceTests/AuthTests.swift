@@ -3,12 +3,13 @@
 import FanfareClient
 import FanfareFanout
 import FanfareService
+import FanfareTestSupport
 import Foundation
 import Logging
 import Synchronization
 import Testing
 
-@Suite("API keys")
+@Suite("API keys", .ownThread)
 struct AuthTests {
     static let keys = """
         # key                               scopes

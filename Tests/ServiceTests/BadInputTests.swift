@@ -2,10 +2,11 @@
 // nothing is written; a full engine is 503 with Retry-After.
 import FanfareService
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite("Bad input and back-pressure")
+@Suite("Bad input and back-pressure", .ownThread)
 struct BadInputTests {
     @Test("malformed JSON, bad tokens, unknown fields and types, oversized payloads, batches and bodies")
     func badInput() async throws {

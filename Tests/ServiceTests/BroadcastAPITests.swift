@@ -7,10 +7,11 @@ import FanfareCore
 import FanfareFanout
 import FanfareService
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite("API: broadcast links and the audience planner")
+@Suite("API: broadcast links and the audience planner", .ownThread)
 struct BroadcastAPITests {
     static let bundleID = ServiceKeys.bundleID
 

@@ -2,10 +2,11 @@
 // answers for the first one's waves (from the stored final reports), and lists them after its own.
 import FanfareFanout
 import FanfareService
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite("Durable waves over HTTP")
+@Suite("Durable waves over HTTP", .ownThread)
 struct DurableWaveAPITests {
     @Test("waves from before a restart: GET /v1/waves/{id} and its events from the stored report, listed and paged after memory waves")
     func reportsAcrossARestart() async throws {

@@ -5,11 +5,12 @@
 // reached "APNs" and how often.
 import FanfareClient
 import FanfareCore
+import FanfareTestSupport
 import Foundation
 import Glibc
 import Testing
 
-@Suite("Durable waves (child processes)", .serialized)
+@Suite("Durable waves (child processes)", .serialized, .ownThread)
 struct DurableWaveProcessTests {
     static let total = 200_000
     /// `fanfare serve`'s defaults: one worker (shard), a checkpoint window of 25,000 members.

@@ -1,10 +1,11 @@
 // `Expect: 100-continue`: the service answers with an interim 100 so the client sends its body at once (curl
 // waits a second for it before sending a body over 1 MiB); a body over --max-body gets 413 without a 100.
+import FanfareTestSupport
 import Foundation
 import Glibc
 import Testing
 
-@Suite("Expect: 100-continue")
+@Suite("Expect: 100-continue", .ownThread)
 struct ExpectContinueTests {
     /// Runs blocking socket code on a thread of its own (never on the concurrency pool the server needs).
     static func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {

@@ -3,10 +3,11 @@
 // the registry file, so a restarted service keeps them.
 import FanfareService
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite("Idempotency-Key")
+@Suite("Idempotency-Key", .ownThread)
 struct IdempotencyTests {
     @Test("replay returns the stored answer and does nothing again; another body is 422")
     func replayAndMismatch() async throws {

@@ -7,7 +7,7 @@ import Foundation
 import Glibc
 import Testing
 
-@Suite("fanfare import (child processes)", .serialized)
+@Suite("fanfare import (child processes)", .serialized, .ownThread)
 struct ImportCommandTests {
     static func directory() throws -> String {
         let directory = NSTemporaryDirectory() + "fanfare-import-" + UUID().uuidString

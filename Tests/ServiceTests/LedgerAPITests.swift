@@ -1,9 +1,10 @@
 // Broadcast subscriptions, supports_broadcast, the replacement rules and the token ledger over real HTTP.
 import FanfareService
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite("API: broadcast registrations and the token ledger")
+@Suite("API: broadcast registrations and the token ledger", .ownThread)
 struct LedgerAPITests {
     @Test("registrations with broadcast items, replacement counts, and GET /v1/tokens/{token} as the ledger")
     func ledger() async throws {

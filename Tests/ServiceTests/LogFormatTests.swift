@@ -1,11 +1,12 @@
 // Log lines stay one line each, whatever a value holds (text from the network included), and JSON lines are
 // JSON: written by FanfareCore's JSONWriter, the project's one JSON writer.
 import FanfareService
+import FanfareTestSupport
 import Foundation
 import Logging
 import Testing
 
-@Suite("Log lines")
+@Suite("Log lines", .ownThread)
 struct LogFormatTests {
     /// Logs through a handler writing to a temporary file, and returns the file's lines.
     private func lines(_ format: LogFormat, _ log: (Logger) -> Void) throws -> [Substring] {

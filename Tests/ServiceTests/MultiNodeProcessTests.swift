@@ -9,7 +9,7 @@ import Foundation
 import Glibc
 import Testing
 
-@Suite("several fanfare serve nodes on PostgreSQL (child processes)", .serialized)
+@Suite("several fanfare serve nodes on PostgreSQL (child processes)", .serialized, .ownThread)
 struct MultiNodeProcessTests {
     static let total = 100_000
     static let shards = 6

@@ -3,10 +3,11 @@
 // front door knows (so no route is undocumented and no documented route is missing).
 import FanfareService
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite("OpenAPI document")
+@Suite("OpenAPI document", .ownThread)
 struct OpenAPIDocumentTests {
     static let specPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().appendingPathComponent("Sources/FanfareService/openapi.yaml").path

@@ -7,7 +7,7 @@ import Foundation
 import Glibc
 import Testing
 
-@Suite("fanfare serve on PostgreSQL (child processes)", .serialized)
+@Suite("fanfare serve on PostgreSQL (child processes)", .serialized, .ownThread)
 struct PostgresServiceProcessTests {
     static let total = 20_000
 

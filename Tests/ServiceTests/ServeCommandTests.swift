@@ -4,10 +4,11 @@
 // the refusals at start-up.
 import FanfareIO
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite("fanfare serve (child process)")
+@Suite("fanfare serve (child process)", .ownThread)
 struct ServeCommandTests {
     /// Accepted-log lines whose payload carries `"home":N}` (the content state of one update).
     static func lines(_ log: [Substring], home: Int) -> [Substring] {
@@ -249,7 +250,7 @@ struct ServeCommandTests {
         // The key's text never reaches a log line.
         let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
         #expect(!serve.errors.contains(String(body.prefix(40))) && !serve.output.contains(String(body.prefix(40))))
-        simulator.shutdown()
+        await simulator.shutdown()
         let log = (try? String(contentsOfFile: directory + "/accepted.jsonl", encoding: .utf8)) ?? ""
         #expect(log.split(separator: "\n").count == 1)
     }

@@ -2,11 +2,12 @@
 // shutdown timeout. (A wave cut by a shutdown and resumed by the next start: DurableWaveAPITests.)
 import FanfareService
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Glibc
 import Testing
 
-@Suite("Shutdown")
+@Suite("Shutdown", .ownThread)
 struct ShutdownTests {
     @Test("requests still open after --shutdown-timeout do not keep the service from stopping")
     func stalledRequests() async throws {

@@ -2,10 +2,11 @@
 // hand-picked bodies and thousands of single-byte mutations of a valid one, each checked against the
 // generated Codable types.
 import FanfareService
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite("TokenBatchDecoder")
+@Suite("TokenBatchDecoder", .ownThread)
 struct TokenBatchDecoderTests {
     /// What the generated decoder makes of a body, as the fast decoder's fields (nil if it rejects it).
     static func generated(_ body: [UInt8]) -> [RegistrationFields]? {

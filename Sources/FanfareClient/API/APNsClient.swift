@@ -229,6 +229,12 @@ public final class APNsClient: Sendable {
         resolver.stop()
     }
 
+    /// `shutdown()` from an async caller: the wait for the workers happens on a thread of its own, so the
+    /// caller's cooperative thread is free meanwhile.
+    public func shutdown() async {
+        await BlockingHandOff.run(name: "fanfare-stop") { self.shutdown() }
+    }
+
     /// Why the autoscaler last scaled or held, per worker (nil for a worker without autoscaling or before
     /// its first decision).
     public var autoscalingReasons: [String?] { workers.map(\.lastAutoscaleReason) }

@@ -926,6 +926,12 @@ public final class FanoutEngine: Sendable {
         registryWorker.stop()
     }
 
+    /// `shutdown()` from an async caller: the drain and the last checkpoints are waited for on a thread of their
+    /// own, so the caller's cooperative thread is free meanwhile.
+    public func shutdown() async {
+        await BlockingHandOff.run(name: "fanout-stop") { self.shutdown() }
+    }
+
     /// Tests: leaves the store as a crash (kill -9) would. The checkpoint thread stops writing at once, the
     /// workers stop, and nothing is accounted or checkpointed any more: the waves stay unfinished in memory and
     /// in the store, at their last durable checkpoints.

@@ -239,8 +239,8 @@ public final class FanfareServer: Sendable {
             // exits (SQLite keeps every committed transaction; the next start resumes from what is there).
             logger.warning("stopping while the engine still shuts down; the registry is left to the process exit")
         } else {
-            engine.shutdown()
-            cluster?.stop()
+            await engine.shutdown()
+            await cluster?.stop()
             monitor.check(engine: engine)
             monitor.stopped()
             do { try store.close() } catch { logger.error("closing the registry failed", metadata: ["error": "\(error)"]) }

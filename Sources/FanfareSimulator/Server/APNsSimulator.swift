@@ -184,6 +184,12 @@ public final class APNsSimulator: @unchecked Sendable {
         }
         for worker in workers { worker.flushLog() }
     }
+
+    /// `shutdown()` from an async caller: the threads are joined on a thread of its own, so the caller's
+    /// cooperative thread is free meanwhile.
+    public func shutdown() async {
+        await BlockingHandOff.run(name: "simulator-stop") { self.shutdown() }
+    }
 }
 
 /// How many request streams a client kept open at once on one connection (maxima over all connections).

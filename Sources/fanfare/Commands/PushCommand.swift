@@ -53,13 +53,13 @@ struct PushCommand: AsyncParsableCommand {
         do {
             result = try await Self.send(job, with: client)
         } catch let rejection as CertificateRejected {
-            client.shutdown()
+            await client.shutdown()
             printError("cannot connect to APNs securely: \(rejection.reason)")
             printError("what to do: check --endpoint and --ca-file (the server's certificate must chain to a trusted CA and name the host)")
             throw ExitCode(2)
         }
         let connectionError = client.lastConnectionError
-        client.shutdown()
+        await client.shutdown()
         switch result.disposition {
         case .delivered:
             print("200 delivered \(idLabel): \(result.apnsID)")
@@ -89,7 +89,7 @@ struct PushCommand: AsyncParsableCommand {
             group.addTask {
                 while !Task.isCancelled {
                     if let rejection = client.certificateRejection {
-                        client.shutdown()  // ends the waiting push (.shutdown), so the group can finish
+                        await client.shutdown()  // ends the waiting push (.shutdown), so the group can finish
                         throw CertificateRejected(reason: rejection)
                     }
                     try? await Task.sleep(for: .milliseconds(20))

@@ -4,10 +4,11 @@
 import FanfareClient
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct BroadcastPublishTests {
+@Suite(.ownThread) struct BroadcastPublishTests {
     /// Two channels made on the simulator with the client's channel manager (policies 0 and 1).
     static func makeChannels(_ harness: TestHarness) async throws -> [BroadcastChannelID] {
         let manager = try harness.channelManager()
@@ -48,7 +49,7 @@ import Testing
         #expect(await collector.waitFor(count: jobs.count))
         let results = collector.byCookie()
         #expect(results.values.allSatisfy { $0.isDelivered }, "\(results.values.filter { !$0.isDelivered }.prefix(3))")
-        harness.shutdown()
+        await harness.shutdown()
 
         let log = try harness.acceptedLog()
         try #require(log.count == jobs.count)
@@ -93,7 +94,7 @@ import Testing
         #expect(result.isDelivered)
         #expect(result.cookie == 7)
         #expect(result.apnsID == id)
-        harness.shutdown()
+        await harness.shutdown()
         let log = try harness.acceptedLog()
         #expect(log.map { $0.string("channel-id") } == [channels[1].description])
         // The log names a publish by its answer's apns-id: the request id itself when it was sent as apns-id.
@@ -116,7 +117,7 @@ import Testing
         // A token push of priority 1 still goes (APNs judges it).
         let token = try await client.send(PushJob(token: makeToken(1), payload: try updatePayload(), priority: .powerSaving))
         #expect(token.isDelivered)
-        harness.shutdown()
+        await harness.shutdown()
         #expect(try harness.acceptedLog().count == 1)
     }
 

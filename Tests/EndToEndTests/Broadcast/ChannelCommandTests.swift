@@ -8,7 +8,7 @@ import Foundation
 import Glibc
 import Testing
 
-@Suite struct ChannelCommandTests {
+@Suite(.ownThread) struct ChannelCommandTests {
     struct Run {
         var status: Int32
         var stdout: String

@@ -6,6 +6,7 @@ import FanfareCore
 import FanfareIO
 import FanfareSimulator
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Glibc
 import Testing
@@ -24,7 +25,7 @@ extension TestHarness {
     }
 }
 
-@Suite struct ChannelManagerTests {
+@Suite(.ownThread) struct ChannelManagerTests {
     @Test func createReadListDelete() async throws {
         let harness = try TestHarness(management: true)
         defer { harness.shutdown() }
@@ -47,7 +48,7 @@ extension TestHarness {
             #expect(error.action == .fixConfiguration)
             #expect(error.operation == .read(stored))
         }
-        harness.shutdown()
+        await harness.shutdown()
         let stats = harness.simulator.managementStatistics()
         #expect(stats.accepted == 7)  // 2 creates, 2 reads, 2 lists, 1 delete
         #expect(stats.count(of: .channelNotRegistered) == 1)

@@ -5,6 +5,7 @@ import FanfareClient
 import FanfareCore
 import FanfareSimulator
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Testing
 
@@ -53,7 +54,7 @@ private func expectAnswer(_ run: NghttpRun, _ status: Int, _ reason: APNsReason?
     #expect(run.reason == reason?.rawValue, sourceLocation: sourceLocation)
 }
 
-@Suite struct BroadcastChannelTests {
+@Suite(.ownThread) struct BroadcastChannelTests {
     @Test func createReadListDelete() async throws {
         let harness = try TestHarness(management: true)
         defer { harness.shutdown() }
@@ -91,7 +92,7 @@ private func expectAnswer(_ run: NghttpRun, _ status: Int, _ reason: APNsReason?
         expectAnswer(readAgain, 400, .channelNotRegistered)
         let listAgain = try await nghttp(port: harness.managementPort, path: allChannelsPath, headers: [try bearer(harness)])
         #expect(listAgain.json?["channels"] as? [String] == [second])
-        harness.shutdown()
+        await harness.shutdown()
         let stats = harness.simulator.managementStatistics()
         #expect(stats.accepted == 6)  // 2 creates, 1 read, 2 lists, 1 delete
         #expect(stats.count(of: .channelNotRegistered) == 1)
@@ -210,7 +211,7 @@ private func expectAnswer(_ run: NghttpRun, _ status: Int, _ reason: APNsReason?
         #expect(try deleted.response.status == 204)
         expectAnswer(try await broadcast(harness, channel: stored), 400, .channelNotRegistered)
 
-        harness.shutdown()
+        await harness.shutdown()
         let records = try harness.acceptedLog()
         #expect(records.count == 4)
         #expect(records.map { $0.string("channel-id") } == [noStorage, stored, stored, noStorage])
@@ -228,7 +229,7 @@ private func expectAnswer(_ run: NghttpRun, _ status: Int, _ reason: APNsReason?
             port: harness.managementPort, path: channelsPath, method: "DELETE", headers: [try bearer(harness), ("apns-channel-id", gone)])
         #expect(try deleted.response.status == 204)
         let port = harness.port
-        harness.simulator.shutdown()
+        await harness.simulator.shutdown()
 
         let restarted = try harness.startSimulator(port: port, log: "restarted.jsonl", managementPort: 0, channelStateFile: "channels")
         let managementPort = try #require(restarted.managementAddress?.port)
@@ -255,7 +256,7 @@ private func expectAnswer(_ run: NghttpRun, _ status: Int, _ reason: APNsReason?
         #expect(lost.responses.isEmpty, "no answer leaves for a change that is not durable")
         let list = try await nghttp(port: harness.managementPort, path: allChannelsPath, headers: [try bearer(harness)])
         #expect(list.json?["channels"] as? [String] == [kept])
-        harness.shutdown()
+        await harness.shutdown()
         #expect(harness.simulator.managementStatistics().channelSaveFailures == 1)
     }
 
@@ -272,7 +273,7 @@ private func expectAnswer(_ run: NghttpRun, _ status: Int, _ reason: APNsReason?
         #expect(run.responses.filter { $0.status == 201 }.count == 10_000)
         #expect(run.responses.filter { $0.status == 400 }.count == 1)
         let port = harness.port
-        harness.simulator.shutdown()
+        await harness.simulator.shutdown()
         let restarted = try harness.startSimulator(port: port, log: "restarted.jsonl", channelStateFile: "channels")
         #expect(restarted.channels.list(bundleID: Fixture.bundleID).count == 10_000)
     }

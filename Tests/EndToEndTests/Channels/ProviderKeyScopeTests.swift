@@ -4,10 +4,11 @@ import FanfareClient
 import FanfareCore
 import FanfareSimulator
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct ProviderKeyScopeTests {
+@Suite(.ownThread) struct ProviderKeyScopeTests {
     private static func configuration(environmentReason: APNsReason = .badEnvironmentKeyIdInToken) -> SimulatorConfiguration {
         var configuration = SimulatorConfiguration()
         configuration.providerKeys = [

@@ -9,10 +9,11 @@ import FanfareCore
 import FanfareRegistry
 import FanfareSimulator
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct BroadcastPlannerTests {
+@Suite(.ownThread) struct BroadcastPlannerTests {
     static func engine(
         _ harness: TestHarness, _ store: SQLiteTokenStore, streams: Int = 100, durable: Bool = false,
         configure: (inout FanoutConfiguration) -> Void = { _ in }
@@ -71,8 +72,8 @@ import Testing
         let broadcast = try #require(report.broadcast)
         #expect(broadcast.outcome == .delivered && broadcast.subscribers == 400 && broadcast.requests == 1, "\(broadcast)")
         #expect(broadcast.priority == 10 && broadcast.channelID == link.channelID)
-        engine.shutdown()
-        harness.shutdown()
+        await engine.shutdown()
+        await harness.shutdown()
 
         let log = try harness.acceptedLog()
         let broadcasts = Self.broadcasts(log)
@@ -108,8 +109,8 @@ import Testing
         // The newest broadcast always goes. An older one goes only if it was out before the newer arrived (the
         // middle one is usually superseded while the first is out, but a slow test thread can publish it late).
         #expect(reports[2].broadcast?.outcome == .delivered)
-        engine.shutdown()
-        harness.shutdown()
+        await engine.shutdown()
+        await harness.shutdown()
         let log = try harness.acceptedLog()
         let broadcasts = Self.broadcasts(log)
         #expect(broadcasts.count == reports.filter { $0.broadcast?.outcome == .delivered }.count)
@@ -143,8 +144,8 @@ import Testing
         let wave = try engine.publish(ChannelUpdate(channel: "final", content: content))
         #expect(wave.waitUntilComplete(timeout: .seconds(30)))
         #expect(wave.report.delivered == 10 && wave.report.broadcast == nil, "a start is never broadcast")
-        engine.shutdown()
-        harness.shutdown()
+        await engine.shutdown()
+        await harness.shutdown()
         let log = try harness.acceptedLog()
         #expect(Self.broadcasts(log).isEmpty)
         let withChannel = Set(log.filter { $0.line.contains(#""input-push-channel":"\#(link.channelID)""#) }.compactMap { $0.string("token") })
@@ -174,8 +175,8 @@ import Testing
         #expect(reports.map(\.priority) == [10, 10, 5, 5], "\(reports)")
         #expect(reports.map(\.downgraded) == [false, false, true, true])
         #expect(reports.allSatisfy { $0.outcome == .delivered && $0.subscribers == 50 })
-        engine.shutdown()
-        harness.shutdown()
+        await engine.shutdown()
+        await harness.shutdown()
         #expect(Self.broadcasts(try harness.acceptedLog()).map { $0.int("priority") } == [10, 10, 5, 5])
     }
 
@@ -203,7 +204,7 @@ import Testing
         let remaining = try await manager.list().map(\.description)
         #expect(!remaining.contains(link.channelID) && remaining.contains(given.channelID))
         // Durable: a new engine on the same file knows the remaining link and not the removed one.
-        engine.shutdown()
+        await engine.shutdown()
         let again = try Self.engine(harness, store)
         defer { again.shutdown() }
         #expect(again.broadcastLinks.map(\.channel) == ["other"])
@@ -241,8 +242,8 @@ import Testing
         let report = resumed.report
         #expect(report.delivered == 300 && report.resentAfterRestart == 0, "\(report)")
         #expect(report.broadcast?.outcome == .delivered && report.broadcast?.requests == 1 && report.broadcast?.resentAfterRestart == false)
-        engine.shutdown()
-        harness.shutdown()
+        await engine.shutdown()
+        await harness.shutdown()
         let log = try harness.acceptedLog()
         #expect(Self.broadcasts(log).count == 1, "no duplicate broadcast after a graceful restart")
         #expect(Self.tokenPushes(log).count == 300, "no duplicate push either")
@@ -294,8 +295,8 @@ import Testing
         #expect(report.targeted == 100 && report.delivered == 100 && report.accounted == 100, "\(report)")
         let broadcast = try #require(report.broadcast)
         #expect(broadcast.outcome == .delivered && broadcast.resentAfterRestart, "\(broadcast)")
-        engine.shutdown()
-        harness.shutdown()
+        await engine.shutdown()
+        await harness.shutdown()
         let broadcasts = Self.broadcasts(try harness.acceptedLog())
         #expect(broadcasts.count >= 1 && broadcasts.count <= 2, "at most one duplicate broadcast")
         #expect(Set(broadcasts.compactMap { $0.string("apns-request-id") }).count == 1, "a resend carries its first attempt's id")

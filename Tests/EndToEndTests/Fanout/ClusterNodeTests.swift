@@ -13,7 +13,7 @@ import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite(.serialized) struct ClusterNodeTests {
+@Suite(.serialized, .ownThread) struct ClusterNodeTests {
     static let shards = 4
     static let window = 500
     static let streams = 50

@@ -7,11 +7,12 @@ import FanfareCore
 @testable import FanfareFanout
 import FanfareRegistry
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Synchronization
 import Testing
 
-@Suite(.serialized) struct DurableWaveTests {
+@Suite(.serialized, .ownThread) struct DurableWaveTests {
     static let window = 2_000
 
     /// A simulator slow enough that a wave takes many seconds however loaded the machine (200 ms per push, and
@@ -75,7 +76,7 @@ import Testing
         let report = resumed.report
         #expect(report.delivered == count && report.targeted == count && report.accounted == count, "\(report)")
         #expect(report.restarts == 1)
-        engine.shutdown()
+        await engine.shutdown()
 
         let log = try Self.accepted(harness)
         #expect(log.count == count, "every token at least once")
@@ -114,7 +115,7 @@ import Testing
         let report = resumed.report
         #expect(report.delivered == count && report.accounted == report.targeted, "\(report)")
         #expect(report.resentAfterRestart == 0)
-        engine.shutdown()
+        await engine.shutdown()
         let log = try Self.accepted(harness)
         #expect(log.count == count && log.values.allSatisfy { $0.count == 1 }, "no duplicate after a graceful restart")
     }
@@ -130,7 +131,7 @@ import Testing
         var engine = try Self.engine(harness, store)
         try engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
         let wave = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
-        engine.shutdown()
+        await engine.shutdown()
         #expect(wave.state == .interrupted || wave.isComplete == false)
         try store.close()
 
@@ -140,7 +141,7 @@ import Testing
         #expect(await eventually(timeout: .seconds(60)) { resumed.isComplete })
         let report = resumed.report
         #expect(report.targeted == count && report.delivered == count && report.accounted == count, "\(report)")
-        engine.shutdown()
+        await engine.shutdown()
         let log = try Self.accepted(harness)
         #expect(log.count == count && log.values.allSatisfy { $0.count == 1 }, "every token once")
     }
@@ -174,7 +175,7 @@ import Testing
         let oldReport = try #require(try engine.report(id: first.id))
         #expect(oldReport.accounted == oldReport.targeted && oldReport.targeted == count, "\(oldReport)")
         #expect(newWave.report.delivered == count && newWave.report.accounted == count, "\(newWave.report)")
-        engine.shutdown()
+        await engine.shutdown()
         // Every token's last accepted push carries the newest score.
         var last: [String: String] = [:]
         for record in try harness.acceptedLog() {
@@ -209,7 +210,7 @@ import Testing
         #expect(report.isComplete && report.delivered == 50)
         engine.runMaintenance()
         #expect(try store.count() == 0, "the ended channel's tokens were retired after the restart")
-        engine.shutdown()
+        await engine.shutdown()
     }
 
     @Test func checkpointBytesRoundTripAndDamageIsAnError() throws {
@@ -283,7 +284,7 @@ final class DiskFullWaveStore: WaveStore, @unchecked Sendable {
     func pruneWaveReports(keeping: Int) throws(RegistryError) -> Int { try inner.pruneWaveReports(keeping: keeping) }
 }
 
-@Suite struct DurableWaveFaultTests {
+@Suite(.ownThread) struct DurableWaveFaultTests {
     @Test func whenCheckpointsCannotBeWrittenTheWaveStallsAtTheWindowThenGoesOn() async throws {
         let harness = try TestHarness(DurableWaveTests.simulator())
         defer { harness.shutdown() }

@@ -4,9 +4,10 @@ import FanfareClient
 import FanfareCore
 import FanfareFanout
 import FanfareTLS
+import FanfareTestSupport
 import Testing
 
-@Suite struct FanoutConnectionDefaultTests {
+@Suite(.ownThread) struct FanoutConnectionDefaultTests {
     private static func client() -> ClientConfiguration {
         ClientConfiguration(
             host: "127.0.0.1", port: 9, tls: SharedKeys.shared.clientTLS,

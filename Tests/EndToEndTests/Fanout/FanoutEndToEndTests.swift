@@ -3,12 +3,13 @@ import FanfareCore
 import FanfareFanout
 import FanfareRegistry
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Synchronization
 import Testing
 
 /// The engine against the real simulator: TLS + HTTP/2 over loopback, a real SQLite registry file.
-@Suite struct FanoutEndToEndTests {
+@Suite(.ownThread) struct FanoutEndToEndTests {
     @Test func aWaveIsAccountedExactlyUnderInjectedFailures() async throws {
         let audience = 3_000
         let deadTokens = 50
@@ -40,8 +41,8 @@ import Testing
         #expect(try fixture.store.count() == audience - deadTokens)
         #expect(Set(fixture.invalidations.all.map(\.token)) == Set(registrations.prefix(deadTokens).map(\.token)))
         #expect(fixture.invalidations.all.allSatisfy { $0.removed && $0.reason == .unregistered })
-        engine.shutdown()
-        fixture.harness.shutdown()
+        await engine.shutdown()
+        await fixture.harness.shutdown()
         // What the simulator accepted is exactly what the wave counts as delivered, once per token.
         let accepted = try fixture.harness.acceptedLog()
         #expect(accepted.count == report.delivered)
@@ -73,8 +74,8 @@ import Testing
         #expect(throws: PublishError.self) {
             try engine.publish(try scoreUpdate(channel: "derby", timestamp: 1_800_000_001, home: 9, away: 9))
         }
-        engine.shutdown()
-        fixture.harness.shutdown()
+        await engine.shutdown()
+        await fixture.harness.shutdown()
 
         // Per token, in the order the simulator accepted them: never the older state after the newer one.
         var seenNewer = Set<String>()
@@ -103,7 +104,7 @@ import Testing
         let wave = try engine.publish(try scoreUpdate(channel: "cup", timestamp: 1_800_000_100, home: 0, away: 0))
         #expect(await wave.completionWithin(.seconds(30)))
         #expect(wave.report.delivered == 200)
-        engine.shutdown()
+        await engine.shutdown()
         try fixture.store.close()  // the registry keeps its file locked while open
 
         // A new store and engine on the same file see the same tokens.

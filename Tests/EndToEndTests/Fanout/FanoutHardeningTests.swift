@@ -3,13 +3,14 @@ import FanfareCore
 import FanfareFanout
 import FanfareRegistry
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Synchronization
 import Testing
 
 /// Issue 10: the engine against the real simulator and a real SQLite file when things go wrong: a
 /// configuration mistake, long runs, shutdown in the middle of everything.
-@Suite struct FanoutHardeningTests {
+@Suite(.ownThread) struct FanoutHardeningTests {
     // MARK: - Never delete good tokens because of a configuration mistake
 
     @Test func whenAPNsCallsEveryTokenBadTheRegistryStaysIntactAndTheWavePauses() async throws {
@@ -42,7 +43,7 @@ import Testing
         let later = try engine.publish(try scoreUpdate(channel: "final", timestamp: 1_800_000_001, home: 2, away: 0))
         #expect(later.state == .paused)
         let sentAtTrip = wave.report.sent + later.report.sent
-        engine.shutdown()
+        await engine.shutdown()
         #expect(wave.report.sent + later.report.sent == sentAtTrip, "pushes went out while the breaker was open")
         for report in [wave.report, later.report] {
             #expect(report.isComplete && report.accounted == report.targeted && report.invalidated == 0)
@@ -356,7 +357,7 @@ import Testing
                     race.waves.withLock { $0.count } >= 20 && race.pushResults.load(ordering: .relaxed) >= 20
                 },
                 "waves \(race.waves.withLock { $0.count }), push results \(race.pushResults.load(ordering: .relaxed)), refusals \(race.pushRefusals.load(ordering: .relaxed)), registered \(race.registered.load(ordering: .relaxed)), stats \(engine.statistics)")
-            engine.shutdown()
+            await engine.shutdown()
             // Every wave publish returned is complete and balanced the moment shutdown returns.
             let published = race.waves.withLock { $0 }
             for wave in published {

@@ -12,6 +12,7 @@ import FanfareClient
 import FanfareCore
 import FanfareFanout
 import FanfareRegistry
+import FanfareTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -47,7 +48,7 @@ private final class AttemptLog: Sendable {
     var byToken: [DeviceToken: [Attempt]] { attempts.withLock { $0 } }
 }
 
-@Suite struct FaultMatrixTests {
+@Suite(.ownThread) struct FaultMatrixTests {
     static let audience = 100_000
 
     /// 80-byte update tokens following "final", made with word stores (a debug build is slow at byte loops).
@@ -130,7 +131,7 @@ private final class AttemptLog: Sendable {
         #expect(second.output.contains("reusing the localhost certificate"), "\(second.output)")
         #expect(await wave.completionWithin(.seconds(180)), "the wave did not complete: \(wave.report)")
         let elapsed = clock.now - started
-        engine.shutdown()
+        await engine.shutdown()
         #expect(await second.stop() == 0, "\(second.errors)")
 
         // The wave is balanced and every token has one final outcome that agrees with it.

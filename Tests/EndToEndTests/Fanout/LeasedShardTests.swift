@@ -12,7 +12,7 @@ import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite(.serialized) struct LeasedShardTests {
+@Suite(.serialized, .ownThread) struct LeasedShardTests {
     static let shards = 4
     static let window = 500
     static let streams = 50

@@ -3,10 +3,11 @@
 // damaged channel file or bad flags refused at start-up.
 import FanfareCore
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct SimulateChannelsCommandTests {
+@Suite(.ownThread) struct SimulateChannelsCommandTests {
     /// The port in the line starting with `prefix` (`… https://127.0.0.1:<port>`), once it is printed.
     private func port(after prefix: String, in simulator: SimulatorProcess) async throws -> UInt16 {
         var found: UInt16?

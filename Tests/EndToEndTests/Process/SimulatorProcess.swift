@@ -58,7 +58,7 @@ final class SimulatorProcess: @unchecked Sendable {
 
         let marker = "simulating APNs on https://"
         let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: timeout)
+        let deadline = clock.now.advanced(by: TestTime.scaled(timeout))
         var found: UInt16?
         while found == nil {
             let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
@@ -101,7 +101,7 @@ final class SimulatorProcess: @unchecked Sendable {
     func stop(timeout: Duration = .seconds(30)) async -> Int32 {
         if process.isRunning { Glibc.kill(process.pid, SIGINT) }
         let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: timeout)
+        let deadline = clock.now.advanced(by: TestTime.scaled(timeout))
         while process.isRunning && clock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
         if process.isRunning { kill() }
         process.waitUntilExit()
@@ -119,7 +119,7 @@ final class SimulatorProcess: @unchecked Sendable {
             executable: try executable(), arguments: ["simulate"] + arguments, standardOutput: outputPath,
             standardError: errorPath)
         let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: timeout)
+        let deadline = clock.now.advanced(by: TestTime.scaled(timeout))
         while process.isRunning {
             if clock.now >= deadline {
                 Glibc.kill(process.pid, SIGKILL)

@@ -2,10 +2,11 @@
 // accepted-push log holds every push a client saw delivered even when the simulator is killed with SIGKILL.
 import FanfareClient
 import FanfareCore
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct SimulatorProcessTests {
+@Suite(.ownThread) struct SimulatorProcessTests {
     @Test(arguments: [
         (["--fault-burst", "ServiceUnavailable:1:200"], "--fault-burst: fault burst 'ServiceUnavailable:1:200' is not Reason:probability:LENGTH/PERIOD"),
         (["--fault-burst", "Unavailable:1:1/2"], "--fault-burst: fault reason 'Unavailable' is not an APNs reason"),

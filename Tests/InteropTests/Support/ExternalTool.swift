@@ -84,7 +84,7 @@ func runTool(
     let process = try startProcess(executable, arguments, standardOutput: outputPath, standardError: errorPath)
     let commandLine = ([executable] + arguments).joined(separator: " ")
     let clock = ContinuousClock()
-    let deadline = clock.now + timeout
+    let deadline = clock.now + TestTime.scaled(timeout)
     while process.isRunning {
         if clock.now >= deadline {
             stopProcess(process)

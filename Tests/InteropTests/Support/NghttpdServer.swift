@@ -50,7 +50,7 @@ final class NghttpdServer: @unchecked Sendable {
     /// True once a TCP connect to the port succeeds while nghttpd runs; false if nghttpd exited (e.g. the
     /// port was taken) or never accepted within ten seconds.
     private func waitUntilAccepting() async throws -> Bool {
-        let deadline = ContinuousClock.now + .seconds(10)
+        let deadline = ContinuousClock.now + TestTime.scaled(Liveness.process)
         while ContinuousClock.now < deadline {
             guard process.isRunning else { return false }
             if canConnect(port: port) { return process.isRunning }

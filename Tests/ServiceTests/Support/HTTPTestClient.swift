@@ -2,6 +2,7 @@
 // request crosses the real listener, parser and encoder. One connection per request (`Connection: close`),
 // the response read to EOF; blocking socket calls run on a thread of their own, never on the concurrency pool
 // the in-process server's handlers need.
+import FanfareTestSupport
 import Foundation
 import Glibc
 
@@ -33,8 +34,8 @@ struct HTTPTestClient: Sendable {
     var host = "127.0.0.1"
     /// Sent as `Authorization: Bearer <key>` unless a request sets its own.
     var apiKey: String?
-    /// How long a request may take before the test fails (SO_RCVTIMEO per read).
-    var timeout: Duration = .seconds(60)
+    /// How long a request may wait for its answer before the test fails (SO_RCVTIMEO per read; scaled: TestTime).
+    var timeout: Duration = TestTime.scaled(Liveness.condition)
 
     func get(_ path: String, headers: [(String, String)] = []) async throws -> HTTPTestResponse {
         try await send("GET", path, headers: headers)
@@ -203,12 +204,3 @@ func serverSentEvents(_ body: [UInt8]) -> [(event: String, data: String)] {
     return events
 }
 
-/// Waits for `condition` with a deadline (counts, not sleeps: the condition decides); a throw counts as not yet.
-func eventually(timeout: Duration = .seconds(60), _ condition: () async throws -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if (try? await condition()) == true { return true }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return (try? await condition()) == true
-}

@@ -42,11 +42,11 @@ final class ServeProcess: @unchecked Sendable {
     /// Starts `fanfare serve <arguments>` and waits for the line that says where it listens.
     init(
         _ arguments: [String], directory: String, name: String = "serve", environment: [String: String] = [:],
-        timeout: Duration = .seconds(120)
+        timeout: Duration = Liveness.process
     ) async throws {
         (process, outputPath, errorPath) = try Self.launch(arguments, directory: directory, name: name, environment: environment)
         let marker = "listening on http://"
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         var found: Int?
         while found == nil {
             let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
@@ -82,8 +82,8 @@ final class ServeProcess: @unchecked Sendable {
     func signal(_ number: Int32) { if process.isRunning { kill(process.pid, number) } }
 
     /// Waits for the process to end (SIGKILL after `timeout`); its exit status.
-    func waitForExit(timeout: Duration = .seconds(90)) async -> Int32 {
-        let deadline = ContinuousClock.now + timeout
+    func waitForExit(timeout: Duration = Liveness.process) async -> Int32 {
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
         if process.isRunning {
             kill(process.pid, SIGKILL)
@@ -97,13 +97,13 @@ final class ServeProcess: @unchecked Sendable {
     /// Runs `fanfare <command> <arguments>` to its end (for refusals that happen at once, or a command that
     /// prints and exits); a hang guard kills it.
     static func run(
-        _ arguments: [String], directory: String, environment: [String: String] = [:], timeout: Duration = .seconds(60),
+        _ arguments: [String], directory: String, environment: [String: String] = [:], timeout: Duration = Liveness.command,
         command: String = "serve"
     ) async throws -> (status: Int32, output: String, errors: String) {
         let name = "run-" + UUID().uuidString.prefix(8)
         let (process, outputPath, errorPath) = try launch(
             arguments, directory: directory, name: name, environment: environment, command: command)
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         while process.isRunning {
             if ContinuousClock.now >= deadline {
                 kill(process.pid, SIGKILL)
@@ -130,14 +130,14 @@ final class SimulateProcess: @unchecked Sendable {
 
     /// Starts `fanfare simulate --listen 127.0.0.1:0 --state-dir <directory>/simulator <arguments>` and waits for
     /// the line that says where it listens.
-    init(_ arguments: [String], directory: String, timeout: Duration = .seconds(120)) async throws {
+    init(_ arguments: [String], directory: String, timeout: Duration = Liveness.process) async throws {
         stateDirectory = directory + "/simulator"
         let errorPath: String
         (process, outputPath, errorPath) = try ServeProcess.launch(
             ["--listen", "127.0.0.1:0", "--state-dir", stateDirectory] + arguments, directory: directory, name: "simulate",
             environment: [:], command: "simulate")
         let marker = "simulating APNs on https://"
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         var found: Int?
         while found == nil {
             let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
@@ -168,9 +168,9 @@ final class SimulateProcess: @unchecked Sendable {
     }
 
     /// SIGINT: the simulator flushes its accepted-push log and exits.
-    func stop(timeout: Duration = .seconds(30)) async {
+    func stop(timeout: Duration = Liveness.process) async {
         if process.isRunning { kill(process.pid, SIGINT) }
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         while process.isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(20)) }
         if process.isRunning { kill(process.pid, SIGKILL) }
         process.waitUntilExit()

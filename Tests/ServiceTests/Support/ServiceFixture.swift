@@ -98,13 +98,13 @@ final class ServiceFixture: @unchecked Sendable {
         do {
             server = try FanfareServer(configuration: configuration)
         } catch {
-            simulator.shutdown()
+            await simulator.shutdown()
             throw error
         }
         let server = self.server
         serving = Task { try await server.run() }
         guard let port = await server.listeningPort() else {
-            simulator.shutdown()
+            await simulator.shutdown()
             _ = try? await serving.value
             throw HTTPTestError(description: "the service did not listen")
         }
@@ -132,7 +132,7 @@ final class ServiceFixture: @unchecked Sendable {
     /// the simulator.
     func stopped() async throws {
         try await serving.value
-        simulator.shutdown()
+        await simulator.shutdown()
     }
 
     deinit {

@@ -89,9 +89,10 @@ public final class ChildProcess: @unchecked Sendable {
         return terminationStatus
     }
 
-    /// Waits up to `timeout` without blocking a thread; SIGKILL after it. The status, or nil if it had to be killed.
-    public func waitForExit(timeout: Duration) async -> Int32? {
-        let deadline = ContinuousClock.now + timeout
+    /// Waits up to `timeout` (scaled: TestTime) without blocking a thread; SIGKILL after it. The status, or nil if
+    /// it had to be killed.
+    public func waitForExit(timeout: Duration = Liveness.process) async -> Int32? {
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         while isRunning && ContinuousClock.now < deadline { try? await Task.sleep(for: .milliseconds(10)) }
         if isRunning {
             Glibc.kill(pid, SIGKILL)
@@ -115,10 +116,10 @@ public final class ChildProcess: @unchecked Sendable {
     }
 
     /// Runs a command to its end with both outputs captured through files in a fresh temporary directory;
-    /// killed after `timeout` (a hang guard: then `timedOut` is true).
+    /// killed after `timeout` (scaled: TestTime; a hang guard: then `timedOut` is true).
     public static func run(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil, directory: String? = nil,
-        mergeOutputs: Bool = false, timeout: Duration = .seconds(120)
+        mergeOutputs: Bool = false, timeout: Duration = Liveness.command
     ) throws -> (status: Int32, stdout: String, stderr: String, timedOut: Bool) {
         let scratch = NSTemporaryDirectory() + "fanfare-child-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
@@ -128,7 +129,7 @@ public final class ChildProcess: @unchecked Sendable {
         let child = try ChildProcess(
             executable: executable, arguments: arguments, environment: environment, directory: directory,
             standardOutput: outputPath, standardError: errorPath)
-        let deadline = ContinuousClock.now + timeout
+        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         var timedOut = false
         while child.isRunning {
             if ContinuousClock.now >= deadline {

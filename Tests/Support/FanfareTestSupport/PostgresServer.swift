@@ -53,7 +53,7 @@ public final class PostgresServer: @unchecked Sendable {
             chown(dir, account.pointee.pw_uid, account.pointee.pw_gid)
         }
         let runAs = asRoot ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : []
-        func run(_ program: String, _ arguments: [String], timeout: Duration = .seconds(120)) throws -> (Int32, String) {
+        func run(_ program: String, _ arguments: [String], timeout: Duration = Liveness.command) throws -> (Int32, String) {
             let command = runAs + [bin + "/" + program] + arguments
             let result = try ChildProcess.run(
                 command[0], Array(command.dropFirst()), directory: dir, mergeOutputs: true, timeout: timeout)
@@ -180,7 +180,7 @@ public final class PostgresServer: @unchecked Sendable {
             {
                 // Its sessions exit when they see the postmaster gone.
                 kill(postmaster, SIGKILL)
-                let deadline = ContinuousClock.now + .seconds(30)
+                let deadline = ContinuousClock.now + TestTime.scaled(Liveness.process)
                 while kill(postmaster, 0) == 0 && ContinuousClock.now < deadline { usleep(10_000) }
                 stopped += 1
             }
@@ -242,7 +242,7 @@ public final class PostgresServer: @unchecked Sendable {
         if let pid, result?.status != 0 || kill(pid, 0) == 0 {
             // Not a child of ours (pg_ctl daemonises it), so it cannot be reaped here: kill it and wait for it to go.
             kill(pid, SIGKILL)
-            let deadline = ContinuousClock.now + .seconds(30)
+            let deadline = ContinuousClock.now + TestTime.scaled(Liveness.process)
             while kill(pid, 0) == 0 && ContinuousClock.now < deadline { usleep(10_000) }
         }
         try? FileManager.default.removeItem(atPath: directory)
