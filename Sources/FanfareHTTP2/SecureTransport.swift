@@ -113,6 +113,8 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
     @exclusivity(unchecked) private var address = SocketAddress.unspecified
 
     @exclusivity(unchecked) private var recvInFlight = false
+    /// The receive in flight proves the socket empty once the loop's `collections` passes this (see `readThrough`).
+    @exclusivity(unchecked) private var recvProvesEmptyAfter: UInt64 = 0
     @exclusivity(unchecked) private var sendInFlight = false
     @exclusivity(unchecked) private var connectInFlight = false
     @exclusivity(unchecked) private var closeInFlight = false
@@ -123,6 +125,23 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
     /// When set, nothing is submitted for sending past its end: the bytes stay here (a lease renewed in time lets
     /// them go with the next flush; a node that lost its lease exits).
     @exclusivity(unchecked) public var sendingLease: (any SendingLease)?
+    /// The loop's clock reading up to which everything the peer sent has been read, or nil when bytes may be
+    /// waiting unread (the last receive filled the buffer, or the loop has not gathered completions since the
+    /// receive was armed). Timeouts that blame the peer for silence (a PING, a request's deadline) are judged
+    /// only up to here: a thread starved of CPU, or busy in one long tick, reads late, and its timers must not
+    /// call a peer dead whose answer is waiting in the socket.
+    public var readThrough: UInt64? {
+        guard recvInFlight, loop.collections > recvProvesEmptyAfter else { return nil }
+        return loop.collectedAt
+    }
+
+    /// True while a sending lease has ended: nothing leaves, so nothing sent now can be answered.
+    public var isWithholdingSends: Bool {
+        guard let sendingLease else { return false }
+        let until = sendingLease.sendsUntil
+        return until != .max && loop.now >= until
+    }
+
     /// Bytes handed to the kernel so far (for stats).
     @exclusivity(unchecked) public private(set) var bytesSent: UInt64 = 0
     @exclusivity(unchecked) public private(set) var bytesReceived: UInt64 = 0
@@ -357,6 +376,9 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
             return
         }
         bytesReceived &+= UInt64(result)
+        // A short read emptied the socket at this tick's gathering; after a full one more may be waiting, and only
+        // a later gathering with the next receive still pending proves it empty.
+        let filledBuffer = Int(result) == receiveBuffer.count
         tls.receiveCiphertext(UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<Int(result)]))
         if state == .handshaking {
             advanceHandshake()
@@ -366,7 +388,10 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
             }
         }
         readDecrypted()
-        if state == .established || state == .handshaking { armReceive() }
+        if state == .established || state == .handshaking {
+            armReceive()
+            if filledBuffer { recvProvesEmptyAfter = loop.collections &+ 1 }
+        }
         flush()
     }
 
@@ -518,6 +543,7 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
     private func armReceive() {
         guard let handlerID, fd >= 0, !recvInFlight else { return }
         recvInFlight = true
+        recvProvesEmptyAfter = loop.collections
         loop.recv(fd: fd, into: receiveBuffer, handler: handlerID, tag: Tag.recv.rawValue)
     }
 

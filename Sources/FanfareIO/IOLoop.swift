@@ -86,6 +86,12 @@ public final class IOLoop {
     @exclusivity(unchecked) public internal(set) var droppedCompletions: UInt64 = 0
     /// Ticks run so far.
     @exclusivity(unchecked) public internal(set) var ticks: UInt64 = 0
+    /// Ticks that entered the kernel to submit and gather completions and then dispatched every completion there
+    /// was: after such a tick, an operation still in flight that was submitted before it had nothing to complete
+    /// with (a receive: its socket was empty) at `collectedAt`.
+    @exclusivity(unchecked) public internal(set) var collections: UInt64 = 0
+    /// The clock when the last of `collections` entered the kernel.
+    @exclusivity(unchecked) public internal(set) var collectedAt: UInt64 = 0
 
     /// Creates the ring on the calling thread, which becomes the loop's owner.
     ///
@@ -254,16 +260,21 @@ public final class IOLoop {
         if !staged.isEmpty || io_uring_cq_ready(ring) > 0 { wait = 0 }
         if wait > 0 && !waker.prepareToSleep() { wait = 0 }  // a wake-up is already pending
 
-        let failure = enter(wait: wait, start: start)
+        let (failure, gathered) = enter(wait: wait, start: start)
         let woken = waker.takeNotification()
         if let failure {
             if woken { waker.wake() }  // keep it for the next tick (no syscall: the loop is awake)
             throw failure
         }
         clockReading = IOLoop.monotonicNanoseconds()
+        let enteredAt = clockReading
         if io_uring_sq_ready(ring) == 0 { connectAddressesUsed = 0 }
 
         var handled = drainCompletions()
+        if gathered && staged.isEmpty && io_uring_cq_ready(ring) == 0 {
+            collections &+= 1
+            collectedAt = enteredAt
+        }
         if woken, let target = wakeTarget,
             let handler = handlers.registeredHandler(index: Int(target.index), generation: target.generation)
         {
@@ -302,14 +313,16 @@ public final class IOLoop {
         }
     }
 
-    /// Submits and waits. Returns an error only for failures other than timeout, signal or a busy CQ.
-    private func enter(wait: UInt64, start: UInt64) -> IOError? {
+    /// Submits and waits. Returns an error only for failures other than timeout, signal or a busy CQ, and
+    /// whether the kernel was entered to gather completions (which runs deferred task work: every completion
+    /// due by then is visible).
+    private func enter(wait: UInt64, start: UInt64) -> (IOError?, gathered: Bool) {
         var remaining = wait
         while true {
             let result: Int32
             if remaining == 0 {
                 // Nothing to submit and completions already visible: no syscall needed for this tick.
-                if io_uring_sq_ready(ring) == 0 && io_uring_cq_ready(ring) > 0 { return nil }
+                if io_uring_sq_ready(ring) == 0 && io_uring_cq_ready(ring) > 0 { return (nil, false) }
                 submitCalls &+= 1
                 // GETEVENTS also runs deferred task work (DEFER_TASKRUN), so ready completions appear.
                 result = io_uring_submit_and_get_events(ring)
@@ -320,7 +333,7 @@ public final class IOLoop {
                 submitCalls &+= 1
                 result = io_uring_submit_and_wait_timeout(ring, &cqe, 1, &timeout, nil)
             }
-            if result >= 0 || result == -ETIME { return nil }
+            if result >= 0 || result == -ETIME { return (nil, true) }
             switch -result {
             case EINTR:
                 // A signal: retry for what is left of the wait.
@@ -328,9 +341,9 @@ public final class IOLoop {
                 remaining = elapsed >= wait ? 0 : wait - elapsed
             case EBUSY, EAGAIN:
                 // The CQ is overcommitted: reap this tick, and the queued SQEs go out with the next one.
-                return nil
+                return (nil, false)
             default:
-                return IOError(operation: "io_uring_enter (submit and wait)", errno: -result)
+                return (IOError(operation: "io_uring_enter (submit and wait)", errno: -result), false)
             }
         }
     }

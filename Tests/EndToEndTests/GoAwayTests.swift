@@ -3,10 +3,11 @@
 import FanfareClient
 import FanfareCore
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct GoAwayTests {
+@Suite(.ownThread) struct GoAwayTests {
     /// Checks that every push of `count` was delivered exactly once on both sides.
     private func expectDeliveredExactlyOnce(
         _ harness: TestHarness, _ collector: ResultCollector, count: Int, sourceLocation: SourceLocation = #_sourceLocation
@@ -43,13 +44,39 @@ import Testing
         try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: count))
         let opened = client.statistics.connectionsOpened
-        harness.shutdown()
+        await harness.shutdown()
         // Every connection but the last one of each slot decided 50 pushes before its GOAWAY (and the
         // simulator's own shutdown may add a GOAWAY to each of those last ones).
         let goAways = harness.simulator.statistics().goAwaysSent
         #expect(goAways >= count / 50 - 2, "\(goAways) GOAWAYs")
         #expect(opened >= count / 50, "the client opened a successor after each GOAWAY (\(opened) opened)")
         try expectDeliveredExactlyOnce(harness, collector, count: count)
+    }
+
+    /// A server that ends every connection with a GOAWAY after 50 streams: each successor starts with at most twice
+    /// what its predecessor got answered, so the backlog is not framed, sent and refused again on every connection.
+    /// Before, each successor took the whole backlog (the server's limit is 1000) and refused all but 50 of it: about
+    /// 9,500 resends for 1,000 pushes, and on a saturated machine that resent work starved the successors' handshakes
+    /// until the pushes' deadlines passed.
+    @Test func successorsAfterEarlyGoAwaysAreNotFloodedWithTheBacklog() async throws {
+        var simulator = SimulatorConfiguration()
+        simulator.goAwayAfterStreams = 50
+        let harness = try TestHarness(simulator)
+        defer { harness.shutdown() }
+        let collector = ResultCollector()
+        var configuration = try harness.clientConfiguration()
+        configuration.connectionsPerWorker = 2
+        configuration.maxResends = 20
+        let client = try harness.startClient(configuration, collector: collector)
+        let payload = try updatePayload()
+        let count = 1000
+        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0)) })
+        #expect(await collector.waitFor(count: count))
+        #expect(collector.all.allSatisfy { $0.isDelivered })
+        // The two first connections take the whole burst (about 950 refused between them); each successor at most
+        // twice the 50 its predecessor served.
+        let resends = client.statistics.resends
+        #expect(resends <= 3 * count, "\(resends) resends for \(count) pushes")
     }
 
     @Test func goAwayOnEveryConnectionDuringABurst() async throws {
@@ -83,7 +110,7 @@ import Testing
         let more = 300
         try await submitAll(client, (burst..<(burst + more)).map { PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: burst + more))
-        harness.shutdown()
+        await harness.shutdown()
         #expect(harness.simulator.statistics().goAwaysSent >= 2)
         try expectDeliveredExactlyOnce(harness, collector, count: burst + more)
     }

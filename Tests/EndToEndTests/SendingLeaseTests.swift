@@ -6,6 +6,7 @@ import FanfareClient
 import FanfareCore
 import FanfareIO
 import FanfareSimulator
+import FanfareTestSupport
 import Foundation
 import Synchronization
 import Testing
@@ -32,7 +33,7 @@ private final class LeasedProducer: PushProducer, SendingLease, @unchecked Senda
     }
 }
 
-@Suite struct SendingLeaseTests {
+@Suite(.ownThread) struct SendingLeaseTests {
     @Test func nothingIsSentPastTheLeaseAndEverythingOnceItIsExtended() async throws {
         let harness = try TestHarness(SimulatorConfiguration())
         defer { harness.shutdown() }
@@ -57,5 +58,35 @@ private final class LeasedProducer: PushProducer, SendingLease, @unchecked Senda
         #expect(failures.isEmpty, "\(Set(failures))")
         // The simulator publishes its counts every 20 ms.
         #expect(await eventually(timeout: .seconds(10)) { harness.simulator.statistics().accepted == 200 })
+    }
+}
+
+extension SendingLeaseTests {
+    /// A lease that stays ended for longer than the PING timeout: the PING the idle connection framed meanwhile cannot
+    /// leave, so nobody could have answered it, and the connection is not declared dead for it. Before, it was closed
+    /// ("no answer to PING"), and what it had framed ended "sent, but no answer came" (possibly sent twice on a retry).
+    @Test func aLeaseEndedLongerThanThePingTimeoutLosesNoConnection() async throws {
+        let harness = try TestHarness(SimulatorConfiguration())
+        defer { harness.shutdown() }
+        var configuration = try harness.clientConfiguration()
+        configuration.maxConcurrentStreamsPerConnection = 50
+        configuration.requestTimeout = .seconds(60)
+        configuration.pingInterval = .milliseconds(100)
+        configuration.pingTimeout = .milliseconds(400)
+        let producer = LeasedProducer(total: 50, payload: try updatePayload())
+        producer.leaseEnd.store(1, ordering: .relaxed)
+        let collector = ResultCollector()
+        let client = try APNsClient(configuration: configuration, resultHandler: collector, producers: [producer])
+        defer { client.shutdown() }
+        #expect(await eventually { client.statistics.connectionsEstablished >= 1 })
+        // Ten PING timeouts' worth of an ended lease.
+        try await Task.sleep(for: .seconds(4))
+        #expect(client.statistics.connectionsClosed == 0, "a connection was closed while its lease had ended")
+
+        producer.leaseEnd.store(.max, ordering: .relaxed)
+        #expect(await collector.waitFor(count: 50), "\(collector.count) of 50 answered")
+        let failures = collector.byCookie().values.filter { !$0.isDelivered }.map { "\($0.disposition)" }
+        #expect(failures.isEmpty, "\(Set(failures))")
+        #expect(client.statistics.connectionsClosed == 0)
     }
 }

@@ -38,6 +38,14 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     /// Why the connection ended, for the pushes it leaves unanswered.
     @exclusivity(unchecked) private var closeCause = ""
     @exclusivity(unchecked) private(set) var streamsOpened = 0
+    /// Streams APNs answered here (any status).
+    @exclusivity(unchecked) private(set) var streamsAnswered = 0
+    /// At most this many streams at once (`Int.max`: the server's limit). The successor of a connection that a
+    /// GOAWAY ended early starts at twice what its predecessor got answered and doubles as its own answers come
+    /// (`PushWorker.successorStreamCap`): a server that ends every connection after a few streams would otherwise
+    /// get the whole backlog on each new one and refuse nearly all of it, and on a saturated machine that resent
+    /// work (framed, encrypted, sent, parsed, refused) starves the successors' handshakes.
+    @exclusivity(unchecked) var streamCap = Int.max
     @exclusivity(unchecked) private(set) var goAwayReason: String?
 
     @exclusivity(unchecked) private var lastReceiveAt: UInt64 = 0
@@ -85,7 +93,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     /// Streams this connection can open now.
     var credits: Int {
         guard state == .ready, session != nil else { return 0 }
-        var limit = min(remoteMaxStreams, slots.capacity)
+        var limit = min(remoteMaxStreams, slots.capacity, streamCap)
         if sendsFirstRequestAlone && !gateLifted {
             limit = 1
         }
@@ -340,6 +348,8 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
             }
             return
         }
+        streamsAnswered += 1
+        if streamCap != Int.max { widenStreamCap() }
         let body = UnsafeRawBufferPointer(start: slots.body(slotIndex), count: Int(slot.pointee.bodyCount))
         let disposition = Self.disposition(status: status, body: body)
         if status != 403 && !gateLifted {
@@ -375,7 +385,14 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
             reason += " " + PrintableText.escaping(debugData, limit: 256)  // the server's bytes, made printable
         }
         goAwayReason = reason
+        worker.connectionGotGoAway(self)
         beginDraining(reason: reason)
+    }
+
+    /// Twice the streams answered so far, and no cap once that reaches the server's limit.
+    private func widenStreamCap() {
+        streamCap = max(streamCap, 2 &* streamsAnswered)
+        if streamCap >= streamLimit { streamCap = Int.max }
     }
 
     static func disposition(status: Int, body: UnsafeRawBufferPointer) -> PushDisposition {
@@ -394,15 +411,23 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
 
     // MARK: - Timers: keep-alive PING and deadlines
 
-    private func scheduleKeepAlive() {
+    /// How soon a timeout that could not be judged yet (unread bytes may be waiting) looks again: the next tick
+    /// reads them first.
+    static let recheckDelay: UInt64 = 1_000_000
+
+    /// The next keep-alive check: half the shorter of the PING interval and timeout from now, or at `time`.
+    private func scheduleKeepAlive(at time: UInt64? = nil) {
         guard let handlerID else { return }
         let interval = min(worker.configuration.pingInterval.nanoseconds, worker.configuration.pingTimeout.nanoseconds)
-        worker.loop.schedule(at: worker.loop.now &+ max(interval / 2, 1_000_000), handler: handlerID, tag: TimerTag.keepAlive.rawValue, cookie: 0)
+        let due = time ?? worker.loop.now &+ max(interval / 2, 1_000_000)
+        worker.loop.schedule(at: due, handler: handlerID, tag: TimerTag.keepAlive.rawValue, cookie: 0)
     }
 
-    private func scheduleSweep() {
+    /// The next deadline sweep: one sweep interval from now, or at `time`.
+    private func scheduleSweep(at time: UInt64? = nil) {
         guard let handlerID else { return }
-        worker.loop.schedule(at: worker.loop.now &+ worker.sweepInterval, handler: handlerID, tag: TimerTag.sweep.rawValue, cookie: 0)
+        let due = time ?? worker.loop.now &+ worker.sweepInterval
+        worker.loop.schedule(at: due, handler: handlerID, tag: TimerTag.sweep.rawValue, cookie: 0)
     }
 
     func ioCompleted(tag: UInt8, result: Int32, flags: UInt32, loop: IOLoop) {
@@ -415,7 +440,20 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         switch TimerTag(rawValue: tag) {
         case .keepAlive:
             let configuration = worker.configuration
-            if pingSentAt != 0 && now &- pingSentAt > configuration.pingTimeout.nanoseconds {
+            if transport.isWithholdingSends {
+                // A leased shard past its lease sends nothing, a PING included: its clock starts when it leaves.
+                if pingSentAt != 0 { pingSentAt = now }
+                scheduleKeepAlive()
+                return
+            }
+            let timeout = configuration.pingTimeout.nanoseconds
+            if pingSentAt != 0 && now &- pingSentAt > timeout {
+                // Silence is judged on what was read: dead only if the socket was empty at a moment past the PING's
+                // deadline. A late timer (this thread starved, or one long tick) looks again after the next read.
+                guard let read = transport.readThrough, read > pingSentAt, read - pingSentAt > timeout else {
+                    scheduleKeepAlive(at: now &+ Self.recheckDelay)
+                    return
+                }
                 goAwayReason = "no answer to PING within \(configuration.pingTimeout)"
                 close()
                 return
@@ -427,8 +465,8 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
             }
             scheduleKeepAlive()
         case .sweep:
-            expireDeadlines(now: now)
-            scheduleSweep()
+            let waiting = expireDeadlines(now: now)
+            scheduleSweep(at: waiting ? now &+ Self.recheckDelay : nil)
         case nil:
             assertionFailure("unknown timer tag")
         }
@@ -444,17 +482,26 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         }
     }
 
-    /// Reports pushes past their deadline and cancels their streams (RST_STREAM CANCEL if already sent);
-    /// the slot frees as the session closes the stream.
-    private func expireDeadlines(now: UInt64) {
-        guard let session else { return }
+    /// Reports pushes past their deadline and cancels their streams (RST_STREAM CANCEL if already sent); the slot
+    /// frees as the session closes the stream. A deadline is judged on what was read: a push expires only if the
+    /// socket was empty at a moment past its deadline (its answer did not come in time). Returns true if a push past
+    /// its deadline waits for the next read to be judged.
+    private func expireDeadlines(now: UInt64) -> Bool {
+        guard let session else { return false }
+        let read = transport.readThrough
+        var waiting = false
         // Cancelling releases the slot (in http2StreamClosed), so no closure may be reading `slots` meanwhile.
         for slotIndex in 0..<slots.capacity where slots.isInUse(slotIndex) {
             let slot = slots[slotIndex]
             guard !slot.pointee.abandoned, slot.pointee.hasJob, slot.pointee.deadline != 0, now >= slot.pointee.deadline else { continue }
+            guard let read, read >= slot.pointee.deadline else {
+                waiting = true
+                continue
+            }
             slot.pointee.abandoned = true
             worker.finish(slots.job(slotIndex), .failed(.deadlineExceeded))
             session.cancel(request: slotIndex)
         }
+        return waiting
     }
 }

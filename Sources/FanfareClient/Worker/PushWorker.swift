@@ -32,6 +32,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     @exclusivity(unchecked) private var pending: PendingQueue<PushJob>
     @exclusivity(unchecked) private var connections: [APNsConnection?]
     @exclusivity(unchecked) private var backoff: [UInt64]
+    /// Per slot: the stream cap its next connection starts with (`connectionGotGoAway`; `Int.max`: none).
+    @exclusivity(unchecked) private var successorStreamCap: [Int]
     @exclusivity(unchecked) private var reconnectScheduled: [Bool]
     /// Slots the worker keeps a connection in (all of them without autoscaling). An inactive slot opens
     /// nothing; its connection, if any, drains.
@@ -100,6 +102,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         pending = PendingQueue(capacity: configuration.pendingCapacityPerWorker + reserve)
         connections = Array(repeating: nil, count: slots)
         backoff = Array(repeating: 0, count: slots)
+        successorStreamCap = Array(repeating: Int.max, count: slots)
         reconnectScheduled = Array(repeating: false, count: slots)
         addresses = Array(repeating: [], count: slots)
         nextAddress = Array(repeating: 0, count: slots)
@@ -186,6 +189,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             return
         }
         let connection = APNsConnection(worker: self, index: slot, tls: tls)
+        if successorStreamCap[slot] != Int.max {
+            connection.streamCap = successorStreamCap[slot]
+            successorStreamCap[slot] = Int.max
+        }
         connections[slot] = connection
         counters.connectionsOpened.add(1, ordering: .relaxed)
         connection.start(address: address)
@@ -254,6 +261,14 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     func connectionHasCredits(_ connection: APNsConnection) {
         needsAdmission = true
     }
+
+    /// A GOAWAY ended `connection`: its slot's next connection starts with at most twice the streams this one got
+    /// answered (at least `minimumSuccessorStreams`), widening as its own answers come (`APNsConnection.streamCap`).
+    /// A long-lived connection's successor gets the server's full limit at once.
+    func connectionGotGoAway(_ connection: APNsConnection) {
+        successorStreamCap[connection.index] = max(Self.minimumSuccessorStreams, 2 &* connection.streamsAnswered)
+    }
+    static let minimumSuccessorStreams = 16
 
     /// A draining connection takes no new streams: its successor opens at once if it was a healthy one (it
     /// proved usable and lived at least the minimum back-off), else after the back-off. APNs blocks
