@@ -140,7 +140,7 @@ import Testing
         // Single pushes still go while waves wait.
         let results = ResultBox()
         let job = PushJob(token: makeToken(50), payload: try PushPayload(#"{"aps":{"timestamp":9,"event":"update","content-state":{}}}"#))
-        driver.send(.push(SinglePush(job: job) { results.append($0) }))
+        driver.send(SinglePush(job: job) { results.append($0) })
         let single = driver.take()
         #expect(single.count == 1 && payloadTimestamp(single[0]) == 9)
         driver.answer(single[0], ShardDriver.rejected(.badDeviceToken))

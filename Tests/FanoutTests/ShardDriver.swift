@@ -62,11 +62,23 @@ final class ShardDriver {
         }
     }
 
-    /// Queues a command the way the engine does (counting its slot) and lets the shard take it.
+    /// Queues a control command the way the engine does (counting its slot) and lets the shard take it.
     func send(_ command: ShardCommand) {
-        if command.isControl { shard.controlQueued.add(1, ordering: .relaxed) } else { shard.singlesQueued.add(1, ordering: .relaxed) }
-        #expect(shard.commands.enqueue(command))
+        shard.controlQueued.add(1, ordering: .relaxed)
+        #expect(shard.control.enqueue(command))
         shard.service(now: now)
+    }
+
+    /// Queues a single push the way the engine does and lets the shard take it.
+    func send(_ single: SinglePush) {
+        #expect(shard.singles.enqueue(single))
+        shard.service(now: now)
+    }
+
+    /// Queues a control command the way the engine does, without letting the shard take it yet.
+    func queue(_ command: ShardCommand) {
+        shard.controlQueued.add(1, ordering: .relaxed)
+        #expect(shard.control.enqueue(command))
     }
 
     /// Publishes through the shard's command queue, as the engine does.
@@ -75,6 +87,17 @@ final class ShardDriver {
         channel: String = "match", timestamp: Int64, event: LiveActivityEvent = .update, alert: Bool = false,
         priority: UpdatePriority = .auto, deadline: UInt64 = 0
     ) throws -> Wave {
+        let (published, wave) = try update(
+            channel: channel, timestamp: timestamp, event: event, alert: alert, priority: priority, deadline: deadline)
+        send(.publish(published))
+        return wave
+    }
+
+    /// The update `publish` sends, and its wave.
+    func update(
+        channel: String = "match", timestamp: Int64, event: LiveActivityEvent = .update, alert: Bool = false,
+        priority: UpdatePriority = .auto, deadline: UInt64 = 0
+    ) throws -> (PublishedUpdate, Wave) {
         var content = LiveActivityContent(event: event, timestamp: timestamp)
         content.contentState = try RawJSON(validating: #"{"t":\#(timestamp)}"#)
         if alert || event == .start { content.alert = LiveActivityAlert(title: .plain("Goal"), body: .plain("1-0")) }
@@ -88,8 +111,7 @@ final class ShardDriver {
         let published = PublishedUpdate(
             wave: wave, update: update, channel: channelID(channel), sequence: nextSequence(),
             payload: try PushPayload(liveActivity: content), deadline: deadline)
-        send(.publish(published))
-        return wave
+        return (published, wave)
     }
 
     /// Polls up to `limit` pushes (as a worker with that many free streams would).

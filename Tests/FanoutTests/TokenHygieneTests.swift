@@ -95,7 +95,7 @@ import Testing
         let results = ResultBox()
         for _ in 0..<2 {
             let job = PushJob(token: token, payload: try PushPayload(#"{"aps":{"timestamp":9,"event":"update","content-state":{}}}"#), priority: .immediate, cookie: 77)
-            driver.send(.push(SinglePush(job: job) { results.append($0) }))
+            driver.send(SinglePush(job: job) { results.append($0) })
         }
         let jobs = driver.take(2)
         // Single pushes come before wave members; the second is over the activity's budget of one.

@@ -488,7 +488,7 @@ public final class FanoutEngine: Sendable {
     /// never take more than the other half), so this cannot fail.
     private func enqueueControl(_ command: ShardCommand, shard: Shard) {
         shard.controlQueued.add(1, ordering: .relaxed)
-        let taken = shard.commands.enqueue(command)
+        let taken = shard.control.enqueue(command)
         precondition(taken, "a shard queue refused a control command it had room for")
         client.kickProducer(worker: shard.index)
     }
@@ -635,20 +635,18 @@ public final class FanoutEngine: Sendable {
         let payload: PushPayload
         do { payload = try PushPayload(liveActivity: content) } catch { throw .invalidPayload(error) }
         let shard = shards[APNsClient.workerIndex(for: token, workerCount: shards.count)]
-        // Lock-free producers reserve their slot in their half of the queue.
-        guard shard.singlesQueued.add(1, ordering: .relaxed).newValue <= shard.singleCapacity else {
-            shard.singlesQueued.subtract(1, ordering: .relaxed)
-            throw .backPressure(shard: shard.index)
-        }
         let job = PushJob(token: token, payload: payload, priority: priority, expiration: expiration, collapseID: collapseID)
-        return await withCheckedContinuation { continuation in
+        let outcome: PushResult? = await withCheckedContinuation { continuation in
             let single = SinglePush(job: job) { continuation.resume(returning: $0) }
-            let taken = shard.commands.enqueue(.push(single))
-            precondition(taken, "a shard queue refused a single push it had a reserved slot for")
-            client.kickProducer(worker: shard.index)
+            // The singles' own queue: full is back-pressure, whatever the publishers do.
+            let taken = shard.singles.enqueue(single)
+            if taken { client.kickProducer(worker: shard.index) }
             enqueuingPushes.subtract(1, ordering: .sequentiallyConsistent)
             counted = false
+            if !taken { continuation.resume(returning: nil) }
         }
+        guard let outcome else { throw .backPressure(shard: shard.index) }
+        return outcome
     }
 
     /// The retained waves (every unfinished one and the newest `retainedWaves` complete ones), oldest first.
@@ -880,7 +878,7 @@ public final class FanoutEngine: Sendable {
         stats.lastCheckpointError = checkpointWriter?.lastError
         stats.channelsInUse = control.withLock { $0.channels.count }
         stats.queuedCommands = shards.reduce(0) {
-            $0 + $1.controlQueued.load(ordering: .relaxed) + $1.singlesQueued.load(ordering: .relaxed)
+            $0 + $1.controlQueued.load(ordering: .relaxed) + $1.singles.approximateCount
         }
         return stats
     }

@@ -45,7 +45,8 @@ public final class ShardProbe: InvalidationSink, @unchecked Sendable {
         let published = PublishedUpdate(
             wave: wave, update: update, channel: 0, sequence: sequence, payload: try PushPayload(liveActivity: content),
             deadline: 0)
-        precondition(shard.commands.enqueue(.publish(published)))
+        shard.controlQueued.add(1, ordering: .relaxed)
+        precondition(shard.control.enqueue(.publish(published)))
         shard.service(now: monotonicNow())
     }
 

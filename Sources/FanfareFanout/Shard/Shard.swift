@@ -10,18 +10,18 @@ import Glibc
 /// A token belongs to the shard `APNsClient.workerIndex(for:)` names, and the shard is that worker's
 /// `PushProducer`: it runs on the worker's thread, hands pushes out as streams free up, and gets their
 /// results on the same thread. So the token tables, budgets, cursors and counters below take no lock.
-/// Other threads reach a shard only through `commands` (a bounded lock-free MPSC queue).
+/// Other threads reach a shard only through its two bounded lock-free MPSC queues: `control` and `singles`.
 final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     let index: Int
-    let commands: BoundedMPSCQueue<ShardCommand>
-    /// Queue slots held by control commands and by single pushes (taken when queued, given back when the
-    /// shard dequeues them). Each kind has half the queue: single pushes reserve their slot with one atomic
-    /// add and never pass `singleCapacity`, control commands are queued under the engine's control lock and
-    /// never pass `controlCapacity`, so room a publish checked is still there when it enqueues.
+    /// Publishes, registrations and the rest, in the order the engine queued them (under its control lock).
+    let control: BoundedMPSCQueue<ShardCommand>
+    /// Single pushes, on a queue of their own: taken every loop iteration before any control work, so a flood of
+    /// publishes never stands between a single push and its stream.
+    let singles: BoundedMPSCQueue<SinglePush>
+    /// Control commands queued and not yet taken. Queued under the engine's control lock and never past
+    /// `controlCapacity`, so room a publish checked on every shard is still there when it enqueues.
     let controlQueued = Atomic<Int>(0)
-    let singlesQueued = Atomic<Int>(0)
-    var controlCapacity: Int { commands.capacity / 2 }
-    var singleCapacity: Int { commands.capacity - controlCapacity }
+    var controlCapacity: Int { control.capacity }
     /// Answers held for the invalid-token breaker (for statistics; written by the shard's thread).
     let heldCount = Atomic<Int>(0)
     /// Registrations the shard had no room for (its 4 GiB token arena is full); they stay in the registry.
@@ -128,7 +128,8 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
         self.settings = settings
         standardBudget = PriorityBudget(settings.standardBudget)
         frequentBudget = PriorityBudget(settings.frequentBudget)
-        commands = BoundedMPSCQueue(capacity: commandCapacity)
+        control = BoundedMPSCQueue(capacity: max(2, commandCapacity / 2))
+        singles = BoundedMPSCQueue(capacity: max(2, commandCapacity / 2))
         self.invalidations = invalidations
         self.breaker = breaker
         lanes = [DueLane(delay: 0), DueLane(delay: settings.minimumInterval)]
@@ -313,29 +314,32 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     // MARK: - Commands
 
     func service(now: UInt64) {
-        service(now: now, commandLimit: settings.commandsPerTick)
+        service(now: now, commandLimit: settings.commandsPerTick, workUntil: now &+ settings.controlWorkPerTick)
     }
 
-    private func service(now: UInt64, commandLimit: Int) {
+    /// Takes the queued single pushes, then control commands up to `commandLimit` or until `workUntil` (monotonic
+    /// ns; `.max` after the worker stopped: everything queued is taken).
+    private func service(now: UInt64, commandLimit: Int, workUntil: UInt64) {
+        // Single pushes first, all of them: taking one is an append, and poll sends them before any wave member.
+        while let single = singles.dequeue() { readySingles.append(single) }
+        // Then control work, within a count and a time budget per loop iteration (always at least one command): a
+        // wave's start sorts its audience, and a flood of publishes must not keep this thread from its streams.
+        // What is left waits here, and publishers meet back-pressure once the queue is full.
         var budget = commandLimit
-        while budget > 0, let command = commands.dequeue() {
+        while budget > 0, let command = control.dequeue() {
             budget -= 1
-            if command.isControl {
-                controlQueued.subtract(1, ordering: .relaxed)
-            } else {
-                singlesQueued.subtract(1, ordering: .relaxed)
-            }
+            controlQueued.subtract(1, ordering: .relaxed)
             switch command {
             case .publish(let update): start(update)
             case .register(let batch): for entry in batch.entries { register(entry) }
             case .unregister(let batch): for token in batch.tokens { unregister(token) }
             case .retireChannel(let channel): retireChannel(Int(channel))
-            case .push(let single): readySingles.append(single)
             case .sweepChannels(let sweep): sweepChannels(sweep)
             case .countAudience(let census): countAudience(census)
             case .resumeAfterBreaker(let prune): resumeAfterBreaker(pruneHeldTokens: prune, now: now)
             case .resumeWave(let resumed): resume(resumed.update, checkpoint: resumed.checkpoint, mode: resumed.mode)
             }
+            if workUntil != .max && monotonicNow() >= workUntil { break }
         }
         liveTokens.store(tokens.aliveCount, ordering: .relaxed)
         // Once per loop iteration, not per push: another shard may have opened the breaker.
@@ -1470,7 +1474,7 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     /// completes and every targeted token is accounted for.
     func abandonAfterStop() {
         let now = monotonicNow()
-        service(now: now, commandLimit: .max)
+        service(now: now, commandLimit: .max, workUntil: .max)
         failQueuedSingles()
         if heldTotal > 0 { releaseHeld(prune: false, resend: false, now: now) }
         endOpenOutcomes()
@@ -1483,7 +1487,7 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
         let now = monotonicNow()
         let writer = checkpoints
         checkpoints = nil  // nothing more goes to the writer: the engine writes what this returns
-        service(now: now, commandLimit: .max)
+        service(now: now, commandLimit: .max, workUntil: .max)
         checkpoints = writer
         failQueuedSingles()
         var items: [WaveCheckpoint] = []

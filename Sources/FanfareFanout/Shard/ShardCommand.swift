@@ -1,7 +1,8 @@
 import FanfareClient
 import FanfareCore
 
-/// What other threads ask of a shard, through its lock-free command queue.
+/// What the engine's control path asks of a shard, through its lock-free control queue (single pushes have a
+/// queue of their own: `Shard.singles`).
 enum ShardCommand {
     /// Start a wave on this shard's part of the channel's audience.
     case publish(PublishedUpdate)
@@ -11,8 +12,6 @@ enum ShardCommand {
     case unregister(TokenBatch)
     /// The channel's activities ended and their dismissal window passed: drop its update tokens.
     case retireChannel(UInt16)
-    /// One push to one token, outside any wave (the token's budget still applies if it is registered).
-    case push(SinglePush)
     /// Compact audiences and report the channels this shard has nothing of (see `ChannelSweep`).
     case sweepChannels(ChannelSweep)
     /// Count the live members of one channel's audiences (see `ChannelCensus`).
@@ -22,15 +21,10 @@ enum ShardCommand {
     case resumeAfterBreaker(pruneHeldTokens: Bool)
     /// A wave an earlier engine left unfinished (durable waves): pick it up from this shard's checkpoint.
     case resumeWave(ResumedWave)
-
-    /// Commands the control path sends (under the engine's control lock), as opposed to single pushes.
-    var isControl: Bool {
-        if case .push = self { return false }
-        return true
-    }
 }
 
-/// A single push and where its result goes (called on the shard's worker thread).
+/// One push to one token, outside any wave (the token's budget still applies if it is registered), and where its
+/// result goes (called on the shard's worker thread).
 final class SinglePush: @unchecked Sendable {
     @exclusivity(unchecked) var job: PushJob
     let completion: @Sendable (PushResult) -> Void

@@ -8,8 +8,11 @@ struct ShardSettings: Sendable {
     var minimumInterval: UInt64
     /// Back-off before retry `n` (ns), `n` in `1...retryDelays.count`; its count is the retry limit.
     var retryDelays: [UInt64]
-    /// Commands taken per worker loop iteration (keeps one burst of registrations from stalling sends).
+    /// Control commands taken per worker loop iteration (keeps one burst of registrations from stalling sends).
     var commandsPerTick: Int = 256
+    /// Time (ns) a loop iteration spends on control commands before it goes back to its streams (it always takes
+    /// one): a flood of publishes, each sorting its audience, otherwise held single pushes and sends for seconds.
+    var controlWorkPerTick: UInt64 = 2_000_000
     /// Retry `PushFailure.unconfirmed` through the retry lanes (else it fails with reason Unconfirmed).
     var retryUnconfirmed = false
 }
