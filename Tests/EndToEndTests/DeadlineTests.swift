@@ -55,7 +55,7 @@ final class RefusingPort {
         var jobs = (0..<5).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) }
         jobs.append(PushJob(token: makeToken(9), payload: payload, cookie: 99, timeout: .milliseconds(100)))
         try await submitAll(client, jobs)
-        #expect(await collector.waitFor(count: jobs.count, timeout: .seconds(10)))
+        #expect(await collector.waitFor(count: jobs.count))
         let results = collector.byCookie()
         #expect(results.count == jobs.count)
         for result in results.values {
@@ -64,7 +64,7 @@ final class RefusingPort {
             #expect(result.latencyNanoseconds < 3_000_000_000, "given up before the server answered")
         }
         // The client reset those streams; the connection stays usable.
-        #expect(await eventually(timeout: .seconds(5)) { client.statistics.inFlight == 0 })
+        #expect(await eventually { client.statistics.inFlight == 0 })
         #expect(client.statistics.failed == jobs.count)
     }
 
@@ -80,7 +80,7 @@ final class RefusingPort {
         let payload = try updatePayload()
         let jobs = (0..<20).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) }
         try await submitAll(client, jobs)
-        #expect(await collector.waitFor(count: jobs.count, timeout: .seconds(10)))
+        #expect(await collector.waitFor(count: jobs.count))
         let results = collector.byCookie()
         #expect(results.count == jobs.count)
         #expect(results.values.allSatisfy { $0.disposition == .failed(.deadlineExceeded) })

@@ -57,7 +57,7 @@ private final class LeasedProducer: PushProducer, SendingLease, @unchecked Senda
         let failures = collector.byCookie().values.filter { !$0.isDelivered }.map { "\($0.disposition)" }
         #expect(failures.isEmpty, "\(Set(failures))")
         // The simulator publishes its counts every 20 ms.
-        #expect(await eventually(timeout: .seconds(10)) { harness.simulator.statistics().accepted == 200 })
+        #expect(await eventually { harness.simulator.statistics().accepted == 200 })
     }
 }
 

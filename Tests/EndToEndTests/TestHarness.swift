@@ -147,8 +147,9 @@ final class TestHarness: @unchecked Sendable {
         var configuration = ClientConfiguration(
             host: "127.0.0.1", port: port ?? self.port, tls: keys.clientTLS,
             providerTokens: try tokens ?? ProviderTokenSource(signer: signer()), topic: topic)
-        configuration.requestTimeout = .seconds(20)
-        configuration.connectTimeout = .seconds(5)
+        // Hang guards, not behaviour under test (tests of deadlines and connect timeouts set their own).
+        configuration.requestTimeout = TestTime.scaled(Liveness.condition)
+        configuration.connectTimeout = TestTime.scaled(.seconds(30))
         configuration.reconnectBackoffMinimum = .milliseconds(5)
         configuration.reconnectBackoffMaximum = .milliseconds(100)
         // A fixed count, chosen: tests count connections (the engine would otherwise autoscale).

@@ -73,7 +73,7 @@ struct ClientToNghttpdTests {
         for index in 0..<500 {
             try client.submit(try job(token: index, cookie: UInt64(index)))
         }
-        let finished = await results.waitUntilComplete(timeout: .seconds(60))
+        let finished = await results.waitUntilComplete(timeout: TestTime.scaled(.seconds(60)))
         #expect(finished, "only \(results.count) of 500 results arrived; client: \(client.statistics)")
 
         let all = results.snapshot()

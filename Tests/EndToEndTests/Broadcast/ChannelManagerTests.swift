@@ -19,7 +19,7 @@ extension TestHarness {
         var configuration = ChannelManagementConfiguration(
             host: "127.0.0.1", port: managementPort, tls: keys.clientTLS,
             providerTokens: try ProviderTokenSource(signer: signer ?? self.signer()), bundleID: Fixture.bundleID)
-        configuration.requestTimeout = .seconds(20)
+        configuration.requestTimeout = TestTime.scaled(Liveness.condition)
         configure(&configuration)
         return try BroadcastChannelManager(configuration: configuration)
     }

@@ -29,7 +29,7 @@ import Testing
         var management = ChannelManagementConfiguration(
             host: "127.0.0.1", port: harness.managementPort, tls: harness.keys.clientTLS,
             providerTokens: try ProviderTokenSource(signer: harness.signer()), bundleID: Fixture.bundleID)
-        management.requestTimeout = .seconds(20)
+        management.requestTimeout = TestTime.scaled(Liveness.condition)
         configuration.channelManagement = management
         if durable { configuration.checkpoints = CheckpointConfiguration(interval: .milliseconds(20), pushes: 200, window: 1_000) }
         configure(&configuration)
@@ -66,7 +66,7 @@ import Testing
         #expect(engine.broadcastSubscribers(of: "match") == 400)
 
         let wave = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0, alert: true))
-        #expect(wave.waitUntilComplete(timeout: .seconds(60)))
+        #expect(wave.waitUntilComplete(timeout: TestTime.scaled(.seconds(60))))
         let report = wave.report
         #expect(report.targeted == 600 && report.delivered == 600 && report.accounted == 600, "\(report)")
         let broadcast = try #require(report.broadcast)
@@ -100,7 +100,7 @@ import Testing
         let waves = try (1...3).map { home in
             try engine.publish(scoreUpdate(channel: "derby", timestamp: 1_800_000_000 + Int64(home), home: home, away: 0, alert: true))
         }
-        for wave in waves { #expect(wave.waitUntilComplete(timeout: .seconds(60))) }
+        for wave in waves { #expect(wave.waitUntilComplete(timeout: TestTime.scaled(.seconds(60)))) }
         let reports = waves.map(\.report)
         for report in reports {
             #expect(report.accounted == report.targeted, "\(report)")
@@ -142,7 +142,7 @@ import Testing
         content.attributesType = "MatchAttributes"
         content.attributes = try RawJSON(validating: #"{"match":"final"}"#)
         let wave = try engine.publish(ChannelUpdate(channel: "final", content: content))
-        #expect(wave.waitUntilComplete(timeout: .seconds(30)))
+        #expect(wave.waitUntilComplete(timeout: TestTime.scaled(.seconds(30))))
         #expect(wave.report.delivered == 10 && wave.report.broadcast == nil, "a start is never broadcast")
         await engine.shutdown()
         await harness.shutdown()
@@ -165,7 +165,7 @@ import Testing
         for goal in 1...4 {
             let wave = try engine.publish(
                 scoreUpdate(channel: "budget", timestamp: 1_800_000_000 + Int64(goal), home: goal, away: 0, alert: true, priority: .immediate))
-            #expect(wave.waitUntilComplete(timeout: .seconds(30)))
+            #expect(wave.waitUntilComplete(timeout: TestTime.scaled(.seconds(30))))
             reports.append(try #require(wave.report.broadcast))
             // A maintenance sweep between goals (the channel has no token, only subscribers) keeps what the
             // budget remembers.
@@ -194,7 +194,7 @@ import Testing
         end.contentState = try RawJSON(validating: #"{"home":2,"away":1}"#)
         end.dismissalDate = 1_800_000_010
         let wave = try engine.publish(ChannelUpdate(channel: "cup", content: end))
-        #expect(wave.waitUntilComplete(timeout: .seconds(30)))
+        #expect(wave.waitUntilComplete(timeout: TestTime.scaled(.seconds(30))))
         #expect(wave.report.broadcast?.outcome == .delivered)
         #expect(await eventually { engine.runMaintenance(); return engine.broadcastLink(of: "cup") == nil })
         #expect(engine.broadcastSubscribers(of: "cup") == 0, "the subscriptions retired with the channel")
@@ -238,7 +238,7 @@ import Testing
         engine = try Self.engine(harness, store, streams: 10, durable: true)
         defer { engine.shutdown() }
         let resumed = try #require(engine.wave(id: wave.id))
-        #expect(resumed.waitUntilComplete(timeout: .seconds(60)))
+        #expect(resumed.waitUntilComplete(timeout: TestTime.scaled(.seconds(60))))
         let report = resumed.report
         #expect(report.delivered == 300 && report.resentAfterRestart == 0, "\(report)")
         #expect(report.broadcast?.outcome == .delivered && report.broadcast?.requests == 1 && report.broadcast?.resentAfterRestart == false)
@@ -290,7 +290,7 @@ import Testing
         #expect(engine.broadcastLink(of: "match")?.channelID == link.channelID, "the link survives the restart")
         #expect(engine.broadcastSubscribers(of: "match") == 100)
         let resumed = try #require(engine.wave(id: wave.id))
-        #expect(resumed.waitUntilComplete(timeout: .seconds(60)))
+        #expect(resumed.waitUntilComplete(timeout: TestTime.scaled(.seconds(60))))
         let report = resumed.report
         #expect(report.targeted == 100 && report.delivered == 100 && report.accounted == 100, "\(report)")
         let broadcast = try #require(report.broadcast)

@@ -80,7 +80,7 @@ import Testing
         try a.engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
         let bShards = Set(b.cluster.status.heldShards)
         let bTokens = (0..<count).filter { bShards.contains(APNsClient.workerIndex(for: longToken($0), workerCount: Self.shards)) }.count
-        #expect(await eventually(timeout: .seconds(30)) {
+        #expect(await eventually {
             // The shards' published counts (shardFootprint reads the tables themselves: only once stopped).
             b.engine.heldShardTokens == bTokens
         }, "B has its \(bTokens) tokens from the feed")
@@ -94,7 +94,7 @@ import Testing
         }
         try #require(abandoned != nil, "a quarter delivered within 60 s")
         let killed = ContinuousClock.now
-        #expect(await eventually(timeout: .seconds(30)) { b.cluster.status.heldShards.count == Self.shards }, "B takes A's shards")
+        #expect(await eventually { b.cluster.status.heldShards.count == Self.shards }, "B takes A's shards")
         let takeover = ContinuousClock.now - killed
         #expect(await eventually(timeout: .seconds(60)) { (try? b.engine.report(id: id))??.isComplete == true })
         let report = try #require(try b.engine.report(id: id))

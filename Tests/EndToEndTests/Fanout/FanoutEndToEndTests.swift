@@ -28,7 +28,7 @@ import Testing
         let engine = try fixture.engine()
 
         let wave = try engine.publish(try scoreUpdate(channel: "final", timestamp: 1_800_000_000, home: 1, away: 0, alert: true))
-        #expect(wave.waitUntilComplete(timeout: .seconds(60)), "the wave did not complete")
+        #expect(wave.waitUntilComplete(timeout: TestTime.scaled(.seconds(60))), "the wave did not complete")
         let report = wave.report
         #expect(report.targeted == audience)
         #expect(report.accounted == audience, "outcomes \(report)")

@@ -11,7 +11,7 @@ import Testing
     /// The port in the line starting with `prefix` (`… https://127.0.0.1:<port>`), once it is printed.
     private func port(after prefix: String, in simulator: SimulatorProcess) async throws -> UInt16 {
         var found: UInt16?
-        _ = await eventually(timeout: .seconds(10)) {
+        _ = await eventually {
             guard let line = simulator.output.split(separator: "\n").first(where: { $0.hasPrefix(prefix) }),
                 let colon = line.lastIndex(of: ":")
             else { return false }
@@ -56,7 +56,7 @@ import Testing
         let scratch = try ScratchDirectory("simulate-memory-channels")
         let simulator = try await SimulatorProcess(
             ["--listen", "127.0.0.1:0", "--state-dir", scratch.path + "/state", "--memory-channels"], outputIn: scratch.path, name: "sim")
-        #expect(await eventually(timeout: .seconds(10)) { simulator.output.contains("broadcast channels: in memory only") }, "\(simulator.output)")
+        #expect(await eventually { simulator.output.contains("broadcast channels: in memory only") }, "\(simulator.output)")
         #expect(!FileManager.default.fileExists(atPath: scratch.path + "/state/channels"))
         _ = await simulator.stop()
     }

@@ -8,6 +8,7 @@ import FanfareIO
 import FanfareService
 import FanfareSimulator
 import FanfareTLS
+import FanfareTestSupport
 import Foundation
 import Logging
 import Testing
@@ -77,7 +78,7 @@ final class ServiceFixture: @unchecked Sendable {
             host: "127.0.0.1", port: simulator.boundAddress.port, tls: keys.clientTLS,
             providerTokens: ProviderTokenSource(signer: keys.signer), topic: Topic.liveActivity(bundleID: ServiceKeys.bundleID))
         client.connectionsPerWorker = 2
-        client.requestTimeout = .seconds(20)
+        client.requestTimeout = TestTime.scaled(Liveness.condition)  // a hang guard
         client.buffers = .small
         var fanout = FanoutConfiguration(client: client, bundleID: ServiceKeys.bundleID)
         fanout.minimumInterval = nil
@@ -86,7 +87,7 @@ final class ServiceFixture: @unchecked Sendable {
             var channels = ChannelManagementConfiguration(
                 host: "127.0.0.1", port: managementPort, tls: keys.clientTLS, providerTokens: client.providerTokens,
                 bundleID: ServiceKeys.bundleID)
-            channels.requestTimeout = .seconds(20)
+            channels.requestTimeout = TestTime.scaled(Liveness.condition)
             fanout.channelManagement = channels
         }
         var configuration = ServiceConfiguration(host: "127.0.0.1", port: 0, databasePath: self.databasePath, fanout: fanout)
