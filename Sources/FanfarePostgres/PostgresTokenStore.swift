@@ -515,9 +515,12 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         }
     }
 
-    /// Runs async work on the connection's event loop and waits for it. Call with `lock` held.
+    /// Runs async work on the connection's event loop and waits for it; fails at once if the connection closes
+    /// meanwhile. Call with `lock` held.
     func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws(RegistryError) -> T {
-        do { return try executor.run(work) } catch let error as RegistryError { throw error } catch {
+        do { return try executor.run(failingWhen: current?.closeFuture, work) } catch let error as RegistryError {
+            throw error
+        } catch {
             if Self.losesTheConnection(error) { connectionLost = true }
             throw .storage(Self.describe(error))
         }
@@ -527,6 +530,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// the session (SQLSTATE class 57P: operator intervention, e.g. pg_terminate_backend or a shutdown; class
     /// 08: connection exception).
     static func losesTheConnection(_ error: any Error) -> Bool {
+        if error is ConnectionClosedDuringCall { return true }
         guard let error = error as? PSQLError else { return false }
         switch error.code {
         case .serverClosedConnection, .connectionError, .uncleanShutdown, .clientClosedConnection:
