@@ -161,7 +161,11 @@ let package = Package(
         // expectations run against SQLite.
         .testTarget(
             name: "FanfarePostgresTests",
-            dependencies: ["FanfarePostgres", "FanfareRegistry", "FanfareCore", "FanfareTestSupport"]
+            dependencies: [
+                "FanfarePostgres", "FanfareRegistry", "FanfareCore", "FanfareTestSupport",
+                // Raw statements inside the store's own transactions (a pause, a lock held by a stalled node).
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
         ),
         // Fan-out engine parts in isolation (queue under contention, budgets, lanes, tables).
         .testTarget(

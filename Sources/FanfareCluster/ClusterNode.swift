@@ -14,12 +14,19 @@ import Synchronization
 /// - the lease thread announces the node, waits out the join window, then every `renewInterval` renews the
 ///   leases it holds and takes expired ones up to its fair share (shards / live nodes, rounded up). A lease
 ///   that did not renew is dropped from the engine at once (and `onLeaseLost` is called); between renewals,
-///   each shard sends only until its lease's end on this node's clock, less the safety margin.
+///   each shard sends only until its lease's end on this node's clock, less the safety margin. Each round also
+///   ends the sessions of nodes whose heartbeat is older than a lease (stalled inside a transaction, they would
+///   keep locks the others wait on; `fenceStalledNodes`).
 /// - the feed thread hands newly leased shards to the engine (`takeShards`), starts published waves
 ///   (`catchUpWaves`) and applies the registry's change feed to the held shards; it wakes on the database's
 ///   notifications and every `pollInterval` (notifications are lost while a listener is away).
+///
+/// Every session of the node names its `incarnation` (this run of it), the one its checkpoint store was opened
+/// with: the service's store, its registration lanes, the lease and feed stores and the listener.
 public final class ClusterNode: @unchecked Sendable {
     public let configuration: ClusterConfiguration
+    /// This run of the node, in `cluster_nodes` and in the `application_name` of each of its sessions.
+    public let incarnation: NodeIncarnation
     private let engine: FanoutEngine
     private let leaseStore: PostgresTokenStore
     private let feedStore: PostgresTokenStore
@@ -38,6 +45,11 @@ public final class ClusterNode: @unchecked Sendable {
         var lastRenewal: UInt64 = 0
         var lastError: String?
         var tokenFeed: Int64 = 0
+        /// Sessions of stalled nodes this node ended.
+        var fencedSessions = 0
+        /// Incarnations some of whose sessions this role may not end, logged once each.
+        var refusalsLogged: Set<String> = []
+        var lastFencingError: String?
     }
 
     private let state = Mutex(State())
@@ -47,7 +59,8 @@ public final class ClusterNode: @unchecked Sendable {
     private var threads: [pthread_t] = []
 
     /// Connects (two connections and a listener), checks the engine, and fixes or checks the shard count.
-    /// The engine must have been made with `leasedShards` on the same database and `shardCount` shards.
+    /// The engine must have been made with `leasedShards` on the same database and `shardCount` shards, and
+    /// `checkpointStore` opened with this node's incarnation (`PostgresTokenStore(url:incarnation:)`).
     public init(
         url: String, engine: FanoutEngine, configuration: ClusterConfiguration, logger: Logger = Logger(label: "fanfare.cluster"),
         checkpointStore: PostgresTokenStore, onLeaseLost: @escaping @Sendable ([Int]) -> Void = { _ in }
@@ -57,13 +70,19 @@ public final class ClusterNode: @unchecked Sendable {
         guard engine.configuration.client.workerCount == configuration.shardCount else {
             throw .engine("the engine has \(engine.configuration.client.workerCount) shards; the cluster \(configuration.shardCount)")
         }
+        guard let incarnation = checkpointStore.incarnation else {
+            throw .invalidConfiguration(
+                "the checkpoint store names no node incarnation: open it with PostgresTokenStore(url:incarnation:), so "
+                    + "that a live node can end this node's sessions if it stalls")
+        }
+        self.incarnation = incarnation
         self.configuration = configuration
         self.engine = engine
         self.logger = logger
         self.onLeaseLost = onLeaseLost
         do {
-            leaseStore = try PostgresTokenStore(url: url, logger: logger)
-            feedStore = try PostgresTokenStore(url: url, logger: logger)
+            leaseStore = try PostgresTokenStore(url: url, incarnation: incarnation, logger: logger)
+            feedStore = try PostgresTokenStore(url: url, incarnation: incarnation, logger: logger)
             try leaseStore.joinCluster(shardCount: configuration.shardCount)
         } catch {
             throw .database("\(error)")
@@ -75,7 +94,8 @@ public final class ClusterNode: @unchecked Sendable {
         nonisolated(unsafe) let wake = feedWake  // a semaphore: posting it from any thread is its purpose
         do {
             listener = try PostgresNotificationListener(
-                url: url, channels: [PostgresTokenStore.waveChannel, PostgresTokenStore.tokenChannel], logger: logger
+                url: url, channels: [PostgresTokenStore.waveChannel, PostgresTokenStore.tokenChannel],
+                incarnation: incarnation, logger: logger
             ) { _ in sem_post(wake) }
         } catch {
             throw .database("\(error)")
@@ -99,6 +119,7 @@ public final class ClusterNode: @unchecked Sendable {
 
     /// Starts the lease and feed threads.
     public func start() {
+        logger.notice("cluster: node \(configuration.nodeID) started as incarnation \(incarnation): its database sessions are named '\(incarnation.sessionName)'")
         do {
             let position = try feedStore.lastTokenChange()
             state.withLock { $0.tokenFeed = position }
@@ -148,6 +169,8 @@ public final class ClusterNode: @unchecked Sendable {
         public var heldShards: [Int]
         public var lostShards: [Int]
         public var takeovers: Int
+        /// Sessions of stalled nodes this node ended (`fenceStalledNodes`).
+        public var fencedSessions: Int
         public var lastError: String?
     }
 
@@ -155,7 +178,7 @@ public final class ClusterNode: @unchecked Sendable {
         state.withLock { state in
             Status(
                 node: configuration.nodeID, heldShards: state.held.map(\.shard), lostShards: state.lost.sorted(),
-                takeovers: state.takeovers, lastError: state.lastError)
+                takeovers: state.takeovers, fencedSessions: state.fencedSessions, lastError: state.lastError)
         }
     }
 
@@ -167,9 +190,11 @@ public final class ClusterNode: @unchecked Sendable {
             let started = Self.now()
             do {
                 let live = try leaseStore.heartbeat(
-                    node: configuration.nodeID, window: configuration.leaseDuration,
+                    node: configuration.nodeID, incarnation: incarnation, window: configuration.leaseDuration,
                     feedPosition: state.withLock { $0.tokenFeed })
                 try renew(started: started)
+                // Before taking leases: a stalled node may hold its lease rows locked (a checkpoint's fence).
+                fenceStalledNodes()
                 if Self.now() >= joinUntil { try takeShare(live: live, started: started) }
                 state.withLock { $0.lastError = nil }
             } catch {
@@ -223,6 +248,38 @@ public final class ClusterNode: @unchecked Sendable {
         fenceTarget?.checkpointFence?.hold(all)
         logger.notice("cluster: leased shards \(taken.map(\.shard)) (epochs \(taken.map(\.epoch))), \(live) nodes live")
         sem_post(feedWake)
+    }
+
+    /// Ends the sessions of every other node whose heartbeat is older than a lease: its leases expired with it,
+    /// so it is fenced from its shards already, and a node stopped inside a transaction keeps row and advisory
+    /// locks that the others' checkpoints, completions and API calls wait on. When it resumes, its sessions are
+    /// gone: it reconnects, finds its leases lost and exits. A failure here is logged and fails no renewal.
+    private func fenceStalledNodes() {
+        do {
+            let fenced = try leaseStore.fenceStalledNodes(sparing: incarnation, silentLongerThan: configuration.leaseDuration)
+            state.withLock { $0.lastFencingError = nil }
+            for stalled in fenced {
+                let firstRefusal = state.withLock { state -> Bool in
+                    state.fencedSessions += stalled.sessionsEnded
+                    return stalled.sessionsRefused > 0 && state.refusalsLogged.insert(stalled.incarnation).inserted
+                }
+                if stalled.sessionsEnded > 0 {
+                    logger.warning(
+                        "cluster: fenced node \(stalled.node) (incarnation \(stalled.incarnation)): no heartbeat for over \(configuration.leaseDuration); ended its \(stalled.sessionsEnded) database sessions, so the locks they held go")
+                }
+                if firstRefusal {
+                    logger.error(
+                        "cluster: cannot end \(stalled.sessionsRefused) database sessions of stalled node \(stalled.node) (incarnation \(stalled.incarnation)): this database role may not signal them; run every node as the same role")
+                }
+            }
+        } catch {
+            let message = "\(error)"
+            let first = state.withLock { state in
+                defer { state.lastFencingError = message }
+                return state.lastFencingError != message
+            }
+            if first { logger.error("cluster: ending the sessions of stalled nodes failed (\(message)); retrying") }
+        }
     }
 
     /// The shards stop sending, at once, and are reported.

@@ -14,12 +14,25 @@ final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
         eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 
-    /// Runs `work` to its end and returns its result, blocking the calling thread meanwhile.
-    func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws -> T {
+    /// Runs `work` to its end and returns its result, blocking the calling thread meanwhile. When `closed`
+    /// completes first (the connection `work` uses went), the call fails with `ConnectionClosedDuringCall` at
+    /// once: postgres-nio never answers a statement written to a closed connection (its write fails before
+    /// the statement's promise is handed on), so `work` would wait for ever. It is left suspended.
+    func run<T: Sendable>(
+        failingWhen closed: EventLoopFuture<Void>? = nil, _ work: @escaping @Sendable () async throws -> T
+    ) throws -> T {
         let promise = eventLoop.makePromise(of: T.self)
         Task(executorPreference: self) {
             do { promise.succeed(try await work()) } catch { promise.fail(error) }
         }
+        // A promise takes its first result: a call that ended before the close keeps its own.
+        closed?.whenComplete { _ in promise.fail(ConnectionClosedDuringCall()) }
         return try promise.futureResult.wait()
     }
+}
+
+/// The connection closed while a call was using it (the server ended the session, restarted, or the network
+/// failed): what the call did in an open transaction is rolled back by the server.
+struct ConnectionClosedDuringCall: Error, CustomStringConvertible {
+    var description: String { "the connection closed during the call (the server ended the session, or the network failed)" }
 }

@@ -165,6 +165,7 @@ enum PostgresSchema {
             "ALTER TABLE cluster_nodes ADD COLUMN feed_position bigint",
         ]),
         changeFeedShardsMigration,
+        nodeIncarnationsMigration,
     ]
 
     static var latestVersion: Int { migrations.last?.version ?? 0 }

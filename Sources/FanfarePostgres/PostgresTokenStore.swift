@@ -17,8 +17,6 @@ import Synchronization
 ///
 /// Not stored here yet (each throws `.storage` saying so): broadcast subscriptions and the ledger's history.
 public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
-    /// How long a transaction of ours may sit idle before the server ends its session (a stalled process).
-    static let stalledTransactionTimeoutMilliseconds = 3_000
     /// Registrations per COPY data message (the server takes it in pieces; ours stay a few MiB).
     static let copyChunkRows = 4_096
     /// Rows per page when streaming an app's registrations.
@@ -55,6 +53,9 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     public let registrationConnections: Int
     /// Stores of their own (each one connection) that take registrations while this one is busy.
     private let lanes = Mutex<[PostgresTokenStore]>([])
+    /// The cluster node run whose sessions these are (its lanes' too); nil: a client that is no node (`fanfare
+    /// import`), whose sessions no node ever ends.
+    public let incarnation: NodeIncarnation?
     /// Registrations running on this store's connection or waiting for it.
     private let registering = Atomic<Int>(0)
 
@@ -64,13 +65,17 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     }
 
     /// Connects to `url` (`postgres://user[:password]@host[:port]/database`), creating or migrating the tables.
+    /// A cluster node passes its `incarnation`: every session of the store names it, so that a live node can end
+    /// them if this one stalls (`fenceStalledNodes`).
     public init(
-        url: String, registrationConnections: Int = 2, logger: Logger = Logger(label: "fanfare.postgres")
+        url: String, registrationConnections: Int = 2, incarnation: NodeIncarnation? = nil,
+        logger: Logger = Logger(label: "fanfare.postgres")
     ) throws(RegistryError) {
         self.logger = logger
         self.url = url
         self.registrationConnections = max(1, registrationConnections)
-        configuration = try Self.configuration(url)
+        self.incarnation = incarnation
+        configuration = try Self.configuration(url, incarnation: incarnation)
         executor = EventLoopTaskExecutor(PostgresConnection.defaultEventLoopGroup.any())
         let connection = try connect()
         do {
@@ -119,7 +124,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                     + "lets this user in): \(Self.describe(error))")
         }
         do {
-            try executor.run {
+            _ = try executor.run {
                 // The batch being registered: filled by COPY, emptied by the commit. Temporary tables belong to
                 // the session, so every new connection makes its own.
                 try await connection.query(
@@ -131,12 +136,9 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                         last_seen_at bigint NOT NULL, shard_hash bigint NOT NULL
                     ) ON COMMIT DELETE ROWS
                     """, logger: logger)
-                // Our transactions never wait on their client between statements, except when the process is
-                // stopped or stalled (SIGSTOP, a frozen VM): then the server ends the session, so the row and
-                // advisory locks it held (a wave row, the change log's) stop blocking the other nodes.
-                try await connection.query(
-                    PostgresQuery(unsafeSQL: "SET idle_in_transaction_session_timeout = '\(Self.stalledTransactionTimeoutMilliseconds)ms'"),
-                    logger: logger)
+                // No idle-in-transaction timeout: a client slow between two statements (a loaded machine, a big
+                // import) must keep its transaction. A stalled node's sessions, and the locks they hold, are
+                // ended by a live node once its heartbeat is older than a lease (`fenceStalledNodes`).
             }
         } catch {
             try? connection.close().wait()
@@ -189,7 +191,8 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                 return lanes.min { $0.registering.load(ordering: .relaxed) < $1.registering.load(ordering: .relaxed) } ?? self
             }
             do {
-                let lane = try PostgresTokenStore(url: url, registrationConnections: 1, logger: logger)
+                let lane = try PostgresTokenStore(
+                    url: url, registrationConnections: 1, incarnation: incarnation, logger: logger)
                 lanes.append(lane)
                 return lane
             } catch {
@@ -515,9 +518,12 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         }
     }
 
-    /// Runs async work on the connection's event loop and waits for it. Call with `lock` held.
+    /// Runs async work on the connection's event loop and waits for it; fails at once if the connection closes
+    /// meanwhile. Call with `lock` held.
     func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws(RegistryError) -> T {
-        do { return try executor.run(work) } catch let error as RegistryError { throw error } catch {
+        do { return try executor.run(failingWhen: current?.closeFuture, work) } catch let error as RegistryError {
+            throw error
+        } catch {
             if Self.losesTheConnection(error) { connectionLost = true }
             throw .storage(Self.describe(error))
         }
@@ -527,6 +533,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// the session (SQLSTATE class 57P: operator intervention, e.g. pg_terminate_backend or a shutdown; class
     /// 08: connection exception).
     static func losesTheConnection(_ error: any Error) -> Bool {
+        if error is ConnectionClosedDuringCall { return true }
         guard let error = error as? PSQLError else { return false }
         switch error.code {
         case .serverClosedConnection, .connectionError, .uncleanShutdown, .clientClosedConnection:
@@ -587,8 +594,14 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
             supportsBroadcast: supportsBroadcast, channels: channels, createdAt: createdAt, lastSeenAt: lastSeenAt)
     }
 
-    /// The connection settings of a `postgres://` (or `postgresql://`) URL; TLS is not negotiated yet.
-    static func configuration(_ url: String) throws(RegistryError) -> PostgresConnection.Configuration {
+    /// The `application_name` of the sessions of clients that are no cluster node: never fenced.
+    static let plainSessionName = "fanfare"
+
+    /// The connection settings of a `postgres://` (or `postgresql://`) URL, its sessions named after `incarnation`
+    /// (`plainSessionName` without one); TLS is not negotiated yet.
+    static func configuration(_ url: String, incarnation: NodeIncarnation? = nil) throws(RegistryError)
+        -> PostgresConnection.Configuration
+    {
         guard let components = URLComponents(string: url), let scheme = components.scheme,
             scheme == "postgres" || scheme == "postgresql"
         else { throw .storage("'\(redacted(url))' is not a postgres:// URL") }
@@ -597,9 +610,14 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         let port = components.port ?? 5432
         guard (1...65_535).contains(port) else { throw .storage("'\(redacted(url))': port \(port) is out of range") }
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        return PostgresConnection.Configuration(
+        var configuration = PostgresConnection.Configuration(
             host: host, port: port, username: user, password: components.password,
             database: path.isEmpty ? nil : path, tls: .disable)
+        // Set at the start of the session, so the name is there before its first statement.
+        configuration.options.additionalStartupParameters = [
+            ("application_name", incarnation?.sessionName ?? plainSessionName)
+        ]
+        return configuration
     }
 
     /// What is wrong with a `postgres://` URL (nil if it can be used); never contains the password.

@@ -114,6 +114,29 @@ extension PostgresSuites {
             #expect(try store.unfinishedWaves(bundleID: testBundle, environment: .production).count == 1)
             #expect(try store.lastWaveID() == 1)
         }
+
+        /// A database of schema version 7 gains the nodes' incarnations (migration 8); a node row from before has
+        /// none (so it is never fenced) until that node heartbeats again.
+        @Test func aVersion7DatabaseGainsNodeIncarnations() throws {
+            try withDatabase(.postgres) { database in
+                let first = try #require(try database.open() as? PostgresTokenStore)
+                _ = try first.heartbeat(node: "before", window: .seconds(6))
+                try database.execute(
+                    "ALTER TABLE cluster_nodes DROP COLUMN incarnation; DELETE FROM schema_version WHERE version >= 8", first)
+                try first.close()
+                let run = NodeIncarnation()
+                let url = try #require(database.url)
+                let store = try PostgresTokenStore(url: url, incarnation: run)
+                defer { try? store.close() }
+                #expect(try database.scalar("SELECT max(version) FROM schema_version", store) == Int64(PostgresTokenStore.schemaVersion))
+                #expect(try database.scalar("SELECT count(*) FROM cluster_nodes WHERE node = 'before' AND incarnation IS NULL", store) == 1)
+                _ = try store.heartbeat(node: "after", incarnation: run, window: .seconds(6))
+                // A heartbeat without an incarnation keeps the one recorded.
+                _ = try store.heartbeat(node: "after", window: .seconds(6))
+                #expect(try database.scalar(
+                    "SELECT count(*) FROM cluster_nodes WHERE node = 'after' AND incarnation = '\(run.hex)'", store) == 1)
+            }
+        }
     }
 }
 

@@ -70,6 +70,28 @@ extension PostgresSuites {
             #expect(store.connectionsOpened >= 5 && store.connectionsOpened <= 7, "\(store.connectionsOpened)")
         }
 
+        /// The session ended while the store's transaction waits between two statements (a stalled node fenced,
+        /// issue 22): postgres-nio never answers a statement written to the closed connection, so the store fails
+        /// the call once the connection closes, and the next call runs on a new one.
+        @Test func aSessionEndedInsideATransactionFailsThatCallAndNoMore() throws {
+            let server = try PostgresServer()
+            defer { server.stop() }
+            let store = try PostgresTokenStore(url: server.url)
+            defer { try? store.close() }
+            let held = HeldTransaction(store, locking: "SELECT pg_advisory_xact_lock(22)")
+            #expect(waitUntil(timeout: .seconds(60)) { held.isHolding })
+            #expect(try Self.terminateSessions(server) == 1)
+            #expect(waitUntil(timeout: .seconds(60)) { held.result != nil }, "the call fails instead of waiting for ever")
+            held.release()
+            guard case .failure(.storage(let message)) = held.result else {
+                Issue.record("not a storage error: \(String(describing: held.result))")
+                return
+            }
+            #expect(message.contains("holding a lock"), "\(message)")
+            #expect(try store.count() == 0)
+            #expect(store.connectionsOpened == 2)
+        }
+
         @Test func aRestartedServerIsReconnectedToAndADownOneIsAStorageError() throws {
             let server = try PostgresServer()
             defer { server.stop() }

@@ -120,8 +120,11 @@ final class StoreDatabase {
     }
 
 
+    /// The URL of this test's PostgreSQL database (nil on SQLite).
+    var url: String? { server.map { $0.url(database: database) } }
+
     func open() throws -> Store {
-        if let server { return try PostgresTokenStore(url: server.url(database: database)) }
+        if let url { return try PostgresTokenStore(url: url) }
         return try SQLiteTokenStore(path: (directory ?? "") + "/fanfare.db")
     }
 

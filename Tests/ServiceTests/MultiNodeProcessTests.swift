@@ -3,7 +3,8 @@
 // a node killed with SIGKILL mid-wave: its leases move, the wave completes, every token is accounted for exactly
 // once in the report, and the duplicates in the simulator's accepted log stay within one checkpoint window and
 // carry their first apns-id. Then a node stopped with SIGSTOP past its lease: the others finish its shards, and
-// once resumed it sends nothing (it sees the leases gone and exits 75).
+// once resumed it sends nothing (it sees the leases gone and exits 75). C ends B's database sessions once B's
+// heartbeat is older than the lease, so what B locked when it stopped stops blocking C (issue 22).
 import FanfareTestSupport
 import Foundation
 import Glibc
@@ -134,9 +135,13 @@ struct MultiNodeProcessTests {
         #expect(secondDone, "C finishes the second wave alone: \(secondSoFar)")
         let heldByC = await Self.held(c)
         #expect(heldByC.count == Self.shards)
+        // C ended B's database sessions once B's heartbeat was older than the lease, so the locks B held went.
+        let fencedB = await eventually(timeout: .seconds(30)) { c.errors.contains("cluster: fenced node b ") }
+        #expect(fencedB, "C fenced the stopped node: \(c.errors.suffix(1500))")
         let metricsOfC = try await c.client.get("/metrics").text
         #expect(metricsOfC.contains("fanfare_cluster_shards_held \(Self.shards)"), "C's metrics: \(metricsOfC.prefix(3000))")
         #expect(metricsOfC.contains("fanfare_cluster_takeovers_total "), "C took over shards of A or B")
+        #expect(metricsOfC.contains("fanfare_cluster_sessions_fenced_total "), "C counts the sessions it ended")
         let resumedAt = Self.nowMilliseconds
         b.signal(SIGCONT)
         let status = await b.waitForExit(timeout: .seconds(30))

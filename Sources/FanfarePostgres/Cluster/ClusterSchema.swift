@@ -97,4 +97,11 @@ extension PostgresSchema {
         $$
         """,
     ])
+
+    /// Migration 8: the run of each node (`NodeIncarnation`, new at every start), written by its heartbeat. Its
+    /// sessions carry it in `application_name`, so a live node ends the sessions of a run whose heartbeat is
+    /// older than a lease (a stalled node's locks go), and of no other.
+    static let nodeIncarnationsMigration = Migration(version: 8, name: "cluster nodes' incarnations", statements: [
+        "ALTER TABLE cluster_nodes ADD COLUMN incarnation text",
+    ])
 }

@@ -7,7 +7,8 @@ import Synchronization
 /// LISTENs on channels on a connection of its own and calls `onNotify(channel)` for each notification. A lost
 /// connection is opened again (every second until it works), and since notifications sent meanwhile are lost,
 /// every channel is reported once after a reconnect: whoever reacts reads what it may have missed. Nodes poll
-/// as well: this only makes them react at once.
+/// as well: this only makes them react at once. A cluster node passes its `incarnation`, which names the session
+/// (a live node ends it if this node stalls, like its other sessions).
 public final class PostgresNotificationListener: Sendable {
     private let task: Mutex<Task<Void, Never>?> = Mutex(nil)
     private let stopped = StopFlag()
@@ -19,9 +20,10 @@ public final class PostgresNotificationListener: Sendable {
     }
 
     public init(
-        url: String, channels: [String], logger: Logger, onNotify: @escaping @Sendable (String) -> Void
+        url: String, channels: [String], incarnation: NodeIncarnation? = nil, logger: Logger,
+        onNotify: @escaping @Sendable (String) -> Void
     ) throws(RegistryError) {
-        let configuration = try PostgresTokenStore.configuration(url)
+        let configuration = try PostgresTokenStore.configuration(url, incarnation: incarnation)
         let eventLoop = PostgresConnection.defaultEventLoopGroup.any()
         let stopped = self.stopped
         task.withLock {

@@ -49,16 +49,22 @@ extension PostgresTokenStore {
         }
     }
 
-    /// Records that `node` is alive, and how far it has read the change feed (nil: unchanged); returns how many
-    /// nodes were seen within `window` (this one included).
-    public func heartbeat(node: String, window: Duration, feedPosition: Int64? = nil) throws(RegistryError) -> Int {
+    /// Records that `node` is alive, the run of it whose sessions these are (`incarnation`; nil: unchanged) and
+    /// how far it has read the change feed (nil: unchanged); returns how many nodes were seen within `window`
+    /// (this one included).
+    public func heartbeat(
+        node: String, incarnation: NodeIncarnation? = nil, window: Duration, feedPosition: Int64? = nil
+    ) throws(RegistryError) -> Int {
         let seconds = Self.seconds(window)
+        let incarnation = incarnation?.hex
         return try inTransaction("recording node \(node)'s heartbeat") { connection, logger -> Int in
             try await connection.query(
                 """
-                INSERT INTO cluster_nodes (node, started_at, seen_at, feed_position) VALUES (\(node), now(), now(), \(feedPosition))
+                INSERT INTO cluster_nodes (node, started_at, seen_at, feed_position, incarnation)
+                VALUES (\(node), now(), now(), \(feedPosition), \(incarnation))
                 ON CONFLICT (node) DO UPDATE SET seen_at = now(),
-                    feed_position = coalesce(EXCLUDED.feed_position, cluster_nodes.feed_position)
+                    feed_position = coalesce(EXCLUDED.feed_position, cluster_nodes.feed_position),
+                    incarnation = coalesce(EXCLUDED.incarnation, cluster_nodes.incarnation)
                 """, logger: logger)
             var live = 1
             for try await count in try await connection.query(

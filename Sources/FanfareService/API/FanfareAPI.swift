@@ -147,7 +147,7 @@ package struct FanfareAPI: APIProtocol {
             let status = node.status
             return ServiceMetrics.ClusterFigures(
                 heldShards: status.heldShards.count, shardTokens: engine.heldShardTokens, lostShards: status.lostShards.count,
-                takeovers: status.takeovers)
+                takeovers: status.takeovers, fencedSessions: status.fencedSessions)
         }
         let text = metrics.render(statistics: engine.statistics, registryTokens: tokens, cluster: clusterFigures)
         return .ok(.init(body: .plainText(HTTPBody(text))))

@@ -30,7 +30,8 @@ import Synchronization
 /// - `fanfare_http_requests_total{route,method,status}`, `fanfare_http_request_duration_seconds{route,method}`
 /// - Several nodes (PostgreSQL): `fanfare_cluster_shards_held`, `fanfare_cluster_shard_tokens` (tokens in the held
 ///   shards), `fanfare_cluster_shards_lost` (leases another node took from this one: it exits at once),
-///   `fanfare_cluster_takeovers_total` (expired leases this node took over)
+///   `fanfare_cluster_takeovers_total` (expired leases this node took over), `fanfare_cluster_sessions_fenced_total`
+///   (database sessions of stalled nodes this node ended)
 package final class ServiceMetrics: Sendable {
     package let registry: PrometheusCollectorRegistry
     package let factory: PrometheusMetricsFactory
@@ -122,8 +123,10 @@ package final class ServiceMetrics: Sendable {
         package var shardTokens: Int
         package var lostShards: Int
         package var takeovers: Int
-        package init(heldShards: Int, shardTokens: Int, lostShards: Int, takeovers: Int) {
+        package var fencedSessions: Int
+        package init(heldShards: Int, shardTokens: Int, lostShards: Int, takeovers: Int, fencedSessions: Int) {
             (self.heldShards, self.shardTokens, self.lostShards, self.takeovers) = (heldShards, shardTokens, lostShards, takeovers)
+            self.fencedSessions = fencedSessions
         }
     }
 
@@ -155,7 +158,10 @@ package final class ServiceMetrics: Sendable {
             ("fanfare_apns_connection_scaling_total", [("decision", "down")], client.scaleDowns),
             ("fanfare_apns_connection_scaling_total", [("decision", "failed")], client.scaleUpFailures),
         ]
-        if let cluster { totals.append(("fanfare_cluster_takeovers_total", [], cluster.takeovers)) }
+        if let cluster {
+            totals.append(("fanfare_cluster_takeovers_total", [], cluster.takeovers))
+            totals.append(("fanfare_cluster_sessions_fenced_total", [], cluster.fencedSessions))
+        }
         for (outcome, count) in [("delivered", client.delivered), ("rejected", client.rejected), ("failed", client.failed)] {
             totals.append(("fanfare_pushes_total", [("outcome", outcome)], count))
         }

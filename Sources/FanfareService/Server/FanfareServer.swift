@@ -72,7 +72,9 @@ public final class FanfareServer: Sendable {
             case .postgres(let url):
                 var storeLogger = configuration.logger
                 storeLogger[metadataKey: "component"] = "postgres"
-                store = try PostgresTokenStore(url: url, logger: storeLogger)
+                // This run of the cluster node, named by every session it opens, this store's first (the
+                // ClusterNode takes it from here): a live node ends them all if this one stalls.
+                store = try PostgresTokenStore(url: url, incarnation: NodeIncarnation(), logger: storeLogger)
             }
         } catch {
             throw .registry(error)

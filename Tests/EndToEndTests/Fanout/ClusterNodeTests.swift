@@ -1,7 +1,8 @@
 // Issue 14: nodes in one process, each a FanoutEngine with a ClusterNode on one real PostgreSQL (initdb into a
 // temporary directory) and the real simulator over TLS loopback: leases shared at start, registrations reach
-// the node holding their shard through the change feed, a wave published on one node is sent by all, and a node
-// that stops renewing (what kill -9 leaves) has its shards taken over mid-wave.
+// the node holding their shard through the change feed, a wave published on one node is sent by all, a node
+// that stops renewing (what kill -9 leaves) has its shards taken over mid-wave, and a node whose heartbeat stopped
+// has its database sessions ended by a live node (issue 22).
 import FanfareClient
 @testable import FanfareCluster
 import FanfareCore
@@ -25,7 +26,8 @@ import Testing
     }
 
     static func node(_ name: String, _ harness: TestHarness, _ postgres: PostgresServer, lease: Duration = .seconds(3)) throws -> Node {
-        let store = try PostgresTokenStore(url: postgres.url)
+        // The node's main store names its run, like every session of the node (a live node fences them all).
+        let store = try PostgresTokenStore(url: postgres.url, incarnation: NodeIncarnation())
         var client = try harness.clientConfiguration()
         client.workerCount = shards
         client.connectionsPerWorker = 1
@@ -105,5 +107,48 @@ import Testing
         #expect(duplicates.count <= 2 * (Self.window + Self.streams), "\(duplicates.count) duplicates")
         #expect(duplicates.allSatisfy { Set($0).count == 1 }, "a resend carries its first attempt's apns-id")
         print("cluster in process: takeover after \(takeover), \(duplicates.count) duplicates, \(report)")
+    }
+
+    /// Sessions in the test database named after `incarnation`.
+    static func sessions(_ postgres: PostgresServer, _ incarnation: NodeIncarnation) throws -> Int {
+        Int(try postgres.psql(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'fanfare-node \(incarnation.hex)'"
+        )) ?? -1
+    }
+
+    /// Issue 22: a node stopped (its heartbeat with it) keeps its sessions and what they lock until a live node's
+    /// lease round ends them, once its heartbeat is older than a lease. The live node's own sessions and a client
+    /// that is no node keep theirs.
+    @Test func aLiveNodeEndsTheSessionsOfANodeWhoseHeartbeatStopped() async throws {
+        let postgres = try PostgresServer()
+        defer { postgres.stop() }
+        let harness = try TestHarness(SimulatorConfiguration())
+        defer { harness.shutdown() }
+        let lease = Duration.seconds(2)
+        // The stalled node: one heartbeat, then nothing; its session stays open.
+        let stalledRun = NodeIncarnation()
+        let stalled = try PostgresTokenStore(url: postgres.url, incarnation: stalledRun)
+        defer { try? stalled.close() }
+        _ = try stalled.heartbeat(node: "stalled", incarnation: stalledRun, window: lease)
+        // `fanfare import`: no node.
+        let plain = try PostgresTokenStore(url: postgres.url)
+        defer { try? plain.close() }
+        #expect(try Self.sessions(postgres, stalledRun) == 1)
+
+        let live = try Self.node("live", harness, postgres, lease: lease)
+        live.cluster.start()
+        defer {
+            live.engine.shutdown()
+            live.cluster.stop()
+        }
+        let fenced = await eventually(timeout: .seconds(60)) {
+            (try? Self.sessions(postgres, stalledRun)) == 0 && live.cluster.status.fencedSessions >= 1
+        }
+        #expect(fenced, "the stalled node's session is ended: \(live.cluster.status)")
+        // Its own: the main store, the lease and feed stores, the listener (which connects on its own time).
+        #expect(await eventually(timeout: .seconds(60)) { (try? Self.sessions(postgres, live.cluster.incarnation)) == 4 })
+        #expect(try plain.count() == 0 && plain.connectionsOpened == 1, "a client that is no node keeps its session")
+        // Resumed, the stalled node's next call opens a new session.
+        #expect(try stalled.count() == 0 && stalled.connectionsOpened == 2)
     }
 }
