@@ -22,15 +22,17 @@ public struct OwnThreadTrait: SuiteTrait, TestTrait, TestScoping {
     ) async throws {
         let executor = TestThreadExecutor()
         defer { executor.finish() }
+        let times = TestTimesLog.shared
         let started = ContinuousClock.now
-        defer { TestTimesLog.shared?.record(test: test, testCase: testCase, took: ContinuousClock.now - started) }
+        defer { times?.record(test: test, testCase: testCase, started: started, ended: ContinuousClock.now) }
         try await withTaskExecutorPreference(executor) { try await function() }
     }
 }
 
 /// With FANFARE_TEST_TIMES=<file>, each test case's own running time (from its start on its thread to its end,
-/// not counting the time it waited for a free slot) is appended to the file: seconds, a tab, the test's id.
-/// scripts/test lists the slowest from it.
+/// not counting the time it waited for a free slot) is appended to the file: seconds, a tab, when it started
+/// (seconds since the first test of the process started), a tab, the test's id. scripts/test lists the slowest
+/// from it.
 final class TestTimesLog: @unchecked Sendable {
     static let shared: TestTimesLog? = {
         guard let path = ProcessInfo.processInfo.environment["FANFARE_TEST_TIMES"], !path.isEmpty else { return nil }
@@ -43,14 +45,18 @@ final class TestTimesLog: @unchecked Sendable {
 
     private let handle: FileHandle
     private let lock = NSLock()
+    private let origin = ContinuousClock.now
 
     private init(handle: FileHandle) { self.handle = handle }
 
-    func record(test: Test, testCase: Test.Case?, took: Duration) {
-        let seconds = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+    func record(test: Test, testCase: Test.Case?, started: ContinuousClock.Instant, ended: ContinuousClock.Instant) {
+        func seconds(_ duration: Duration) -> Double {
+            Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        }
         var name = test.id.description
         if testCase?.isParameterized == true { name += " (one of its cases)" }
-        let line = String(format: "%.3f\t", seconds) + name.replacingOccurrences(of: "\n", with: " ") + "\n"
+        let line = String(format: "%.3f\t%.3f\t", seconds(ended - started), seconds(started - origin))
+            + name.replacingOccurrences(of: "\n", with: " ") + "\n"
         lock.lock()
         handle.write(Data(line.utf8))
         lock.unlock()
