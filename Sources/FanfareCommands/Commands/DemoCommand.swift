@@ -242,7 +242,10 @@ public struct DemoCommand: ParsableCommand {
 
         // Ended matches leave the registry after their dismissal window (2 s in the demo).
         let dismissing = scenario == .match && !interrupted
-        progress.begin(dismissing ? "wrap-up     the ended matches' 2 s dismissal window, then the engine stops" : "wrap-up     the engine stops")
+        progress.begin(
+            dismissing
+                ? "wrap-up     the ended matches' 2 s dismissal window, their tokens leave the registry, the engine stops"
+                : "wrap-up     the engine stops")
         if dismissing {
             usleep(2_500_000)
             engine.runMaintenance()
