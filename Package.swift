@@ -7,6 +7,9 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "fanfare", targets: ["fanfare"]),
+        // `fanfare` without serve, import and waves: scripts/demo builds it, as it needs neither SwiftNIO, Hummingbird,
+        // postgres-nio nor swift-crypto (a release build in minutes instead of about half an hour on two cores).
+        .executable(name: "fanfare-demo", targets: ["fanfare-demo"]),
         .library(name: "FanfareClient", targets: ["FanfareClient"]),
         // TLS contexts, provider tokens (JWT) and keys: what a client configuration is built from.
         .library(name: "FanfareTLS", targets: ["FanfareTLS"]),
@@ -125,15 +128,30 @@ let package = Package(
             ],
             exclude: ["openapi.yaml", "openapi-generator-config.yaml"]
         ),
+        // The subcommands that need neither the service nor PostgreSQL (push, channel, simulate, load, keygen, token,
+        // demo), their options and the process entry: one implementation for both executables.
+        .target(
+            name: "FanfareCommands",
+            dependencies: [
+                "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareLoad", "FanfareIO", "CURing",
+                "FanfareRegistry", "FanfareFanout",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        // The whole CLI: FanfareCommands plus serve, import and waves.
         .executableTarget(
             name: "fanfare",
             dependencies: [
-                "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareLoad", "FanfareIO", "CURing",
-                "FanfareRegistry", "FanfareFanout", "FanfareService", "FanfareCluster", "FanfarePostgres",
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                "FanfareCommands", "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareRegistry",
+                "FanfareFanout", "FanfareService", "FanfareCluster", "FanfarePostgres",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
+        ),
+        // The demo's binary: FanfareCommands alone.
+        .executableTarget(
+            name: "fanfare-demo",
+            dependencies: ["FanfareCommands", .product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
 
         // Test support: every test on a thread of its own (`.ownThread`), liveness bounds scaled by FANFARE_TEST_TIME_SCALE,

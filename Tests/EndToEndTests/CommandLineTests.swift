@@ -8,10 +8,13 @@ import Testing
 
 /// Runs the `fanfare` built next to this test bundle.
 enum FanfareExecutable {
-    static var path: String? {
+    static var path: String? { path(named: "fanfare") }
+
+    /// One of the package's executables (`fanfare`, `fanfare-demo`) built next to this test bundle.
+    static func path(named name: String) -> String? {
         let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         for candidate in [directory, directory.deletingLastPathComponent()] {
-            let path = candidate.appendingPathComponent("fanfare").path
+            let path = candidate.appendingPathComponent(name).path
             if FileManager.default.isExecutableFile(atPath: path) { return path }
         }
         return nil

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FanfareCommands
 import FanfarePostgres
 import FanfareRegistry
 import FanfareService

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FanfareClient
 import FanfareCluster
+import FanfareCommands
 import FanfareCore
 import FanfareFanout
 import FanfareService

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FanfareCommands
 import FanfareFanout
 import FanfareRegistry
 import FanfareService

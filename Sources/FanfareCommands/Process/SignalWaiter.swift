@@ -5,7 +5,7 @@ import Glibc
 ///
 /// Call `blockTerminationSignals()` before starting any thread: threads inherit the mask, so the signal
 /// stays pending until `wait` takes it on the main thread.
-enum SignalWaiter {
+public enum SignalWaiter {
     private static func terminationSignals() -> sigset_t {
         var set = sigset_t()
         sigemptyset(&set)
@@ -14,14 +14,14 @@ enum SignalWaiter {
         return set
     }
 
-    static func blockTerminationSignals() {
+    public static func blockTerminationSignals() {
         var set = terminationSignals()
         pthread_sigmask(SIG_BLOCK, &set, nil)
     }
 
     /// Returns true if a signal arrived, false on timeout.
     @discardableResult
-    static func wait(seconds: Double?) -> Bool {
+    public static func wait(seconds: Double?) -> Bool {
         var set = terminationSignals()
         // A timeout beyond a century (or not a number) is no timeout: timespec's conversion would trap.
         if let seconds, seconds.isFinite, seconds < 3e9 {
@@ -35,7 +35,7 @@ enum SignalWaiter {
     }
 
     /// Non-blocking check (for loops that also do work).
-    static func poll() -> Bool {
+    public static func poll() -> Bool {
         var set = terminationSignals()
         var zero = timespec(tv_sec: 0, tv_nsec: 0)
         return sigtimedwait(&set, nil, &zero) > 0

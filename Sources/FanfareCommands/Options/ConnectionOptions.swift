@@ -6,12 +6,12 @@ import FanfareIO
 import FanfareTLS
 
 /// Where to send and how to authenticate; shared by every command that talks to APNs.
-struct ConnectionOptions: ParsableArguments {
+public struct ConnectionOptions: ParsableArguments {
     @Option(help: "APNs endpoint as https://host[:port] (default: Apple's production host).")
-    var endpoint: String?
+    public var endpoint: String?
 
     @Flag(help: "Use Apple's development host api.sandbox.push.apple.com.")
-    var sandbox = false
+    public var sandbox = false
 
     @Option(help: "A PEM file of extra CA certificates to trust (e.g. the simulator's ca.pem).")
     var caFile: String?
@@ -26,7 +26,7 @@ struct ConnectionOptions: ParsableArguments {
     var teamId: String?
 
     @Option(help: "The app's bundle ID; the topic becomes <bundle>.push-type.liveactivity.")
-    var bundleId: String?
+    public var bundleId: String?
 
     @Option(help: "Client certificate (PEM) for certificate authentication (not accepted by APNs for Live Activities).")
     var clientCert: String?
@@ -35,10 +35,12 @@ struct ConnectionOptions: ParsableArguments {
     var clientKey: String?
 
     @Option(help: "Seconds to wait for APNs' answer to each push.")
-    var timeout: Double = 30
+    public var timeout: Double = 30
 
     @Option(help: "Address families to connect over: system (the resolver's order), prefer-ipv4, prefer-ipv6, ipv4 or ipv6.")
     var addressFamily: String = "system"
+
+    public init() {}
 
     func resolvedEndpoint() throws(UsageError) -> Endpoint {
         if let endpoint {
@@ -71,7 +73,7 @@ struct ConnectionOptions: ParsableArguments {
     }
 
     /// Builds the client configuration, checking every file and identifier with a clear message.
-    func makeClientConfiguration() throws -> ClientConfiguration {
+    public func makeClientConfiguration() throws -> ClientConfiguration {
         let endpoint = try resolvedEndpoint()
         let (tls, tokens, bundleId) = try makeAuthentication()
         var configuration = ClientConfiguration(
@@ -118,7 +120,7 @@ struct ConnectionOptions: ParsableArguments {
     static let authKeyVariable = "FANFARE_AUTH_KEY"
 
     /// Whether any flag that points at APNs or authenticates to it was given (`serve --simulator` takes none).
-    var namesAPNs: Bool {
+    public var namesAPNs: Bool {
         endpoint != nil || sandbox || caFile != nil || authKey != nil || keyId != nil || teamId != nil || clientCert != nil
             || clientKey != nil
     }

@@ -4,8 +4,8 @@ import FanfareCore
 import Foundation
 
 /// `fanfare push`: one Live Activity push from flags; exit 0 only on 200.
-struct PushCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct PushCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "push",
         abstract: "Send one Live Activity push and print APNs' answer.",
         discussion: """
@@ -31,7 +31,9 @@ struct PushCommand: AsyncParsableCommand {
     @Flag(help: "Print the encoded JSON payload before sending.")
     var showPayload = false
 
-    func run() async throws {
+    public init() {}
+
+    public func run() async throws {
         let job: PushJob
         let client: APNsClient
         do {
@@ -177,8 +179,4 @@ struct PushCommand: AsyncParsableCommand {
         case .discardMessage: return "this message cannot be delivered; change the payload"
         }
     }
-}
-
-func printError(_ line: String) {
-    FileHandle.standardError.write(Data(("fanfare: " + line + "\n").utf8))
 }

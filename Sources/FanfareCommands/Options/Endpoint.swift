@@ -1,15 +1,15 @@
 import FanfareCore
 
 /// An `https://host[:port]` endpoint given on the command line.
-struct Endpoint: Sendable, CustomStringConvertible {
-    var host: String
-    var port: UInt16
+public struct Endpoint: Sendable, CustomStringConvertible {
+    public var host: String
+    public var port: UInt16
 
     static let production = Endpoint(host: "api.push.apple.com", port: 443)
     static let sandbox = Endpoint(host: "api.sandbox.push.apple.com", port: 443)
 
     /// Parses `https://host[:port]`, `host[:port]` or `[v6]:port`.
-    init(parsing text: String, allowPortZero: Bool = false) throws(UsageError) {
+    public init(parsing text: String, allowPortZero: Bool = false) throws(UsageError) {
         let minimumPort: UInt16 = allowPortZero ? 0 : 1
         var rest = Substring(text)
         if rest.hasPrefix("https://") {
@@ -43,16 +43,16 @@ struct Endpoint: Sendable, CustomStringConvertible {
         self.port = port
     }
 
-    init(host: String, port: UInt16) {
+    public init(host: String, port: UInt16) {
         self.host = host
         self.port = port
     }
 
-    var description: String { port == 443 ? "https://\(host)" : "https://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+    public var description: String { port == 443 ? "https://\(host)" : "https://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
 }
 
 /// A command-line mistake: printed as one line, exit code 64 (EX_USAGE).
-struct UsageError: Error, CustomStringConvertible {
-    let description: String
-    init(_ description: String) { self.description = description }
+public struct UsageError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }

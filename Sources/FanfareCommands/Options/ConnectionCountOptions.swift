@@ -3,7 +3,7 @@ import FanfareClient
 
 /// How many APNs connections a worker keeps: the autoscaler by default (within --min-connections and
 /// --max-connections), or a fixed --connections count. Shared by `load`, `demo` and `serve`.
-struct ConnectionCountOptions: ParsableArguments {
+public struct ConnectionCountOptions: ParsableArguments {
     @Option(help: "A fixed number of connections per worker (turns the autoscaler off).")
     var connections: Int?
 
@@ -20,7 +20,9 @@ struct ConnectionCountOptions: ParsableArguments {
     static let fixedDefault = 4
 
     /// Sets `connectionsPerWorker` or `autoscaling` on `client`; checks the counts with the flags' names.
-    func apply(to client: inout ClientConfiguration, streams: Int) throws(UsageError) {
+    public init() {}
+
+    public func apply(to client: inout ClientConfiguration, streams: Int) throws(UsageError) {
         typealias Limits = ClientConfiguration.Limits
         let range = 1...Limits.connectionsPerWorker
         if let connections, !range.contains(connections) {

@@ -1,7 +1,7 @@
 import FanfareSimulator
 
 /// Parses `250ms`, `2s`, `1.5s`, `800us`, `100ns` into nanoseconds.
-func parseDuration(_ text: String, flag: String) throws(UsageError) -> Int64 {
+public func parseDuration(_ text: String, flag: String) throws(UsageError) -> Int64 {
     let units: [(String, Double)] = [("ns", 1), ("us", 1e3), ("µs", 1e3), ("ms", 1e6), ("s", 1e9), ("m", 60e9)]
     for (suffix, scale) in units where text.hasSuffix(suffix) {
         let number = text.dropLast(suffix.count)

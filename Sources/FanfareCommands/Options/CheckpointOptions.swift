@@ -3,7 +3,7 @@ import FanfareFanout
 
 /// How often a durable engine records the progress of running waves (`CheckpointConfiguration`); shared by
 /// `serve` and `demo`.
-struct CheckpointOptions: ParsableArguments {
+public struct CheckpointOptions: ParsableArguments {
     @Option(help: "Milliseconds between two progress checkpoints of a running wave (per shard).")
     var checkpointInterval = 100
 
@@ -18,7 +18,9 @@ struct CheckpointOptions: ParsableArguments {
 
     /// The engine's setting; the ranges are the engine's own (`FanoutConfiguration` checks them again), said
     /// here with the flags' names.
-    func configuration() throws(UsageError) -> CheckpointConfiguration {
+    public init() {}
+
+    public func configuration() throws(UsageError) -> CheckpointConfiguration {
         guard (1...3_600_000).contains(checkpointInterval) else {
             throw UsageError("--checkpoint-interval must be in 1...3600000 milliseconds (got \(checkpointInterval))")
         }

@@ -3,8 +3,8 @@ import FanfareClient
 import FanfareCore
 
 /// `fanfare channel`: APNs broadcast channel management (create, read, list, delete).
-struct ChannelCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct ChannelCommand: AsyncParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "channel",
         abstract: "Manage APNs broadcast channels (iOS 18+): create, read, list, delete.",
         discussion: """
@@ -15,6 +15,8 @@ struct ChannelCommand: AsyncParsableCommand {
             """,
         subcommands: [Create.self, Read.self, List.self, Delete.self]
     )
+
+    public init() {}
 
     struct Create: AsyncParsableCommand {
         static let configuration = CommandConfiguration(

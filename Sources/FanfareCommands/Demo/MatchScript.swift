@@ -50,7 +50,10 @@ struct MatchScript {
             score(5.6, featured, "goal 1-1", home: 1, away: 1, minute: 43, alert: "Goal!"),
             score(7.0, second, "clock 60'", home: 0, away: 1, minute: 60, alert: nil),
         ]
-        let finals: [String: (Int, Int)] = [featured: (1, 1), second: (0, 1), third: (0, 0)]
+        // With fewer than three matches the featured one stands in for the missing ones, and its own score wins
+        // (a dictionary literal with a repeated key traps: `--matches 2` did).
+        var finals: [String: (Int, Int)] = [:]
+        for (channel, score) in [(third, (0, 0)), (second, (0, 1)), (featured, (1, 1))] { finals[channel] = score }
         for channel in channels {
             let (home, away) = finals[channel] ?? (0, 0)
             steps.append(Step(at: 9.0, channel: channel, label: "full time (end)") { timestamp in

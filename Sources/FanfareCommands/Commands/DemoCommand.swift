@@ -11,8 +11,8 @@ import Foundation
 /// `fanfare demo`: the README's main job on embedded defaults. Starts the APNs simulator on loopback,
 /// registers a million tokens across a few matches in a fresh SQLite registry, plays a short match through
 /// the fan-out engine, and prints what every wave did.
-struct DemoCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct DemoCommand: ParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "demo",
         abstract: "Play a match to a million Live Activity tokens through the fan-out engine and the built-in APNs simulator.",
         discussion: """
@@ -75,7 +75,9 @@ struct DemoCommand: ParsableCommand {
 
     @OptionGroup var checkpoints: CheckpointOptions
 
-    func validate() throws {
+    public init() {}
+
+    public func validate() throws {
         guard tokenCount > 0, matches > 0, workers > 0, streams > 0 else {
             throw ValidationError("--tokens, --matches, --workers and --streams must be positive")
         }
@@ -92,9 +94,10 @@ struct DemoCommand: ParsableCommand {
 
     var tokenCount: Int { tokens ?? (scenario == .soak ? 50_000 : 1_000_000) }
 
-    func run() throws {
+    public func run() throws {
         let tokens = tokenCount
         SignalWaiter.blockTerminationSignals()
+        let phases = DemoPhases()
         let state = FileManager.default.temporaryDirectory.appendingPathComponent("fanfare-demo-\(getpid())").path
         defer { try? FileManager.default.removeItem(atPath: state) }
         let bundleID = "com.example.fanfare"
@@ -114,6 +117,7 @@ struct DemoCommand: ParsableCommand {
         print("simulator   https://127.0.0.1:\(port)  latency \(latency)\(scenario == .wave ? "" : "  faults \(faults.joined(separator: " "))")")
         let managementPort = simulator.managementAddress?.port ?? 0
         let planned = scenario == .match && broadcastShare > 0
+        phases.end("simulator")
 
         // 2. A fresh registry with the demo's tokens.
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
@@ -139,6 +143,7 @@ struct DemoCommand: ParsableCommand {
             "registered   \(WaveTable.group(tokens - subscriptions)) tokens"
                 + (subscriptions > 0 ? " and \(WaveTable.group(subscriptions)) broadcast subscriptions (iOS 18+ activities)" : "")
                 + " in \(database) at \(WaveTable.group(Int(rate))) registrations/s (durable, WAL + fsync)")
+        phases.end("registration")
 
         // 3. The engine: loads the registry into its shards and connects to the simulator.
         let client = try clientConfiguration(state: state, port: port, bundleID: bundleID, cpus: cpus)
@@ -151,14 +156,15 @@ struct DemoCommand: ParsableCommand {
                 host: "127.0.0.1", port: managementPort, tls: client.tls, providerTokens: client.providerTokens, bundleID: bundleID)
         }
         let invalidated = InvalidationCounter()
-        let loadStarted = Date()
+        // Reading a million rows into the shards takes seconds: say so before, not only after.
+        progress.begin("engine      loading \(database) into \(workers) shard(s)")
         let engine = try FanoutEngine(
             configuration: configuration, store: store, waveStore: store, onInvalidation: { invalidated.add($0) })
-        let loadSeconds = Date().timeIntervalSince(loadStarted)
+        let loadSeconds = phases.end("engine load")
         let footprint = engine.shardFootprint
         let loaded = footprint.reduce(0) { $0 + $1.tokens }
         let bytes = footprint.reduce(0) { $0 + $1.bytes }
-        print(
+        progress.finish(
             String(
                 format: "engine      loaded %@ tokens into %d shard(s) in %.2f s, %.0f bytes of shard memory per token",
                 WaveTable.group(loaded), workers, loadSeconds, Double(bytes) / Double(max(1, loaded))))
@@ -178,6 +184,7 @@ struct DemoCommand: ParsableCommand {
                     "broadcast   \(channel) → APNs channel \(link.channelID): \(WaveTable.group(engine.broadcastSubscribers(of: channel))) "
                         + "subscribed activities get one broadcast per update, the rest per token")
             }
+            phases.end("broadcast channels")
         }
 
         // 4. Play.
@@ -226,6 +233,7 @@ struct DemoCommand: ParsableCommand {
             usleep(50_000)
         }
         let playSeconds = Date().timeIntervalSince(playStarted)
+        phases.end("play")
         progress.finish(String(format: "%6.1fs  %@", playSeconds, interrupted ? "interrupted: stopping" : "every wave complete"))
         // The balance is checked while the engine runs: after `shutdown` every open outcome has been counted as
         // Shutdown, so a wave that lost a token would look balanced.
@@ -233,12 +241,18 @@ struct DemoCommand: ParsableCommand {
         let balanced = !interrupted && beforeShutdown.allSatisfy { $0.isComplete && $0.accounted == $0.targeted }
 
         // Ended matches leave the registry after their dismissal window (2 s in the demo).
-        if scenario == .match && !interrupted {
+        let dismissing = scenario == .match && !interrupted
+        progress.begin(
+            dismissing
+                ? "wrap-up     the ended matches' 2 s dismissal window, their tokens leave the registry, the engine stops"
+                : "wrap-up     the engine stops")
+        if dismissing {
             usleep(2_500_000)
             engine.runMaintenance()
         }
         let statistics = engine.statistics
         engine.shutdown()
+        progress.finish(String(format: "wrap-up     done in %.1f s", phases.end("wrap-up")))
         let reports = engine.waves.map(\.report)
         print("")
         print(WaveTable.render(reports, labels: labels))
@@ -261,6 +275,8 @@ struct DemoCommand: ParsableCommand {
         print("")
         print("simulator saw:")
         print(simulator.statistics().summary())
+        print("")
+        print(phases.summary)
         if !balanced && !interrupted { throw ExitCode(1) }
     }
 
@@ -326,6 +342,17 @@ final class ProgressLine {
             fflush(nil)
             pending = true
         } else if Date().timeIntervalSince(lastPrinted) >= 1 {
+            print(text)
+            lastPrinted = Date()
+        }
+    }
+
+    /// Says what starts now (a phase silent for seconds): on a terminal the next line replaces it, elsewhere it
+    /// is printed at once.
+    func begin(_ text: String) {
+        if isTerminal {
+            update(text)
+        } else {
             print(text)
             lastPrinted = Date()
         }

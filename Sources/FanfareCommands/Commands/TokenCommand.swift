@@ -3,8 +3,8 @@ import FanfareTLS
 import Foundation
 
 /// `fanfare token`: print a provider JWT, e.g. for `h2load -H "authorization: bearer $(fanfare token ...)"`.
-struct TokenCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct TokenCommand: ParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "token",
         abstract: "Print a provider authentication token (JWT, ES256) signed with a .p8 key."
     )
@@ -21,7 +21,9 @@ struct TokenCommand: ParsableCommand {
     @Flag(help: "Print the whole header value: 'bearer <jwt>'.")
     var bearer = false
 
-    func run() throws {
+    public init() {}
+
+    public func run() throws {
         do {
             let signer = try ProviderTokenSigner(privateKeyPEMFile: authKey, keyID: keyId, teamID: teamId)
             let token = try signer.mint(issuedAt: Int64(Date().timeIntervalSince1970))

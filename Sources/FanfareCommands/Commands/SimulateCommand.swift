@@ -6,8 +6,8 @@ import FanfareTLS
 import Foundation
 
 /// `fanfare simulate`: a faithful APNs stand-in on loopback (TLS + HTTP/2 over io_uring).
-struct SimulateCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct SimulateCommand: ParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "simulate",
         abstract: "Run an APNs simulator: the real protocol over TLS + HTTP/2, with latency and fault injection.",
         discussion: """
@@ -155,7 +155,9 @@ struct SimulateCommand: ParsableCommand {
     @Option(help: "Seed for latency and fault draws.")
     var seed: UInt64 = 0x00FA_FA4E
 
-    func run() throws {
+    public init() {}
+
+    public func run() throws {
         SignalWaiter.blockTerminationSignals()
         let simulator: APNsSimulator
         do {
@@ -181,7 +183,7 @@ struct SimulateCommand: ParsableCommand {
         print(json ? stats.summaryJSON() : stats.summary())
     }
 
-    func start() throws -> APNsSimulator {
+    public func start() throws -> APNsSimulator {
         var configuration = SimulatorConfiguration()
         configuration.bundleID = bundleId
         configuration.teamID = teamId

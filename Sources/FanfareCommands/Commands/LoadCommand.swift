@@ -6,8 +6,8 @@ import Foundation
 import Glibc
 
 /// `fanfare load`: APNs-shaped load over the real data plane, with an honest summary.
-struct LoadCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct LoadCommand: ParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "load",
         abstract: "Drive Live Activity pushes at an APNs endpoint (or the simulator) and report rate and latency.",
         discussion: """
@@ -63,7 +63,9 @@ struct LoadCommand: ParsableCommand {
     @Flag(inversion: .prefixedNo, help: "Show a progress line (default: when stderr is a terminal).")
     var progress: Bool?
 
-    func run() throws {
+    public init() {}
+
+    public func run() throws {
         SignalWaiter.blockTerminationSignals()
         let plan: LoadPlan
         var configuration: ClientConfiguration

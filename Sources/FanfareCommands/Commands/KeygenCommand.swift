@@ -3,8 +3,8 @@ import FanfareTLS
 import Foundation
 
 /// `fanfare keygen`: a P-256 provider key like Apple's .p8, and its public key for the simulator.
-struct KeygenCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(
+public struct KeygenCommand: ParsableCommand {
+    public static let configuration = CommandConfiguration(
         commandName: "keygen",
         abstract: "Write a test provider key (.p8, EC P-256) and its public key, for use with `fanfare simulate`.",
         discussion: "APNs does not know this key: it is for local testing against the simulator only."
@@ -19,7 +19,9 @@ struct KeygenCommand: ParsableCommand {
     @Flag(help: "Overwrite existing files.")
     var force = false
 
-    func run() throws {
+    public init() {}
+
+    public func run() throws {
         guard keyId.count == 10, keyId.allSatisfy({ ($0.isASCII && $0.isUppercase) || $0.isNumber }) else {
             printError("--key-id '\(keyId)' must be 10 characters of A-Z and 0-9 (like Apple's key IDs)")
             throw ExitCode(64)
