@@ -4,7 +4,7 @@ import FanfareTestSupport
 import Foundation
 import Testing
 
-@Suite struct DemoExecutableTests {
+@Suite(.ownThread) struct DemoExecutableTests {
     private func executable() throws -> String {
         try #require(
             FanfareExecutable.path(named: "fanfare-demo"), "fanfare-demo is built with the tests (swift build --build-tests)")
