@@ -36,9 +36,9 @@ public struct OwnThreadTrait: SuiteTrait, TestTrait, TestScoping {
 final class TestTimesLog: @unchecked Sendable {
     static let shared: TestTimesLog? = {
         guard let path = ProcessInfo.processInfo.environment["FANFARE_TEST_TIMES"], !path.isEmpty else { return nil }
-        guard FileManager.default.createFile(atPath: path, contents: nil) || FileManager.default.fileExists(atPath: path),
-            let handle = FileHandle(forWritingAtPath: path)
-        else { return nil }
+        // Appended to: scripts/test runs several test processes into one file.
+        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+        guard let handle = FileHandle(forWritingAtPath: path) else { return nil }
         handle.seekToEndOfFile()
         return TestTimesLog(handle: handle)
     }()
