@@ -148,13 +148,14 @@ import Testing
         expectLogAgrees(results, log)
     }
 
-    /// A held response is decided (and logged) at once but answered only after 30 s: the client's 3 s deadline
-    /// ends those pushes; all others are delivered.
+    /// A held response is decided (and logged) at once but answered only after 60 s: the client's deadline (10 s,
+    /// so that a simulator thread starved on a loaded machine does not make an ordinary answer late too) ends
+    /// those pushes; all others are delivered.
     @Test func heldResponsesOutliveTheClientDeadline() async throws {
         var simulator = SimulatorConfiguration()
-        simulator.heldResponses = HeldResponseRule(probability: 0.1, delayNanoseconds: 30_000_000_000)
+        simulator.heldResponses = HeldResponseRule(probability: 0.1, delayNanoseconds: 60_000_000_000)
         let count = 400
-        let (harness, results, log) = try await run(simulator, count: count) { $0.requestTimeout = .seconds(3) }
+        let (harness, results, log) = try await run(simulator, count: count) { $0.requestTimeout = TestTime.scaled(.seconds(10)) }
         let stats = harness.simulator.statistics()
         let late = results.values.filter { $0.disposition == .failed(.deadlineExceeded) }.count
         #expect(late == stats.responsesHeld, "\(stats.summary())")
