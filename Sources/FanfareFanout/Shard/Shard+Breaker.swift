@@ -1,0 +1,102 @@
+import FanfareClient
+import FanfareCore
+import FanfareIO
+import FanfareRegistry
+import Synchronization
+import Glibc
+
+extension Shard {
+    // MARK: - The invalid-token breaker
+
+    /// A BadDeviceToken / DeviceTokenNotForTopic answer, which the breaker judges before a token is pruned.
+    @inline(__always)
+    func suspect(_ disposition: PushDisposition) -> (APNsReason, Int64?)? {
+        guard breaker.configuration.isEnabled, case .rejected(_, let reason?, _, _, let timestamp) = disposition,
+            reason == .badDeviceToken || reason == .deviceTokenNotForTopic
+        else { return nil }
+        return (reason, timestamp)
+    }
+
+    func countHeld(_ reason: APNsReason) {
+        if reason == .badDeviceToken { windowBadDeviceToken += 1 } else { windowNotForTopic += 1 }
+        heldTotal += 1
+        heldCount.store(heldTotal, ordering: .relaxed)
+    }
+
+    var nothingToSend: Bool {
+        activeAudiences.isEmpty && nextReadySingle == readySingles.count && lanes.allSatisfy(\.isEmpty) && broadcastsWaiting == 0
+    }
+
+    func startWindow() {
+        windowStart = resultsBack
+        windowEnd = resultsBack &+ UInt64(breaker.configuration.window)
+        windowBadDeviceToken = 0
+        windowNotForTopic = 0
+    }
+
+    /// The window ended: an abnormal share of bad-token answers opens the breaker (and nothing is pruned);
+    /// otherwise the held tokens are pruned as dead.
+    func judgeWindow(now: UInt64) {
+        defer { startWindow() }
+        guard !paused else { return }
+        let configuration = breaker.configuration
+        let results = Int(resultsBack &- windowStart)
+        let suspects = windowBadDeviceToken + windowNotForTopic
+        if suspects >= configuration.minimumSuspects && Double(suspects) > configuration.maximumShare * Double(results) {
+            paused = true
+            breaker.open(
+                shard: index, results: results, badDeviceToken: windowBadDeviceToken, deviceTokenNotForTopic: windowNotForTopic)
+        } else if breaker.isOpen {
+            paused = true  // another shard opened it this very iteration: keep what is held
+        } else if heldTotal > 0 {
+            releaseHeld(prune: true, resend: false, now: now)
+        }
+    }
+
+    /// The operator closed the breaker: settle what is held and let the waves go on.
+    func resumeAfterBreaker(pruneHeldTokens: Bool, now: UInt64) {
+        paused = false
+        releaseHeld(prune: pruneHeldTokens, resend: true, now: now)
+        startWindow()
+    }
+
+    /// Gives every held answer its outcome. `prune`: the tokens are dead (invalidated, removed, reported to
+    /// the registry). Otherwise they stay: the wave counts a failure with APNs' reason, and with `resend` a
+    /// member owed a newer state gets it.
+    func releaseHeld(prune: Bool, resend: Bool, now: UInt64) {
+        for held in heldMembers {
+            let audienceIndex = Self.audienceIndex(held.ref.channel, held.ref.kind)
+            let member = held.ref.member
+            assert(audiences[audienceIndex].states[member] == .held)
+            audiences[audienceIndex].states[member] = .idle
+            audiences[audienceIndex].busy -= 1
+            audiences[audienceIndex].attempts[member] = 0
+            let owedSlot = Int(audiences[audienceIndex].owed[member]) - 1
+            if prune {
+                WaveTally.bump(waves[held.wave]!.tally.invalidated)
+                settle(held.wave)
+                invalidate(audiences[audienceIndex].slots[member], reason: held.reason, timestamp: held.timestamp)
+                if owedSlot >= 0 {
+                    audiences[audienceIndex].owed[member] = 0
+                    WaveTally.bump(waves[owedSlot]!.tally.invalidated)
+                    settle(owedSlot)
+                }
+            } else {
+                waves[held.wave]!.tally.recordFailure(reason: FailureReason.index(of: held.reason))
+                settle(held.wave)
+                if owedSlot >= 0 && resend { park(member, of: audienceIndex, lane: Self.readyLane, now: now) }
+            }
+        }
+        heldMembers.removeAll(keepingCapacity: heldMembers.capacity <= 4096)
+        if prune {
+            for held in heldSingles {
+                if let slot = tokenIndex.find(held.token, in: tokens) {
+                    invalidate(slot, reason: held.reason, timestamp: held.timestamp)
+                }
+            }
+        }
+        heldSingles.removeAll(keepingCapacity: heldSingles.capacity <= 4096)
+        heldTotal = 0
+        heldCount.store(0, ordering: .relaxed)
+    }
+}
