@@ -28,7 +28,7 @@ let package = Package(
         benchmarkTarget("PayloadEncoding", ["FanfareCore"]),
         benchmarkTarget("RequestBuilding", ["FanfareClient", "FanfareHTTP2", "FanfareCore"]),
         benchmarkTarget("ProviderTokenReuse", ["FanfareClient", "FanfareTLS", "FanfareCore"]),
-        benchmarkTarget("QueueHandoff", ["FanfareClient", "FanfareCore"]),
+        benchmarkTarget("QueueHandoff", ["FanfareIO", "FanfareClient", "FanfareCore"]),
         benchmarkTarget("ResponseParsing", ["FanfareHTTP2", "FanfareCore"]),
         benchmarkTarget("ServerSession", ["FanfareHTTP2"]),
         benchmarkTarget("ClientRoundTrip", ["FanfareClient", "FanfareTLS", "FanfareSimulator", "FanfareCore"]),

@@ -22,11 +22,11 @@ import Testing
         let single = SinglePush(job: PushJob(token: makeToken(1_000_000), payload: try PushPayload(liveActivity: LiveActivityContent(event: .update, timestamp: 1)))) {
             answered.append($0)
         }
-        #expect(driver.shard.singles.enqueue(single))
+        #expect(driver.shard.inbox.enqueueSingle(single))
 
         driver.shard.service(now: driver.now)
         // The publishes the budget left are still queued for the next iterations; the single push goes out first.
-        let left = driver.shard.controlQueued.load(ordering: .relaxed)
+        let left = driver.shard.inbox.controlCount
         #expect(left > 0 && left < 16, "one iteration took \(16 - left) of 16 publishes")
         let first = driver.take(1)
         #expect(first.first?.token == makeToken(1_000_000), "the single push is the first push out")
@@ -35,7 +35,7 @@ import Testing
 
         // Later iterations take the rest, in order: only the newest wave sends, the others end superseded.
         var iterations = 1
-        while driver.shard.controlQueued.load(ordering: .relaxed) > 0 {
+        while driver.shard.inbox.controlCount > 0 {
             driver.shard.service(now: driver.now)
             iterations += 1
         }

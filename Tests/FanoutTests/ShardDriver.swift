@@ -64,21 +64,21 @@ final class ShardDriver {
 
     /// Queues a control command the way the engine does (counting its slot) and lets the shard take it.
     func send(_ command: ShardCommand) {
-        shard.controlQueued.add(1, ordering: .relaxed)
-        #expect(shard.control.enqueue(command))
+        #expect(shard.inbox.hasControlRoom)
+        shard.inbox.enqueueControl(command)
         shard.service(now: now)
     }
 
     /// Queues a single push the way the engine does and lets the shard take it.
     func send(_ single: SinglePush) {
-        #expect(shard.singles.enqueue(single))
+        #expect(shard.inbox.enqueueSingle(single))
         shard.service(now: now)
     }
 
     /// Queues a control command the way the engine does, without letting the shard take it yet.
     func queue(_ command: ShardCommand) {
-        shard.controlQueued.add(1, ordering: .relaxed)
-        #expect(shard.control.enqueue(command))
+        #expect(shard.inbox.hasControlRoom)
+        shard.inbox.enqueueControl(command)
     }
 
     /// Publishes through the shard's command queue, as the engine does.

@@ -4,6 +4,7 @@
 import Benchmark
 import FanfareClient
 import FanfareCore
+import FanfareIO
 import Foundation
 import Synchronization
 

@@ -478,18 +478,15 @@ public final class FanoutEngine: Sendable {
     /// after checking the engine is not shut down (so the workers still drain).
     func enqueueWaiting(_ command: ShardCommand, shard index: Int) {
         let shard = shards[index]
-        while shard.controlQueued.load(ordering: .relaxed) >= shard.controlCapacity {
+        while !shard.inbox.hasControlRoom {
             usleep(200)
         }
         enqueueControl(command, shard: shard)
     }
 
-    /// Holding `control`, with `controlQueued < controlCapacity` checked: the queue has room (single pushes
-    /// never take more than the other half), so this cannot fail.
+    /// Holding `control`, with `shard.inbox.hasControlRoom` checked (see `ShardInbox`).
     private func enqueueControl(_ command: ShardCommand, shard: Shard) {
-        shard.controlQueued.add(1, ordering: .relaxed)
-        let taken = shard.control.enqueue(command)
-        precondition(taken, "a shard queue refused a control command it had room for")
+        shard.inbox.enqueueControl(command)
         client.kickProducer(worker: shard.index)
     }
 
@@ -526,9 +523,8 @@ public final class FanoutEngine: Sendable {
             guard unfinished < configuration.maximumUnfinishedWaves else {
                 throw .tooManyUnfinishedWaves(limit: configuration.maximumUnfinishedWaves)
             }
-            // Every control command is queued under this lock and single pushes never take more than their
-            // half of the queue: room checked here is room at the enqueue below, on every shard or none.
-            for shard in shards where shard.controlQueued.load(ordering: .relaxed) >= shard.controlCapacity {
+            // Room checked here is room at the enqueue below, on every shard or none (`ShardInbox`).
+            for shard in shards where !shard.inbox.hasControlRoom {
                 throw .backPressure(shard: shard.index)
             }
             let publishedAtWall = Self.wallMilliseconds()
@@ -639,7 +635,7 @@ public final class FanoutEngine: Sendable {
         let outcome: PushResult? = await withCheckedContinuation { continuation in
             let single = SinglePush(job: job) { continuation.resume(returning: $0) }
             // The singles' own queue: full is back-pressure, whatever the publishers do.
-            let taken = shard.singles.enqueue(single)
+            let taken = shard.inbox.enqueueSingle(single)
             if taken { client.kickProducer(worker: shard.index) }
             enqueuingPushes.subtract(1, ordering: .sequentiallyConsistent)
             counted = false
@@ -877,9 +873,7 @@ public final class FanoutEngine: Sendable {
         stats.checkpointErrors = checkpointWriter?.errors.load(ordering: .relaxed) ?? 0
         stats.lastCheckpointError = checkpointWriter?.lastError
         stats.channelsInUse = control.withLock { $0.channels.count }
-        stats.queuedCommands = shards.reduce(0) {
-            $0 + $1.controlQueued.load(ordering: .relaxed) + $1.singles.approximateCount
-        }
+        stats.queuedCommands = shards.reduce(0) { $0 + $1.inbox.queuedCount }
         return stats
     }
 

@@ -1,5 +1,6 @@
 import FanfareClient
 import FanfareCore
+import FanfareIO
 import FanfareRegistry
 import Logging
 import Metrics

@@ -45,8 +45,7 @@ public final class ShardProbe: InvalidationSink, @unchecked Sendable {
         let published = PublishedUpdate(
             wave: wave, update: update, channel: 0, sequence: sequence, payload: try PushPayload(liveActivity: content),
             deadline: 0)
-        shard.controlQueued.add(1, ordering: .relaxed)
-        precondition(shard.control.enqueue(.publish(published)))
+        shard.inbox.enqueueControl(.publish(published))
         shard.service(now: monotonicNow())
     }
 

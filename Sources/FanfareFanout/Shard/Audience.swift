@@ -22,7 +22,8 @@ struct Audience {
     }
 
     var slots = Column<UInt32>()
-    var states = Column<MemberState>()
+    /// Written only by the transitions below (and compaction, which moves idle members), so `busy` is right.
+    private(set) var states = Column<MemberState>()
     /// The wave this member still has to get (shard wave slot + 1; 0 = nothing owed).
     var owed = Column<UInt16>()
     var attempts = Column<UInt8>()
@@ -30,8 +31,8 @@ struct Audience {
     /// Members whose token is alive (what a new wave targets).
     var alive = 0
     /// Members in flight, waiting or held: lanes, cookies and the held list refer to them by index, so
-    /// compaction leaves them where they are.
-    var busy = 0
+    /// compaction leaves them where they are. Kept by the member transitions: always the members not idle.
+    private(set) var busy = 0
 
     /// The newest wave published on this audience (shard wave slot + 1; 0 = none or finished).
     var currentWave: UInt16 = 0
@@ -56,6 +57,40 @@ struct Audience {
     var lastSequence: UInt64 = 0
 
     var count: Int { slots.count }
+
+    // MARK: - Member transitions (each asserts the state it leaves and keeps `busy`)
+
+    /// idle → inFlight: a push for the member went on a stream.
+    mutating func startSending(_ member: Int) { move(member, from: .idle, to: .inFlight) }
+
+    /// inFlight → idle: APNs answered it, or it failed.
+    mutating func finishSending(_ member: Int) { move(member, from: .inFlight, to: .idle) }
+
+    /// idle → waiting: into a due lane (a back-off, the minimum interval), or owed a resend by the next engine.
+    mutating func startWaiting(_ member: Int) { move(member, from: .idle, to: .waiting) }
+
+    /// waiting → idle: its lane let it go.
+    mutating func stopWaiting(_ member: Int) { move(member, from: .waiting, to: .idle) }
+
+    /// idle → held: a bad-token answer waits for the invalid-token breaker's verdict.
+    mutating func hold(_ member: Int) { move(member, from: .idle, to: .held) }
+
+    /// held → idle: the breaker judged.
+    mutating func release(_ member: Int) { move(member, from: .held, to: .idle) }
+
+    @inline(__always)
+    private mutating func move(_ member: Int, from old: MemberState, to new: MemberState) {
+        assert(states[member] == old, "member \(member) is \(states[member]), not \(old)")
+        states[member] = new
+        if old == .idle { busy += 1 } else if new == .idle { busy -= 1 }
+    }
+
+    /// Members not idle, counted (tests and the schedule driver check `busy` against it).
+    var countedBusy: Int {
+        var count = 0
+        for index in 0..<states.count where states[index] != .idle { count += 1 }
+        return count
+    }
 
     mutating func append(slot: UInt32) {
         precondition(slots.count < Int(UInt32.max), "audience is full")
@@ -118,6 +153,14 @@ struct Audience {
         states.removeLast(states.count - length)
         owed.removeLast(owed.count - length)
         attempts.removeLast(attempts.count - length)
+    }
+
+    /// Where the cursor is, as a key: the next member it would visit (its range start while it still visits
+    /// carried-over members; the range end once it visited everything).
+    func cursorKey(tokens: TokenTable) -> WalkKey {
+        if visited < walk.explicitCount { return walk.from }
+        if visited < walk.count { return walk.key(at: visited, slots: slots, tokens: tokens) }
+        return walk.to
     }
 
     /// No member, no wave, nothing referring to it: what a shard can forget.

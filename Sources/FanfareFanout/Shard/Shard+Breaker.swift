@@ -17,21 +17,12 @@ extension Shard {
         return (reason, timestamp)
     }
 
-    func countHeld(_ reason: APNsReason) {
-        if reason == .badDeviceToken { windowBadDeviceToken += 1 } else { windowNotForTopic += 1 }
-        heldTotal += 1
-        heldCount.store(heldTotal, ordering: .relaxed)
-    }
-
     var nothingToSend: Bool {
-        activeAudiences.isEmpty && nextReadySingle == readySingles.count && lanes.allSatisfy(\.isEmpty) && broadcastsWaiting == 0
+        activeAudiences.isEmpty && nextReadySingle == readySingles.count && lanes.allSatisfy(\.isEmpty) && broadcastLanes.waitingCount == 0
     }
 
     func startWindow() {
-        windowStart = resultsBack
-        windowEnd = resultsBack &+ UInt64(breaker.configuration.window)
-        windowBadDeviceToken = 0
-        windowNotForTopic = 0
+        window.restart(at: resultsBack, size: breaker.configuration.window)
     }
 
     /// The window ended: an abnormal share of bad-token answers opens the breaker (and nothing is pruned);
@@ -39,16 +30,15 @@ extension Shard {
     func judgeWindow(now: UInt64) {
         defer { startWindow() }
         guard !paused else { return }
-        let configuration = breaker.configuration
-        let results = Int(resultsBack &- windowStart)
-        let suspects = windowBadDeviceToken + windowNotForTopic
-        if suspects >= configuration.minimumSuspects && Double(suspects) > configuration.maximumShare * Double(results) {
+        let results = window.results(upTo: resultsBack)
+        if window.isAbnormal(results: results, breaker.configuration) {
             paused = true
             breaker.open(
-                shard: index, results: results, badDeviceToken: windowBadDeviceToken, deviceTokenNotForTopic: windowNotForTopic)
+                shard: index, results: results, badDeviceToken: window.badDeviceToken,
+                deviceTokenNotForTopic: window.deviceTokenNotForTopic)
         } else if breaker.isOpen {
             paused = true  // another shard opened it this very iteration: keep what is held
-        } else if heldTotal > 0 {
+        } else if window.heldCount > 0 {
             releaseHeld(prune: true, resend: false, now: now)
         }
     }
@@ -64,12 +54,10 @@ extension Shard {
     /// the registry). Otherwise they stay: the wave counts a failure with APNs' reason, and with `resend` a
     /// member owed a newer state gets it.
     func releaseHeld(prune: Bool, resend: Bool, now: UInt64) {
-        for held in heldMembers {
+        for held in window.heldMembers {
             let audienceIndex = Self.audienceIndex(held.ref.channel, held.ref.kind)
             let member = held.ref.member
-            assert(audiences[audienceIndex].states[member] == .held)
-            audiences[audienceIndex].states[member] = .idle
-            audiences[audienceIndex].busy -= 1
+            audiences[audienceIndex].release(member)
             audiences[audienceIndex].attempts[member] = 0
             let owedSlot = Int(audiences[audienceIndex].owed[member]) - 1
             if prune {
@@ -87,16 +75,14 @@ extension Shard {
                 if owedSlot >= 0 && resend { park(member, of: audienceIndex, lane: Self.readyLane, now: now) }
             }
         }
-        heldMembers.removeAll(keepingCapacity: heldMembers.capacity <= 4096)
         if prune {
-            for held in heldSingles {
+            for held in window.heldSingles {
                 if let slot = tokenIndex.find(held.token, in: tokens) {
                     invalidate(slot, reason: held.reason, timestamp: held.timestamp)
                 }
             }
         }
-        heldSingles.removeAll(keepingCapacity: heldSingles.capacity <= 4096)
-        heldTotal = 0
+        window.clearHeld()
         heldCount.store(0, ordering: .relaxed)
     }
 }

@@ -1,67 +1,53 @@
 import FanfareClient
 import FanfareCore
-import FanfareIO
-import FanfareRegistry
-import Synchronization
-import Glibc
 
+/// Broadcasts: a wave on a channel linked to an APNs broadcast channel owes one request, sent by one shard
+/// through its channel's lane (`BroadcastLanes`): latest state wins there too, and one priority-10 budget stands
+/// for every subscribed activity.
 extension Shard {
-    // MARK: - Broadcasts
-
     /// `slot`'s wave has a broadcast this shard sends: it waits in its channel's lane (replacing an older one
     /// still waiting there, which ends superseded).
     func queueBroadcast(_ slot: Int, channel: UInt16, possiblySent: Bool) {
-        var lane = broadcastLanes[channel] ?? BroadcastLane()
-        if lane.waiting != 0 {
+        let older = broadcastLanes.modify(channel) { lane in
             let older = lane.waiting - 1
+            lane.waiting = slot + 1
+            lane.waitingPossiblySent = possiblySent
+            lane.waitingUnanswered = false
+            return older
+        }
+        if older >= 0 {
             waves[older]!.update.wave.broadcast!.finish(.superseded)
             settle(older)
-        } else {
-            broadcastsWaiting += 1
         }
-        lane.waiting = slot + 1
-        lane.waitingPossiblySent = possiblySent
-        lane.waitingUnanswered = false
-        broadcastLanes[channel] = lane
     }
 
     /// The first broadcast free to go now (none out on its channel, its back-off over), as a push.
     func nextBroadcast(now: UInt64) -> PushJob? {
-        for (channel, lane) in broadcastLanes where lane.waiting != 0 && lane.inFlight == 0 && lane.notBefore <= now {
-            let slot = lane.waiting - 1
-            let wave = waves[slot]!
-            let update = wave.update
+        while let channel = broadcastLanes.due(now: now) {
+            let slot = broadcastLanes.modify(channel) { lane in
+                defer { lane.waiting = 0 }
+                return lane.waiting - 1
+            }
+            let update = waves[slot]!.update
             let part = update.wave.broadcast!
-            broadcastLanes[channel]!.waiting = 0
-            broadcastsWaiting -= 1
             if update.deadline != 0 && now >= update.deadline {
                 part.finish(.expired)
-                broadcastLanes[channel]!.attempt = 0
+                broadcastLanes.modify(channel) { $0.attempt = 0 }
                 settle(slot)
                 continue
             }
-            var priority = PushPriority.normal
-            var downgraded = false
-            let wantsImmediate: Bool
-            switch update.priority {
-            case .auto: wantsImmediate = update.hasAlert
-            case .immediate: wantsImmediate = true
-            case .normal: wantsImmediate = false
+            let wantsImmediate = update.priority.wantsImmediate(hasAlert: update.hasAlert)
+            let nowTenths = tenths(now)
+            let (priority, resent) = broadcastLanes.modify(channel) { lane in
+                let spent = wantsImmediate && standardBudget.trySpend(&lane.budget, now: nowTenths)
+                let resent = lane.waitingPossiblySent
+                lane.waitingPossiblySent = false
+                lane.inFlight = slot + 1
+                lane.waitingUnanswered = false
+                return (spent ? PushPriority.immediate : .normal, resent)
             }
-            if wantsImmediate {
-                if standardBudget.trySpend(&broadcastLanes[channel]!.budget, now: tenths(now)) {
-                    priority = .immediate
-                } else {
-                    downgraded = true
-                }
-            }
-            part.recordRequest(priority: priority, downgraded: downgraded)
-            if broadcastLanes[channel]!.waitingPossiblySent {
-                broadcastLanes[channel]!.waitingPossiblySent = false
-                part.markResent()
-            }
-            broadcastLanes[channel]!.inFlight = slot + 1
-            broadcastLanes[channel]!.waitingUnanswered = false
+            part.recordRequest(priority: priority, downgraded: wantsImmediate && priority != .immediate)
+            if resent { part.markResent() }
             pushesOut &+= 1
             return PushJob(
                 channel: part.channelID, payload: update.payload, priority: priority, expiration: part.expiration,
@@ -73,60 +59,60 @@ extension Shard {
     /// APNs answered a broadcast (or it failed): its outcome, a retry, or the newer broadcast waiting behind it.
     func broadcastCompleted(_ result: PushResult, waveSlot: Int, now: UInt64) {
         let channel = UInt16(FanoutCookie.broadcastChannel(result.cookie))
-        guard var lane = broadcastLanes[channel], lane.inFlight == waveSlot + 1, let wave = waves[waveSlot],
+        guard broadcastLanes[channel]?.inFlight == waveSlot + 1, let wave = waves[waveSlot],
             let part = wave.update.wave.broadcast
         else {
             assertionFailure("a result for a broadcast that is not in flight")
             return
         }
-        lane.inFlight = 0
         if case .failed = result.disposition {} else { wave.tally.recordAck(now: now) }
-        var outcome: (BroadcastOutcome, Int?)?
-        switch result.disposition.action {
-        case .delivered:
-            outcome = (.delivered, nil)
-        case .retryLater, .retryOnNewConnection, .refreshProviderToken:
-            let reason = FailureReason.index(of: result.disposition)
-            if case .failed(.shutdown) = result.disposition {
-                if checkpoints != nil && lane.waiting == 0 {
-                    // A graceful shutdown of a durable engine: it waits for the next engine, possibly sent.
-                    lane.waiting = waveSlot + 1
-                    lane.waitingPossiblySent = true
-                    broadcastsWaiting += 1
-                } else {
-                    outcome = lane.waiting != 0 ? (.superseded, nil) : (.failed, reason)
-                }
-            } else if case .failed(.unconfirmed) = result.disposition, !settings.retryUnconfirmed {
-                outcome = (.failed, reason)
-            } else if lane.attempt >= maxRetries {
-                outcome = (.failed, reason)
-            } else {
-                // Back off (APNs throttles broadcasts too, §7.5), then send the newest state: this one again, or
-                // the newer one waiting behind it (then this one is superseded).
-                lane.attempt += 1
-                lane.notBefore = now &+ settings.retryDelays[lane.attempt - 1]
-                if lane.waiting != 0 {
-                    outcome = (.superseded, nil)
-                } else {
-                    lane.waiting = waveSlot + 1
-                    if case .failed = result.disposition { lane.waitingUnanswered = true }
-                    broadcastsWaiting += 1
-                }
-            }
-        case .fixConfiguration, .discardMessage, .dropToken:
-            outcome = (.failed, FailureReason.index(of: result.disposition))
-        }
-        if let (final, reason) = outcome {
-            if final != .superseded {
+        let outcome = broadcastLanes.modify(channel) { lane in
+            lane.inFlight = 0
+            let outcome = broadcastOutcome(result.disposition, waveSlot: waveSlot, lane: &lane, now: now)
+            if let (final, _) = outcome, final != .superseded {
                 lane.attempt = 0
                 lane.notBefore = 0
             }
-            broadcastLanes[channel] = lane
+            return outcome
+        }
+        if let (final, reason) = outcome {
             part.finish(final, reason: reason)
             settle(waveSlot)
-        } else {
-            broadcastLanes[channel] = lane
         }
+    }
+
+    /// What an answer to `waveSlot`'s broadcast means for it: its outcome (and reason), or nil when it waits
+    /// in `lane` again (a retry after a back-off, or a durable engine's graceful shutdown).
+    private func broadcastOutcome(
+        _ disposition: PushDisposition, waveSlot: Int, lane: inout BroadcastLane, now: UInt64
+    ) -> (BroadcastOutcome, Int?)? {
+        switch disposition.action {
+        case .delivered:
+            return (.delivered, nil)
+        case .fixConfiguration, .discardMessage, .dropToken:
+            return (.failed, FailureReason.index(of: disposition))
+        case .retryLater, .retryOnNewConnection, .refreshProviderToken:
+            break
+        }
+        let reason = FailureReason.index(of: disposition)
+        if case .failed(.shutdown) = disposition {
+            if lane.waiting != 0 { return (.superseded, nil) }
+            guard checkpoints != nil else { return (.failed, reason) }
+            // A graceful shutdown of a durable engine: it waits for the next engine, possibly sent.
+            lane.waiting = waveSlot + 1
+            lane.waitingPossiblySent = true
+            return nil
+        }
+        if case .failed(.unconfirmed) = disposition, !settings.retryUnconfirmed { return (.failed, reason) }
+        if lane.attempt >= maxRetries { return (.failed, reason) }
+        // Back off (APNs throttles broadcasts too, §7.5), then send the newest state: this one again, or the newer
+        // one waiting behind it (then this one is superseded).
+        lane.attempt += 1
+        lane.notBefore = now &+ settings.retryDelays[lane.attempt - 1]
+        if lane.waiting != 0 { return (.superseded, nil) }
+        lane.waiting = waveSlot + 1
+        if case .failed = disposition { lane.waitingUnanswered = true }
+        return nil
     }
 
     /// What a checkpoint of `slot`'s wave records of its broadcast (nil: none, or another shard sends it).

@@ -97,50 +97,18 @@ extension Shard {
             checkpoint.rangeDone = true
             return checkpoint
         }
-        let audience = audiences[audienceIndex]
-        let walk = audience.walk
-        let visited = audience.visited
-        var pending: [ShardCheckpoint.Pending] = []
-        func possiblySent(_ member: Int) -> Bool {
-            audience.states[member] == .inFlight || audience.attempts[member] & (Self.unconfirmedBit | Self.restartBit) != 0
+        let progress = WaveRecovery.progress(
+            of: audiences[audienceIndex], tokens: tokens, window: checkpointWindow, final: final)
+        audiences[audienceIndex].lowWater = progress.lowWater
+        if let permit = progress.proposedPermit {
+            audiences[audienceIndex].proposedPermit = permit
+            audiences[audienceIndex].proposedGeneration = checkpointGeneration
         }
-        if audience.walkValid {
-            var low = audience.lowWater
-            while low < visited && audience.states[Int(walk.members[low])] == .idle { low += 1 }
-            audiences[audienceIndex].lowWater = low
-            for position in low..<visited {
-                let member = Int(walk.members[position])
-                if audience.states[member] != .idle {
-                    pending.append(.init(hash: walk.hashes[position], possiblySent: possiblySent(member)))
-                }
-            }
-            // Past the cursor, pushes may go out up to the permit this checkpoint grants (none after a final one);
-            // a resumed wave's range may also hold members an earlier run possibly sent.
-            let alreadySent = walk.explicitCount + walk.rangePossiblySent
-            let highPosition = min(walk.count, final ? max(visited, alreadySent) : max(visited, alreadySent) &+ checkpointWindow)
-            if visited < walk.explicitCount {
-                for position in visited..<walk.explicitCount {
-                    let mayHaveGone = walk.possiblySent(position) || (!final && position < highPosition)
-                    pending.append(.init(hash: walk.hashes[position], possiblySent: mayHaveGone))
-                }
-            }
-            if visited >= walk.count {
-                checkpoint.rangeDone = true
-            } else {
-                checkpoint.from = cursorKey(audienceIndex)
-                checkpoint.to = walk.to
-                checkpoint.highWater = highPosition >= walk.count ? nil : walk.key(at: highPosition, slots: audience.slots, tokens: tokens)
-                audiences[audienceIndex].proposedPermit = highPosition
-                audiences[audienceIndex].proposedGeneration = checkpointGeneration
-            }
-        } else {
-            // The cursor is done and compaction moved members: every busy member is one this wave still owes.
-            checkpoint.rangeDone = true
-            for member in 0..<audience.count where audience.states[member] != .idle {
-                pending.append(.init(hash: TokenHash.of(tokens.bytes(audience.slots[member])), possiblySent: possiblySent(member)))
-            }
-        }
-        checkpoint.pending = pending
+        checkpoint.pending = progress.pending
+        checkpoint.rangeDone = progress.rangeDone
+        checkpoint.from = progress.from
+        checkpoint.to = progress.to
+        checkpoint.highWater = progress.highWater
         return checkpoint
     }
 

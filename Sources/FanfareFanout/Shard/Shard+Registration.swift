@@ -10,6 +10,7 @@ extension Shard {
 
     /// Before the worker starts (one thread), or on the shard thread: adds or replaces one token.
     func register(_ entry: RegistrationBatch.Entry) {
+        ownership.assertOwned("Shard")
         let set = channelSets.retain(entry.channels)
         var flags: TokenTable.Flags = []
         if entry.pushToStart { flags.insert(.pushToStart) }
@@ -143,12 +144,8 @@ extension Shard {
         // An idle broadcast lane whose budget has fully recovered holds nothing worth keeping; otherwise its
         // channel stays in use, so the id (and with it the budget its subscribers spent) stays the same.
         let nowTenths = tenths(monotonicNow())
-        for (channel, lane) in broadcastLanes {
-            if lane.isIdle && lane.budget <= nowTenths {
-                broadcastLanes[channel] = nil
-            } else if !used.contains(channel) {
-                used.append(channel)
-            }
+        for channel in broadcastLanes.forgetRecovered(nowTenths: nowTenths) where !used.contains(channel) {
+            used.append(channel)
         }
         sweep.answer(used: used)
     }

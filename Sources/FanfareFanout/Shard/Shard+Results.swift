@@ -10,6 +10,7 @@ extension Shard {
 
     /// On the worker thread: the push for one member of one wave (or a single push) ended.
     func pushCompleted(_ result: PushResult, now: UInt64) {
+        ownership.assertOwned("Shard")
         resultsBack &+= 1
         let waveSlot = FanoutCookie.wave(result.cookie)
         if FanoutCookie.isBroadcast(result.cookie) {
@@ -26,6 +27,7 @@ extension Shard {
 
     /// The same, read in place from the client's stream slot: a wave member's result needs no `PushResult`.
     func pushCompleted(_ completion: borrowing PushCompletion, now: UInt64) {
+        ownership.assertOwned("Shard")
         let cookie = completion.cookie
         let waveSlot = FanoutCookie.wave(cookie)
         guard !FanoutCookie.isBroadcast(cookie) && waveSlot != FanoutCookie.singlePush else {
@@ -42,7 +44,7 @@ extension Shard {
     func resultTaken(now: UInt64) {
         // Judge the window when it is full, or early when answers are held and the shard has nothing else
         // coming (a small wave would otherwise wait for a thousand more results).
-        if resultsBack == windowEnd || (heldTotal != 0 && resultsBack == pushesOut && nothingToSend) {
+        if resultsBack == window.end || (window.heldCount != 0 && resultsBack == pushesOut && nothingToSend) {
             judgeWindow(now: now)
         }
     }
@@ -52,9 +54,7 @@ extension Shard {
         let ref = FanoutCookie.member(cookie)
         let audienceIndex = Self.audienceIndex(ref.channel, ref.kind)
         let member = ref.member
-        assert(audiences[audienceIndex].states[member] == .inFlight, "a result for a member with nothing in flight")
-        audiences[audienceIndex].states[member] = .idle
-        audiences[audienceIndex].busy -= 1
+        audiences[audienceIndex].finishSending(member)
         let tally = waves[waveSlot]!.tally
         let owedSlot = Int(audiences[audienceIndex].owed[member]) - 1
 
@@ -72,10 +72,9 @@ extension Shard {
         case .dropToken:
             if let (reason, timestamp) = suspect(disposition) {
                 // Maybe a configuration mistake, not a dead token: the outcome waits for the window's verdict.
-                audiences[audienceIndex].states[member] = .held
-                audiences[audienceIndex].busy += 1
-                heldMembers.append(HeldMember(ref: ref, wave: waveSlot, reason: reason, timestamp: timestamp))
-                countHeld(reason)
+                audiences[audienceIndex].hold(member)
+                window.hold(BreakerWindow.HeldMember(ref: ref, wave: waveSlot, reason: reason, timestamp: timestamp))
+                heldCount.store(window.heldCount, ordering: .relaxed)
                 return
             }
             WaveTally.bump(tally.invalidated)
@@ -131,8 +130,7 @@ extension Shard {
                 audiences[audienceIndex].owed[member] = UInt16(waveSlot + 1)
                 audiences[audienceIndex].attempts[member] |= Self.unconfirmedBit
             }
-            audiences[audienceIndex].states[member] = .waiting
-            audiences[audienceIndex].busy += 1
+            audiences[audienceIndex].startWaiting(member)
             return
         }
         if case .failed(.shutdown) = disposition {

@@ -14,6 +14,7 @@ extension Shard {
 
     /// Writes the next push straight into the worker's stream slot (`job`, uninitialized until `.produced`).
     func poll(now: UInt64, into job: UnsafeMutablePointer<PushJob>) -> ProducerStatus {
+        ownership.assertOwned("Shard")
         if nextReadySingle < readySingles.count {
             job.initialize(to: sendSingle(now: now))
             return .produced
@@ -24,7 +25,7 @@ extension Shard {
         // The breaker is open: waves wait (the resume command kicks the worker). A graceful shutdown stops them.
         if paused || stoppingWaves { return .wait(until: now &+ (stoppingWaves ? 5_000_000 : 1_000_000_000)) }
         // A broadcast reaches a whole channel's subscribers in one request: it goes before members.
-        if broadcastsWaiting > 0, let broadcast = nextBroadcast(now: now) {
+        if broadcastLanes.waitingCount > 0, let broadcast = nextBroadcast(now: now) {
             job.initialize(to: broadcast)
             return .produced
         }
@@ -42,9 +43,7 @@ extension Shard {
         }
         var wake = now &+ 1_000_000_000
         for lane in lanes { if let due = lane.nextDue { wake = min(wake, due) } }
-        if broadcastsWaiting > 0 {
-            for lane in broadcastLanes.values where lane.waiting != 0 && lane.inFlight == 0 { wake = min(wake, lane.notBefore) }
-        }
+        if let due = broadcastLanes.nextDue { wake = min(wake, due) }
         return .wait(until: wake)
     }
 
@@ -55,13 +54,7 @@ extension Shard {
         let wave = waves[waveSlot]!
         if wave.update.deadline != 0 && now >= wave.update.deadline {
             // Too late to be worth showing: every member not reached yet expires here, unsent.
-            let skipped = wave.unvisited
-            wave.tally.expired.add(skipped, ordering: .relaxed)
-            waves[waveSlot]!.unvisited = 0
-            waves[waveSlot]!.outstanding -= skipped
-            waves[waveSlot]!.cursorDone = true
-            endCursor(audienceIndex)
-            settleIfDone(waveSlot)
+            finishRest(of: waveSlot, as: .expired)
             return false
         }
         let position = audiences[audienceIndex].visited
@@ -132,8 +125,7 @@ extension Shard {
     }
 
     func park(_ member: Int, of audienceIndex: Int, lane: Int, now: UInt64) {
-        if audiences[audienceIndex].states[member] == .idle { audiences[audienceIndex].busy += 1 }
-        audiences[audienceIndex].states[member] = .waiting
+        audiences[audienceIndex].startWaiting(member)
         let ref = MemberRef(channel: audienceIndex >> 1, kind: audienceIndex & 1 == 0 ? .update : .pushToStart, member: member)
         lanes[lane].push(ref.raw, at: now &+ lanes[lane].delay)
     }
@@ -142,9 +134,7 @@ extension Shard {
     func resumeWaiting(_ ref: MemberRef, now: UInt64, into job: UnsafeMutablePointer<PushJob>) -> Bool {
         let audienceIndex = Self.audienceIndex(ref.channel, ref.kind)
         let member = ref.member
-        assert(audiences[audienceIndex].states[member] == .waiting)
-        audiences[audienceIndex].states[member] = .idle
-        audiences[audienceIndex].busy -= 1
+        audiences[audienceIndex].stopWaiting(member)
         let owedSlot = Int(audiences[audienceIndex].owed[member]) - 1
         guard owedSlot >= 0 else { return false }
         let wave = waves[owedSlot]!
@@ -186,13 +176,7 @@ extension Shard {
         let tokenSlot = Int(audiences[audienceIndex].slots[member])
         let nowTenths = tenths(now)
         var priority = PushPriority.normal
-        let wantsImmediate: Bool
-        switch update.priority {
-        case .auto: wantsImmediate = update.hasAlert
-        case .immediate: wantsImmediate = true
-        case .normal: wantsImmediate = false
-        }
-        if wantsImmediate {
+        if update.priority.wantsImmediate(hasAlert: update.hasAlert) {
             let budget = tokens.flags[tokenSlot].contains(.frequentUpdates) ? frequentBudget : standardBudget
             if budget.trySpend(&tokens.budget[tokenSlot], now: nowTenths) {
                 priority = .immediate
@@ -207,8 +191,7 @@ extension Shard {
             audiences[audienceIndex].attempts[member] &= ~Self.restartBit
             WaveTally.bump(wave.tally.resentAfterRestart)
         }
-        if audiences[audienceIndex].states[member] == .idle { audiences[audienceIndex].busy += 1 }
-        audiences[audienceIndex].states[member] = .inFlight
+        audiences[audienceIndex].startSending(member)
         let ref = MemberRef(channel: audienceIndex >> 1, kind: audienceIndex & 1 == 0 ? .update : .pushToStart, member: member)
         let token = tokens.token(UInt32(tokenSlot))
         let payload: PushPayload
@@ -268,8 +251,8 @@ extension Shard {
         if result.disposition.action == .dropToken {
             if let (reason, timestamp) = suspect(result.disposition) {
                 // The caller gets APNs' answer now; whether the token goes waits for the window's verdict.
-                heldSingles.append(HeldSingle(token: result.token, reason: reason, timestamp: timestamp))
-                countHeld(reason)
+                window.hold(BreakerWindow.HeldSingle(token: result.token, reason: reason, timestamp: timestamp))
+                heldCount.store(window.heldCount, ordering: .relaxed)
             } else if let tokenSlot = tokenIndex.find(result.token, in: tokens) {
                 let (reason, timestamp) = Self.rejection(result.disposition)
                 invalidate(tokenSlot, reason: reason, timestamp: timestamp)

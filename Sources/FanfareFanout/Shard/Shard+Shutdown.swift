@@ -12,10 +12,11 @@ extension Shard {
     /// failed (Shutdown; held bad-token answers with their own reason, the tokens kept), so every wave
     /// completes and every targeted token is accounted for.
     func abandonAfterStop() {
+        ownership.handOver()
         let now = monotonicNow()
         service(now: now, commandLimit: .max, workUntil: .max)
         failQueuedSingles()
-        if heldTotal > 0 { releaseHeld(prune: false, resend: false, now: now) }
+        if window.heldCount > 0 { releaseHeld(prune: false, resend: false, now: now) }
         endOpenOutcomes()
     }
 
@@ -23,6 +24,7 @@ extension Shard {
     /// queued single pushes, and returns every unfinished wave's progress (the waves stay unfinished: the next
     /// engine resumes them).
     func checkpointAfterStop() -> [WaveCheckpoint] {
+        ownership.handOver()
         let now = monotonicNow()
         let writer = checkpoints
         checkpoints = nil  // nothing more goes to the writer: the engine writes what this returns
@@ -52,10 +54,11 @@ extension Shard {
 
     func endOpenOutcomes() {
         let reason = FailureReason.shutdown
-        for (channel, lane) in broadcastLanes where lane.waiting != 0 {
-            let slot = lane.waiting - 1
-            broadcastLanes[channel]!.waiting = 0
-            broadcastsWaiting -= 1
+        for channel in broadcastLanes.waitingChannels {
+            let slot = broadcastLanes.modify(channel) { lane in
+                defer { lane.waiting = 0 }
+                return lane.waiting - 1
+            }
             waves[slot]?.update.wave.broadcast?.finish(.failed, reason: reason)
             settle(slot)
         }
@@ -72,11 +75,7 @@ extension Shard {
         for slot in waves.indices {
             guard let wave = waves[slot] else { continue }
             assert(wave.outstanding >= wave.unvisited, "in-flight pushes remain after the client stopped")
-            if wave.unvisited > 0 { wave.tally.recordFailure(reason: reason, count: wave.unvisited) }
-            waves[slot]!.outstanding -= wave.unvisited
-            waves[slot]!.unvisited = 0
-            waves[slot]!.cursorDone = true
-            settleIfDone(slot)
+            finishRest(of: slot, as: .failed(reason: reason))
         }
     }
 }

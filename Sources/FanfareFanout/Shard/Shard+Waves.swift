@@ -19,15 +19,8 @@ extension Shard {
         // it had got to (the members that have gone longest without an update get the newest state first).
         var startKey = WalkKey.origin
         if audiences[audienceIndex].cursorActive {
-            let old = Int(audiences[audienceIndex].currentWave) - 1
             startKey = cursorKey(audienceIndex)
-            let skipped = waves[old]!.unvisited
-            waves[old]!.tally.superseded.add(skipped, ordering: .relaxed)
-            waves[old]!.unvisited = 0
-            waves[old]!.outstanding -= skipped
-            waves[old]!.cursorDone = true
-            endCursor(audienceIndex)
-            settleIfDone(old)
+            finishRest(of: Int(audiences[audienceIndex].currentWave) - 1, as: .superseded)
         }
         // Dead members would only cost visits and hold token slots: drop them while no cursor walks the
         // audience (busy members keep their places).
@@ -84,15 +77,8 @@ extension Shard {
         settleIfDone(slot)
     }
 
-    /// Where the audience's cursor is, as a key: the next member it would visit (its range start while it
-    /// still visits carried-over members; the range end once it visited everything).
-    func cursorKey(_ audienceIndex: Int) -> WalkKey {
-        let audience = audiences[audienceIndex]
-        let walk = audience.walk
-        if audience.visited < walk.explicitCount { return walk.from }
-        if audience.visited < walk.count { return walk.key(at: audience.visited, slots: audience.slots, tokens: tokens) }
-        return walk.to
-    }
+    /// Where the audience's cursor is, as a key (`Audience.cursorKey`).
+    func cursorKey(_ audienceIndex: Int) -> WalkKey { audiences[audienceIndex].cursorKey(tokens: tokens) }
 
     func allocateWaveSlot() -> Int {
         if let slot = freeWaves.popLast() { return slot }
@@ -110,6 +96,35 @@ extension Shard {
             activeAudiences.swapAt(position, activeAudiences.count - 1)
             activeAudiences.removeLast()
         }
+    }
+
+    /// How the members a wave's cursor has not reached end when the wave stops early.
+    enum RestOutcome {
+        /// A newer wave of the channel took over: they get its state instead.
+        case superseded
+        /// The wave's `freshUntil` passed: not worth showing any more.
+        case expired
+        /// The engine stopped (a `FailureReason` index).
+        case failed(reason: Int)
+    }
+
+    /// Ends every member `slot`'s cursor has not reached yet, unsent, with `outcome`, and stops the cursor.
+    func finishRest(of slot: Int, as outcome: RestOutcome) {
+        let wave = waves[slot]!
+        let rest = wave.unvisited
+        switch outcome {
+        case .superseded: wave.tally.superseded.add(rest, ordering: .relaxed)
+        case .expired: wave.tally.expired.add(rest, ordering: .relaxed)
+        case .failed(let reason): if rest > 0 { wave.tally.recordFailure(reason: reason, count: rest) }
+        }
+        waves[slot]!.unvisited = 0
+        waves[slot]!.outstanding -= rest
+        waves[slot]!.cursorDone = true
+        let audienceIndex = Self.audienceIndex(wave.channel, wave.kind)
+        if audiences[audienceIndex].currentWave == UInt16(slot + 1) && audiences[audienceIndex].cursorActive {
+            endCursor(audienceIndex)
+        }
+        settleIfDone(slot)
     }
 
     /// One targeted member reached its outcome for `slot`'s wave.

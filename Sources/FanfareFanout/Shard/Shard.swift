@@ -10,18 +10,10 @@ import Glibc
 /// A token belongs to the shard `APNsClient.workerIndex(for:)` names, and the shard is that worker's
 /// `PushProducer`: it runs on the worker's thread, hands pushes out as streams free up, and gets their
 /// results on the same thread. So the token tables, budgets, cursors and counters below take no lock.
-/// Other threads reach a shard only through its two bounded lock-free MPSC queues: `control` and `singles`.
+/// Other threads reach a shard only through its `inbox`.
 final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     let index: Int
-    /// Publishes, registrations and the rest, in the order the engine queued them (under its control lock).
-    let control: BoundedMPSCQueue<ShardCommand>
-    /// Single pushes, on a queue of their own: taken every loop iteration before any control work, so a flood of
-    /// publishes never stands between a single push and its stream.
-    let singles: BoundedMPSCQueue<SinglePush>
-    /// Control commands queued and not yet taken. Queued under the engine's control lock and never past
-    /// `controlCapacity`, so room a publish checked on every shard is still there when it enqueues.
-    let controlQueued = Atomic<Int>(0)
-    var controlCapacity: Int { control.capacity }
+    let inbox: ShardInbox
     /// Answers held for the invalid-token breaker (for statistics; written by the shard's thread).
     let heldCount = Atomic<Int>(0)
     /// Registrations the shard had no room for (its 4 GiB token arena is full); they stay in the registry.
@@ -51,9 +43,7 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     @exclusivity(unchecked) var nextActive = 0
 
     // Broadcasts (channels linked to an APNs broadcast channel) this shard sends, by engine channel id.
-    @exclusivity(unchecked) var broadcastLanes: [UInt16: BroadcastLane] = [:]
-    /// Lanes with a broadcast waiting to go (poll looks at the lanes only then).
-    @exclusivity(unchecked) var broadcastsWaiting = 0
+    @exclusivity(unchecked) var broadcastLanes = BroadcastLanes()
 
     // Members waiting: lane 0 is "ready now", lane 1 the minimum interval, lanes 2... retry back-offs.
     @exclusivity(unchecked) var lanes: [DueLane]
@@ -61,35 +51,13 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     static let intervalLane = 1
     static let firstRetryLane = 2
 
-    // The invalid-token breaker (see `InvalidTokenBreakerConfiguration`): results are judged in windows; a
-    // BadDeviceToken / DeviceTokenNotForTopic answer waits in `heldMembers` / `heldSingles` until its window
-    // is judged normal (then its token is pruned) or the breaker opens (then nothing is pruned).
-    /// Waves do not advance while the breaker is open (single pushes still go).
-    @exclusivity(unchecked) var paused = false
     /// Pushes handed out and results taken back, since the start.
     @exclusivity(unchecked) var pushesOut: UInt64 = 0
     @exclusivity(unchecked) var resultsBack: UInt64 = 0
-    /// The current window: results from `windowStart` up to `windowEnd`.
-    @exclusivity(unchecked) var windowStart: UInt64 = 0
-    @exclusivity(unchecked) var windowEnd: UInt64 = 0
-    @exclusivity(unchecked) var windowBadDeviceToken = 0
-    @exclusivity(unchecked) var windowNotForTopic = 0
-    @exclusivity(unchecked) var heldMembers: [HeldMember] = []
-    @exclusivity(unchecked) var heldSingles: [HeldSingle] = []
-    @exclusivity(unchecked) var heldTotal = 0
-
-    struct HeldMember {
-        var ref: MemberRef
-        var wave: Int
-        var reason: APNsReason
-        var timestamp: Int64?
-    }
-
-    struct HeldSingle {
-        var token: DeviceToken
-        var reason: APNsReason
-        var timestamp: Int64?
-    }
+    /// The invalid-token breaker's window of results and the bad-token answers it holds (`BreakerWindow`).
+    @exclusivity(unchecked) var window = BreakerWindow()
+    /// Waves do not advance while the breaker is open (single pushes still go).
+    @exclusivity(unchecked) var paused = false
 
     // Durable waves (docs/fanout.md): checkpoints go to `checkpoints`, which says which generation is durable.
     /// nil: no wave store, or checkpoints turned off (nothing limits a cursor).
@@ -117,6 +85,10 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     /// Pushes handed out and not answered yet, published once per loop iteration while stopping.
     let inFlight = Atomic<Int>(0)
 
+    /// Debug check of the confinement above: loaded on one thread, driven by its worker's, finished after
+    /// the worker was joined.
+    @exclusivity(unchecked) var ownership = ThreadOwnership()
+
     /// Monotonic origin of the shard clock (deciseconds, offset so 0 means "never").
     let clockOrigin: UInt64
 
@@ -128,8 +100,7 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
         self.settings = settings
         standardBudget = PriorityBudget(settings.standardBudget)
         frequentBudget = PriorityBudget(settings.frequentBudget)
-        control = BoundedMPSCQueue(capacity: max(2, commandCapacity / 2))
-        singles = BoundedMPSCQueue(capacity: max(2, commandCapacity / 2))
+        inbox = ShardInbox(commandCapacity: commandCapacity)
         self.invalidations = invalidations
         self.breaker = breaker
         lanes = [DueLane(delay: 0), DueLane(delay: settings.minimumInterval)]
@@ -155,6 +126,7 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     // MARK: - Commands
 
     func service(now: UInt64) {
+        ownership.claim("Shard")  // the worker's first call: from now on only its thread
         service(now: now, commandLimit: settings.commandsPerTick, workUntil: now &+ settings.controlWorkPerTick)
     }
 
@@ -162,14 +134,13 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     /// ns; `.max` after the worker stopped: everything queued is taken).
     func service(now: UInt64, commandLimit: Int, workUntil: UInt64) {
         // Single pushes first, all of them: taking one is an append, and poll sends them before any wave member.
-        while let single = singles.dequeue() { readySingles.append(single) }
+        while let single = inbox.takeSingle() { readySingles.append(single) }
         // Then control work, within a count and a time budget per loop iteration (always at least one command): a
         // wave's start sorts its audience, and a flood of publishes must not keep this thread from its streams.
         // What is left waits here, and publishers meet back-pressure once the queue is full.
         var budget = commandLimit
-        while budget > 0, let command = control.dequeue() {
+        while budget > 0, let command = inbox.takeControl() {
             budget -= 1
-            controlQueued.subtract(1, ordering: .relaxed)
             switch command {
             case .publish(let update): start(update)
             case .register(let batch): for entry in batch.entries { register(entry) }

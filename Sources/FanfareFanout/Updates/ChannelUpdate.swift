@@ -11,6 +11,23 @@ public enum UpdatePriority: String, Sendable, CaseIterable {
     case normal
 }
 
+extension UpdatePriority {
+    /// Whether a push asks for priority 10 (spending the activity's budget): the one place the `auto` rule is
+    /// written. `hasAlert`: the update carries an alert, or starts an activity (`ChannelUpdate.hasAlert`).
+    public func wantsImmediate(hasAlert: Bool) -> Bool {
+        switch self {
+        case .auto: hasAlert
+        case .immediate: true
+        case .normal: false
+        }
+    }
+
+    /// The priority a single push of `content` asks for (an activity's budget may still send it at 5).
+    public func pushPriority(for content: LiveActivityContent) -> PushPriority {
+        wantsImmediate(hasAlert: ChannelUpdate.hasAlert(content)) ? .immediate : .normal
+    }
+}
+
 /// One new state of a live event, for everyone who follows its channel.
 ///
 /// `start` goes to the channel's push-to-start tokens; `update` and `end` to its activities' update tokens.
@@ -38,7 +55,10 @@ public struct ChannelUpdate: Sendable {
     }
 
     var audience: Audience.Kind { content.event == .start ? .pushToStart : .update }
-    var hasAlert: Bool { content.alert != nil || content.event == .start }
+    var hasAlert: Bool { Self.hasAlert(content) }
+
+    /// An alert, or the start of an activity: what `UpdatePriority.auto` sends at 10.
+    static func hasAlert(_ content: LiveActivityContent) -> Bool { content.alert != nil || content.event == .start }
 }
 
 /// Why `publish` refused an update. A refused update was never taken: nothing of it is sent.

@@ -17,12 +17,8 @@ extension FanfareAPI {
             relevanceScore: body.relevanceScore, attributesType: body.attributesType, attributes: body.attributes,
             inputPushToken: body.inputPushToken, inputPushChannel: body.inputPushChannel)
         let content = try fields.content(now: nowSeconds)
-        let priority: PushPriority =
-            switch body.priority ?? .auto {
-            case .auto: content.alert != nil || content.event == .start ? .immediate : .normal
-            case .immediate: .immediate
-            case .normal: .normal
-            }
+        let requested = UpdatePriority(rawValue: (body.priority ?? .auto).rawValue) ?? .auto
+        let priority = requested.pushPriority(for: content)
         let result: PushResult
         do {
             result = try await engine.push(

@@ -1,0 +1,310 @@
+// A seeded random schedule over one real Shard, in the spirit of TigerBeetle's simulator: the schedule plays the
+// engine (publishes, registrations, lease changes, the operator closing the breaker), the worker (polls with a
+// random number of free streams) and APNs (answers in any order: 200, 410, bad tokens, 429, 5xx, no answer, a
+// GOAWAY's unconfirmed streams), on a clock it moves itself. After every step it checks what must always hold;
+// at the end it lets everything settle and checks that every wave accounted for every member it targeted.
+// A whole run follows from its seed: a failure names the seed and its last steps, and replays from it.
+@testable import FanfareClient
+import FanfareCore
+@testable import FanfareFanout
+import Synchronization
+
+final class ShardSchedule {
+    struct Failure: Error, CustomStringConvertible {
+        let seed: UInt64
+        let step: Int
+        let what: String
+        let lastSteps: [String]
+        var description: String {
+            "seed \(seed), step \(step): \(what)\n  replay: FANFARE_SCHEDULE_SEED=\(seed) scripts/simulate-shard\n  last steps:\n    "
+                + lastSteps.joined(separator: "\n    ")
+        }
+    }
+
+    let seed: UInt64
+    private var random: SeededRandom
+    private let driver: ShardDriver
+    private let channels: [String]
+    /// Tokens the schedule may register (a pool, so removed tokens come back and re-registrations happen).
+    private let pool: [DeviceToken]
+    /// Registered tokens and their channels, as the registry would have them.
+    private var registered: [DeviceToken: [String]] = [:]
+    /// Pushes handed out and not answered yet.
+    private var outstanding: [PushJob] = []
+    /// The members (wave pushes) among them: a member never has two pushes out.
+    private var membersOut: Set<UInt64> = []
+    private var waves: [Wave] = []
+    /// Each channel's newest published timestamp: the only state a wave push may carry when it goes out.
+    private var newest: [UInt16: Int64] = [:]
+    private var nextTimestamp: Int64 = 1_000
+    private var leaseHeld = true
+    /// Single pushes sent, and how many answers each got (must end at exactly one).
+    private var singleAnswers: [AnswerCount] = []
+    private(set) var step = 0
+    private var history: [String] = []
+    private var failure: Failure?
+
+    init(seed: UInt64) {
+        self.seed = seed
+        var random = SeededRandom(seed: seed)
+        let retries = random.int(1...3)
+        let breaker: InvalidTokenBreakerConfiguration = {
+            var configuration = InvalidTokenBreakerConfiguration()
+            configuration.isEnabled = random.chance(60)
+            configuration.window = random.int(8...40)
+            configuration.minimumSuspects = random.int(2...8)
+            configuration.maximumShare = random.pick([0.2, 0.5])
+            return configuration
+        }()
+        driver = ShardDriver(
+            minimumInterval: random.chance(30) ? UInt64(random.int(1...5)) * 100_000_000 : 0,
+            retryDelays: (0..<retries).map { _ in UInt64(random.int(1...400)) * 1_000_000 },
+            standard: random.chance(30) ? PriorityBudgetProfile(perHour: 6, burst: 1) : .standard,
+            breaker: breaker, retryUnconfirmed: random.chance(50))
+        channels = (0..<random.int(1...3)).map { "c\($0)" }
+        for channel in channels { _ = driver.channelID(channel) }  // ids in order: c0 = 0, c1 = 1, ...
+        pool = (0..<random.int(4...48)).map { makeToken($0, salt: seed) }
+        self.random = random
+        for token in pool where random.chance(80) { register(token) }
+    }
+
+    /// Runs `steps` random steps, then lets everything settle; throws the first broken rule.
+    func run(steps: Int) throws {
+        for _ in 0..<steps {
+            step += 1
+            takeStep()
+            check()
+            if let failure { throw failure }
+        }
+        settle()
+        if let failure { throw failure }
+    }
+
+    // MARK: - Steps
+
+    private func takeStep() {
+        switch random.weighted([14, 26, 30, 3, 12, 6, 3, 3, 3]) {
+        case 0: publish()
+        case 1: poll(streams: random.int(1...12))
+        case 2: answerSome()
+        case 3: goAway()
+        case 4: advance(milliseconds: random.pick([1, 5, 50, 120, 500, 2_000]))
+        case 5: churnTokens()
+        case 6: toggleLease()
+        case 7: closeBreaker()
+        default: pushSingle()
+        }
+    }
+
+    private func publish() {
+        let channel = random.pick(channels)
+        nextTimestamp += Int64(random.int(1...3))
+        let alert = random.chance(40)
+        let priority = random.pick([UpdatePriority.auto, .auto, .immediate, .normal])
+        // Some updates are worth showing only briefly: the rest of such a wave expires unsent.
+        let deadline = random.chance(15) ? driver.now &+ UInt64(random.int(10...3_000)) * 1_000_000 : 0
+        do {
+            let (update, wave) = try driver.update(
+                channel: channel, timestamp: nextTimestamp, alert: alert, priority: priority, deadline: deadline)
+            driver.send(.publish(update))
+            waves.append(wave)
+            newest[driver.channelID(channel)] = nextTimestamp
+            note("publish \(channel) t=\(nextTimestamp) \(priority) alert=\(alert) deadline=\(deadline != 0)")
+        } catch {
+            fail("publish failed: \(error)")
+        }
+    }
+
+    private func poll(streams: Int) {
+        var produced = 0
+        while produced < streams, case .push(let job) = driver.shard.poll(now: driver.now) {
+            produced += 1
+            accept(job)
+        }
+        note("poll \(streams) streams: \(produced) pushes")
+    }
+
+    /// A push the shard handed out: check it against the rules, then keep it until it is answered.
+    private func accept(_ job: PushJob) {
+        let cookie = job.cookie
+        let waveSlot = FanoutCookie.wave(cookie)
+        if !FanoutCookie.isBroadcast(cookie) && waveSlot != FanoutCookie.singlePush {
+            let member = FanoutCookie.member(cookie)
+            if !leaseHeld { fail("a wave push went out after the lease was lost: \(job.token)") }
+            if !membersOut.insert(member.raw).inserted { fail("member \(member.member) of channel \(member.channel) got a second push while one is out") }
+            let carried = payloadTimestamp(job)
+            let latest = newest[UInt16(member.channel)] ?? -1
+            if carried != latest { fail("a push carried state t=\(carried) of channel \(member.channel) whose newest is t=\(latest)") }
+        }
+        outstanding.append(job)
+    }
+
+    private func answerSome() {
+        guard !outstanding.isEmpty else { return }
+        for _ in 0..<random.int(1...min(8, outstanding.count)) {
+            let job = outstanding.remove(at: random.int(0...outstanding.count - 1))
+            answer(job, randomDisposition(for: job))
+        }
+    }
+
+    /// The connection went away: the streams it had sent end unconfirmed (APNs may have them); the client would
+    /// resend the others itself, which the shard never sees.
+    private func goAway() {
+        let count = random.int(0...outstanding.count)
+        for _ in 0..<count {
+            let job = outstanding.remove(at: random.int(0...outstanding.count - 1))
+            answer(job, .failed(.unconfirmed(cause: "GOAWAY")))
+        }
+        note("GOAWAY: \(count) streams unconfirmed")
+    }
+
+    private func randomDisposition(for job: PushJob) -> PushDisposition {
+        switch random.weighted([60, 5, 5, 2, 8, 5, 4, 3, 2, 2, 2, 2]) {
+        case 0: return .delivered
+        case 1:
+            // A 410 may be older than the token's registration (stale news), or newer.
+            let timestamp: Int64? = random.chance(50) ? nil : Int64(random.pick([1_000, 2_000_000_000])) * 1000
+            return ShardDriver.rejected(.unregistered, timestamp: timestamp)
+        case 2: return ShardDriver.rejected(.badDeviceToken)
+        case 3: return ShardDriver.rejected(.deviceTokenNotForTopic)
+        case 4: return ShardDriver.rejected(.tooManyRequests)
+        case 5: return ShardDriver.rejected(random.chance(50) ? .internalServerError : .serviceUnavailable)
+        case 6: return .failed(.deadlineExceeded)
+        case 7: return .failed(.unconfirmed(cause: "connection reset"))
+        case 8: return .failed(.resendLimitReached(lastCause: "refused"))
+        case 9: return ShardDriver.rejected(.badTopic)
+        case 10: return ShardDriver.rejected(.payloadTooLarge)
+        default: return ShardDriver.rejected(.expiredProviderToken)
+        }
+    }
+
+    private func answer(_ job: PushJob, _ disposition: PushDisposition) {
+        let cookie = job.cookie
+        if !FanoutCookie.isBroadcast(cookie) && FanoutCookie.wave(cookie) != FanoutCookie.singlePush {
+            membersOut.remove(FanoutCookie.member(cookie).raw)
+        }
+        note("answer \(disposition)")
+        driver.answer(job, disposition)
+    }
+
+    private func advance(milliseconds: Int) {
+        driver.now &+= UInt64(milliseconds) * 1_000_000
+        // The worker's loop iteration: commands, the breaker's generation, checkpoints.
+        driver.shard.service(now: driver.now)
+        note("advance \(milliseconds) ms")
+    }
+
+    private func churnTokens() {
+        let token = random.pick(pool)
+        if registered[token] != nil && random.chance(50) {
+            registered[token] = nil
+            driver.send(.unregister(TokenBatch([token])))
+            note("unregister a token")
+        } else {
+            register(token)
+            note("register a token")
+        }
+    }
+
+    private func register(_ token: DeviceToken) {
+        var chosen = channels.filter { _ in random.chance(50) }
+        if chosen.isEmpty { chosen = [random.pick(channels)] }
+        registered[token] = chosen
+        driver.send(
+            .register(
+                RegistrationBatch([
+                    RegistrationBatch.Entry(
+                        token: token, pushToStart: false, frequentUpdates: random.chance(20), registeredAt: 1_700_000_000,
+                        channels: chosen.map { driver.channelID($0) })
+                ])))
+    }
+
+    private func toggleLease() {
+        leaseHeld.toggle()
+        driver.shard.sendUntil.store(leaseHeld ? .max : driver.now, ordering: .relaxed)
+        note(leaseHeld ? "lease regained" : "lease lost")
+    }
+
+    private func closeBreaker() {
+        guard driver.breaker.isOpen else { return }
+        let prune = random.chance(50)
+        _ = driver.breaker.close(pruneHeldTokens: prune)
+        driver.send(.resumeAfterBreaker(pruneHeldTokens: prune))
+        note("breaker closed, prune=\(prune)")
+    }
+
+    private func pushSingle() {
+        let token = random.pick(pool)
+        let answers = AnswerCount()
+        singleAnswers.append(answers)
+        let job = PushJob(token: token, payload: try! PushPayload(#"{"aps":{"timestamp":1}}"#), priority: .immediate)
+        driver.send(SinglePush(job: job) { _ in answers.value.add(1, ordering: .relaxed) })
+        note("single push")
+    }
+
+    // MARK: - Rules
+
+    /// What holds after every step.
+    private func check() {
+        for (index, audience) in driver.shard.audiences.enumerated() where audience.busy != audience.countedBusy {
+            fail("audience \(index): busy \(audience.busy), but \(audience.countedBusy) members are not idle")
+        }
+        for wave in waves {
+            let report = wave.report
+            if report.accounted > report.targeted {
+                fail("wave \(wave.id): \(report.accounted) outcomes for \(report.targeted) targeted members")
+            }
+        }
+    }
+
+    /// The lease comes back, the breaker closes, and APNs answers everything 200 until nothing is left.
+    private func settle() {
+        if !leaseHeld { toggleLease() }
+        var rounds = 0
+        while rounds < 10_000 {
+            rounds += 1
+            if driver.breaker.isOpen {
+                _ = driver.breaker.close(pruneHeldTokens: false)
+                driver.send(.resumeAfterBreaker(pruneHeldTokens: false))
+            }
+            advance(milliseconds: 100)
+            poll(streams: 64)
+            let answering = outstanding
+            outstanding.removeAll()
+            for job in answering { answer(job, .delivered) }
+            check()
+            if failure != nil { return }
+            if outstanding.isEmpty && waves.allSatisfy(\.isComplete) { break }
+        }
+        for wave in waves {
+            let report = wave.report
+            if !wave.isComplete { fail("wave \(wave.id) never completed: \(report.accounted) of \(report.targeted) accounted") }
+            if report.accounted != report.targeted {
+                fail("wave \(wave.id): \(report.accounted) outcomes for \(report.targeted) targeted members")
+            }
+        }
+        for (index, audience) in driver.shard.audiences.enumerated() where audience.busy != 0 {
+            fail("audience \(index): \(audience.busy) members still busy after every wave completed")
+        }
+        for (index, answers) in singleAnswers.enumerated() where answers.value.load(ordering: .relaxed) != 1 {
+            fail("single push \(index) got \(answers.value.load(ordering: .relaxed)) answers")
+        }
+    }
+
+    // MARK: - Reporting
+
+    private func note(_ text: String) {
+        history.append("\(step): \(text)")
+        if history.count > 40 { history.removeFirst(history.count - 40) }
+    }
+
+    private func fail(_ what: String) {
+        guard failure == nil else { return }
+        failure = Failure(seed: seed, step: step, what: what, lastSteps: history)
+    }
+}
+
+/// How many answers one single push got (its completion runs on the shard's thread: here the test's own).
+final class AnswerCount: Sendable {
+    let value = Atomic<Int>(0)
+}
