@@ -127,7 +127,7 @@ import Testing
                 let sweep = ChannelSweep(sequence: sequence, shards: 1)
                 sequence += 1
                 driver.send(.sweepChannels(sweep))
-                #expect(sweep.isAnswered)
+                #expect(sweep.answers.isComplete)
                 directory.forget(after: sweep)
             }
             largestDirectory = max(largestDirectory, directory.count)
@@ -149,7 +149,7 @@ import Testing
         #expect(!directory.canAdmit(["d"]))
         let sweep = ChannelSweep(sequence: 4, shards: 2)
         sweep.answer(used: [a])
-        #expect(!sweep.isAnswered)
+        #expect(!sweep.answers.isComplete)
         sweep.answer(used: [])
         _ = directory.mention("b", sequence: 5)  // named after the sweep was queued: its command is behind it
         #expect(directory.forget(after: sweep) == 0)

@@ -41,6 +41,14 @@ final class ShardDriver {
         now = monotonicNow()
     }
 
+    /// A restarted engine's driver goes on where `other` stopped: its clock, channel ids, wave ids and sequences.
+    func carryOver(from other: ShardDriver) {
+        now = other.now
+        sequence = other.sequence
+        nextWaveID = other.nextWaveID
+        channelIDs = other.channelIDs
+    }
+
     func nextSequence() -> UInt64 {
         sequence += 1
         return sequence
@@ -98,6 +106,16 @@ final class ShardDriver {
         channel: String = "match", timestamp: Int64, event: LiveActivityEvent = .update, alert: Bool = false,
         priority: UpdatePriority = .auto, deadline: UInt64 = 0
     ) throws -> (PublishedUpdate, Wave) {
+        try update(
+            channelUpdate(channel: channel, timestamp: timestamp, event: event, alert: alert, priority: priority),
+            deadline: deadline)
+    }
+
+    /// The update as a caller of `FanoutEngine.publish` would make it.
+    func channelUpdate(
+        channel: String = "match", timestamp: Int64, event: LiveActivityEvent = .update, alert: Bool = false,
+        priority: UpdatePriority = .auto
+    ) throws -> ChannelUpdate {
         var content = LiveActivityContent(event: event, timestamp: timestamp)
         content.contentState = try RawJSON(validating: #"{"t":\#(timestamp)}"#)
         if alert || event == .start { content.alert = LiveActivityAlert(title: .plain("Goal"), body: .plain("1-0")) }
@@ -105,11 +123,16 @@ final class ShardDriver {
             content.attributesType = "MatchAttributes"
             content.attributes = try RawJSON(validating: #"{"id":"m1"}"#)
         }
-        let update = ChannelUpdate(channel: channel, content: content, priority: priority)
+        return ChannelUpdate(channel: channel, content: content, priority: priority)
+    }
+
+    /// `update` as the engine hands it to a shard, and its wave.
+    func update(_ update: ChannelUpdate, deadline: UInt64 = 0) throws -> (PublishedUpdate, Wave) {
+        let content = update.content
         let wave = Wave(id: nextWaveID, update: update, shardCount: 1, publishedAt: now, breaker: breaker, onComplete: nil)
         nextWaveID += 1
         let published = PublishedUpdate(
-            wave: wave, update: update, channel: channelID(channel), sequence: nextSequence(),
+            wave: wave, update: update, channel: channelID(update.channel), sequence: nextSequence(),
             payload: try PushPayload(liveActivity: content), deadline: deadline)
         return (published, wave)
     }

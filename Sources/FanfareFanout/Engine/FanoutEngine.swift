@@ -65,7 +65,7 @@ public enum FanoutError: Error, Sendable, CustomStringConvertible {
 public final class FanoutEngine: Sendable {
     public let configuration: FanoutConfiguration
     let shards: [Shard]
-    private let client: APNsClient
+    let client: APNsClient
     let store: TokenStore
     let waveStore: (any WaveStore)?
     let registryWorker: RegistryWorker
@@ -73,7 +73,7 @@ public final class FanoutEngine: Sendable {
     let breaker: InvalidTokenBreaker
     let history: WaveHistory
     /// Writes checkpoints, final reports and retirements when the engine has a wave store.
-    private let checkpointWriter: CheckpointWriter?
+    let checkpointWriter: CheckpointWriter?
     let control: Mutex<ControlState>
     /// Pending retirements have their own lock: wave completions (on worker threads) add to them, and a worker
     /// must never wait for the control lock (its holder may be waiting for that worker's queue to drain).
@@ -81,7 +81,9 @@ public final class FanoutEngine: Sendable {
     /// One channel sweep at a time.
     private let sweeping = Mutex<Void>(())
     let isShutDown = Atomic<Bool>(false)
-    private let enqueuingPushes = Atomic<Int>(0)
+    let enqueuingPushes = Atomic<Int>(0)
+    /// Posted by the last of them to finish once the engine is shut down (`waitForEnqueuingPushes`).
+    let enqueuingDone = ThreadSignal()
     /// Published waves not complete yet (refused past `maximumUnfinishedWaves`).
     let unfinishedWaves = Atomic<Int>(0)
     /// Where broadcast links are kept (the token store, when it is a `BroadcastLinkStore`); nil: in memory only.
@@ -144,16 +146,7 @@ public final class FanoutEngine: Sendable {
             logger: configuration.logger, metrics: configuration.metricsFactory,
             maintenance: { retirement.engine?.runMaintenance() })
         self.registryWorker = registryWorker
-        var settings = ShardSettings(
-            standardBudget: configuration.standardBudget, frequentBudget: configuration.frequentBudget,
-            minimumInterval: configuration.minimumInterval.map { Self.nanoseconds($0) } ?? 0,
-            retryDelays: configuration.retryDelays.map { Self.nanoseconds($0) })
-        settings.retryUnconfirmed = configuration.retryUnconfirmed
-        let shards = (0..<configuration.client.workerCount).map {
-            Shard(
-                index: $0, settings: settings, commandCapacity: configuration.commandQueueCapacity,
-                invalidations: registryWorker, breaker: breaker)
-        }
+        let shards = Self.makeShards(configuration, invalidations: registryWorker, breaker: breaker)
         self.shards = shards
         if configuration.leasedShards {
             guard let shared = waveStore as? any SharedWaveStore else {
@@ -170,20 +163,8 @@ public final class FanoutEngine: Sendable {
             : try Self.load(from: store, into: shards, configuration: configuration)
         var controlState = ControlState(channels: channels)
         controlState.held = Array(repeating: !configuration.leasedShards, count: shards.count)
-        // The audience planner's links and subscriber counts.
         linkStore = store as? any BroadcastLinkStore
-        do {
-            for link in try linkStore?.broadcastLinks(bundleID: configuration.bundleID, environment: configuration.environment) ?? [] {
-                guard let channelID = try? BroadcastChannelID(link.channelID) else {
-                    configuration.logger.error("broadcast: the stored link of \(link.channel) names channel id '\(link.channelID)', not base64; ignored")
-                    continue
-                }
-                controlState.links[link.channel] = LinkedChannel(channelID: channelID, storagePolicy: link.storagePolicy, link: link)
-            }
-            controlState.subscribers = try store.subscriptionCounts(bundleID: configuration.bundleID, environment: configuration.environment)
-        } catch {
-            throw .registry(error)
-        }
+        try Self.loadBroadcastState(from: store, configuration: configuration, into: &controlState)
         if let management = configuration.channelManagement {
             do { channelManager = try BroadcastChannelManager(configuration: management) } catch { throw .client("channel management: \(error)") }
         } else {
@@ -198,18 +179,9 @@ public final class FanoutEngine: Sendable {
                 for shard in shards { shard.configureCheckpoints(writer, configuration.checkpoints) }
             }
             checkpointWriter = writer
-            do {
-                controlState.latest = try waveStore.latestTimestamps(bundleID: configuration.bundleID, environment: configuration.environment)
-                controlState.nextWaveID = try waveStore.lastWaveID() + 1
-                let pending = try waveStore.pendingRetirements(bundleID: configuration.bundleID, environment: configuration.environment)
-                retirements.withLock { $0 = pending }
-                // Leased shards resume their unfinished waves when this node takes them.
-                if !configuration.leasedShards {
-                    unfinished = try waveStore.unfinishedWaves(bundleID: configuration.bundleID, environment: configuration.environment)
-                }
-            } catch {
-                throw .registry(error)
-            }
+            let pending: [String: Int64]
+            (pending, unfinished) = try Self.loadWaveState(from: waveStore, configuration: configuration, into: &controlState)
+            retirements.withLock { $0 = pending }
         } else {
             checkpointWriter = nil
         }
@@ -235,151 +207,12 @@ public final class FanoutEngine: Sendable {
 
     deinit { shutdown() }
 
-    /// Fills the shards; returns the channels they know.
-    private static func load(
-        from store: TokenStore, into shards: [Shard], configuration: FanoutConfiguration
-    ) throws(FanoutError) -> ChannelDirectory {
-        let shardCount = shards.count
-        var channels = ChannelDirectory(limit: maximumChannels)
-        var tooMany = false
-        do {
-            // Room for everything in the store up front (an upper bound: other apps' tokens are counted too).
-            let expected = try store.count()
-            for shard in shards { shard.reserve(tokens: expected / shardCount + expected / (shardCount * 16) + 16) }
-            var ids: [UInt16] = []
-            try store.forEachRegistration(bundleID: configuration.bundleID, environment: configuration.environment) {
-                registration in
-                guard !tooMany else { return }
-                guard channels.canAdmit(registration.channels) else {
-                    tooMany = true
-                    return
-                }
-                ids.removeAll(keepingCapacity: true)
-                for name in registration.channels { ids.append(channels.mention(name, sequence: 0)) }
-                let shard = shards[APNsClient.workerIndex(for: registration.token, workerCount: shardCount)]
-                shard.register(Self.entry(registration, channels: ids))
-            }
-        } catch {
-            throw .registry(error)
-        }
-        if tooMany { throw .tooManyChannels(limit: maximumChannels) }
-        return channels
-    }
-
-    static func entry(_ registration: TokenRegistration, channels: [UInt16]) -> RegistrationBatch.Entry {
-        RegistrationBatch.Entry(
-            token: registration.token, pushToStart: registration.kind == .pushToStart,
-            frequentUpdates: registration.frequentUpdates,
-            supportsBroadcast: registration.kind == .pushToStart && registration.supportsBroadcast,
-            registeredAt: UInt32(clamping: registration.lastSeenAt / 1000), channels: channels)
-    }
-
-    /// Whole nanoseconds, saturating (durations are checked by `FanoutConfiguration.validate`).
     static func nanoseconds(_ duration: Duration) -> UInt64 {
         let (seconds, attoseconds) = duration.components
         guard seconds >= 0 else { return 0 }
         let whole = UInt64(seconds).multipliedReportingOverflow(by: 1_000_000_000)
         if whole.overflow { return .max }
         return whole.partialValue.addingReportingOverflow(UInt64(attoseconds / 1_000_000_000)).partialValue
-    }
-
-    // MARK: - Durable waves
-
-    /// Complete reports read at start-up to find newer waves of a resumed wave's channel.
-    static let supersedingReportsRead = 4096
-
-    /// Picks up the waves an earlier engine left unfinished, oldest first: the newest wave of each channel
-    /// (and audience) resumes from its shards' checkpoints; an older one, or one a newer wave of its channel
-    /// followed, ends superseded for what is left; one past `freshUntil` ends expired.
-    func resume(_ unfinished: [UnfinishedWave], onShards taking: [Int]? = nil) {
-        let now = configuration.wallClock()
-        func audienceKey(_ record: WaveRecord) -> String { record.channel + (record.event == "start" ? "\u{0}start" : "\u{0}update") }
-        var newest: [String: UInt64] = [:]
-        for wave in unfinished { newest[audienceKey(wave.record)] = max(newest[audienceKey(wave.record)] ?? 0, wave.record.id) }
-        // Waves that completed after an unfinished one (on another engine, or before the crash) supersede it too.
-        let oldest = unfinished.first?.record.id ?? 0
-        do {
-            for report in try waveStore?.waveReports(
-                bundleID: configuration.bundleID, environment: configuration.environment, limit: Self.supersedingReportsRead) ?? []
-            where report.id > oldest {
-                let key = report.channel + (report.event == "start" ? "\u{0}start" : "\u{0}update")
-                newest[key] = max(newest[key] ?? 0, report.id)
-            }
-        } catch {
-            configuration.logger.error("durable waves: reading recent reports failed (\(error)); resuming without them")
-        }
-        for wave in unfinished {
-            let record = wave.record
-            let stored: StoredWaveUpdate
-            do {
-                stored = try StoredWaveUpdate(
-                    record, wallNow: now, wallMilliseconds: Self.wallMilliseconds(), monotonicNow: monotonicNow())
-            } catch {
-                configuration.logger.error("durable waves: wave \(record.id) \(error); it is not resumed")
-                continue
-            }
-            let (update, payload, publishedAt, deadline) = (stored.update, stored.payload, stored.publishedAt, stored.deadline)
-            var mode = Shard.ResumeMode.resume
-            if newest[audienceKey(record)] != record.id {
-                mode = .supersede
-            } else if let freshUntil = record.freshUntil, freshUntil <= now {
-                mode = .expire
-            }
-            var checkpoints = [ShardCheckpoint?](repeating: nil, count: shards.count)
-            var restarts = 0
-            if record.shardCount == shards.count {
-                for stored in wave.checkpoints where stored.shard >= 0 && stored.shard < shards.count {
-                    do {
-                        let checkpoint = try ShardCheckpoint(decoding: stored.data)
-                        checkpoints[stored.shard] = checkpoint
-                        restarts = max(restarts, checkpoint.restarts)
-                    } catch {
-                        configuration.logger.error(
-                            "durable waves: wave \(record.id), shard \(stored.shard): \(error); that shard's part starts over")
-                    }
-                }
-            } else if !wave.checkpoints.isEmpty {
-                configuration.logger.warning(
-                    "durable waves: wave \(record.id) ran on \(record.shardCount) shards, this engine has \(shards.count): it starts over")
-            }
-            var channelPayload: PushPayload?
-            if let bytes = record.channelPayload {
-                channelPayload = try? bytes.withUnsafeBytes { bytes throws(PayloadError) in try PushPayload(copying: bytes) }
-            }
-            let broadcastChannel = record.broadcastChannelID.flatMap { try? BroadcastChannelID($0) }
-            if record.broadcastChannelID != nil && broadcastChannel == nil {
-                configuration.logger.error("durable waves: wave \(record.id)'s broadcast channel id is not base64; its broadcast is not sent")
-            }
-            control.withLock { state in
-                let sequence = state.nextSequence
-                state.nextSequence += 1
-                let channel = state.channels.mention(record.channel, sequence: sequence)
-                state.channels.setLatestTimestamp(max(state.latest[record.channel] ?? record.timestamp, record.timestamp), of: channel)
-                // The broadcast half as published; its outcome comes from its shard's checkpoint.
-                let broadcast = broadcastChannel.map { channelID in
-                    BroadcastPart(
-                        channelID: channelID, subscribers: state.subscribers[record.channel] ?? 0,
-                        expiration: state.links[record.channel]?.storagePolicy == 1 ? record.freshUntil ?? 0 : 0, wave: record.id,
-                        shard: Self.broadcastShard(record.channel, shards: shards.count))
-                }
-                let resumed = Wave(
-                    id: record.id, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
-                    publishedAtWall: record.publishedAt, restarts: restarts + 1, broadcast: broadcast, participating: taking,
-                    onComplete: { [weak self] wave in self?.waveCompleted(wave) })
-                // Its tallies start from the checkpoints (the shards store them before anything is sent).
-                let published = PublishedUpdate(
-                    wave: resumed, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline,
-                    channelPayload: channelPayload)
-                published.hasAlert = record.hasAlert
-                unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
-                history.append(resumed)
-                for index in taking ?? Array(shards.indices) {
-                    enqueueWaiting(.resumeWave(ResumedWave(update: published, checkpoint: checkpoints[index], mode: mode)), shard: index)
-                }
-            }
-            configuration.logger.notice(
-                "durable waves: wave \(record.id) on \(record.channel) \(mode == .resume ? "resumes" : mode == .supersede ? "ends superseded" : "ends expired") after a restart")
-        }
     }
 
     // MARK: - Registration
@@ -473,14 +306,11 @@ public final class FanoutEngine: Sendable {
         }
     }
 
-    /// Durable work already happened, so the command must get through: wait for room (shards drain their
-    /// queues every loop iteration, so this waits only under a burst of control traffic). Holding `control`,
-    /// after checking the engine is not shut down (so the workers still drain).
+    /// Durable work already happened, so the command must get through: waits for room (`ShardInbox`). Holding
+    /// `control`, after checking the engine is not shut down (so the workers still drain).
     func enqueueWaiting(_ command: ShardCommand, shard index: Int) {
         let shard = shards[index]
-        while !shard.inbox.hasControlRoom {
-            usleep(200)
-        }
+        shard.inbox.waitForControlRoom()
         enqueueControl(command, shard: shard)
     }
 
@@ -623,7 +453,7 @@ public final class FanoutEngine: Sendable {
         // sees the flag.
         enqueuingPushes.add(1, ordering: .sequentiallyConsistent)
         var counted = true
-        defer { if counted { enqueuingPushes.subtract(1, ordering: .sequentiallyConsistent) } }
+        defer { if counted { enqueueFinished() } }
         guard !isShutDown.load(ordering: .sequentiallyConsistent) else { throw .shutDown }
         if let collapseID {
             do { try CollapseID.validate(collapseID) } catch { throw .invalidCollapseID(error) }
@@ -637,7 +467,7 @@ public final class FanoutEngine: Sendable {
             // The singles' own queue: full is back-pressure, whatever the publishers do.
             let taken = shard.inbox.enqueueSingle(single)
             if taken { client.kickProducer(worker: shard.index) }
-            enqueuingPushes.subtract(1, ordering: .sequentiallyConsistent)
+            enqueueFinished()
             counted = false
             if !taken { continuation.resume(returning: nil) }
         }
@@ -774,11 +604,7 @@ public final class FanoutEngine: Sendable {
             }
             guard let sweep else { return 0 }
             // Shards answer within a loop iteration; after a shutdown, `abandonAfterStop` answers for them.
-            let deadline = monotonicNow() &+ 30_000_000_000
-            while !sweep.isAnswered {
-                if monotonicNow() > deadline { return 0 }
-                usleep(500)
-            }
+            guard sweep.answers.wait(until: monotonicNow() &+ 30_000_000_000) else { return 0 }
             return control.withLock { state in state.channels.forget(after: sweep) }
         }
     }
@@ -823,11 +649,7 @@ public final class FanoutEngine: Sendable {
             summaries[index].liveWaves = live.filter { $0.channel == summaries[index].channel }
         }
         guard let census = asked?.census, let positions = asked?.positions else { return summaries }
-        let deadline = monotonicNow() &+ Self.nanoseconds(timeout)
-        while !census.isAnswered {
-            if monotonicNow() > deadline || isShutDown.load(ordering: .acquiring) { return nil }
-            try? await Task.sleep(for: .microseconds(200))
-        }
+        guard await census.answers.wait(timeout: timeout) else { return nil }
         for (position, counts) in zip(positions, census.totals) {
             summaries[position].updateTokens = counts.update
             summaries[position].pushToStartTokens = counts.pushToStart
@@ -877,134 +699,9 @@ public final class FanoutEngine: Sendable {
         return stats
     }
 
-    /// Stops the workers; every wave completes (outcomes still open end as failed: Shutdown) and every
-    /// invalidation already reported is written to the registry. A `publish`, `register` or `push` racing it
-    /// either is refused with `.shutDown` or gets its outcome.
-    public func shutdown() {
-        guard !isShutDown.exchange(true, ordering: .sequentiallyConsistent) else { return }
-        channelManager?.shutdown()
-        // Control commands are queued under the lock after checking the flag: once we have held it, no more come.
-        control.withLock { _ in }
-        while enqueuingPushes.load(ordering: .sequentiallyConsistent) > 0 { usleep(100) }
-        guard let checkpointWriter else {
-            client.shutdown()
-            for shard in shards { shard.abandonAfterStop() }
-            registryWorker.stop()
-            return
-        }
-        // Durable waves: send no more wave pushes, let the ones out be answered (so none is resent), then record
-        // where every unfinished wave is. The next engine on the store resumes them.
-        for shard in shards {
-            shard.stopWavesRequested.store(true, ordering: .relaxed)
-            shard.inFlight.store(-1, ordering: .relaxed)
-            client.kickProducer(worker: shard.index)
-        }
-        let deadline = monotonicNow() &+ Self.nanoseconds(configuration.shutdownDrainTimeout)
-        while shards.contains(where: { $0.inFlight.load(ordering: .relaxed) != 0 }) && monotonicNow() < deadline {
-            for shard in shards { client.kickProducer(worker: shard.index) }
-            usleep(1000)
-        }
-        client.shutdown()
-        checkpointWriter.stop()  // after what shards handed it is written
-        checkpointWriter.kick = nil  // the workers are gone
-        var final: [WaveCheckpoint] = []
-        for shard in shards { final += shard.checkpointAfterStop() }
-        // Then what the shards' last service handed over (a wave that completed there) and the last checkpoints.
-        if !checkpointWriter.writeRemaining(final) {
-            configuration.logger.error(
-                "durable waves: the last checkpoints could not be written (\(checkpointWriter.lastError ?? "?")); the next start resumes from earlier ones")
-        }
-        for wave in history.recent where !wave.isComplete { wave.interrupt() }
-        registryWorker.stop()
-    }
-
-    /// `shutdown()` from an async caller: the drain and the last checkpoints are waited for on a thread of their
-    /// own, so the caller's cooperative thread is free meanwhile.
-    public func shutdown() async {
-        await BlockingHandOff.run(name: "fanout-stop") { self.shutdown() }
-    }
-
-    /// Tests: leaves the store as a crash (kill -9) would. The checkpoint thread stops writing at once, the
-    /// workers stop, and nothing is accounted or checkpointed any more: the waves stay unfinished in memory and
-    /// in the store, at their last durable checkpoints.
-    func abandonForTesting() {
-        guard !isShutDown.exchange(true, ordering: .sequentiallyConsistent) else { return }
-        control.withLock { _ in }
-        while enqueuingPushes.load(ordering: .sequentiallyConsistent) > 0 { usleep(100) }
-        checkpointWriter?.abandon()
-        client.shutdown()
-        registryWorker.stop()
-    }
-
     /// Tokens loaded per shard and bytes of shard memory (after shutdown, or for tests; reads shard state).
     public var shardFootprint: [(tokens: Int, bytes: Int)] {
         shards.map { ($0.tokens.aliveCount, $0.memoryBytes) }
-    }
-}
-
-/// Totals of the engine and its client.
-public struct FanoutStatistics: Sendable {
-    public var client: ClientStatistics
-    public var invalidationsPersisted = 0
-    public var invalidationsKept = 0
-    public var registryErrors = 0
-    public var lastRegistryError: String?
-    public var lastConnectionError: String?
-    /// BadDeviceToken / DeviceTokenNotForTopic answers waiting for the breaker's verdict (their tokens kept).
-    public var invalidTokensHeld = 0
-    public var breaker = InvalidTokenBreakerState.closed
-    /// Registrations a shard had no room for (its 4 GiB token arena was full); they stay in the registry.
-    public var registrationsRefused = 0
-    public var unfinishedWaves = 0
-    /// Durable waves: transactions the checkpoint thread wrote, and failed writes (retried; waves stall at their
-    /// window meanwhile).
-    public var checkpointWrites = 0
-    public var checkpointErrors = 0
-    public var lastCheckpointError: String?
-    /// Channels the engine tracks (members or waves); forgotten ones do not count.
-    public var channelsInUse = 0
-    /// Commands waiting in the shards' queues (publishes, registrations, single pushes, ...).
-    public var queuedCommands = 0
-}
-
-/// A channel as the engine sees it (`FanoutEngine.channelSummary`).
-public struct ChannelSummary: Sendable {
-    public var channel: String
-    /// Live update tokens following it (what an `update` or `end` wave would target now).
-    public var updateTokens = 0
-    /// Live push-to-start tokens following it (what a `start` wave would target now).
-    public var pushToStartTokens = 0
-    /// The newest `timestamp` published on it since the engine started (nil: none, or forgotten).
-    public var latestTimestamp: Int64?
-    /// Its waves that are not complete, oldest first.
-    public var liveWaves: [Wave] = []
-
-    public init(channel: String, latestTimestamp: Int64? = nil) {
-        self.channel = channel
-        self.latestTimestamp = latestTimestamp
-    }
-}
-
-/// Sends each result to the shard that owns its token, on the worker thread that finished it (the same one).
-final class ResultRouter: PushResultHandler, @unchecked Sendable {
-    private let shards: [Shard]
-    private let observer: (@Sendable (PushResult) -> Void)?
-    init(shards: [Shard], observer: (@Sendable (PushResult) -> Void)?) {
-        self.shards = shards
-        self.observer = observer
-    }
-
-    func pushCompleted(_ result: PushResult) {
-        observer?(result)
-        shards[result.worker].pushCompleted(result, now: monotonicNow())
-    }
-
-    func pushCompleted(inPlace completion: borrowing PushCompletion) {
-        guard observer == nil else {
-            pushCompleted(completion.result)
-            return
-        }
-        shards[completion.worker].pushCompleted(completion, now: monotonicNow())
     }
 }
 

@@ -23,6 +23,8 @@ final class RegistryWorker: InvalidationSink, @unchecked Sendable {
     private let queue = BoundedMPSCQueue<Invalidation>(capacity: 1 << 14)
     private let overflow = Mutex<[Invalidation]>([])
     private let stopRequested = Atomic<Bool>(false)
+    /// Posted for each invalidation handed over, and by `stop`: the thread sleeps on it when it has nothing to do.
+    private let work = ThreadSignal()
     private let onInvalidation: (@Sendable (InvalidationReport) -> Void)?
     private let maintenance: @Sendable () -> Void
     private let maintenanceInterval: UInt64
@@ -68,11 +70,13 @@ final class RegistryWorker: InvalidationSink, @unchecked Sendable {
     func tokenInvalidated(_ token: DeviceToken, reason: APNsReason?, invalidSince: Int64?) {
         let item = Invalidation(token: token, reason: reason, invalidSince: invalidSince)
         if !queue.enqueue(item) { overflow.withLock { $0.append(item) } }
+        work.post()  // an atomic increment unless the thread sleeps on it
     }
 
     /// Stops the thread after it has written every invalidation handed to it.
     func stop() {
         stopRequested.store(true, ordering: .releasing)
+        work.post()
         if let thread { pthread_join(thread, nil) }
         thread = nil
     }
@@ -94,7 +98,7 @@ final class RegistryWorker: InvalidationSink, @unchecked Sendable {
                 maintenance()
                 nextMaintenance = now &+ maintenanceInterval
             }
-            if batch.isEmpty { usleep(2000) }
+            if batch.isEmpty { work.wait(until: nextMaintenance) }
         }
     }
 

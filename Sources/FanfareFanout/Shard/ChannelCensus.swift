@@ -4,13 +4,13 @@ import Synchronization
 /// own thread when they take the command, so the counts are what the next wave of each channel would target.
 final class ChannelCensus: Sendable {
     let channels: [UInt16]
-    private let unanswered: Atomic<Int>
+    let answers: ShardAnswers
     /// Per channel (in `channels` order): update tokens, push-to-start tokens. Added to by each shard.
     private let counts: Mutex<[(update: Int, pushToStart: Int)]>
 
     init(channels: [UInt16], shards: Int) {
         self.channels = channels
-        unanswered = Atomic(shards)
+        answers = ShardAnswers(shards: shards)
         counts = Mutex(Array(repeating: (0, 0), count: channels.count))
     }
 
@@ -22,10 +22,8 @@ final class ChannelCensus: Sendable {
                 counts[position].pushToStart += count.pushToStart
             }
         }
-        unanswered.subtract(1, ordering: .releasing)
+        answers.answered()
     }
-
-    var isAnswered: Bool { unanswered.load(ordering: .acquiring) == 0 }
 
     /// After every shard answered: per channel (in `channels` order), (update tokens, push-to-start tokens).
     var totals: [(update: Int, pushToStart: Int)] { counts.withLock { $0 } }

@@ -9,23 +9,20 @@ import Synchronization
 /// be forgotten (a later command naming it is still queued behind the sweep, so it is kept).
 final class ChannelSweep: Sendable {
     let sequence: UInt64
-    private let unanswered: Atomic<Int>
+    let answers: ShardAnswers
     /// Channel ids each shard still uses (members, a wave, busy members), merged as shards answer.
     private let used = Mutex<Set<UInt16>>([])
 
     init(sequence: UInt64, shards: Int) {
         self.sequence = sequence
-        unanswered = Atomic(shards)
+        answers = ShardAnswers(shards: shards)
     }
 
     /// A shard's thread: the channels it still uses.
     func answer(used channels: [UInt16]) {
         used.withLock { $0.formUnion(channels) }
-        unanswered.subtract(1, ordering: .releasing)
+        answers.answered()
     }
-
-    /// True once every shard answered.
-    var isAnswered: Bool { unanswered.load(ordering: .acquiring) == 0 }
 
     /// After every shard answered: the channels some shard still uses.
     var usedChannels: Set<UInt16> { used.withLock { $0 } }

@@ -42,11 +42,7 @@ extension Shard {
     }
 
     func resultTaken(now: UInt64) {
-        // Judge the window when it is full, or early when answers are held and the shard has nothing else
-        // coming (a small wave would otherwise wait for a thousand more results).
-        if resultsBack == window.end || (window.heldCount != 0 && resultsBack == pushesOut && nothingToSend) {
-            judgeWindow(now: now)
-        }
+        if resultsBack == window.end { judgeWindow(now: now) } else { judgeWindowIfIdle(now: now) }
     }
 
     @inline(__always)

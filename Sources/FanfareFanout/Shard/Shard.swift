@@ -84,6 +84,8 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     @exclusivity(unchecked) var stoppingWaves = false
     /// Pushes handed out and not answered yet, published once per loop iteration while stopping.
     let inFlight = Atomic<Int>(0)
+    /// Posted when `inFlight` reaches 0 while stopping: the engine's graceful shutdown waits on it.
+    let drained = ThreadSignal()
 
     /// Debug check of the confinement above: loaded on one thread, driven by its worker's, finished after
     /// the worker was joined.
@@ -156,6 +158,7 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
         liveTokens.store(tokens.aliveCount, ordering: .relaxed)
         // Once per loop iteration, not per push: another shard may have opened the breaker.
         if breaker.generation.load(ordering: .relaxed) & 1 == 1 { paused = true }
+        judgeWindowIfIdle(now: now)
         if let checkpoints {
             let durable = checkpoints.durableGeneration(shard: index)
             if durable != durableSeen {
@@ -168,7 +171,8 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
         }
         if stopWavesRequested.load(ordering: .relaxed) {
             stoppingWaves = true
-            inFlight.store(Int(pushesOut &- resultsBack), ordering: .relaxed)
+            let out = Int(pushesOut &- resultsBack)
+            if inFlight.exchange(out, ordering: .releasing) != 0 && out == 0 { drained.post() }
         }
     }
 

@@ -14,6 +14,9 @@ final class ShardInbox: Sendable {
     private let control: BoundedMPSCQueue<ShardCommand>
     private let singles: BoundedMPSCQueue<SinglePush>
     private let controlQueued = Atomic<Int>(0)
+    /// Engine threads waiting for control room (`waitForControlRoom`), and the signal the shard posts for them.
+    private let roomWaiters = Atomic<Int>(0)
+    private let roomFreed = ThreadSignal()
 
     init(commandCapacity: Int) {
         control = BoundedMPSCQueue(capacity: max(2, commandCapacity / 2))
@@ -36,6 +39,20 @@ final class ShardInbox: Sendable {
         precondition(taken, "a shard queue refused a control command it had room for")
     }
 
+    /// Blocks until a control command fits: for commands that must get through because their durable part
+    /// already happened. The shard drains its queue every loop iteration, so this waits only under a burst.
+    func waitForControlRoom() {
+        while !hasControlRoom {
+            // Announce, then look again: the shard frees room, then looks for waiters (both sequentially
+            // consistent), so one of the two sees the other and no wake-up is lost.
+            roomWaiters.add(1, ordering: .sequentiallyConsistent)
+            if !hasControlRoomNow { roomFreed.wait(until: IOLoop.monotonicNanoseconds() &+ 100_000_000) }
+            roomWaiters.subtract(1, ordering: .sequentiallyConsistent)
+        }
+    }
+
+    private var hasControlRoomNow: Bool { controlQueued.load(ordering: .sequentiallyConsistent) < control.capacity }
+
     /// Any thread: false when the singles' queue is full (back-pressure).
     func enqueueSingle(_ single: SinglePush) -> Bool { singles.enqueue(single) }
 
@@ -45,7 +62,8 @@ final class ShardInbox: Sendable {
     /// The shard's thread.
     func takeControl() -> ShardCommand? {
         guard let command = control.dequeue() else { return nil }
-        controlQueued.subtract(1, ordering: .relaxed)
+        controlQueued.subtract(1, ordering: .sequentiallyConsistent)
+        if roomWaiters.load(ordering: .sequentiallyConsistent) > 0 { roomFreed.post() }
         return command
     }
 }

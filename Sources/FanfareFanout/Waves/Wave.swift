@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareIO
 import Synchronization
 import Glibc
 
@@ -26,7 +27,20 @@ public final class Wave: Sendable {
     private let unfinishedShards: Atomic<Int>
     /// Monotonic ns when the last shard finished (0 while running).
     private let completedAtStorage = Atomic<UInt64>(0)
-    private let waiters = Mutex<[CheckedContinuation<Void, Never>]>([])
+    private let waiters = Mutex<[Waiter]>([])
+
+    /// Who waits for the wave to end: a suspended task, or a blocked thread.
+    private enum Waiter {
+        case task(CheckedContinuation<Void, Never>)
+        case thread(ThreadSignal)
+
+        func wake() {
+            switch self {
+            case .task(let continuation): continuation.resume()
+            case .thread(let signal): signal.post()
+            }
+        }
+    }
     private let onComplete: (@Sendable (Wave) -> Void)?
     /// The engine's breaker: an unfinished wave is paused while it is open.
     private let breaker: InvalidTokenBreaker?
@@ -84,7 +98,7 @@ public final class Wave: Sendable {
         await withCheckedContinuation { continuation in
             let ready = waiters.withLock { list -> Bool in
                 if isComplete || isInterrupted { return true }
-                list.append(continuation)
+                list.append(.task(continuation))
                 return false
             }
             if ready { continuation.resume() }
@@ -101,18 +115,22 @@ public final class Wave: Sendable {
             defer { list.removeAll() }
             return list
         }
-        for continuation in continuations { continuation.resume() }
+        for waiter in continuations { waiter.wake() }
     }
 
     /// Blocks the calling thread until the wave completes or `timeout` passes; returns whether it completed.
     public func waitUntilComplete(timeout: Duration) -> Bool {
         let (seconds, attoseconds) = timeout.components
         let deadline = monotonicNow() &+ UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds) / 1_000_000_000)
-        while !isComplete {
-            if monotonicNow() >= deadline { return false }
-            usleep(1000)
+        let signal = ThreadSignal()
+        let waiting = waiters.withLock { list -> Bool in
+            if isComplete { return false }
+            list.append(.thread(signal))
+            return true
         }
-        return true
+        // An interrupt wakes it too, before the wave completes: then the deadline is what is left to wait.
+        while waiting && !isComplete && signal.wait(until: deadline) {}
+        return isComplete
     }
 
     /// Called by a shard's thread once, when its part is done.
@@ -125,7 +143,7 @@ public final class Wave: Sendable {
             defer { list.removeAll() }
             return list
         }
-        for continuation in continuations { continuation.resume() }
+        for waiter in continuations { waiter.wake() }
         onComplete?(self)
     }
 }

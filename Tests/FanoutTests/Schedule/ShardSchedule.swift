@@ -23,7 +23,9 @@ final class ShardSchedule {
 
     let seed: UInt64
     private var random: SeededRandom
-    private let driver: ShardDriver
+    private var driver: ShardDriver
+    /// Builds the driver again for a restart, with the seed's settings.
+    private let makeDriver: () -> ShardDriver
     private let channels: [String]
     /// Tokens the schedule may register (a pool, so removed tokens come back and re-registrations happen).
     private let pool: [DeviceToken]
@@ -34,6 +36,10 @@ final class ShardSchedule {
     /// The members (wave pushes) among them: a member never has two pushes out.
     private var membersOut: Set<UInt64> = []
     private var waves: [Wave] = []
+    /// What each wave was published as (a restart publishes the unfinished ones again, as the engine does).
+    private var published: [UInt64: (ChannelUpdate, PublishedUpdate)] = [:]
+    /// The newest wave of each channel.
+    private var newestWave: [UInt16: UInt64] = [:]
     /// Each channel's newest published timestamp: the only state a wave push may carry when it goes out.
     private var newest: [UInt16: Int64] = [:]
     private var nextTimestamp: Int64 = 1_000
@@ -56,11 +62,16 @@ final class ShardSchedule {
             configuration.maximumShare = random.pick([0.2, 0.5])
             return configuration
         }()
-        driver = ShardDriver(
-            minimumInterval: random.chance(30) ? UInt64(random.int(1...5)) * 100_000_000 : 0,
-            retryDelays: (0..<retries).map { _ in UInt64(random.int(1...400)) * 1_000_000 },
-            standard: random.chance(30) ? PriorityBudgetProfile(perHour: 6, burst: 1) : .standard,
-            breaker: breaker, retryUnconfirmed: random.chance(50))
+        let minimumInterval = random.chance(30) ? UInt64(random.int(1...5)) * 100_000_000 : 0
+        let retryDelays = (0..<retries).map { _ in UInt64(random.int(1...400)) * 1_000_000 }
+        let standard = random.chance(30) ? PriorityBudgetProfile(perHour: 6, burst: 1) : .standard
+        let retryUnconfirmed = random.chance(50)
+        makeDriver = {
+            ShardDriver(
+                minimumInterval: minimumInterval, retryDelays: retryDelays, standard: standard, breaker: breaker,
+                retryUnconfirmed: retryUnconfirmed)
+        }
+        driver = makeDriver()
         channels = (0..<random.int(1...3)).map { "c\($0)" }
         for channel in channels { _ = driver.channelID(channel) }  // ids in order: c0 = 0, c1 = 1, ...
         pool = (0..<random.int(4...48)).map { makeToken($0, salt: seed) }
@@ -83,7 +94,7 @@ final class ShardSchedule {
     // MARK: - Steps
 
     private func takeStep() {
-        switch random.weighted([14, 26, 30, 3, 12, 6, 3, 3, 3]) {
+        switch random.weighted([14, 26, 30, 3, 12, 6, 3, 3, 3, 1]) {
         case 0: publish()
         case 1: poll(streams: random.int(1...12))
         case 2: answerSome()
@@ -92,7 +103,8 @@ final class ShardSchedule {
         case 5: churnTokens()
         case 6: toggleLease()
         case 7: closeBreaker()
-        default: pushSingle()
+        case 8: pushSingle()
+        default: restart(graceful: random.chance(60))
         }
     }
 
@@ -104,11 +116,14 @@ final class ShardSchedule {
         // Some updates are worth showing only briefly: the rest of such a wave expires unsent.
         let deadline = random.chance(15) ? driver.now &+ UInt64(random.int(10...3_000)) * 1_000_000 : 0
         do {
-            let (update, wave) = try driver.update(
-                channel: channel, timestamp: nextTimestamp, alert: alert, priority: priority, deadline: deadline)
+            let channelUpdate = try driver.channelUpdate(
+                channel: channel, timestamp: nextTimestamp, alert: alert, priority: priority)
+            let (update, wave) = try driver.update(channelUpdate, deadline: deadline)
             driver.send(.publish(update))
             waves.append(wave)
-            newest[driver.channelID(channel)] = nextTimestamp
+            published[wave.id] = (channelUpdate, update)
+            newest[update.channel] = nextTimestamp
+            newestWave[update.channel] = wave.id
             note("publish \(channel) t=\(nextTimestamp) \(priority) alert=\(alert) deadline=\(deadline != 0)")
         } catch {
             fail("publish failed: \(error)")
@@ -242,6 +257,60 @@ final class ShardSchedule {
         note("single push")
     }
 
+    /// The engine stops and another starts on the same registry. Graceful: what is out ends (answered, or failed
+    /// by the shutdown), the shard's progress is saved, and the next shard resumes each unfinished wave from it.
+    /// A crash: answers never come and nothing is saved (no checkpoint writer here), so each unfinished wave
+    /// starts over on the next shard, every member counted as possibly sent. Either way the newest wave of a
+    /// channel resumes and older ones end superseded, as `FanoutEngine.resume` decides.
+    private func restart(graceful: Bool) {
+        var checkpoints: [UInt64: ShardCheckpoint] = [:]
+        if graceful {
+            for job in outstanding { answer(job, random.chance(50) ? .delivered : .failed(.shutdown)) }
+            outstanding.removeAll()
+            for item in driver.shard.checkpointAfterStop() {
+                do { checkpoints[item.waveID] = try ShardCheckpoint(decoding: item.data) } catch {
+                    fail("wave \(item.waveID)'s checkpoint does not decode: \(error)")
+                }
+            }
+        }
+        if !graceful {
+            // The process died with its callers: their single pushes are owed nothing any more.
+            singleAnswers.removeAll { $0.value.load(ordering: .relaxed) == 0 }
+        }
+        outstanding.removeAll()
+        membersOut.removeAll()
+        let stopped = driver
+        driver = makeDriver()
+        driver.carryOver(from: stopped)
+        driver.shard.sendUntil.store(leaseHeld ? .max : driver.now, ordering: .relaxed)
+        let entries = registered.map { token, channels in
+            RegistrationBatch.Entry(
+                token: token, pushToStart: false, frequentUpdates: false, registeredAt: 1_700_000_000,
+                channels: channels.map { driver.channelID($0) })
+        }
+        if !entries.isEmpty { driver.send(.register(RegistrationBatch(entries))) }
+        for (position, wave) in waves.enumerated() where !wave.isComplete {
+            guard let (update, old) = published[wave.id] else { continue }
+            var mode = Shard.ResumeMode.resume
+            if newestWave[old.channel] != wave.id {
+                mode = .supersede
+            } else if old.deadline != 0 && old.deadline <= driver.now {
+                mode = .expire
+            }
+            let resumed = Wave(
+                id: wave.id, update: update, shardCount: 1, publishedAt: wave.publishedAt, breaker: driver.breaker,
+                restarts: wave.restarts + 1, onComplete: nil)
+            let again = PublishedUpdate(
+                wave: resumed, update: update, channel: old.channel, sequence: driver.nextSequence(), payload: old.payload,
+                deadline: old.deadline)
+            again.hasAlert = old.hasAlert
+            driver.send(.resumeWave(ResumedWave(update: again, checkpoint: checkpoints[wave.id], mode: mode)))
+            waves[position] = resumed
+            published[wave.id] = (update, again)
+        }
+        note(graceful ? "graceful restart" : "crash and restart")
+    }
+
     // MARK: - Rules
 
     /// What holds after every step.
@@ -278,7 +347,9 @@ final class ShardSchedule {
         }
         for wave in waves {
             let report = wave.report
-            if !wave.isComplete { fail("wave \(wave.id) never completed: \(report.accounted) of \(report.targeted) accounted") }
+            if !wave.isComplete {
+                fail("wave \(wave.id) never completed: \(report.accounted) of \(report.targeted) accounted; \(shardState)")
+            }
             if report.accounted != report.targeted {
                 fail("wave \(wave.id): \(report.accounted) outcomes for \(report.targeted) targeted members")
             }
@@ -292,6 +363,17 @@ final class ShardSchedule {
     }
 
     // MARK: - Reporting
+
+    /// What the shard holds, for a failure's message.
+    private var shardState: String {
+        let shard = driver.shard
+        let busy = shard.audiences.enumerated().filter { $0.element.busy > 0 }.map { index, audience in
+            "audience \(index): \(audience.busy) busy, cursor \(audience.cursorActive ? "on" : "off")"
+        }
+        return "shard: paused \(shard.paused), breaker open \(driver.breaker.isOpen), held \(shard.window.heldCount), "
+            + "pushes out \(shard.pushesOut), results back \(shard.resultsBack), lanes \(shard.lanes.map(\.count)), "
+            + "active audiences \(shard.activeAudiences.count); " + busy.joined(separator: "; ")
+    }
 
     private func note(_ text: String) {
         history.append("\(step): \(text)")
