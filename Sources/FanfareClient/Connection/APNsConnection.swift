@@ -23,6 +23,8 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     let transport: SecureTransport
     @exclusivity(unchecked) private(set) var state: State = .connecting
     @exclusivity(unchecked) private var session: HTTP2ClientSession?
+    /// Debug check that the connection is driven by its worker's thread only (until that thread is joined).
+    @exclusivity(unchecked) private var ownership = ThreadOwnership()
     @exclusivity(unchecked) private var slots: StreamSlots
     @exclusivity(unchecked) private var handlerID: IOHandlerID?
 
@@ -82,6 +84,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     func flushHeld() { transport.flushNow() }
 
     func start(address: SocketAddress) {
+        ownership.claim("APNsConnection")
         let id = worker.loop.register(self)
         handlerID = id
         lastReceiveAt = worker.loop.now
@@ -118,6 +121,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
 
     /// Queues `job` on a new stream. The caller checked `credits > 0`. On failure the job comes back.
     func submit(_ job: consuming PushJob) -> PushJob? {
+        ownership.assertOwned("APNsConnection")
         nextJob.initialize(to: job)
         return submitWrittenJob()
     }
@@ -223,6 +227,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     }
 
     func transportReceived(_ transport: SecureTransport, plaintext: UnsafeRawBufferPointer) -> Bool {
+        ownership.assertOwned("APNsConnection")
         guard let session else { return false }
         lastReceiveAt = worker.loop.now
         pingSentAt = 0
@@ -474,6 +479,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
 
     /// The worker's thread exited before this connection closed: hands every unanswered push to `body`, once.
     func abandonInFlight(_ body: (PushJob) -> Void) {
+        ownership.handOver()
         for index in 0..<slots.capacity where slots.isInUse(index) {
             let slot = slots[index]
             guard !slot.pointee.abandoned, slot.pointee.hasJob else { continue }

@@ -30,24 +30,12 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     let sweepInterval: UInt64
 
     @exclusivity(unchecked) private var pending: PendingQueue<PushJob>
-    @exclusivity(unchecked) private var connections: [APNsConnection?]
-    @exclusivity(unchecked) private var backoff: [UInt64]
-    /// Per slot: the stream cap its next connection starts with (`connectionGotGoAway`; `Int.max`: none).
-    @exclusivity(unchecked) private var successorStreamCap: [Int]
-    @exclusivity(unchecked) private var reconnectScheduled: [Bool]
-    /// Slots the worker keeps a connection in (all of them without autoscaling). An inactive slot opens
-    /// nothing; its connection, if any, drains.
-    @exclusivity(unchecked) private var active: [Bool]
-    /// Slots a scale-up opened whose connection has not proved usable yet: if it fails, the slot goes back
-    /// and scale-ups back off (APNs' etiquette: no churn).
-    @exclusivity(unchecked) private var provisional: [Bool]
+    /// One per connection the worker may keep (`ConnectionSlot`), by the index its connection carries.
+    @exclusivity(unchecked) private var slots: [ConnectionSlot]
+    /// Debug check that everything above runs on the worker's thread (until it is joined).
+    @exclusivity(unchecked) private var ownership = ThreadOwnership()
     @exclusivity(unchecked) private var autoscaler: ConnectionAutoscaler?
     @exclusivity(unchecked) private var measurement = AutoscaleMeasurement()
-    /// Per connection slot: the addresses of the latest lookup, tried in order until one connects (a
-    /// connection that got through clears them: the next one looks the host up afresh, as APNs asks).
-    @exclusivity(unchecked) private var addresses: [[SocketAddress]]
-    @exclusivity(unchecked) private var nextAddress: [Int]
-    @exclusivity(unchecked) private var resolving: [Bool]
     /// getaddrinfo blocks, so it runs on the resolver's thread; results come back here and wake the loop.
     private let resolver: HostResolver
     private let resolved = Mutex<[(slot: Int, result: Result<[SocketAddress], IOError>)]>([])
@@ -97,19 +85,11 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         self.configuration = configuration
         self.resultHandler = resultHandler
         inbox = BoundedMPSCQueue(capacity: configuration.inboxCapacityPerWorker)
-        let slots = configuration.connectionSlotsPerWorker
-        let reserve = slots * configuration.maxConcurrentStreamsPerConnection
+        let slotCount = configuration.connectionSlotsPerWorker
+        let reserve = slotCount * configuration.maxConcurrentStreamsPerConnection
         pending = PendingQueue(capacity: configuration.pendingCapacityPerWorker + reserve)
-        connections = Array(repeating: nil, count: slots)
-        backoff = Array(repeating: 0, count: slots)
-        successorStreamCap = Array(repeating: Int.max, count: slots)
-        reconnectScheduled = Array(repeating: false, count: slots)
-        addresses = Array(repeating: [], count: slots)
-        nextAddress = Array(repeating: 0, count: slots)
-        resolving = Array(repeating: false, count: slots)
-        let initial = configuration.autoscaling?.minimumConnections ?? slots
-        active = (0..<slots).map { $0 < initial }
-        provisional = Array(repeating: false, count: slots)
+        let initial = configuration.autoscaling?.minimumConnections ?? slotCount
+        slots = (0..<slotCount).map { ConnectionSlot(active: $0 < initial) }
         autoscaler = configuration.autoscaling.map {
             ConnectionAutoscaler(
                 settings: $0, backoffMinimum: configuration.reconnectBackoffMinimum, backoffMaximum: configuration.reconnectBackoffMaximum)
@@ -126,7 +106,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         handlerID = loop.register(self)
         loop.addTickHandler(handlerID)
         loop.setWakeHandler(handlerID, tag: 0)
-        for slot in 0..<connections.count where active[slot] { openConnection(slot) }
+        for slot in slots.indices where slots[slot].active { openConnection(slot) }
         loop.schedule(at: loop.now &+ sweepInterval, handler: handlerID, tag: TimerTag.sweep.rawValue, cookie: 0)
         if let settings = configuration.autoscaling {
             measurement.start(now: loop.now, cpuTime: Self.threadCPUTime())
@@ -152,24 +132,24 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     private let stoppedFlag = Atomic<Bool>(false)
 
     private var isIdle: Bool {
-        connections.allSatisfy { $0 == nil } && pending.isEmpty
+        slots.allSatisfy { $0.connection == nil } && pending.isEmpty
     }
 
     // MARK: - Connections
 
     /// Connects slot `slot` to the next address of its latest lookup, or asks for a lookup first.
     private func openConnection(_ slot: Int) {
-        guard !stopping, active[slot] else { return }
-        reconnectScheduled[slot] = false
-        if nextAddress[slot] >= addresses[slot].count, let fixed = configuration.connectAddresses {
-            addresses[slot] = configuration.addressFamilies.apply(to: fixed)
-            nextAddress[slot] = 0
+        guard !stopping, slots[slot].active else { return }
+        slots[slot].reconnectScheduled = false
+        if slots[slot].nextAddress >= slots[slot].addresses.count, let fixed = configuration.connectAddresses {
+            slots[slot].addresses = configuration.addressFamilies.apply(to: fixed)
+            slots[slot].nextAddress = 0
         }
-        guard nextAddress[slot] < addresses[slot].count else {
+        guard slots[slot].nextAddress < slots[slot].addresses.count else {
             // APNs asks for an uncached lookup per new connection, to spread load over its servers. It
             // runs off this thread; `takeResolvedAddresses` continues here.
-            guard !resolving[slot] else { return }
-            resolving[slot] = true
+            guard !slots[slot].resolving else { return }
+            slots[slot].resolving = true
             resolver.resolve(host: configuration.host, port: configuration.port, preference: configuration.addressFamilies) {
                 [self] result in
                 resolved.withLock { $0.append((slot, result)) }
@@ -178,8 +158,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             }
             return
         }
-        let address = addresses[slot][nextAddress[slot]]
-        nextAddress[slot] += 1
+        let address = slots[slot].addresses[slots[slot].nextAddress]
+        slots[slot].nextAddress += 1
         let tls: TLSConnection
         do {
             tls = try TLSConnection(client: configuration.tls, serverName: configuration.host)
@@ -189,11 +169,11 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             return
         }
         let connection = APNsConnection(worker: self, index: slot, tls: tls)
-        if successorStreamCap[slot] != Int.max {
-            connection.streamCap = successorStreamCap[slot]
-            successorStreamCap[slot] = Int.max
+        if slots[slot].successorStreamCap != Int.max {
+            connection.streamCap = slots[slot].successorStreamCap
+            slots[slot].successorStreamCap = Int.max
         }
-        connections[slot] = connection
+        slots[slot].connection = connection
         counters.connectionsOpened.add(1, ordering: .relaxed)
         connection.start(address: address)
     }
@@ -205,12 +185,12 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             return list
         }
         for (slot, result) in results {
-            resolving[slot] = false
-            guard !stopping, active[slot], connections[slot] == nil else { continue }
+            slots[slot].resolving = false
+            guard !stopping, slots[slot].active, slots[slot].connection == nil else { continue }
             switch result {
             case .success(let found):
-                addresses[slot] = found
-                nextAddress[slot] = 0
+                slots[slot].addresses = found
+                slots[slot].nextAddress = 0
                 openConnection(slot)
             case .failure(let error):
                 lastConnectionError = "\(error)"
@@ -220,15 +200,15 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     }
 
     private func scheduleReconnect(_ slot: Int) {
-        guard !stopping, active[slot], !reconnectScheduled[slot] else { return }
+        guard !stopping, slots[slot].active, !slots[slot].reconnectScheduled else { return }
         counters.reconnectBackoffs.add(1, ordering: .relaxed)
         let minimum = configuration.reconnectBackoffMinimum.nanoseconds
         let maximum = configuration.reconnectBackoffMaximum.nanoseconds
-        let doubled = backoff[slot].multipliedReportingOverflow(by: 2)
-        let current = backoff[slot] == 0 ? minimum : min(maximum, doubled.overflow ? maximum : doubled.partialValue)
-        backoff[slot] = current
+        let doubled = slots[slot].backoff.multipliedReportingOverflow(by: 2)
+        let current = slots[slot].backoff == 0 ? minimum : min(maximum, doubled.overflow ? maximum : doubled.partialValue)
+        slots[slot].backoff = current
         let jitter = UInt64.random(in: 0...(current / 4), using: &random)
-        reconnectScheduled[slot] = true
+        slots[slot].reconnectScheduled = true
         let delay = current.addingReportingOverflow(jitter)
         let due = loop.now.addingReportingOverflow(delay.overflow ? UInt64.max : delay.partialValue)
         loop.schedule(
@@ -239,10 +219,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// APNs answered on `connection` with something other than a 403: the connection works (its provider
     /// token, certificate and address are good), so its slot's back-off starts over.
     func connectionProvedUsable(_ connection: APNsConnection) {
-        backoff[connection.index] = 0
+        slots[connection.index].backoff = 0
         needsAdmission = true
-        if provisional[connection.index] && connections[connection.index] === connection {
-            provisional[connection.index] = false
+        if slots[connection.index].provisional && slots[connection.index].connection === connection {
+            slots[connection.index].provisional = false
             autoscaler?.connectionProvedUsable()
         }
     }
@@ -252,9 +232,9 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         lastConnectionError = nil
         needsAdmission = true
         // This lookup did its job; the slot's next connection looks the host up again.
-        if connections[connection.index] === connection {
-            addresses[connection.index] = []
-            nextAddress[connection.index] = 0
+        if slots[connection.index].connection === connection {
+            slots[connection.index].addresses = []
+            slots[connection.index].nextAddress = 0
         }
     }
 
@@ -266,7 +246,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// answered (at least `minimumSuccessorStreams`), widening as its own answers come (`APNsConnection.streamCap`).
     /// A long-lived connection's successor gets the server's full limit at once.
     func connectionGotGoAway(_ connection: APNsConnection) {
-        successorStreamCap[connection.index] = max(Self.minimumSuccessorStreams, 2 &* connection.streamsAnswered)
+        slots[connection.index].successorStreamCap = max(Self.minimumSuccessorStreams, 2 &* connection.streamsAnswered)
     }
     static let minimumSuccessorStreams = 16
 
@@ -276,11 +256,11 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// any answer, ExpiredProviderToken from a skewed clock) would otherwise get a new TLS connection as
     /// fast as handshakes complete. So a slot opens at most about one connection per minimum back-off.
     func connectionStoppedAdmitting(_ connection: APNsConnection) {
-        guard connections[connection.index] === connection else { return }
-        connections[connection.index] = nil
+        guard slots[connection.index].connection === connection else { return }
+        slots[connection.index].connection = nil
         retiring.append(connection)
         counters.connectionsDraining.add(1, ordering: .relaxed)
-        guard !stopping, active[connection.index] else { return }
+        guard !stopping, slots[connection.index].active else { return }
         if !connection.gateLifted && releaseFailedScaleUp(connection.index) { return }
         let lived = connection.establishedAt == 0 ? 0 : loop.now &- connection.establishedAt
         if connection.gateLifted && lived >= configuration.reconnectBackoffMinimum.nanoseconds {
@@ -304,17 +284,17 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             counters.connectionsDraining.subtract(1, ordering: .relaxed)
             return
         }
-        guard connections[connection.index] === connection else { return }
+        guard slots[connection.index].connection === connection else { return }
         let slot = connection.index
-        connections[slot] = nil
+        slots[slot].connection = nil
         lastConnectionError = cause
         needsAdmission = true
-        if !hadConnected && reason.isConnectFailure && nextAddress[slot] < addresses[slot].count {
+        if !hadConnected && reason.isConnectFailure && slots[slot].nextAddress < slots[slot].addresses.count {
             openConnection(slot)  // the host's next address, at once
             return
         }
-        addresses[slot] = []
-        nextAddress[slot] = 0
+        slots[slot].addresses = []
+        slots[slot].nextAddress = 0
         if !connection.gateLifted && releaseFailedScaleUp(slot) { return }
         if connection.gateLifted && connection.establishedAt != 0
             && loop.now &- connection.establishedAt >= configuration.reconnectBackoffMinimum.nanoseconds
@@ -345,12 +325,12 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     private func admit() {
         needsAdmission = false
         guard !pending.isEmpty else { return }
-        let count = connections.count
+        let count = slots.count
         var idleRounds = 0
         while !pending.isEmpty && idleRounds < count {
             let slot = nextConnection
             nextConnection = (nextConnection + 1) % count
-            guard let connection = connections[slot], connection.credits > 0 else {
+            guard let connection = slots[slot].connection, connection.credits > 0 else {
                 idleRounds += 1
                 continue
             }
@@ -373,8 +353,9 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// out with the flush that follows this read, not at the end of the tick after every other connection's
     /// reads. Pending pushes (resends, inbox) go first, then the producer. Not from inside a session callback.
     func refill(_ connection: APNsConnection) {
+        ownership.assertOwned("PushWorker")
         needsAdmission = true  // whatever is left, the tick admits
-        guard !stopping, connections[connection.index] === connection else { return }
+        guard !stopping, slots[connection.index].connection === connection else { return }
         while connection.credits > 0 {
             guard let job = pending.popFront() else {
                 produce(into: connection)
@@ -429,10 +410,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     /// Fills every connection's free streams from the producer, round-robin from where admission left off.
     private func pullFromProducer() {
-        let count = connections.count
+        let count = slots.count
         for offset in 0..<count {
             guard !producerFinished, producerWaitUntil <= loop.now else { return }
-            if let connection = connections[(nextConnection + offset) % count], connection.credits > 0 {
+            if let connection = slots[(nextConnection + offset) % count].connection, connection.credits > 0 {
                 produce(into: connection)
             }
         }
@@ -478,10 +459,11 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// `.shutdown`, on the caller's thread.
     func finishRemainingAfterStop() {
         precondition(stopRequested.load(ordering: .acquiring), "the worker was not stopped")
+        ownership.handOver()
         let now = IOLoop.monotonicNanoseconds()  // the loop is gone with its thread
         inbox.drainClosed { finish($0, .failed(.shutdown), now: now) }
         while let job = pending.popFront() { finish(job, .failed(.shutdown), now: now) }
-        for connection in connections.compactMap({ $0 }) + retiring {
+        for connection in slots.compactMap(\.connection) + retiring {
             connection.abandonInFlight { finish($0, .failed(.shutdown), now: now) }
         }
     }
@@ -545,7 +527,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         stopping = true
         drainInbox()
         while let job = pending.popFront() { finish(job, .failed(.shutdown)) }
-        for connection in connections.compactMap({ $0 }) + retiring { connection.close() }
+        for connection in slots.compactMap(\.connection) + retiring { connection.close() }
     }
 
     /// While the producer's lease has ended, the transports hold what they framed; once it is extended, they
@@ -554,7 +536,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         let until = lease.sendsUntil
         let ended = until != .max && loop.now >= until
         if leaseEnded && !ended {
-            for connection in connections { connection?.flushHeld() }
+            for slot in slots.indices { slots[slot].connection?.flushHeld() }
             for connection in retiring { connection.flushHeld() }
         }
         leaseEnded = ended
@@ -571,7 +553,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         switch TimerTag(rawValue: tag) {
         case .reconnect:
             let slot = Int(cookie)
-            if connections[slot] == nil && active[slot] { openConnection(slot) } else { reconnectScheduled[slot] = false }
+            if slots[slot].connection == nil && slots[slot].active { openConnection(slot) } else { slots[slot].reconnectScheduled = false }
         case .autoscale:
             guard !stopping, let settings = configuration.autoscaling else { return }
             autoscale(now: loop.now)
@@ -591,6 +573,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     }
 
     func tick(loop: IOLoop) {
+        ownership.claim("PushWorker")
         if !stopping && stopRequested.load(ordering: .acquiring) { beginStop() }
         if let sendingLease { followLease(sendingLease) }
         if hasResolved.load(ordering: .relaxed) && hasResolved.exchange(false, ordering: .acquiring) { takeResolvedAddresses() }
@@ -607,9 +590,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         counters.pending.store(pending.count + inbox.approximateCount, ordering: .relaxed)
         var inFlight = 0
         var credits = 0
-        for connection in connections {
-            inFlight += connection?.inFlight ?? 0
-            credits += connection?.credits ?? 0
+        for slot in slots.indices {
+            guard let connection = slots[slot].connection else { continue }
+            inFlight += connection.inFlight
+            credits += connection.credits
         }
         for connection in retiring { inFlight += connection.inFlight }
         counters.inFlight.store(inFlight, ordering: .relaxed)
@@ -630,15 +614,18 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     // MARK: - Autoscaling
 
+    /// Slots in use (the autoscaler's target).
+    private var activeSlots: Int { slots.reduce(0) { $0 + ($1.active ? 1 : 0) } }
+
     /// A decision interval ended: measure, decide, and open or drain connections.
     private func autoscale(now: UInt64) {
         guard autoscaler != nil else { return }
         var activeCount = 0
         var ready = 0
         var streamLimit = 0
-        for slot in 0..<connections.count where active[slot] {
+        for slot in slots.indices where slots[slot].active {
             activeCount += 1
-            if let connection = connections[slot], connection.isFannedOut {
+            if let connection = slots[slot].connection, connection.isFannedOut {
                 ready += 1
                 streamLimit = max(streamLimit, connection.streamLimit)
             }
@@ -655,10 +642,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             break
         case .scaleUp(let count, let reason):
             var opened = 0
-            for slot in 0..<connections.count where !active[slot] && connections[slot] == nil && opened < count {
-                active[slot] = true
-                provisional[slot] = true
-                backoff[slot] = 0
+            for slot in slots.indices where !slots[slot].active && slots[slot].connection == nil && opened < count {
+                slots[slot].active = true
+                slots[slot].provisional = true
+                slots[slot].backoff = 0
                 opened += 1
                 openConnection(slot)
             }
@@ -668,15 +655,15 @@ final class PushWorker: IOHandler, @unchecked Sendable {
                     "connections scaled up", metadata: ["worker": "\(index)", "connections": "\(activeCount + opened)", "reason": "\(reason)"])
             }
         case .scaleDown(let reason):
-            guard let slot = (0..<connections.count).last(where: { active[$0] }) else { break }
-            active[slot] = false
-            provisional[slot] = false
-            connections[slot]?.beginDraining(reason: "the autoscaler let a surplus connection go")
+            guard let slot = slots.lastIndex(where: \.active) else { break }
+            slots[slot].active = false
+            slots[slot].provisional = false
+            slots[slot].connection?.beginDraining(reason: "the autoscaler let a surplus connection go")
             counters.scaleDowns.add(1, ordering: .relaxed)
             configuration.logger?.info(
                 "connection scaled down", metadata: ["worker": "\(index)", "connections": "\(activeCount - 1)", "reason": "\(reason)"])
         }
-        counters.connectionsTarget.store(active.reduce(0) { $0 + ($1 ? 1 : 0) }, ordering: .relaxed)
+        counters.connectionsTarget.store(activeSlots, ordering: .relaxed)
         if let reason = autoscaler?.lastReason { lastAutoscaleReasonBox.withLock { $0 = reason } }
     }
 
@@ -684,12 +671,12 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// slot goes back rather than retrying, and scale-ups back off. False for the worker's other slots,
     /// which keep reconnecting with the slot's back-off.
     private func releaseFailedScaleUp(_ slot: Int) -> Bool {
-        guard provisional[slot], autoscaler != nil else { return false }
-        provisional[slot] = false
-        active[slot] = false
+        guard slots[slot].provisional, autoscaler != nil else { return false }
+        slots[slot].provisional = false
+        slots[slot].active = false
         autoscaler?.connectionFailed(now: loop.now)
         counters.scaleUpFailures.add(1, ordering: .relaxed)
-        counters.connectionsTarget.store(active.reduce(0) { $0 + ($1 ? 1 : 0) }, ordering: .relaxed)
+        counters.connectionsTarget.store(activeSlots, ordering: .relaxed)
         if let reason = autoscaler?.lastReason {
             lastAutoscaleReasonBox.withLock { $0 = reason }
             configuration.logger?.info("connection scale-up failed", metadata: ["worker": "\(index)", "reason": "\(reason)"])
@@ -789,4 +776,28 @@ struct AutoscaleMeasurement {
         peakInFlight = lastInFlight
         return sample
     }
+}
+
+/// What a worker keeps per connection it may open: the connection, how the next one is dialled, and whether
+/// the slot is in use.
+private struct ConnectionSlot {
+    var connection: APNsConnection?
+    /// The back-off before the next reconnection (ns; 0 after a connection proved usable).
+    var backoff: UInt64 = 0
+    /// The stream cap the next connection starts with (`connectionGotGoAway`; `Int.max`: none).
+    var successorStreamCap = Int.max
+    var reconnectScheduled = false
+    /// The worker keeps a connection here (all slots without autoscaling). An inactive slot opens nothing;
+    /// its connection, if any, drains.
+    var active: Bool
+    /// A scale-up opened it and its connection has not proved usable yet: if it fails, the slot goes back and
+    /// scale-ups back off (APNs' etiquette: no churn).
+    var provisional = false
+    /// The addresses of the latest lookup, tried in order until one connects (a connection that got through
+    /// clears them: the next one looks the host up afresh, as APNs asks).
+    var addresses: [SocketAddress] = []
+    var nextAddress = 0
+    var resolving = false
+
+    init(active: Bool) { self.active = active }
 }
