@@ -6,7 +6,7 @@ import Logging
 ///     every request       RequestMetrics → LocationHeader → ConnectionClose → Problem → UnmatchedRoute
 ///     then its route's    Authentication (needs a scope, API keys on) → Accept
 ///                         writes: Draining → ContentType → BodyLimit → Idempotency
-///                         ResponseHeaders (declares some) → the generated handler
+///                         ResponseHeaders (routes declaring header fields) → the generated handler
 ///
 /// A route's own middlewares come from its entry in `APIRoutes`; `FastPathTransport` registers each route in
 /// the group `group(for:on:)` builds, so a route carries its rules instead of a check somewhere knowing it.

@@ -64,10 +64,10 @@ struct IdempotencyMiddleware: RouterMiddleware {
         return Response(status: .init(code: stored.status), headers: headers, body: body)
     }
 
-    /// Runs the request and stores its answer, problems included (the same request would meet the same problem).
+    /// Runs the request and stores its answer, 4xx problems included (a retry would meet the same problem); a 5xx
+    /// is not kept (`IdempotencyGate.finish`), so a retry runs again.
     private func proceed(
-        _ request: Request, claim: IdempotencyGate.Claim, context: ServiceRequestContext,
-        next: NextResponder
+        _ request: Request, claim: IdempotencyGate.Claim, context: ServiceRequestContext, next: NextResponder
     ) async throws -> Response {
         var response: Response
         do {
