@@ -126,7 +126,10 @@ let package = Package(
                 .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
             ],
-            exclude: ["openapi.yaml", "openapi-generator-config.yaml"]
+            exclude: ["openapi.yaml", "openapi-generator-config.yaml"],
+            // The operator page (GET /) is a file of its own, compiled into the code: no resource bundle to ship
+            // beside the binary, no Bundle.module lookup at run time.
+            resources: [.embedInCode("OperatorPage/OperatorPage.html")]
         ),
         // The subcommands that need neither the service nor PostgreSQL (push, channel, simulate, load, keygen, token,
         // demo), their options and the process entry: one implementation for both executables.

@@ -52,7 +52,7 @@ extension FanfareAPI {
             do {
                 _ = try await engine.unlinkBroadcastChannel(channel)
             } catch {
-                throw fanoutProblem(error)
+                throw ErrorMapping.fromFanout(error, retryAfter: retryAfter)
             }
         }
         let link: BroadcastLink
@@ -70,7 +70,7 @@ extension FanfareAPI {
             do {
                 link = try await engine.createBroadcastChannel(for: channel, storagePolicy: policy)
             } catch {
-                throw fanoutProblem(error)
+                throw ErrorMapping.fromFanout(error, retryAfter: retryAfter)
             }
         }
         return .ok(.init(body: .json(Self.link(link))))
@@ -95,7 +95,7 @@ extension FanfareAPI {
         do {
             removed = try await engine.unlinkBroadcastChannel(channel)
         } catch {
-            throw fanoutProblem(error)
+            throw ErrorMapping.fromFanout(error, retryAfter: retryAfter)
         }
         guard removed != nil else { throw Self.noLink(channel) }
         return .noContent(.init())

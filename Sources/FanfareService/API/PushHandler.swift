@@ -25,7 +25,7 @@ extension FanfareAPI {
                 content, to: token, priority: priority, expiration: body.expiration, collapseID: body.collapseId)
         } catch {
             if case .backPressure = error { metrics.refused("push") }
-            throw publishProblem(error)
+            throw ErrorMapping.fromPublish(error, retryAfter: retryAfter)
         }
         switch result.disposition {
         case .delivered:

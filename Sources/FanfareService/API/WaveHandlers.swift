@@ -31,7 +31,7 @@ extension FanfareAPI {
                     do throws(PublishError) { return try engine.publishShared(update) } catch { throw PublishFailure(error: error) }
                 }
             } catch let failure as PublishFailure {
-                throw publishProblem(failure.error)
+                throw ErrorMapping.fromPublish(failure.error, retryAfter: retryAfter)
             }
             monitor.publishedShared(
                 id: id, channel: channel, event: content.event.rawValue, timestamp: content.timestamp, priority: priority)
@@ -46,7 +46,7 @@ extension FanfareAPI {
         } catch {
             if case .backPressure = error { metrics.refused("publish") }
             if case .tooManyUnfinishedWaves = error { metrics.refused("publish") }
-            throw publishProblem(error)
+            throw ErrorMapping.fromPublish(error, retryAfter: retryAfter)
         }
         monitor.started(wave, priority: priority)
         return .accepted(

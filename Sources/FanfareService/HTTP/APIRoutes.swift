@@ -1,42 +1,85 @@
 import HTTPTypes
 
-/// One operation of the API: its method, path template (as in the OpenAPI document), and the scope it needs.
-/// The generated server registers the handlers; this table lets the front door answer before routing
-/// (authentication, 404 and 405, metrics labels). The tests check it against the routes the generated code
-/// registers, so the two cannot drift.
+/// One operation of the API as the service serves it: its method and path template (as in the OpenAPI document),
+/// and what its own middlewares need to know: the scope it needs, the media type it answers, and the header
+/// fields its answers carry beyond what the generated code writes. The generated server registers the handlers;
+/// `FastPathTransport` gives each route the middlewares its entry asks for (`ServiceMiddleware.group(for:on:)`).
+/// The tests check the table against the routes the generated code registers, so the two cannot drift.
 package struct APIRoute: Sendable, Equatable {
     package var method: HTTPRequest.Method
     /// `/v1/waves/{wave_id}`: literal segments and `{name}` captures.
     package var template: String
-    /// nil: open (health, readiness, metrics, the document).
+    /// nil: open (health, readiness, metrics, the document, the operator page).
     package var scope: Scope?
-    /// Writes are refused while the service shuts down; they take Idempotency-Key.
+    /// What the route answers with, for the Accept check (done before the handler runs, so a request that would
+    /// be refused at the end never writes anything).
+    package var answers: ResponseMediaType
+    /// Set on the route's answers (not on its problem documents).
+    package var headers: HTTPFields
+
+    package init(
+        _ method: HTTPRequest.Method, _ template: String, scope: Scope?, answers: ResponseMediaType = .json,
+        headers: HTTPFields = [:]
+    ) {
+        self.method = method
+        self.template = template
+        self.scope = scope
+        self.answers = answers
+        self.headers = headers
+    }
+
+    /// Writes are refused while the service shuts down; they take a JSON body and Idempotency-Key.
     package var isWrite: Bool { method == .post || method == .put || method == .delete }
 
     fileprivate var segments: [Substring] { template.split(separator: "/") }
 }
 
+/// A media type without parameters (`text/event-stream`).
+package struct ResponseMediaType: Sendable, Equatable, CustomStringConvertible {
+    package var type: String
+    package var subtype: String
+
+    package static let json = ResponseMediaType(type: "application", subtype: "json")
+    package static let yaml = ResponseMediaType(type: "application", subtype: "yaml")
+    package static let html = ResponseMediaType(type: "text", subtype: "html")
+    package static let plainText = ResponseMediaType(type: "text", subtype: "plain")
+    package static let eventStream = ResponseMediaType(type: "text", subtype: "event-stream")
+
+    package var description: String { "\(type)/\(subtype)" }
+}
+
 package enum APIRoutes {
     package static let all: [APIRoute] = [
-        APIRoute(method: .post, template: "/v1/tokens", scope: .register),
-        APIRoute(method: .post, template: "/v1/tokens/delete", scope: .register),
-        APIRoute(method: .get, template: "/v1/tokens/{token}", scope: .read),
-        APIRoute(method: .post, template: "/v1/channels/{channel}/updates", scope: .publish),
-        APIRoute(method: .get, template: "/v1/channels", scope: .read),
-        APIRoute(method: .get, template: "/v1/channels/{channel}", scope: .read),
-        APIRoute(method: .put, template: "/v1/channels/{channel}/broadcast", scope: .publish),
-        APIRoute(method: .get, template: "/v1/channels/{channel}/broadcast", scope: .read),
-        APIRoute(method: .delete, template: "/v1/channels/{channel}/broadcast", scope: .publish),
-        APIRoute(method: .get, template: "/v1/waves", scope: .read),
-        APIRoute(method: .get, template: "/v1/waves/{wave_id}", scope: .read),
-        APIRoute(method: .get, template: "/v1/waves/{wave_id}/events", scope: .read),
-        APIRoute(method: .post, template: "/v1/push", scope: .publish),
-        APIRoute(method: .get, template: "/", scope: nil),
-        APIRoute(method: .get, template: "/healthz", scope: nil),
-        APIRoute(method: .get, template: "/readyz", scope: nil),
-        APIRoute(method: .get, template: "/metrics", scope: nil),
-        APIRoute(method: .get, template: "/openapi.yaml", scope: nil),
+        APIRoute(.post, "/v1/tokens", scope: .register),
+        APIRoute(.post, "/v1/tokens/delete", scope: .register),
+        APIRoute(.get, "/v1/tokens/{token}", scope: .read),
+        APIRoute(.post, "/v1/channels/{channel}/updates", scope: .publish),
+        APIRoute(.get, "/v1/channels", scope: .read),
+        APIRoute(.get, "/v1/channels/{channel}", scope: .read),
+        APIRoute(.put, "/v1/channels/{channel}/broadcast", scope: .publish),
+        APIRoute(.get, "/v1/channels/{channel}/broadcast", scope: .read),
+        APIRoute(.delete, "/v1/channels/{channel}/broadcast", scope: .publish),
+        APIRoute(.get, "/v1/waves", scope: .read),
+        APIRoute(.get, "/v1/waves/{wave_id}", scope: .read),
+        // An event stream is never cached: every read is the wave as it is now.
+        APIRoute(
+            .get, "/v1/waves/{wave_id}/events", scope: .read, answers: .eventStream,
+            headers: [.cacheControl: "no-store"]),
+        APIRoute(.post, "/v1/push", scope: .publish),
+        APIRoute(.get, "/", scope: nil, answers: .html),
+        APIRoute(.get, "/healthz", scope: nil),
+        APIRoute(.get, "/readyz", scope: nil),
+        // Prometheus' text exposition format names its version in the content type.
+        APIRoute(
+            .get, "/metrics", scope: nil, answers: .plainText,
+            headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"]),
+        APIRoute(.get, "/openapi.yaml", scope: nil, answers: .yaml),
     ]
+
+    /// The route the generated code registers at `template` for `method`.
+    package static func route(method: HTTPRequest.Method, template: String) -> APIRoute? {
+        all.first { $0.method == method && $0.template == template }
+    }
 
     /// What a request path matched.
     package enum Match: Equatable {

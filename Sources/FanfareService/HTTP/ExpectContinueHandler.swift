@@ -4,7 +4,7 @@ import NIOHTTPTypes
 
 /// Answers `Expect: 100-continue` with an interim 100, so clients that wait for it before sending a body
 /// (curl does for bodies over 1 KiB, for a second) send at once. A body that announces more than the service
-/// takes gets no 100: the front door answers 413 without reading it.
+/// takes gets no 100: `BodyLimitMiddleware` answers 413 without reading it.
 final class ExpectContinueHandler: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPRequestPart
     typealias InboundOut = HTTPRequestPart

@@ -5,33 +5,42 @@ package import OpenAPIRuntime
 import Synchronization
 
 /// Where the generated server registers its operations: the Hummingbird router (through
-/// swift-openapi-hummingbird), and a record of every (method, path) it registered, which the tests compare
-/// with `APIRoutes` and the OpenAPI document.
+/// swift-openapi-hummingbird), each route in a group with the middlewares its `APIRoutes` entry asks for, and a
+/// record of every (method, path) it registered, which the tests compare with `APIRoutes` and the OpenAPI document.
 ///
 /// One operation has a fast path in front of its generated handler: `POST /v1/tokens` bodies are read by
 /// `TokenBatchDecoder`; a body it does not take goes to the generated handler unchanged.
 package struct FastPathTransport: ServerTransport {
     let router: Router<ServiceRequestContext>
+    let middlewares: MiddlewareStack
     let api: FanfareAPI
     let recorded: RegisteredRoutes
 
-    init(router: Router<ServiceRequestContext>, api: FanfareAPI, recorded: RegisteredRoutes = RegisteredRoutes()) {
+    init(
+        router: Router<ServiceRequestContext>, middlewares: MiddlewareStack, api: FanfareAPI,
+        recorded: RegisteredRoutes = RegisteredRoutes()
+    ) {
         self.router = router
+        self.middlewares = middlewares
         self.api = api
         self.recorded = recorded
     }
 
-    package func register(
-        _ handler: @Sendable @escaping (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?),
-        method: HTTPRequest.Method, path: String
-    ) throws {
+    package typealias Handler =
+        @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?)
+
+    package func register(_ handler: @escaping Handler, method: HTTPRequest.Method, path: String) throws {
         recorded.add(method: method, path: path)
+        guard let route = APIRoutes.route(method: method, template: path) else {
+            throw UndeclaredRoute(method: method, path: path)
+        }
+        let group = middlewares.group(for: route, on: router)
         guard method == .post, path == "/v1/tokens" else {
-            router.register(handler, method: method, path: path)
+            group.register(handler, method: method, path: path)
             return
         }
         let api = self.api
-        router.register(
+        group.register(
             { request, body, metadata in
                 var bytes: [UInt8] = []
                 if let body { bytes = try await [UInt8](collecting: body, upTo: Int.max) }
@@ -44,6 +53,14 @@ package struct FastPathTransport: ServerTransport {
                 return (response, HTTPBody("{\n  \"registered\" : \(registered),\n  \"replaced\" : \(replaced)\n}"))
             }, method: method, path: path)
     }
+}
+
+/// The generated code registered a route `APIRoutes` does not declare: its scope and rules are unknown, so the
+/// service does not start (the tests keep the two in step).
+struct UndeclaredRoute: Error, CustomStringConvertible {
+    let method: HTTPRequest.Method
+    let path: String
+    var description: String { "\(method.rawValue) \(path) is registered by the generated code but not in APIRoutes" }
 }
 
 /// The routes the generated code registered.

@@ -3,8 +3,10 @@ import FanfareRegistry
 import Hummingbird
 internal import OpenAPIRuntime
 
-/// Every error a request can end in, as a problem: ours, the generated code's (decoding, content types,
-/// parameters) and the framework's. Nothing becomes an empty or HTML answer.
+/// The one map from errors to problems: every error a request can end in, ours (the engine's, the registry's),
+/// the generated code's (decoding, content types, parameters) and the framework's. Nothing becomes an empty or
+/// HTML answer. `ProblemMiddleware` renders what escapes a handler; handlers map the engine's errors where they
+/// catch them (their retry hint is the service's `--retry-after`).
 package enum ErrorMapping {
     package static func problem(for error: any Error) -> ServiceProblem {
         switch error {
@@ -19,7 +21,8 @@ package enum ErrorMapping {
         case let error as RegistryError:
             return fromRegistry(error)
         default:
-            return ServiceProblem(.internalServerError, ._internal, "the request failed: \(String(describing: error).prefix(300))")
+            let cause = String(describing: error).prefix(300)
+            return ServiceProblem(.internalServerError, ._internal, "the request failed: \(cause)")
         }
     }
 
@@ -29,12 +32,13 @@ package enum ErrorMapping {
         case let decoding as DecodingError:
             var problem = fromDecoding(decoding)
             // Only GET routes have parameters that can fail to decode (a POST's or PUT's path and headers are
-            // strings, checked by the handlers and the front door): a GET's error is about a parameter, a
+            // strings, checked by the handlers and the middlewares): a GET's error is about a parameter, a
             // POST's or PUT's about its body (e.g. `null` or an array where an object belongs).
             let hasBody = error.request.method == .post || error.request.method == .put
             if !hasBody, problem.code == .invalidRequest, problem.field == nil {
                 problem.code = .invalidParameter
-                problem.detail = "a path or query parameter does not match the document (GET /openapi.yaml): \(problem.detail)"
+                problem.detail =
+                    "a path or query parameter does not match the document (GET /openapi.yaml): \(problem.detail)"
             } else if hasBody, problem.field == nil, problem.code == .invalidRequest {
                 problem.detail = "the body must be a JSON object as the API's schema describes: \(problem.detail)"
             }
@@ -66,14 +70,17 @@ package enum ErrorMapping {
             @unknown default:
                 ([], "\(error)")
             }
-        if path.isEmpty, case .dataCorrupted(let context) = error, context.underlyingError != nil || description.contains("JSON") {
+        if path.isEmpty, case .dataCorrupted(let context) = error,
+            context.underlyingError != nil || description.contains("JSON")
+        {
             return .badRequest(.malformedJson, "the body is not valid JSON: \(description.prefix(200))")
         }
         let field = fieldPath(path)
         var index: Int?
         if path.count >= 2, path[0].stringValue == "tokens" { index = path[1].intValue }
         let detail = field.isEmpty ? description : "\(field): \(description)"
-        return .badRequest(.invalidRequest, String(detail.prefix(400)), index: index, field: field.isEmpty ? nil : field)
+        return .badRequest(
+            .invalidRequest, String(detail.prefix(400)), index: index, field: field.isEmpty ? nil : field)
     }
 
     /// `tokens[3].channels`.
@@ -107,10 +114,92 @@ package enum ErrorMapping {
         case .invalidRegistration(let index, let reason):
             return .badRequest(.invalidRegistration, "tokens[\(index)]: \(reason)", index: index)
         case .storage(let message):
-            return ServiceProblem(.internalServerError, ._internal, "the registry failed: \(message.prefix(300)); nothing was changed")
+            return ServiceProblem(
+                .internalServerError, ._internal, "the registry failed: \(message.prefix(300)); nothing was changed")
         case .unknownWave, .invalidWave:
             // The engine's own bookkeeping of durable waves, never what a request sent.
-            return ServiceProblem(.internalServerError, ._internal, "the registry refused a wave: \(error.description.prefix(300))")
+            return ServiceProblem(
+                .internalServerError, ._internal, "the registry refused a wave: \(error.description.prefix(300))")
+        }
+    }
+
+    /// The engine's errors: a refusal it may lift (503 with `retryAfter`), a request it cannot take (4xx), or a
+    /// fault of the service (500); the channel management API's answers (502, 504).
+    package static func fromFanout(_ error: FanoutError, retryAfter: Int) -> ServiceProblem {
+        switch error {
+        case .registry(let registry): return fromRegistry(registry)
+        case .wrongApp(let index, _, _):
+            return .badRequest(.invalidRegistration, "tokens[\(index)] is for another app", index: index)
+        case .shutDown:
+            return .unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+        case .tooManyChannels(let limit):
+            return .unavailable(
+                .tooManyChannels,
+                "the engine tracks \(limit) channels in use; channels nothing follows are forgotten at the next "
+                    + "maintenance pass",
+                retryAfter: 60)
+        case .client(let message), .invalidConfiguration(_, let message):
+            return ServiceProblem(.internalServerError, ._internal, message)
+        case .environmentMismatch, .topicMismatch:
+            return ServiceProblem(.internalServerError, ._internal, "\(error)")
+        case .invalidBroadcastLink(let message):
+            return .badRequest(.invalidRequest, message)
+        case .noChannelManagement:
+            return ServiceProblem(
+                .conflict, .channelManagementNotConfigured,
+                "the service cannot create or delete APNs broadcast channels: start it with --channel-management "
+                    + "HOST:PORT (APNs' management host and port are the default with real APNs), or link a channel "
+                    + "you created with {\"channel_id\": ...}")
+        case .broadcast(let management):
+            let detail = "APNs' channel management API: \(management)"
+            switch management.kind {
+            case .timedOut: return ServiceProblem(.gatewayTimeout, .apnsNoAnswer, detail)
+            case .rejected, .badAnswer: return ServiceProblem(.badGateway, .apnsChannelRefused, detail)
+            case .transport, .shutDown: return ServiceProblem(.badGateway, .apnsChannelUnreachable, detail)
+            }
+        }
+    }
+
+    /// Why the engine refused an update or a push: the request's fault (400, 409), or back pressure and shutdown
+    /// (503 with `retryAfter`).
+    package static func fromPublish(_ error: PublishError, retryAfter: Int) -> ServiceProblem {
+        switch error {
+        case .emptyChannel, .channelNameTooLong:
+            return .badRequest(.invalidChannel, "\(error)", field: "channel")
+        case .invalidPayload(.tooLarge(let bytes, let limit)):
+            var problem = ServiceProblem.badRequest(
+                .payloadTooLarge,
+                "the APNs payload would be \(bytes) bytes, over APNs' \(limit)-byte limit; shrink content_state, "
+                    + "attributes or the alert")
+            problem.size = bytes
+            problem.limit = limit
+            return problem
+        case .invalidPayload(.invalid(let message)):
+            return .badRequest(.invalidPayload, message)
+        case .olderThanCurrent:
+            return ServiceProblem(.conflict, .olderThanCurrent, "\(error); send a newer timestamp")
+        case .alreadyExpired(let freshUntil, let now):
+            return .badRequest(
+                .alreadyExpired, "fresh_until \(freshUntil) is in the past (now \(now))", field: "fresh_until")
+        case .freshUntilTooFar(let freshUntil, let now, let limit):
+            return .badRequest(
+                .freshUntilTooFar,
+                "fresh_until \(freshUntil) is more than \(limit / 86_400) days after now (\(now)), longer than APNs "
+                    + "keeps a push: it must be UNIX seconds (not milliseconds)", field: "fresh_until")
+        case .tooManyUnfinishedWaves, .backPressure:
+            return .unavailable(.backPressure, "\(error)", retryAfter: retryAfter)
+        case .invalidCollapseID:
+            return .badRequest(.invalidRequest, "\(error)", field: "collapse_id")
+        case .tooManyChannels:
+            return .unavailable(.tooManyChannels, "\(error)", retryAfter: 60)
+        case .shutDown:
+            return .unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+        case .storage:
+            // The wave could not be made durable (a full or failing disk): nothing was sent; retry later.
+            return .unavailable(.notReady, "\(error)", retryAfter: retryAfter)
+        case .sharedStore:
+            // The service publishes with publishShared when its engine leases shards: this is a wiring bug.
+            return ServiceProblem(.internalServerError, ._internal, "\(error)")
         }
     }
 }

@@ -1,8 +1,11 @@
 package import Foundation
+import FanfareCore
 import HTTPTypes
+import Hummingbird
+import NIOCore
 
 /// An error answer: an RFC 9457 problem document (`Components.Schemas.Problem`) with a stable code. Thrown by
-/// handlers and the front door; the front door renders it (and every other error, mapped by `ErrorMapping`).
+/// handlers and middlewares; `ProblemMiddleware` renders it (and every other error, mapped by `ErrorMapping`).
 package struct ServiceProblem: Error, Sendable {
     package typealias Code = Components.Schemas.ProblemCode
 
@@ -32,7 +35,9 @@ package struct ServiceProblem: Error, Sendable {
     }
 
     /// 400 with a code.
-    package static func badRequest(_ code: Code, _ detail: String, index: Int? = nil, field: String? = nil) -> ServiceProblem {
+    package static func badRequest(
+        _ code: Code, _ detail: String, index: Int? = nil, field: String? = nil
+    ) -> ServiceProblem {
         ServiceProblem(.badRequest, code, detail, index: index, field: field)
     }
 
@@ -59,6 +64,18 @@ package struct ServiceProblem: Error, Sendable {
         fields[.contentType] = Self.mediaType
         if let retryAfter { fields[.retryAfter] = "\(retryAfter)" }
         return fields
+    }
+
+    /// The answer: status, header fields and the document, about `instance` (the request's path).
+    package func response(instance: String) -> Response {
+        Response(
+            status: status, headers: responseHeaders,
+            body: .init(byteBuffer: ByteBuffer(bytes: body(instance: Self.printable(instance)))))
+    }
+
+    /// Request text in messages: bounded, control characters escaped.
+    package static func printable(_ text: String) -> String {
+        PrintableText.escaping(text, limit: 200)
     }
 
     /// The JSON body.

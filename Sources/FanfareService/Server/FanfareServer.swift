@@ -29,8 +29,8 @@ public enum ServiceStartError: Error, Sendable, CustomStringConvertible {
     }
 }
 
-/// `fanfare serve`: the fan-out engine on its registry (a SQLite file, or PostgreSQL) behind the HTTP/JSON API (Hummingbird 2; routes
-/// and types generated from the OpenAPI document).
+/// `fanfare serve`: the fan-out engine on its registry (a SQLite file, or PostgreSQL) behind the HTTP/JSON API
+/// (Hummingbird 2; routes and types generated from the OpenAPI document).
 ///
 /// `init` opens the registry and starts the engine on it (loading every token; the registry is also the
 /// engine's `WaveStore`, so unfinished waves of an earlier run resume); `run()` serves until `shutdown()`: then
@@ -64,21 +64,7 @@ public final class FanfareServer: Sendable {
         if let problem = configuration.problem() { throw .configuration(problem) }
         self.configuration = configuration
         logger = configuration.logger
-        let store: any ServiceStorage
-        do {
-            switch configuration.database {
-            case .sqlite(let path):
-                store = try SQLiteTokenStore(path: path, historyRetention: configuration.ledgerRetention)
-            case .postgres(let url):
-                var storeLogger = configuration.logger
-                storeLogger[metadataKey: "component"] = "postgres"
-                // This run of the cluster node, named by every session it opens, this store's first (the
-                // ClusterNode takes it from here): a live node ends them all if this one stalls.
-                store = try PostgresTokenStore(url: url, incarnation: NodeIncarnation(), logger: storeLogger)
-            }
-        } catch {
-            throw .registry(error)
-        }
+        let store = try Self.openStore(configuration)
         self.store = store
         let metrics = ServiceMetrics(registry: configuration.metricsRegistry)
         self.metrics = metrics
@@ -123,14 +109,36 @@ public final class FanfareServer: Sendable {
         } else {
             cluster = nil
         }
-        monitor = WaveMonitor(logger: configuration.logger, metrics: metrics, wallClockMilliseconds: configuration.wallClockMilliseconds)
+        monitor = WaveMonitor(
+            logger: configuration.logger, metrics: metrics, wallClockMilliseconds: configuration.wallClockMilliseconds)
         // A fresh engine's waves are the ones it resumed from an earlier run.
         for wave in engine.waves { monitor.resumed(wave) }
         blocking = BlockingWork(threads: configuration.blockingThreads)
         idempotency = IdempotencyGate(
-            store: store, lifetime: configuration.idempotencyLifetime, wallClockMilliseconds: configuration.wallClockMilliseconds)
+            store: store, lifetime: configuration.idempotencyLifetime,
+            wallClockMilliseconds: configuration.wallClockMilliseconds)
         (shutdownStream, shutdownContinuation) = AsyncStream.makeStream(of: Void.self)
         _ = try? idempotency.purgeExpired()
+    }
+
+    /// The registry the configuration names: a SQLite file, or PostgreSQL.
+    private static func openStore(
+        _ configuration: ServiceConfiguration
+    ) throws(ServiceStartError) -> any ServiceStorage {
+        do {
+            switch configuration.database {
+            case .sqlite(let path):
+                return try SQLiteTokenStore(path: path, historyRetention: configuration.ledgerRetention)
+            case .postgres(let url):
+                var storeLogger = configuration.logger
+                storeLogger[metadataKey: "component"] = "postgres"
+                // This run of the cluster node, named by every session it opens, this store's first (the
+                // ClusterNode takes it from here): a live node ends them all if this one stalls.
+                return try PostgresTokenStore(url: url, incarnation: NodeIncarnation(), logger: storeLogger)
+            }
+        } catch {
+            throw .registry(error)
+        }
     }
 
     /// Starts a graceful shutdown (returns at once; `run()` returns when it is done). A second call stops
@@ -147,15 +155,17 @@ public final class FanfareServer: Sendable {
     /// Serves until a shutdown completes. Throws if the server cannot listen. Call once.
     public func run() async throws {
         let router = Router(context: ServiceRequestContext.self)
-        router.add(
-            middleware: FrontDoor(
-                keyring: configuration.apiKeys, maxBodyBytes: configuration.maxBodyBytes,
-                retryAfter: configuration.retryAfterSeconds, lifecycle: lifecycle, idempotency: idempotency,
-                blocking: blocking, metrics: metrics, logger: logger))
+        let middlewares = MiddlewareStack(
+            keyring: configuration.apiKeys, maxBodyBytes: configuration.maxBodyBytes,
+            retryAfter: configuration.retryAfterSeconds, lifecycle: lifecycle, idempotency: idempotency,
+            blocking: blocking, metrics: metrics, logger: logger)
+        middlewares.addShared(to: router)
         let api = FanfareAPI(
             engine: engine, store: store, blocking: blocking, configuration: configuration, metrics: metrics,
             monitor: monitor, lifecycle: lifecycle, cluster: cluster)
-        try api.registerHandlers(on: FastPathTransport(router: router, api: api, recorded: registeredRoutes))
+        let transport = FastPathTransport(
+            router: router, middlewares: middlewares, api: api, recorded: registeredRoutes)
+        try api.registerHandlers(on: transport)
         var httpLogger = logger
         httpLogger[metadataKey: "component"] = "http"
         let listening = self.listening
@@ -164,11 +174,13 @@ public final class FanfareServer: Sendable {
             router: router,
             server: .http1(
                 configuration: .init(
-                    additionalChannelHandlers: [ExpectContinueHandler(maxBodyBytes: maxBodyBytes)], idleTimeout: .seconds(75))),
+                    additionalChannelHandlers: [ExpectContinueHandler(maxBodyBytes: maxBodyBytes)],
+                    idleTimeout: .seconds(75))),
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: { channel in listening.resolve(channel.localAddress?.port) }, logger: httpLogger)
         let group = ServiceGroup(
-            configuration: .init(services: [application], gracefulShutdownSignals: [], cancellationSignals: [], logger: httpLogger))
+            configuration: .init(
+                services: [application], gracefulShutdownSignals: [], cancellationSignals: [], logger: httpLogger))
 
         let monitorTask = Task { [self] in await self.monitorLoop() }
         let serving = Task { try await group.run() }
@@ -210,7 +222,10 @@ public final class FanfareServer: Sendable {
         let unfinished = engine.statistics.unfinishedWaves
         logger.notice(
             "shutting down: writes are refused, unfinished waves are checkpointed and resume at the next start",
-            metadata: ["unfinished_waves": "\(unfinished)", "timeout_s": "\(configuration.shutdownTimeout.components.seconds)"])
+            metadata: [
+                "unfinished_waves": "\(unfinished)",
+                "timeout_s": "\(configuration.shutdownTimeout.components.seconds)",
+            ])
         let engine = self.engine
         let stopped = engineStopped
         let cluster = self.cluster
@@ -245,7 +260,11 @@ public final class FanfareServer: Sendable {
             await cluster?.stop()
             monitor.check(engine: engine)
             monitor.stopped()
-            do { try store.close() } catch { logger.error("closing the registry failed", metadata: ["error": "\(error)"]) }
+            do {
+                try store.close()
+            } catch {
+                logger.error("closing the registry failed", metadata: ["error": "\(error)"])
+            }
         }
         await blocking.shutdown()
         logger.notice("stopped")
