@@ -162,6 +162,8 @@ let package = Package(
         .target(name: "CChildProcess", path: "Tests/Support/CChildProcess"),
         .target(name: "FanfareTestSupport", dependencies: ["CChildProcess"], path: "Tests/Support/FanfareTestSupport"),
 
+        // The house rules a machine can check (docs/STYLE.md), over Sources/.
+        .testTarget(name: "TidyTests", dependencies: ["FanfareTestSupport"]),
         .testTarget(name: "FanfareCoreTests", dependencies: ["FanfareCore", "FanfareTestSupport"]),
         .testTarget(name: "FanfareIOTests", dependencies: ["FanfareIO", "CURing", "FanfareTestSupport"]),
         .testTarget(name: "FanfareTLSTests", dependencies: ["FanfareTLS", "FanfareCore", "COpenSSL", "FanfareTestSupport"]),
