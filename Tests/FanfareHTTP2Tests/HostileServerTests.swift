@@ -103,6 +103,66 @@ struct HostileServerTests {
         #expect(client.responseBodies[0]?.count == 19 * 16_000)
     }
 
+    /// Feeds `frame` 200 times after `prefix`; expects ENHANCE_YOUR_CALM, in the error and in the GOAWAY the
+    /// client wrote last, within the bound of 100.
+    private func expectFloodEnds(_ what: String, prefix: [UInt8] = [], _ frame: [UInt8]) throws {
+        var settings = HTTP2ClientSession.LocalSettings()
+        settings.maxEmptyFrames = 100
+        let (client, _) = try connected(settings: settings)
+        try client.feed(Self.statusHeaders(stream: 1) + prefix)  // the response began; stream 1 stays open
+        var caught: HTTP2ConnectionError?
+        var fed = 0
+        while caught == nil && fed < 200 {
+            caught = feedExpectingError(client, frame)
+            fed += 1
+        }
+        #expect(caught?.code == HTTP2ErrorCode.enhanceYourCalm, "\(what): \(String(describing: caught))")
+        #expect(fed == 101, "\(what): the bound of 100 tripped at frame \(fed)")
+        let goAway = parseFrames(client.output.take()).last
+        #expect(goAway?.type == HTTP2FrameType.goAway.rawValue, "\(what)")
+        let code = goAway.map { $0.payload.count >= 8 ? $0.payload[7] : 0 }
+        #expect(code == UInt8(HTTP2ErrorCode.enhanceYourCalm), "\(what)")
+        #expect(client.session.failed && !client.session.acceptsRequests, "\(what)")
+        client.session.connectionLost()
+        #expect(client.outcomes[0]?.processed == true, "\(what): the held request ends once, answered or not")
+    }
+
+    @Test("frames that carry nothing without end (empty DATA, empty header fragments, unknown types): ENHANCE_YOUR_CALM")
+    func emptyFrameFlood() throws {
+        let data = HTTP2FrameType.data.rawValue
+        try expectFloodEnds("empty DATA", rawFrame(type: data, stream: 1))
+        let endOfResponse = rawFrame(type: data, flags: HTTP2FrameFlag.endStream, stream: 1)
+        try expectFloodEnds("empty DATA on a finished stream", prefix: endOfResponse, rawFrame(type: data, stream: 1))
+        try expectFloodEnds("an unknown type", rawFrame(type: 0x42, payload: [1, 2, 3]))
+        try expectFloodEnds("an unknown type on a stream", rawFrame(type: 0xfa, stream: 1))
+        let continuation = HTTP2FrameType.continuation.rawValue
+        let open = rawFrame(type: HTTP2FrameType.headers.rawValue, stream: 1, payload: [0x88])  // no END_HEADERS
+        try expectFloodEnds("empty CONTINUATION", prefix: open, rawFrame(type: continuation, stream: 1))
+        // A trailer block begun empty and ended by a CONTINUATION: only the empty fragment carries nothing.
+        let emptyStart = rawFrame(type: HTTP2FrameType.headers.rawValue, stream: 1)
+        let end = rawFrame(type: continuation, flags: HTTP2FrameFlag.endHeaders, stream: 1, payload: [0x88])
+        try expectFloodEnds("empty HEADERS fragments", emptyStart + end)
+    }
+
+    @Test("frames that carry nothing count from zero again after each response, as on the server")
+    func emptyFramesBetweenResponses() throws {
+        var settings = HTTP2ClientSession.LocalSettings()
+        settings.maxEmptyFrames = 100
+        let (client, _) = try connected(settings: settings, holding: 3)
+        let unknown = rawFrame(type: 0x42, payload: [1])
+        for stream: Int32 in [1, 3, 5] {
+            try client.feed(Array(repeating: unknown, count: 80).flatMap { $0 })
+            let answer = rawFrame(
+                type: HTTP2FrameType.headers.rawValue, flags: HTTP2FrameFlag.endHeaders | HTTP2FrameFlag.endStream,
+                stream: stream, payload: [0x88])
+            try client.feed(answer)
+        }
+        #expect(!client.session.failed)
+        #expect((0..<3).allSatisfy { client.outcomes[$0]?.status == 200 })
+        let caught = feedExpectingError(client, Array(repeating: unknown, count: 101).flatMap { $0 })
+        #expect(caught?.code == HTTP2ErrorCode.enhanceYourCalm)
+    }
+
     @Test("a server's SETTINGS_ENABLE_PUSH=1 is a PROTOCOL_ERROR; 0 is fine")
     func enablePushFromServer() throws {
         let (client, _) = try connected()

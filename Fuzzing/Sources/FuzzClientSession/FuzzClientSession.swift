@@ -41,6 +41,7 @@ func testOneInput(_ data: UnsafePointer<UInt8>?, _ size: Int) -> Int32 {
         settings.connectionWindowSize = 65535
     }
     settings.maxConcurrentStreams = capacity
+    settings.maxEmptyFrames = 50  // within reach of an input: the flood guard's end is fuzzed too
     let sink = FrameChecker(side: .client)
     let client = Client()
     let session = HTTP2ClientSession(transport: sink, delegate: client, capacity: capacity, settings: settings)

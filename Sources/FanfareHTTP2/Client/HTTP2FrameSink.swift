@@ -11,7 +11,9 @@ open class HTTP2FrameSink {
     /// True while enough is waiting to be sent that no new requests should be written.
     open var isBackedUp: Bool { fatalError("\(Self.self) must override isBackedUp") }
     /// Room for `count` bytes, or nil once the connection is closing (the frame is then dropped).
-    open func reservePlaintext(_ count: Int) -> UnsafeMutableRawPointer? { fatalError("\(Self.self) must override reservePlaintext") }
+    open func reservePlaintext(_ count: Int) -> UnsafeMutableRawPointer? {
+        fatalError("\(Self.self) must override reservePlaintext")
+    }
     /// The first `count` reserved bytes are a frame to send.
     open func commitPlaintext(_ count: Int) { fatalError("\(Self.self) must override commitPlaintext") }
     /// Asks for a flush (and so a `produce`) soon.

@@ -7,28 +7,28 @@ import Glibc
 /// while the transport is backed up: a peer that makes us owe it frames without reading them is flooding us
 /// (§10.5), and past `maxQueued` the session ends the connection with ENHANCE_YOUR_CALM, as nghttp2 does.
 struct HTTP2ControlFrames {
-    // Unretained: the session's owner keeps the transport alive for the session's whole life.
-    private let sink: Unmanaged<HTTP2FrameSink>
+    private let sink: HTTP2Unretained<HTTP2FrameSink>
     let maxQueued: Int
     private(set) var writtenWhileBackedUp = 0
 
     init(sink: HTTP2FrameSink, maxQueued: Int) {
         precondition(maxQueued > 0)
-        self.sink = Unmanaged.passUnretained(sink)
+        self.sink = HTTP2Unretained(sink)
         self.maxQueued = maxQueued
     }
 
     /// The peer reads again (the transport drained): the count starts over.
     @inline(__always)
     mutating func transportDrained() {
-        if !sink._withUnsafeGuaranteedRef({ $0.isBackedUp }) { writtenWhileBackedUp = 0 }
+        if !sink.with({ $0.isBackedUp }) { writtenWhileBackedUp = 0 }
     }
 
     /// Past the bound: the caller ends the connection.
     @inline(__always)
     func checkBound() throws(HTTP2ConnectionError) {
         if writtenWhileBackedUp > maxQueued {
-            throw HTTP2ConnectionError(HTTP2ErrorCode.enhanceYourCalm, "the peer made us queue over \(maxQueued) frames without reading them")
+            throw HTTP2ConnectionError(
+                HTTP2ErrorCode.enhanceYourCalm, "the peer made us queue over \(maxQueued) frames without reading them")
         }
     }
 
@@ -36,10 +36,11 @@ struct HTTP2ControlFrames {
     /// transport is closing.
     @inline(__always)
     mutating func write(
-        type: HTTP2FrameType, flags: UInt8, streamID: Int32, payloadLength: Int, _ payload: (UnsafeMutableRawPointer) -> Void
+        type: HTTP2FrameType, flags: UInt8, streamID: Int32, payloadLength: Int,
+        _ payload: (UnsafeMutableRawPointer) -> Void
     ) {
         let total = HTTP2Limits.frameHeaderSize + payloadLength
-        sink._withUnsafeGuaranteedRef { sink in
+        sink.with { sink in
             guard let base = sink.reservePlaintext(total) else { return }
             if sink.isBackedUp { writtenWhileBackedUp += 1 }
             HTTP2FrameHeader.write(to: base, length: payloadLength, type: type, flags: flags, streamID: streamID)
@@ -71,7 +72,11 @@ struct HTTP2ControlFrames {
 
     mutating func writePing(ack: Bool, opaque: UnsafeRawPointer?) {
         write(type: .ping, flags: ack ? HTTP2FrameFlag.ack : 0, streamID: 0, payloadLength: 8) {
-            if let opaque { $0.copyMemory(from: opaque, byteCount: 8) } else { $0.storeBytes(of: UInt64(0), as: UInt64.self) }
+            if let opaque {
+                $0.copyMemory(from: opaque, byteCount: 8)
+            } else {
+                $0.storeBytes(of: UInt64(0), as: UInt64.self)
+            }
         }
     }
 
@@ -93,12 +98,16 @@ struct HTTP2ControlFrames {
         write(type: .goAway, flags: 0, streamID: 0, payloadLength: 8 + debugCount) { payload in
             HTTP2FrameHeader.writeUInt32(UInt32(bitPattern: lastStreamID), to: payload)
             HTTP2FrameHeader.writeUInt32(errorCode, to: payload + 4)
-            if let base = debug.baseAddress, debugCount > 0 { (payload + 8).copyMemory(from: base, byteCount: debugCount) }
+            if let base = debug.baseAddress, debugCount > 0 {
+                (payload + 8).copyMemory(from: base, byteCount: debugCount)
+            }
         }
     }
 
     mutating func writeGoAway(lastStreamID: Int32, errorCode: UInt32, debug: String) {
         var text = debug
-        text.withUTF8 { writeGoAway(lastStreamID: lastStreamID, errorCode: errorCode, debug: UnsafeRawBufferPointer($0)) }
+        text.withUTF8 {
+            writeGoAway(lastStreamID: lastStreamID, errorCode: errorCode, debug: UnsafeRawBufferPointer($0))
+        }
     }
 }

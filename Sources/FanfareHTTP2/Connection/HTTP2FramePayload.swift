@@ -2,11 +2,15 @@
 enum HTTP2FramePayload {
     /// Strips the PADDED (and PRIORITY) fields of a DATA or HEADERS payload.
     @inline(__always)
-    static func unpadded(_ payload: UnsafeRawBufferPointer, flags: UInt8, priorityBytes: Int) throws(HTTP2ConnectionError) -> UnsafeRawBufferPointer {
+    static func unpadded(
+        _ payload: UnsafeRawBufferPointer, flags: UInt8, priorityBytes: Int
+    ) throws(HTTP2ConnectionError) -> UnsafeRawBufferPointer {
         var start = 0
         var end = payload.count
         if flags & HTTP2FrameFlag.padded != 0 {
-            guard end >= 1 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "padded frame without a pad length") }
+            guard end >= 1 else {
+                throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "padded frame without a pad length")
+            }
             let padding = Int(payload[0])
             start = 1
             guard padding <= end - start - priorityBytes else {
@@ -14,7 +18,9 @@ enum HTTP2FramePayload {
             }
             end -= padding
         }
-        guard end - start >= priorityBytes else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "frame too short for its priority fields") }
+        guard end - start >= priorityBytes else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "frame too short for its priority fields")
+        }
         start += priorityBytes
         return UnsafeRawBufferPointer(rebasing: payload[start..<end])
     }
@@ -26,36 +32,53 @@ enum HTTP2FramePayload {
         _ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32,
         _ setting: (UInt16, UInt32) throws(HTTP2ConnectionError) -> Void
     ) throws(HTTP2ConnectionError) {
-        guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS on stream \(streamID)") }
-        guard payload.count % 6 == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "SETTINGS of \(payload.count) bytes") }
+        guard streamID == 0 else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS on stream \(streamID)")
+        }
+        guard payload.count % 6 == 0 else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "SETTINGS of \(payload.count) bytes")
+        }
         var offset = 0
         while offset < payload.count {
             let identifier = HTTP2FrameHeader.readUInt16(payload.baseAddress! + offset)
             let value = HTTP2FrameHeader.readUInt32(payload.baseAddress! + offset + 2)
             offset += 6
-            switch identifier {
-            case HTTP2SettingID.enablePush:
-                guard value <= 1 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS_ENABLE_PUSH \(value)") }
-            case HTTP2SettingID.initialWindowSize:
-                guard value <= UInt32(HTTP2Limits.maxWindowSize) else {
-                    throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "SETTINGS_INITIAL_WINDOW_SIZE \(value)")
-                }
-            case HTTP2SettingID.maxFrameSize:
-                guard value >= UInt32(HTTP2Limits.defaultMaxFrameSize) && value <= UInt32(HTTP2Limits.maxFrameSizeCeiling) else {
-                    throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS_MAX_FRAME_SIZE \(value)")
-                }
-            default:
-                break
-            }
+            try check(identifier, value)
             try setting(identifier, value)
+        }
+    }
+
+    private static func check(_ identifier: UInt16, _ value: UInt32) throws(HTTP2ConnectionError) {
+        switch identifier {
+        case HTTP2SettingID.enablePush:
+            guard value <= 1 else {
+                throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS_ENABLE_PUSH \(value)")
+            }
+        case HTTP2SettingID.initialWindowSize:
+            guard value <= UInt32(HTTP2Limits.maxWindowSize) else {
+                throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "SETTINGS_INITIAL_WINDOW_SIZE \(value)")
+            }
+        case HTTP2SettingID.maxFrameSize:
+            let range = UInt32(HTTP2Limits.defaultMaxFrameSize)...UInt32(HTTP2Limits.maxFrameSizeCeiling)
+            guard range.contains(value) else {
+                throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "SETTINGS_MAX_FRAME_SIZE \(value)")
+            }
+        default:
+            break
         }
     }
 
     /// A PING (§6.7): on stream 0, 8 bytes. True when it is an acknowledgement (nothing to answer).
     @inline(__always)
-    static func isPingAcknowledgement(_ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32) throws(HTTP2ConnectionError) -> Bool {
-        guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "PING on stream \(streamID)") }
-        guard payload.count == 8 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "PING of \(payload.count) bytes") }
+    static func isPingAcknowledgement(
+        _ payload: UnsafeRawBufferPointer, flags: UInt8, streamID: Int32
+    ) throws(HTTP2ConnectionError) -> Bool {
+        guard streamID == 0 else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "PING on stream \(streamID)")
+        }
+        guard payload.count == 8 else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "PING of \(payload.count) bytes")
+        }
         return flags & HTTP2FrameFlag.ack != 0
     }
 
@@ -63,18 +86,29 @@ enum HTTP2FramePayload {
     static func goAway(
         _ payload: UnsafeRawBufferPointer, streamID: Int32
     ) throws(HTTP2ConnectionError) -> (lastStreamID: Int32, errorCode: UInt32, debug: UnsafeRawBufferPointer) {
-        guard streamID == 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "GOAWAY on stream \(streamID)") }
-        guard payload.count >= 8 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "GOAWAY of \(payload.count) bytes") }
+        guard streamID == 0 else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "GOAWAY on stream \(streamID)")
+        }
+        guard payload.count >= 8 else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "GOAWAY of \(payload.count) bytes")
+        }
         let last = Int32(bitPattern: HTTP2FrameHeader.readUInt32(payload.baseAddress!) & 0x7fff_ffff)
-        return (last, HTTP2FrameHeader.readUInt32(payload.baseAddress! + 4), UnsafeRawBufferPointer(rebasing: payload[8...]))
+        let code = HTTP2FrameHeader.readUInt32(payload.baseAddress! + 4)
+        return (last, code, UnsafeRawBufferPointer(rebasing: payload[8...]))
     }
 
     /// The increment of a WINDOW_UPDATE (§6.9): 4 bytes, reserved bit ignored, never 0.
     @inline(__always)
-    static func windowIncrement(_ payload: UnsafeRawBufferPointer, streamID: Int32) throws(HTTP2ConnectionError) -> Int {
-        guard payload.count == 4 else { throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "WINDOW_UPDATE of \(payload.count) bytes") }
+    static func windowIncrement(
+        _ payload: UnsafeRawBufferPointer, streamID: Int32
+    ) throws(HTTP2ConnectionError) -> Int {
+        guard payload.count == 4 else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "WINDOW_UPDATE of \(payload.count) bytes")
+        }
         let increment = Int(HTTP2FrameHeader.readUInt32(payload.baseAddress!) & 0x7fff_ffff)
-        guard increment > 0 else { throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "WINDOW_UPDATE of 0 on stream \(streamID)") }
+        guard increment > 0 else {
+            throw HTTP2ConnectionError(HTTP2ErrorCode.protocolError, "WINDOW_UPDATE of 0 on stream \(streamID)")
+        }
         return increment
     }
 }
@@ -87,7 +121,8 @@ enum HTTP2ReceiveWindow {
     /// FLOW_CONTROL_ERROR when the peer sent beyond the window.
     @inline(__always)
     static func receive(
-        _ received: Int, window: Int, unacknowledged: inout Int, sendsUpdate: Bool = true, _ what: @autoclosure () -> String
+        _ received: Int, window: Int, unacknowledged: inout Int, sendsUpdate: Bool = true,
+        _ what: @autoclosure () -> String
     ) throws(HTTP2ConnectionError) -> Int {
         guard received <= window - unacknowledged else {
             throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "DATA beyond \(what())'s receive window")

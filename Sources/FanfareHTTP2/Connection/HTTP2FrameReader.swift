@@ -1,6 +1,7 @@
 /// Cuts decrypted bytes into whole frames (RFC 9113 §4.1), whatever the split across reads: frames inside one
-/// read are handed out in place, a frame that straddles reads is gathered in a buffer allocated once. Both
-/// sessions read through it; we never raise SETTINGS_MAX_FRAME_SIZE, so a frame is at most 16 KiB + 9.
+/// read are handed out in place, a frame that straddles reads is gathered in a buffer allocated once. The
+/// connection core reads through it for both sessions; we never raise SETTINGS_MAX_FRAME_SIZE, so a frame is at
+/// most 16 KiB + 9.
 struct HTTP2FrameReader: ~Copyable {
     private let buffer: UnsafeMutableRawPointer
     private var count = 0
@@ -12,53 +13,53 @@ struct HTTP2FrameReader: ~Copyable {
 
     deinit { buffer.deallocate() }
 
-    /// Calls `frame` with the start of each whole frame in `bytes` (header, then its payload), in order.
-    /// A frame longer than our SETTINGS_MAX_FRAME_SIZE is a FRAME_SIZE_ERROR (§4.2) before any of it is read.
+    /// The next whole frame of `bytes` (its header, then its payload), which then starts after it; nil once no
+    /// whole frame is left (a partial one is kept for the next read). A frame inside `bytes` is handed out in
+    /// place, one that straddled reads from the buffer; either stays valid until the next call. A frame longer
+    /// than our SETTINGS_MAX_FRAME_SIZE is a FRAME_SIZE_ERROR (§4.2) before any of it is read.
     @inline(__always)
-    mutating func read(
-        _ bytes: UnsafeRawBufferPointer, _ frame: (UnsafeRawPointer) throws(HTTP2ConnectionError) -> Void
-    ) throws(HTTP2ConnectionError) {
-        guard var cursor = bytes.baseAddress else { return }
-        var remaining = bytes.count
+    mutating func next(_ bytes: inout UnsafeRawBufferPointer) throws(HTTP2ConnectionError) -> UnsafeRawPointer? {
         let header = HTTP2Limits.frameHeaderSize
-        if count > 0 {
-            // Finish the frame that straddled the previous read.
-            if count < header {
-                let take = min(header - count, remaining)
-                (buffer + count).copyMemory(from: cursor, byteCount: take)
-                count += take
-                cursor += take
-                remaining -= take
-                if count < header { return }
+        if count == 0, bytes.count >= header, let start = bytes.baseAddress {
+            let length = try Self.checkedLength(start)
+            if bytes.count >= header + length {
+                bytes = UnsafeRawBufferPointer(rebasing: bytes[(header + length)...])
+                return UnsafeRawPointer(start)
             }
-            let length = try Self.checkedLength(buffer)
-            let take = min(header + length - count, remaining)
-            (buffer + count).copyMemory(from: cursor, byteCount: take)
-            count += take
-            cursor += take
-            remaining -= take
-            if count < header + length { return }
-            count = 0
-            try frame(UnsafeRawPointer(buffer))
         }
-        while remaining >= header {
-            let length = try Self.checkedLength(cursor)
-            guard remaining >= header + length else { break }
-            try frame(cursor)
-            cursor += header + length
-            remaining -= header + length
+        return try gather(&bytes)
+    }
+
+    /// Copies what `bytes` holds of the frame that straddles reads; returns the frame once it is whole.
+    private mutating func gather(
+        _ bytes: inout UnsafeRawBufferPointer
+    ) throws(HTTP2ConnectionError) -> UnsafeRawPointer? {
+        let header = HTTP2Limits.frameHeaderSize
+        guard let source = bytes.baseAddress, !bytes.isEmpty else { return nil }
+        var taken = 0
+        if count < header {
+            taken = min(header - count, bytes.count)
+            (buffer + count).copyMemory(from: source, byteCount: taken)
+            count += taken
         }
-        if remaining > 0 {
-            buffer.copyMemory(from: cursor, byteCount: remaining)
-            count = remaining
+        if count >= header {
+            let rest = min(header + (try Self.checkedLength(buffer)) - count, bytes.count - taken)
+            (buffer + count).copyMemory(from: source + taken, byteCount: rest)
+            count += rest
+            taken += rest
         }
+        bytes = UnsafeRawBufferPointer(rebasing: bytes[taken...])
+        guard count >= header, count == header + HTTP2FrameHeader.read(buffer).length else { return nil }
+        count = 0
+        return UnsafeRawPointer(buffer)
     }
 
     @inline(__always)
     private static func checkedLength(_ header: UnsafeRawPointer) throws(HTTP2ConnectionError) -> Int {
         let length = HTTP2FrameHeader.read(header).length
         guard length <= HTTP2Limits.defaultMaxFrameSize else {
-            throw HTTP2ConnectionError(HTTP2ErrorCode.frameSizeError, "a \(length)-byte frame exceeds our SETTINGS_MAX_FRAME_SIZE")
+            throw HTTP2ConnectionError(
+                HTTP2ErrorCode.frameSizeError, "a \(length)-byte frame exceeds our SETTINGS_MAX_FRAME_SIZE")
         }
         return length
     }
@@ -85,7 +86,9 @@ struct HTTP2HeaderBlockBuffer: ~Copyable {
     var isOpen: Bool { stream != 0 }
 
     /// HEADERS without END_HEADERS: starts gathering with its fragment. `flags` is kept for the owner.
-    mutating func begin(stream: Int32, endsStream: Bool, flags: UInt8 = 0, fragment: UnsafeRawBufferPointer) throws(HTTP2ConnectionError) {
+    mutating func begin(
+        stream: Int32, endsStream: Bool, flags: UInt8 = 0, fragment: UnsafeRawBufferPointer
+    ) throws(HTTP2ConnectionError) {
         self.stream = stream
         self.endsStream = endsStream
         self.flags = flags

@@ -6,6 +6,8 @@ protocol HTTP2StreamEntry {
     var previous: Int32 { get set }
     /// What the peer lets us send on this stream (its SETTINGS_INITIAL_WINDOW_SIZE and WINDOW_UPDATEs).
     var sendWindow: Int32 { get set }
+    /// What the peer sent on this stream and we have not yet given back with WINDOW_UPDATE.
+    var receivedUnacknowledged: Int32 { get set }
 }
 
 /// Per-stream state of one session, in flat arrays indexed by the owner's small integers (`0..<capacity`),
@@ -18,6 +20,8 @@ struct HTTP2StreamTable<Entry: HTTP2StreamEntry>: ~Copyable {
     private let mapValues: UnsafeMutablePointer<Int32>
     private let mapMask: Int
     private let mapShift: UInt32
+    /// Stream numbers gathered by `numbers(ofStreamsAbove:)`.
+    private let scratch: UnsafeMutablePointer<Int32>
     private(set) var openCount = 0
 
     init(capacity: Int) {
@@ -33,6 +37,7 @@ struct HTTP2StreamTable<Entry: HTTP2StreamEntry>: ~Copyable {
         mapKeys.initialize(repeating: 0, count: buckets)
         mapValues = .allocate(capacity: buckets)
         mapValues.initialize(repeating: -1, count: buckets)
+        scratch = .allocate(capacity: capacity)
     }
 
     deinit {
@@ -40,6 +45,7 @@ struct HTTP2StreamTable<Entry: HTTP2StreamEntry>: ~Copyable {
         entries.deallocate()
         mapKeys.deallocate()
         mapValues.deallocate()
+        scratch.deallocate()
     }
 
     subscript(request: Int) -> UnsafeMutablePointer<Entry> {
@@ -103,6 +109,18 @@ struct HTTP2StreamTable<Entry: HTTP2StreamEntry>: ~Copyable {
         assert(openCount >= 0)
     }
 
+    /// The numbers of the streams whose id is above `streamID` (0: every stream), in no particular order, gathered
+    /// first so that the caller may close them one by one (the map cannot change while it is walked). Valid until
+    /// the next call.
+    func numbers(ofStreamsAbove streamID: Int32) -> UnsafeBufferPointer<Int32> {
+        var count = 0
+        for bucket in 0...mapMask where mapKeys[bucket] > streamID {
+            scratch[count] = mapValues[bucket]
+            count += 1
+        }
+        return UnsafeBufferPointer(start: scratch, count: count)
+    }
+
     /// Calls `body` for every request that has a stream (blocked or open), in no particular order.
     func forEachStream(_ body: (Int, UnsafeMutablePointer<Entry>) -> Void) {
         for bucket in 0...mapMask where mapKeys[bucket] != 0 {
@@ -135,8 +153,18 @@ struct StreamList {
         let entry = table[request]
         let previous = entry.pointee.previous
         let next = entry.pointee.next
-        if previous >= 0 { table[Int(previous)].pointee.next = next } else { assert(head == Int32(request)); head = next }
-        if next >= 0 { table[Int(next)].pointee.previous = previous } else { assert(tail == Int32(request)); tail = previous }
+        if previous >= 0 {
+            table[Int(previous)].pointee.next = next
+        } else {
+            assert(head == Int32(request))
+            head = next
+        }
+        if next >= 0 {
+            table[Int(next)].pointee.previous = previous
+        } else {
+            assert(tail == Int32(request))
+            tail = previous
+        }
         entry.pointee.next = -1
         entry.pointee.previous = -1
         count -= 1
