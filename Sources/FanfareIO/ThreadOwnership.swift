@@ -32,6 +32,17 @@ public struct ThreadOwnership {
         #endif
     }
 
+    /// The same check as a value, for use inside `assert(...)` (release builds never call it): true on the
+    /// owning thread; the first caller becomes the owner.
+    public mutating func claimIsCurrent() -> Bool {
+        #if DEBUG
+        if owner == nil { owner = pthread_self() }
+        return pthread_equal(owner!, pthread_self()) != 0
+        #else
+        return true
+        #endif
+    }
+
     /// The owner is gone (its thread was joined): the calling thread takes over.
     @inline(__always)
     public mutating func handOver() {

@@ -1,3 +1,4 @@
+import FanfareIO
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -58,7 +59,7 @@ struct HTTP2Connection: ~Copyable {
     private(set) var failed = false
     /// The connection is gone: the session ended every stream, and nothing more happens.
     private(set) var lost = false
-    private var threadOwner = HTTP2ThreadOwner()
+    private var threadOwner = ThreadOwnership()
 
     /// `maxHeaderBlock` bounds a header block gathered from CONTINUATION frames (past it: ENHANCE_YOUR_CALM).
     init(
@@ -80,7 +81,7 @@ struct HTTP2Connection: ~Copyable {
     }
 
     /// True on the session's thread (the first caller's); for `assert` only.
-    mutating func isOnOwnerThread() -> Bool { threadOwner.isCurrent() }
+    mutating func isOnOwnerThread() -> Bool { threadOwner.claimIsCurrent() }
 
     @inline(__always)
     func withTransport<R>(_ body: (HTTP2FrameSink) -> R) -> R { transport.with(body) }
