@@ -22,7 +22,8 @@ import Testing
             guard url.pathExtension == "swift", !relative.split(separator: "/").contains("Generated"),
                 let text = try? String(contentsOf: url, encoding: .utf8)
             else { continue }
-            found.append(SourceFile(path: "Sources/" + relative, module: String(relative.prefix { $0 != "/" }), text: text))
+            found.append(
+                SourceFile(path: "Sources/" + relative, module: String(relative.prefix { $0 != "/" }), text: text))
         }
         return found.sorted { $0.path < $1.path }
     }()
@@ -38,12 +39,18 @@ import Testing
                 long.append("\(file.path):\(number + 1): \(line.count) columns")
             }
         }
-        #expect(long.isEmpty, Comment(rawValue: "lines over \(Self.maximumLineColumns) columns:\n" + long.joined(separator: "\n")))
+        #expect(
+            long.isEmpty,
+            Comment(rawValue: "lines over \(Self.maximumLineColumns) columns:\n" + long.joined(separator: "\n")))
     }
 
     @Test func filesStayUnder800Lines() {
-        let large = Self.files.filter { $0.lines.count > Self.maximumFileLines }.map { "\($0.path): \($0.lines.count) lines" }
-        #expect(large.isEmpty, Comment(rawValue: "files over \(Self.maximumFileLines) lines:\n" + large.joined(separator: "\n")))
+        let large = Self.files.filter { $0.lines.count > Self.maximumFileLines }.map {
+            "\($0.path): \($0.lines.count) lines"
+        }
+        #expect(
+            large.isEmpty,
+            Comment(rawValue: "files over \(Self.maximumFileLines) lines:\n" + large.joined(separator: "\n")))
     }
 
     @Test func functionsStayUnder70Lines() {
@@ -53,7 +60,9 @@ import Testing
                 long.append("\(file.path):\(function.firstLine): \(function.lineCount) lines")
             }
         }
-        #expect(long.isEmpty, Comment(rawValue: "functions over \(Self.maximumFunctionLines) lines:\n" + long.joined(separator: "\n")))
+        #expect(
+            long.isEmpty,
+            Comment(rawValue: "functions over \(Self.maximumFunctionLines) lines:\n" + long.joined(separator: "\n")))
     }
 
     @Test func noTypeNameIsDefinedInTwoModules() {
@@ -61,16 +70,24 @@ import Testing
         for file in Self.files {
             for name in file.typeNames { modulesByType[name, default: []].insert(file.module) }
         }
-        let twice = modulesByType.filter { $0.value.count > 1 }.map { "\($0.key): \($0.value.sorted().joined(separator: ", "))" }
-        #expect(twice.isEmpty, Comment(rawValue: "types defined in more than one module:\n" + twice.sorted().joined(separator: "\n")))
+        let twice = modulesByType.filter { $0.value.count > 1 }.map {
+            "\($0.key): \($0.value.sorted().joined(separator: ", "))"
+        }
+        #expect(
+            twice.isEmpty,
+            Comment(rawValue: "types defined in more than one module:\n" + twice.sorted().joined(separator: "\n")))
     }
 
     @Test func theDataPlaneDoesNotImportFoundation() {
         let importing = Self.files.filter { file in
             Self.modulesWithoutFoundation.contains(file.module)
-                && file.lines.contains { $0.hasPrefix("import Foundation") || $0.hasPrefix("@preconcurrency import Foundation") }
+                && file.lines.contains {
+                    $0.hasPrefix("import Foundation") || $0.hasPrefix("@preconcurrency import Foundation")
+                }
         }
-        #expect(importing.isEmpty, Comment(rawValue: "Foundation in the data plane: " + importing.map(\.path).joined(separator: ", ")))
+        #expect(
+            importing.isEmpty,
+            Comment(rawValue: "Foundation in the data plane: " + importing.map(\.path).joined(separator: ", ")))
     }
 
     /// The tidy rules themselves, on text made to break them: a check that cannot fail proves nothing.
@@ -78,7 +95,9 @@ import Testing
         let body = (0..<80).map { "        _ = \($0)" }.joined(separator: "\n")
         let file = SourceFile(
             path: "x.swift", module: "X",
-            text: "struct Twice {}\nfinal class Other {\n    func long() {\n\(body)\n    }\n    func short() { }\n}\n")
+            text:
+                "struct Twice {}\nfinal class Other {\n    enum Nested {}\n    func long() {\n\(body)\n    }\n    func short() { }\n}\n"
+        )
         #expect(file.functions.map(\.lineCount) == [82, 1])
         #expect(file.typeNames == ["Twice", "Other"])
     }
@@ -95,11 +114,12 @@ struct SourceFile {
         lines = text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
     }
 
-    /// Top-level and nested type declarations (struct, class, enum, actor, protocol), by name.
+    /// Top-level type declarations (struct, class, enum, actor, protocol), by name. Nested types are named by
+    /// their enclosing type (`Audience.Kind`), so only top-level names can collide across modules.
     var typeNames: [String] {
         let keywords: Set<Substring> = ["struct", "class", "enum", "actor", "protocol"]
         var names: [String] = []
-        for line in lines {
+        for line in lines where !line.hasPrefix(" ") {
             let words = line.split(whereSeparator: { $0 == " " || $0 == ":" || $0 == "<" || $0 == "{" || $0 == "(" })
             guard let first = words.first, !first.hasPrefix("//"), !first.hasPrefix("///") else { continue }
             for (index, word) in words.enumerated() where keywords.contains(word) && index + 1 < words.count {
@@ -149,7 +169,9 @@ struct SourceFile {
             {
                 return true
             }
-            guard modifiers.contains(word) || word.hasPrefix("@") || functionModifiers.contains(word) else { return false }
+            guard modifiers.contains(word) || word.hasPrefix("@") || functionModifiers.contains(word) else {
+                return false
+            }
         }
         return false
     }
