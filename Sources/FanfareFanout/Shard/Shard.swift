@@ -34,7 +34,7 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
 
     // Tokens and channels (thread-confined after start). Channels are the engine's ids (`ChannelDirectory`).
     @exclusivity(unchecked) private(set) var tokens = TokenTable()
-    @exclusivity(unchecked) private var tokenIndex = TokenIndex()
+    @exclusivity(unchecked) private var tokenIndex = TokenSlotIndex()
     @exclusivity(unchecked) private(set) var channelSets = ChannelSets()
     /// Two audiences per channel: `[2 * channel + kind]`.
     @exclusivity(unchecked) private(set) var audiences: [Audience] = []
@@ -198,7 +198,7 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     func reserve(tokens count: Int) {
         precondition(tokens.aliveCount == 0, "reserve before the first token")
         tokens.reserve(count, tokenBytes: 80)
-        tokenIndex = TokenIndex(capacity: count)
+        tokenIndex = TokenSlotIndex(capacity: count)
     }
 
     /// Makes room for the audiences of `channel` (an engine channel id).
