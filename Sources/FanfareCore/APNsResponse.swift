@@ -22,57 +22,49 @@ public struct APNsErrorBody: Sendable, Equatable {
     /// Only the returned strings allocate.
     public static func parse(_ bytes: UnsafeRawBufferPointer) -> APNsErrorBody? {
         var scanner = JSONScanner(bytes)
-        do throws(JSONValidationError) {
-            return try parseObject(&scanner)
+        var body = APNsErrorBody()
+        do throws(Unreadable) {
+            try scanner.scanObjectDocument(invalid: { _ in Unreadable() }) { scanner, key throws(Unreadable) in
+                try body.read(Key(scanner, key.contents, hasEscapes: key.hasEscapes), &scanner)
+            }
+            return body
         } catch {
             return nil
         }
     }
 
-    private static func parseObject(_ scanner: inout JSONScanner) throws(JSONValidationError) -> APNsErrorBody? {
-        var body = APNsErrorBody()
-        scanner.skipWhitespace()
-        try scanner.expect(UInt8(ascii: "{"), .value)
-        scanner.skipWhitespace()
-        if scanner.peek() == UInt8(ascii: "}") {
-            scanner.offset += 1
-        } else {
-            while true {
-                guard scanner.peek() == UInt8(ascii: "\"") else { return nil }
-                let (keyRange, keyHasEscapes) = try scanner.scanString()
-                scanner.skipWhitespace()
-                try scanner.expect(UInt8(ascii: ":"), .colon)
-                scanner.skipWhitespace()
-                let key = Key(scanner, keyRange, hasEscapes: keyHasEscapes)
-                switch key {
-                case .reason:
-                    guard scanner.peek() == UInt8(ascii: "\"") else { return nil }
-                    let (range, hasEscapes) = try scanner.scanString()
-                    body.reason = scanner.decodeString(range, hasEscapes: hasEscapes)
-                case .timestamp:
-                    let start = scanner.offset
-                    guard let first = scanner.peek(),
-                        first == UInt8(ascii: "-") || (first >= UInt8(ascii: "0") && first <= UInt8(ascii: "9"))
-                    else { return nil }
-                    try scanner.scanNumber()
-                    let digits = UnsafeRawBufferPointer(rebasing: scanner.bytes[start..<scanner.offset])
-                    guard let value = parseInteger(digits) else { return nil }
-                    body.timestamp = value
-                case .other:
-                    try scanner.scanValue(allowNull: true, enclosingDepth: 1)  // inside the body's object
-                }
-                scanner.skipWhitespace()
-                if scanner.peek() == UInt8(ascii: ",") {
-                    scanner.offset += 1
-                    scanner.skipWhitespace()
-                    continue
-                }
-                try scanner.expect(UInt8(ascii: "}"), .commaOrObjectEnd)
-                break
+    /// Invalid JSON, or a member of the wrong type: the body is not an APNs error body.
+    private struct Unreadable: Error {}
+
+    /// Reads one member's value at the cursor.
+    private mutating func read(_ key: Key, _ scanner: inout JSONScanner) throws(Unreadable) {
+        switch key {
+        case .reason:
+            guard scanner.peek() == UInt8(ascii: "\"") else { throw Unreadable() }
+            let (range, hasEscapes) = try Self.readable { () throws(JSONValidationError) in try scanner.scanString() }
+            reason = scanner.decodeString(range, hasEscapes: hasEscapes)
+        case .timestamp:
+            let start = scanner.offset
+            guard let first = scanner.peek(),
+                first == UInt8(ascii: "-") || (first >= UInt8(ascii: "0") && first <= UInt8(ascii: "9"))
+            else { throw Unreadable() }
+            try Self.readable { () throws(JSONValidationError) in try scanner.scanNumber() }
+            guard let value = Self.parseInteger(scanner.slice(start..<scanner.offset)) else { throw Unreadable() }
+            timestamp = value
+        case .other:
+            // Inside the body's object.
+            try Self.readable { () throws(JSONValidationError) in
+                try scanner.scanValue(allowNull: true, enclosingDepth: 1)
             }
         }
-        scanner.skipWhitespace()
-        return scanner.peek() == nil ? body : nil
+    }
+
+    private static func readable<T>(_ step: () throws(JSONValidationError) -> T) throws(Unreadable) -> T {
+        do throws(JSONValidationError) {
+            return try step()
+        } catch {
+            throw Unreadable()
+        }
     }
 
     private enum Key {
@@ -81,11 +73,11 @@ public struct APNsErrorBody: Sendable, Equatable {
         init(_ scanner: JSONScanner, _ range: Range<Int>, hasEscapes: Bool) {
             // Escaped keys are legal JSON ("re\u0061son"); decode those, compare the rest in place.
             func matches(_ name: StaticString) -> Bool {
-                let expected = UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
                 if hasEscapes {
+                    let expected = UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount)
                     return scanner.decodeString(range, hasEscapes: true).utf8.elementsEqual(expected)
                 }
-                return UnsafeRawBufferPointer(rebasing: scanner.bytes[range]).elementsEqual(expected)
+                return scanner.slice(range, equals: name)
             }
             if matches("reason") {
                 self = .reason

@@ -59,7 +59,7 @@ public enum BroadcastChannelMessages {
             case "message-storage-policy":
                 let start = scanner.offset
                 try wrap { () throws(JSONValidationError) in try scanner.scanNumber() }
-                let digits = UnsafeRawBufferPointer(rebasing: scanner.bytes[start..<scanner.offset])
+                let digits = scanner.slice(start..<scanner.offset)
                 guard let value = APNsErrorBody.parseInteger(digits), let known = ChannelStoragePolicy(rawValue: Int(clamping: value)) else {
                     throw .unexpected("message-storage-policy \(PrintableText.escaping(digits, limit: 32)) is neither 0 nor 1")
                 }
@@ -123,34 +123,9 @@ public enum BroadcastChannelMessages {
         _ bytes: UnsafeRawBufferPointer, member: (inout JSONScanner, String) throws(ChannelBodyError) -> Void
     ) throws(ChannelBodyError) {
         var scanner = JSONScanner(bytes)
-        scanner.skipWhitespace()
-        try wrap { () throws(JSONValidationError) in try scanner.expect(UInt8(ascii: "{"), .value) }
-        scanner.skipWhitespace()
-        if scanner.peek() == UInt8(ascii: "}") {
-            scanner.offset += 1
-        } else {
-            while true {
-                guard scanner.peek() == UInt8(ascii: "\"") else {
-                    throw .invalidJSON(scanner.mismatch(.objectKey))
-                }
-                let (keyRange, keyEscapes) = try wrap { () throws(JSONValidationError) in try scanner.scanString() }
-                let key = scanner.decodeString(keyRange, hasEscapes: keyEscapes)
-                scanner.skipWhitespace()
-                try wrap { () throws(JSONValidationError) in try scanner.expect(UInt8(ascii: ":"), .colon) }
-                scanner.skipWhitespace()
-                try member(&scanner, key)
-                scanner.skipWhitespace()
-                if scanner.peek() == UInt8(ascii: ",") {
-                    scanner.offset += 1
-                    scanner.skipWhitespace()
-                    continue
-                }
-                try wrap { () throws(JSONValidationError) in try scanner.expect(UInt8(ascii: "}"), .commaOrObjectEnd) }
-                break
-            }
+        try scanner.scanObjectDocument(invalid: { .invalidJSON($0) }) { scanner, key throws(ChannelBodyError) in
+            try member(&scanner, scanner.decodeString(key.contents, hasEscapes: key.hasEscapes))
         }
-        scanner.skipWhitespace()
-        guard scanner.peek() == nil else { throw .invalidJSON(scanner.fail(.unexpectedByte(scanner.peek() ?? 0, expected: .endOfInput))) }
     }
 
     private static func wrap<T>(_ body: () throws(JSONValidationError) -> T) throws(ChannelBodyError) -> T {

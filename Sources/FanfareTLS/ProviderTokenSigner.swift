@@ -1,5 +1,6 @@
 // ES256 signing of APNs provider tokens with a team's .p8 key.
 import COpenSSL
+import FanfareCore
 
 /// Signs provider JWTs with one EC P-256 key. The key and digest are loaded once; each `mint`
 /// uses a fresh `EVP_MD_CTX`, so concurrent mints are safe (OpenSSL treats the key as read-only).
@@ -37,7 +38,7 @@ public final class ProviderTokenSigner: @unchecked Sendable {
         self.digest = digest
         self.keyID = keyID
         self.teamID = teamID
-        encodedHeader = JWTBase64URL.encode(#"{"alg":"ES256","kid":""# + keyID + #""}"#)
+        encodedHeader = Base64.encode(#"{"alg":"ES256","kid":""# + keyID + #""}"#)
         // Sign once now so a key that cannot sign fails at load time, not 40 minutes later.
         _ = try signature(over: "fanfare key check")
     }
@@ -51,10 +52,10 @@ public final class ProviderTokenSigner: @unchecked Sendable {
     /// `{"iss":"<team>","iat":<issuedAt>}`, signature raw r‖s (64 bytes), all base64url.
     public func mint(issuedAt: Int64) throws(ProviderKeyError) -> ProviderToken {
         let claims = #"{"iss":""# + teamID + #"","iat":"# + String(issuedAt) + "}"
-        let signingInput = encodedHeader + "." + JWTBase64URL.encode(claims)
+        let signingInput = encodedHeader + "." + Base64.encode(claims)
         let signature = try signature(over: signingInput)
         assert(signature.count == 64)
-        let jwt = signingInput + "." + JWTBase64URL.encode(signature)
+        let jwt = signingInput + "." + Base64.encode(signature)
         return ProviderToken(jwt: jwt, issuedAt: issuedAt, keyID: keyID, teamID: teamID)
     }
 

@@ -1,5 +1,6 @@
 // Checks provider JWTs the way APNs would (for the simulator): ES256 signature, then claims.
 import COpenSSL
+import FanfareCore
 
 public struct ProviderTokenClaims: Sendable, Equatable {
     /// The header's `kid`.
@@ -92,7 +93,7 @@ public final class ProviderTokenVerifier: @unchecked Sendable {
         guard let keyIDValue = header["kid"] else { return .failure(.missingClaim("kid")) }
         guard case .string(let keyID) = keyIDValue else { return .failure(.malformed("'kid' is not a string")) }
 
-        guard let signature = JWTBase64URL.decode(signaturePart) else {
+        guard let signature = Base64.decode(signaturePart, padding: .forbidden) else {
             return .failure(.malformed("signature is not base64url"))
         }
         guard signature.count == 2 * ECDSASignature.coordinateByteCount else {
@@ -137,7 +138,9 @@ public final class ProviderTokenVerifier: @unchecked Sendable {
         _ part: UnsafeRawBufferPointer,
         part name: String
     ) -> Result<FlatJSONObject, ProviderTokenVerificationError> {
-        guard let bytes = JWTBase64URL.decode(part) else { return .failure(.malformed("\(name) is not base64url")) }
+        guard let bytes = Base64.decode(part, padding: .forbidden) else {
+            return .failure(.malformed("\(name) is not base64url"))
+        }
         do {
             return .success(try FlatJSONObject.parse(bytes))
         } catch {

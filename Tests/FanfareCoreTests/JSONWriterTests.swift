@@ -204,6 +204,24 @@ struct JSONWriterTests {
         }
     }
 
+    @Test("the scan stops at the first special byte of a word whatever bytes follow it")
+    func plainASCIIScanFindsTheFirstOfSeveral() {
+        let specials: [UInt8] = [0x00, 0x01, 0x1F, 0x22, 0x5C, 0x80, 0xC3, 0xFF]
+        for first in specials {
+            for second in specials + [UInt8(ascii: "a"), 0x20, 0x7F] {
+                for position in 0..<8 {
+                    for later in position..<8 {
+                        var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: 19)
+                        bytes[8 + later] = second
+                        bytes[8 + position] = first
+                        let end = bytes.withUnsafeBytes { PlainASCII.runEnd($0, from: 1) }
+                        #expect(end == 8 + position, "\(first) at \(position), \(second) at \(later)")
+                    }
+                }
+            }
+        }
+    }
+
     @Test("doubles match their description for many bit patterns")
     func manyDoubles() {
         var generator = APNsIDGenerator(seed: 5)

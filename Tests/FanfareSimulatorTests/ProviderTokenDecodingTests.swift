@@ -67,7 +67,7 @@ import Testing
         let encoded = base64URL(text)
         var output = [UInt8](repeating: 0, count: 32)
         let count = withBytes(encoded) { input in
-            output.withUnsafeMutableBytes { ProviderTokenDecoding.base64URLDecode(input, into: $0) }
+            output.withUnsafeMutableBytes { ProviderTokenDecoding.decodeSection(input, into: $0) }
         }
         #expect(count.map { Array(output[0..<$0]) } == Array(text.utf8))
     }

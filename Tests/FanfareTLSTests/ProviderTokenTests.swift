@@ -1,4 +1,5 @@
 import FanfareTestSupport
+import FanfareCore
 import Foundation
 import Testing
 @testable import FanfareTLS
@@ -125,22 +126,22 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
         let keys = try KeyPair()
         let token = try keys.signer().mint(issuedAt: 1_700_000_000)
         let parts = token.jwt.split(separator: ".")
-        let forgedClaims = JWTBase64URL.encode(#"{"iss":"TEAM456789","iat":1800000000}"#)
+        let forgedClaims = Base64.encode(#"{"iss":"TEAM456789","iat":1800000000}"#)
         let forged = "\(parts[0]).\(forgedClaims).\(parts[2])"
         #expect(try keys.verifier().verify(forged) == .failure(.badSignature))
 
         var flipped = Array(try #require(foundationBase64URLDecode(parts[2])))
         flipped[10] ^= 1
-        let badSignature = "\(parts[0]).\(parts[1]).\(JWTBase64URL.encode(flipped))"
+        let badSignature = "\(parts[0]).\(parts[1]).\(Base64.encode(flipped))"
         #expect(try keys.verifier().verify(badSignature) == .failure(.badSignature))
     }
 
     @Test func wrongAlgorithmAndMissingFieldsAreNamed() throws {
         let keys = try KeyPair()
         let verifier = try keys.verifier()
-        let signature = JWTBase64URL.encode([UInt8](repeating: 1, count: 64))
+        let signature = Base64.encode([UInt8](repeating: 1, count: 64))
         func token(_ header: String, _ claims: String) -> String {
-            JWTBase64URL.encode(header) + "." + JWTBase64URL.encode(claims) + "." + signature
+            Base64.encode(header) + "." + Base64.encode(claims) + "." + signature
         }
         let claims = #"{"iss":"TEAM456789","iat":1}"#
         #expect(verifier.verify(token(#"{"alg":"HS256","kid":"ABC123DEFG"}"#, claims)) == .failure(.unsupportedAlgorithm("HS256")))
@@ -150,8 +151,8 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
         // Claims are checked after the signature, so these need properly signed tokens.
         let signer = try keys.signer()
         func signed(_ claims: String) throws -> String {
-            let input = JWTBase64URL.encode(#"{"alg":"ES256","kid":"ABC123DEFG"}"#) + "." + JWTBase64URL.encode(claims)
-            return input + "." + JWTBase64URL.encode(try signer.signature(over: input))
+            let input = Base64.encode(#"{"alg":"ES256","kid":"ABC123DEFG"}"#) + "." + Base64.encode(claims)
+            return input + "." + Base64.encode(try signer.signature(over: input))
         }
         #expect(verifier.verify(try signed(#"{"iat":1}"#)) == .failure(.missingClaim("iss")))
         #expect(verifier.verify(try signed(#"{"iss":"TEAM456789"}"#)) == .failure(.missingClaim("iat")))
@@ -173,8 +174,8 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
         let signer = try keys.signer()
         let header = "{\n    \"alg\": \"ES256\",\n    \"typ\": \"JWT\",\n    \"kid\": \"\(keyID)\"\n}"
         let claims = "{\n    \"iss\": \"\(teamID)\",\n    \"iat\": \"1700000123\",\n    \"kid\": \"\(keyID)\"\n}"
-        let input = JWTBase64URL.encode(header) + "." + JWTBase64URL.encode(claims)
-        let token = input + "." + JWTBase64URL.encode(try signer.signature(over: input))
+        let input = Base64.encode(header) + "." + Base64.encode(claims)
+        let token = input + "." + Base64.encode(try signer.signature(over: input))
         #expect(verifier.verify(token)
             == .success(ProviderTokenClaims(keyID: keyID, teamID: teamID, issuedAt: 1_700_000_123, issuedAtIsString: true)))
     }
@@ -192,14 +193,14 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
 
     @Test func malformedTokensAreMalformed() throws {
         let verifier = try KeyPair().verifier()
-        let cases = ["", "abc", "a.b", "a.b.c.d", "!!!.e30.AAAA", JWTBase64URL.encode("[1]") + ".e30.AAAA"]
+        let cases = ["", "abc", "a.b", "a.b.c.d", "!!!.e30.AAAA", Base64.encode("[1]") + ".e30.AAAA"]
         for jwt in cases {
             guard case .failure(.malformed) = verifier.verify(jwt) else {
                 Issue.record("'\(jwt)' was not reported as malformed: \(verifier.verify(jwt))")
                 continue
             }
         }
-        let shortSignature = JWTBase64URL.encode(#"{"alg":"ES256","kid":"K"}"#) + ".e30." + JWTBase64URL.encode([1, 2, 3])
+        let shortSignature = Base64.encode(#"{"alg":"ES256","kid":"K"}"#) + ".e30." + Base64.encode([1, 2, 3])
         #expect(verifier.verify(shortSignature) == .failure(.malformed("ES256 signature is 3 bytes, expected 64 (r‖s)")))
     }
 }

@@ -27,7 +27,7 @@ import Foundation
     @Test func theTokenIndexFindsInsertsAndRemoves() {
         var table = TokenTable()
         defer { table.deallocate() }  // a Shard frees its table in deinit; this test owns one directly
-        var index = TokenIndex(capacity: 16)
+        var index = TokenSlotIndex(capacity: 16)
         let tokens = (0..<20_000).map { makeToken($0, salt: 3) }
         var slots: [UInt32] = []
         for token in tokens {

@@ -3,6 +3,7 @@
 // so the simulator does too; `strictProviderToken` keeps the RFC 7519 reading (403 InvalidProviderToken).
 // Sent by nghttp, an independent HTTP/2 client, signed with the key the simulator trusts.
 import FanfareSimulator
+import FanfareCore
 import FanfareTestSupport
 import Foundation
 import Testing
@@ -26,8 +27,8 @@ struct NghttpProviderTokenShapeTests {
                 "kid": "\(InteropValues.keyID)"
             }
             """
-        let input = JWTBase64URL.encode(header) + "." + JWTBase64URL.encode(payload)
-        return "bearer " + input + "." + JWTBase64URL.encode(try fixture.signer.signature(over: input))
+        let input = Base64.encode(header) + "." + Base64.encode(payload)
+        return "bearer " + input + "." + Base64.encode(try fixture.signer.signature(over: input))
     }
 
     private func send(strict: Bool) async throws -> (NghttpTranscript, SimulatorStats, ToolRun) {

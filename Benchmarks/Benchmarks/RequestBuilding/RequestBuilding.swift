@@ -106,7 +106,7 @@ final class RequestHeaders {
 
     private var table: HPACKEncoderTable
     private let fields: APNsRequestHeaders.RepeatedFields
-    /// The stream slot's job (`StreamSlots` keeps jobs in place too): an 80-byte token, the length Live Activity
+    /// The stream slot's job (`RequestSlots` keeps jobs in place too): an 80-byte token, the length Live Activity
     /// tokens have in practice, and PushJob's default priority (immediate).
     let job: UnsafeMutablePointer<PushJob>
     /// A broadcast's job slot: a 24-character channel id, priority 5, expiration 0.

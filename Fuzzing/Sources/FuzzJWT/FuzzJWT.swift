@@ -1,5 +1,5 @@
 // Provider tokens (JWT) as APNs (the simulator) reads them: `ProviderTokenVerifier` (ES256 signature, then
-// the JOSE header and claims through FanfareTLS's JSON reader) and `ProviderTokenDecoding` (the simulator's
+// the JOSE header and claims through FanfareTLS's `FlatJSONObject`) and `ProviderTokenDecoding` (the simulator's
 // allocation-free claims reader). Inputs either are a whole token, or are a header and claims that this
 // target signs with its own key, so the claims are read after a valid signature.
 // Checked: the verifier never accepts a token signed by another key; a correctly signed token with

@@ -105,7 +105,7 @@ func check(_ decision: SimulatorDecision, _ head: borrowing RequestHead, _ confi
         require(head.bodyByteCount >= 1 && head.bodyByteCount <= 5120, "accepted a body of \(head.bodyByteCount) bytes")
         if configuration.malformedPayloadReason != nil && head.isBodyFullyStored {
             // The simulator does not pair `\u` surrogate escapes (RFC 8259 leaves lone ones to the
-            // implementation); every other rule is the same in both scanners.
+            // implementation); it reads with FanfareCore's scanner, so every other rule is the same.
             if let problem = JSONValidator.validate(head.body, requireObject: true, allowNull: true) {
                 require(problem.problem == .unpairedSurrogate, "the simulator accepted a body FanfareCore refuses: \(problem)")
             }
@@ -213,7 +213,7 @@ func seeds() -> [Seed] {
 
 /// An unsigned provider token with these claims (the simulator's `--unsigned` verifier reads the claims).
 func token(kid: String, iss: String, iat: Int64) -> String {
-    Base64URL.encode(Array(#"{"alg":"ES256","kid":"\#(kid)"}"#.utf8)) + "."
-        + Base64URL.encode(Array(#"{"iss":"\#(iss)","iat":\#(iat)}"#.utf8)) + "."
-        + Base64URL.encode([UInt8](repeating: 7, count: 64))
+    Base64.encode(Array(#"{"alg":"ES256","kid":"\#(kid)"}"#.utf8)) + "."
+        + Base64.encode(Array(#"{"iss":"\#(iss)","iat":\#(iat)}"#.utf8)) + "."
+        + Base64.encode([UInt8](repeating: 7, count: 64))
 }

@@ -25,7 +25,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     @exclusivity(unchecked) private var session: HTTP2ClientSession?
     /// Debug check that the connection is driven by its worker's thread only (until that thread is joined).
     @exclusivity(unchecked) private var ownership = ThreadOwnership()
-    @exclusivity(unchecked) private var slots: StreamSlots
+    @exclusivity(unchecked) private var slots: RequestSlots
     @exclusivity(unchecked) private var handlerID: IOHandlerID?
 
     /// The server's live SETTINGS_MAX_CONCURRENT_STREAMS (APNs starts token-auth connections at 1).
@@ -71,7 +71,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         let configuration = worker.configuration
         transport = SecureTransport(loop: worker.loop, tls: tls, buffers: configuration.buffers)
         transport.sendingLease = worker.sendingLease
-        slots = StreamSlots(capacity: configuration.maxConcurrentStreamsPerConnection)
+        slots = RequestSlots(capacity: configuration.maxConcurrentStreamsPerConnection)
         providerTokens = configuration.providerTokens
         providerTokensReference = configuration.providerTokens.map { Unmanaged.passUnretained($0) }
         sendsFirstRequestAlone = configuration.firstRequestAlone && configuration.providerTokens != nil
@@ -321,7 +321,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     override func http2ResponseData(request: Int, bytes: UnsafeRawBufferPointer) {
         let slot = slots[request]
         let used = Int(slot.pointee.bodyCount)
-        let count = min(bytes.count, StreamSlots.bodyCapacity - used)
+        let count = min(bytes.count, RequestSlots.bodyCapacity - used)
         guard count > 0 else { return }
         (slots.body(request) + used).copyMemory(from: bytes.baseAddress!, byteCount: count)
         slot.pointee.bodyCount = Int32(used + count)

@@ -53,7 +53,7 @@ extension Shard {
     func reserve(tokens count: Int) {
         precondition(tokens.aliveCount == 0, "reserve before the first token")
         tokens.reserve(count, tokenBytes: 80)
-        tokenIndex = TokenIndex(capacity: count)
+        tokenIndex = TokenSlotIndex(capacity: count)
     }
 
     /// Makes room for the audiences of `channel` (an engine channel id).

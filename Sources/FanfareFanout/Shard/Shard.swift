@@ -26,7 +26,7 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
 
     // Tokens and channels (thread-confined after start). Channels are the engine's ids (`ChannelDirectory`).
     @exclusivity(unchecked) var tokens = TokenTable()
-    @exclusivity(unchecked) var tokenIndex = TokenIndex()
+    @exclusivity(unchecked) var tokenIndex = TokenSlotIndex()
     @exclusivity(unchecked) var channelSets = ChannelSets()
     /// Two audiences per channel: `[2 * channel + kind]`.
     @exclusivity(unchecked) var audiences: [Audience] = []

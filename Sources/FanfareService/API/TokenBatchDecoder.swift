@@ -1,16 +1,20 @@
+import FanfareCore
+
 /// A decoder for the one body that is big and frequent: `POST /v1/tokens` (`TokenBatch`, up to 10,000 items).
 /// The generated Codable path spends about 100 µs per item (JSONDecoder's generic containers and the
 /// additional-properties check), which caps registration near 8,000 tokens/s; this reads the bytes once.
 ///
 /// It only ever accepts: anything it does not recognise exactly as the schema's shape (malformed JSON, a
-/// wrong type, a missing, unknown or repeated field, an unknown `kind`, a number, an escape it does not
-/// handle) returns nil, and the request goes through the generated decoder, which gives the canonical
+/// wrong type, a missing, unknown or repeated field, an unknown `kind`, a number, a lone surrogate escape)
+/// returns nil, and the request goes through the generated decoder, which gives the canonical
 /// answer. So both paths accept the same bodies and every error comes from one place.
+///
+/// FanfareCore's `JSONScanner` reads the tokens of the grammar (strings, literals, whitespace); this type
+/// knows the schema.
 package struct TokenBatchDecoder {
-    private let bytes: UnsafeRawBufferPointer
-    private var position = 0
+    private var scanner: JSONScanner
 
-    private init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+    private init(_ bytes: UnsafeRawBufferPointer) { scanner = JSONScanner(bytes) }
 
     /// The items of a well-formed `TokenBatch`, or nil (use the generated decoder).
     package static func decode(_ body: UnsafeRawBufferPointer) -> [RegistrationFields]? {
@@ -30,8 +34,8 @@ package struct TokenBatchDecoder {
             guard take(UInt8(ascii: "]")) else { return nil }
         }
         guard take(UInt8(ascii: "}")) else { return nil }
-        skipWhitespace()
-        return position == bytes.count ? items : nil
+        scanner.skipWhitespace()
+        return scanner.peek() == nil ? items : nil
     }
 
     private mutating func registration() -> RegistrationFields? {
@@ -133,103 +137,48 @@ package struct TokenBatchDecoder {
         return take(UInt8(ascii: "]")) ? values : nil
     }
 
-    /// A JSON string. Plain strings are read in one step; escapes other than the simple ones and BMP `\u`
-    /// (no surrogates) return nil, as do control characters and invalid UTF-8.
+    /// A JSON string (escapes resolved); nil if the next value is not one, or not a valid one, or if it escapes
+    /// a UTF-16 surrogate (those go to the generated decoder, as they always have).
     private mutating func string() -> String? {
-        skipWhitespace()
-        guard position < bytes.count, bytes[position] == UInt8(ascii: "\"") else { return nil }
-        position += 1
-        let start = position
-        while position < bytes.count {
-            let byte = bytes[position]
-            if byte == UInt8(ascii: "\"") {
-                let raw = UnsafeRawBufferPointer(rebasing: bytes[start..<position])
-                position += 1
-                return String(validating: raw, as: UTF8.self)
-            }
-            if byte == UInt8(ascii: "\\") {
-                position = start
-                return escapedString()
-            }
-            if byte < 0x20 { return nil }
-            position += 1
-        }
-        return nil
+        scanner.skipWhitespace()
+        guard scanner.peek() == UInt8(ascii: "\""), let scanned = try? scanner.scanString() else { return nil }
+        if scanned.hasEscapes && escapesSurrogate(scanner.slice(scanned.contents)) { return nil }
+        return scanner.decodeString(scanned.contents, hasEscapes: scanned.hasEscapes)
     }
 
-    private mutating func escapedString() -> String? {
-        var scalars: [UInt8] = []
-        while position < bytes.count {
-            let byte = bytes[position]
-            position += 1
-            switch byte {
-            case UInt8(ascii: "\""):
-                return String(validating: scalars, as: UTF8.self)
-            case UInt8(ascii: "\\"):
-                guard position < bytes.count else { return nil }
-                let escape = bytes[position]
-                position += 1
-                switch escape {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scalars.append(escape)
-                case UInt8(ascii: "b"): scalars.append(0x08)
-                case UInt8(ascii: "f"): scalars.append(0x0C)
-                case UInt8(ascii: "n"): scalars.append(0x0A)
-                case UInt8(ascii: "r"): scalars.append(0x0D)
-                case UInt8(ascii: "t"): scalars.append(0x09)
-                case UInt8(ascii: "u"):
-                    guard position + 4 <= bytes.count else { return nil }
-                    var value: UInt32 = 0
-                    for _ in 0..<4 {
-                        guard let digit = Self.hexValue(bytes[position]) else { return nil }
-                        value = value << 4 | UInt32(digit)
-                        position += 1
-                    }
-                    guard let scalar = Unicode.Scalar(value) else { return nil }  // surrogates: not here
-                    scalars.append(contentsOf: String(Character(scalar)).utf8)
-                default: return nil
-                }
-            default:
-                if byte < 0x20 { return nil }
-                scalars.append(byte)
+    /// Whether the contents of a scanned string hold a `\uD800`...`\uDFFF` escape.
+    private func escapesSurrogate(_ contents: UnsafeRawBufferPointer) -> Bool {
+        var index = 0
+        while index < contents.count {
+            guard contents[index] == UInt8(ascii: "\\") else {
+                index += 1
+                continue
             }
+            // The scanner checked every escape: a backslash starts `\X` or `\uXXXX`.
+            guard contents[index + 1] == UInt8(ascii: "u") else {
+                index += 2
+                continue
+            }
+            // D800...DFFF: the first hex digit D, the second 8 or more.
+            if JSONScanner.hexValue(contents[index + 2]) == 0xD, JSONScanner.hexValue(contents[index + 3])! >= 8 {
+                return true
+            }
+            index += 6
         }
-        return nil
-    }
-
-    private static func hexValue(_ byte: UInt8) -> UInt8? {
-        switch byte {
-        case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
-        case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
-        case UInt8(ascii: "A")...UInt8(ascii: "F"): byte - UInt8(ascii: "A") + 10
-        default: nil
-        }
+        return false
     }
 
     // MARK: - Tokens of the grammar
 
-    private mutating func skipWhitespace() {
-        while position < bytes.count {
-            switch bytes[position] {
-            case 0x20, 0x09, 0x0A, 0x0D: position += 1
-            default: return
-            }
-        }
-    }
-
     private mutating func take(_ byte: UInt8) -> Bool {
-        skipWhitespace()
-        guard position < bytes.count, bytes[position] == byte else { return false }
-        position += 1
+        scanner.skipWhitespace()
+        guard scanner.peek() == byte else { return false }
+        scanner.offset += 1
         return true
     }
 
-    /// `null`, `true` or `false`, followed by a delimiter.
+    /// `null`, `true` or `false`.
     private mutating func literal(_ word: StaticString) -> Bool {
-        skipWhitespace()
-        let count = word.utf8CodeUnitCount
-        guard position + count <= bytes.count else { return false }
-        for offset in 0..<count where bytes[position + offset] != word.utf8Start[offset] { return false }
-        position += count
-        return true
+        scanner.skipLiteral(word)
     }
 }

@@ -1,3 +1,5 @@
+import FanfareCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -158,8 +160,8 @@ public final class AcceptedPushLog {
         putOptionalString(head.value(.apnsCollapseID))
         put(",\"payload\":")
         let body = head.body
-        if head.isBodyFullyStored, body.count > 0, JSONScanner.isValid(body) {
-            used += JSONScanner.writeMinified(body, into: buffer, at: used)
+        if head.isBodyFullyStored, body.count > 0, SimulatorJSON.isValid(body) {
+            used += SimulatorJSON.writeMinified(body, into: buffer, at: used)
         } else {
             put("null,\"payload-text\":")
             putString(body)
@@ -246,7 +248,8 @@ public final class AcceptedPushLog {
             case 0x20..<0x80:
                 putByte(byte)
             default:
-                if let length = JSONScanner.utf8SequenceLength(value, at: index) {
+                let length = UTF8Validation.multiByteSequenceLength(value, at: index)
+                if length > 0 {
                     for offset in 0..<length { putByte(value[index + offset]) }
                     index += length
                     continue

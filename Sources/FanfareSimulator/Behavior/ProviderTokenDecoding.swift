@@ -1,3 +1,5 @@
+import FanfareCore
+
 /// The crypto-free part of reading an APNs provider token (JWT, apns-spec.md §6.1): splitting it,
 /// base64url-decoding it and reading `alg`, `kid`, `iss`, `iat`. An ES256 verifier (FanfareTLS) checks the
 /// signature over `signingInput` and then calls `decodeClaims`.
@@ -45,8 +47,8 @@ public enum ProviderTokenDecoding {
         return withUnsafeTemporaryAllocation(byteCount: 2 * maximumSectionBytes, alignment: 1) { scratch in
             let headerBuffer = UnsafeMutableRawBufferPointer(rebasing: scratch[0..<maximumSectionBytes])
             let claimsBuffer = UnsafeMutableRawBufferPointer(rebasing: scratch[maximumSectionBytes...])
-            guard let headerCount = base64URLDecode(parts.encodedHeader, into: headerBuffer),
-                let claimsCount = base64URLDecode(parts.encodedClaims, into: claimsBuffer)
+            guard let headerCount = decodeSection(parts.encodedHeader, into: headerBuffer),
+                let claimsCount = decodeSection(parts.encodedClaims, into: claimsBuffer)
             else { return nil }
             let header = UnsafeRawBufferPointer(headerBuffer).slice(from: 0, count: headerCount)
             let claims = UnsafeRawBufferPointer(claimsBuffer).slice(from: 0, count: claimsCount)
@@ -64,38 +66,16 @@ public enum ProviderTokenDecoding {
         }
     }
 
-    /// Decodes unpadded base64url (`A-Z a-z 0-9 - _`); returns the decoded byte count, or nil on a bad
-    /// character, an impossible length, or too little room.
-    public static func base64URLDecode(_ text: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Int? {
-        guard text.count % 4 != 1 else { return nil }
-        guard text.count / 4 * 3 + max(0, text.count % 4 - 1) <= output.count else { return nil }
-        var accumulator: UInt32 = 0
-        var bits = 0
-        var written = 0
-        for byte in text {
-            let value: UInt32
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"): value = UInt32(byte - UInt8(ascii: "A"))
-            case UInt8(ascii: "a")...UInt8(ascii: "z"): value = UInt32(byte - UInt8(ascii: "a")) + 26
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): value = UInt32(byte - UInt8(ascii: "0")) + 52
-            case UInt8(ascii: "-"): value = 62
-            case UInt8(ascii: "_"): value = 63
-            default: return nil
-            }
-            accumulator = (accumulator << 6) | value
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                output[written] = UInt8(truncatingIfNeeded: accumulator >> UInt32(bits))
-                written += 1
-            }
-        }
-        return written
+    /// Decodes one unpadded base64url section; nil on a bad character, an impossible length, or too little
+    /// room. Unused bits in the last character are not checked (they never have been here; the ES256 verifier
+    /// refuses them).
+    static func decodeSection(_ text: UnsafeRawBufferPointer, into output: UnsafeMutableRawBufferPointer) -> Int? {
+        Base64.decode(text, into: output, alphabet: .url, padding: .forbidden, canonicalOnly: false)
     }
 
     /// A top-level string member's raw bytes (without quotes); nil if absent, not a string, or escaped.
     static func stringMember(_ json: UnsafeRawBufferPointer, key: StaticString) -> UnsafeRawBufferPointer? {
-        guard let found = JSONScanner.topLevelMember(json, key: key), let range = found else { return nil }
+        guard let found = SimulatorJSON.topLevelMember(json, key: key), let range = found else { return nil }
         guard range.count >= 2, json[range.lowerBound] == UInt8(ascii: "\"") else { return nil }
         let inner = json.slice(from: range.lowerBound + 1, count: range.count - 2)
         for byte in inner where byte == UInt8(ascii: "\\") { return nil }
@@ -113,7 +93,7 @@ public enum ProviderTokenDecoding {
 
     /// A top-level integer member (optionally negative, no fraction or exponent).
     static func integerMember(_ json: UnsafeRawBufferPointer, key: StaticString) -> Int64? {
-        guard let found = JSONScanner.topLevelMember(json, key: key), let range = found else { return nil }
+        guard let found = SimulatorJSON.topLevelMember(json, key: key), let range = found else { return nil }
         let text = json.slice(from: range.lowerBound, count: range.count)
         if text.count > 1, text[0] == UInt8(ascii: "-") {
             return HeaderSyntax.parseNonNegativeInteger(text.suffix(from: 1)).map { -$0 }

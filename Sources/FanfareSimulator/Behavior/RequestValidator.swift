@@ -304,9 +304,9 @@ public struct RequestValidator {
 
     /// Whether a payload's `aps.event` is `"start"`.
     static func isStartEvent(_ body: UnsafeRawBufferPointer) -> Bool {
-        guard let aps = JSONScanner.topLevelMember(body, key: "aps"), let aps else { return false }
+        guard let aps = SimulatorJSON.topLevelMember(body, key: "aps"), let aps else { return false }
         let object = body.slice(from: aps.lowerBound, count: aps.count)
-        guard let event = JSONScanner.topLevelMember(object, key: "event"), let event else { return false }
+        guard let event = SimulatorJSON.topLevelMember(object, key: "event"), let event else { return false }
         return object.slice(from: event.lowerBound, count: event.count).equals("\"start\"")
     }
 
@@ -347,7 +347,7 @@ public struct RequestValidator {
         // Needs the whole body (RequestHead bodyCapacity ≥ configuration.requestBodyCapacity); a server
         // that only counted the body with `appendBody(count:)` gets no JSON check.
         guard head.isBodyFullyStored else { return nil }
-        return JSONScanner.payloadShape(head.body) == .objectWithAPS ? nil : malformedReason
+        return PayloadShape(of: head.body) == .objectWithAPS ? nil : malformedReason
     }
 
     private mutating func drawFault(now: SimulatorInstant) -> APNsReason? {

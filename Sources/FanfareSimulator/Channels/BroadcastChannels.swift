@@ -213,24 +213,8 @@ public final class BroadcastChannels: Sendable {
         var generator = SystemRandomNumberGenerator()
         var bytes = [UInt8](repeating: 0, count: 16)
         for index in 0..<16 { bytes[index] = UInt8.random(in: 0...255, using: &generator) }
-        let text = Base64.encode(bytes)
+        let text = Base64.encode(bytes, alphabet: .standard, padded: true)
         // Standard base64 of 16 bytes is always a valid id.
         return try! BroadcastChannelID(text)
-    }
-}
-
-/// Standard base64 (RFC 4648 §4) with padding, for channel ids: FanfareCore's base64url with the two
-/// alphabet differences swapped back and the padding added.
-enum Base64 {
-    static func encode(_ bytes: [UInt8]) -> String {
-        var text = Array(Base64URL.encode(bytes).utf8).map { byte -> UInt8 in
-            switch byte {
-            case UInt8(ascii: "-"): UInt8(ascii: "+")
-            case UInt8(ascii: "_"): UInt8(ascii: "/")
-            default: byte
-            }
-        }
-        while text.count % 4 != 0 { text.append(UInt8(ascii: "=")) }
-        return String(decoding: text, as: UTF8.self)
     }
 }

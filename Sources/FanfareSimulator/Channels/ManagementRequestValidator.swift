@@ -206,7 +206,7 @@ struct ChannelCreateRequest: Equatable {
         var pushType: Range<Int>?
         var unknownAttribute = false
         var repeated = false
-        let isObject = JSONScanner.forEachTopLevelMember(body) { key, value in
+        let isObject = SimulatorJSON.forEachTopLevelMember(body) { key, value in
             if key.equals("message-storage-policy") {
                 if policy != nil || !policyValid { repeated = true }
                 let text = body.slice(from: value.lowerBound, count: value.count)

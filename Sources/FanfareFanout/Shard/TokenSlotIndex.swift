@@ -2,7 +2,7 @@ import FanfareCore
 
 /// Token → slot, open addressing with linear probing over `UInt32` cells (8 bytes per token at the
 /// 50% load it keeps). Used by registration, unregistration and invalidation, never per push.
-struct TokenIndex {
+struct TokenSlotIndex {
     private static let empty: UInt32 = 0
     private static let deleted: UInt32 = .max
     /// Cells hold `slot + 1`; 0 is empty, `.max` a deleted cell.

@@ -5,7 +5,7 @@ import FanfareCore
 import FanfareTestSupport
 import Testing
 
-@Suite("TokenIndex hashing", .ownThread)
+@Suite("TokenSlotIndex hashing", .ownThread)
 struct TokenIndexHashTests {
     @Test("10,000 tokens sharing a 30-byte prefix land in as many home cells as random ones would")
     func sharedPrefixesSpread() throws {
@@ -15,7 +15,7 @@ struct TokenIndexHashTests {
             var bytes = [UInt8](repeating: 0xA1, count: 32)
             bytes[30] = UInt8(index >> 8)
             bytes[31] = UInt8(index & 0xFF)
-            homes.insert(TokenIndex.home(try DeviceToken(bytes: bytes), mask: mask))
+            homes.insert(TokenSlotIndex.home(try DeviceToken(bytes: bytes), mask: mask))
         }
         // 10,000 random keys in 32,768 cells occupy about 8,600 distinct ones; the old prefix-only hash put
         // them all in one.

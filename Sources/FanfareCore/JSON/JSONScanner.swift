@@ -1,204 +1,85 @@
-/// Strict RFC 8259 validation of caller-supplied JSON (`content-state`, `attributes`) and the scanner
-/// shared with the APNs error-body parser.
-///
-/// Strict means: exactly one value surrounded by optional whitespace, no byte-order mark, no trailing
-/// garbage, well-formed UTF-8, escapes limited to `\" \\ \/ \b \f \n \r \t \uXXXX`, `\u` surrogates
-/// only as high+low pairs, numbers in JSON's grammar (no leading zeros, `+`, `.5`, `NaN`), at most
-/// ``JSONValidator/maximumDepth`` nested containers. Validation is iterative and never allocates.
-public enum JSONValidator {
-    /// Containers may nest this deep; the next opening bracket is an error.
-    public static let maximumDepth = 64
+/// The one JSON reader of the tree: a cursor over JSON bytes (RFC 8259). Each `scan…` method consumes one
+/// token or value and throws the first problem; nothing allocates, nothing recurses (the container stack is
+/// one bit per level). Everything that reads JSON builds on it: ``JSONValidator``, the APNs error body, the
+/// channel management answers, the simulator's request checks, JWT claims and the token batch fast path.
+package struct JSONScanner {
+    /// What the scanner accepts where RFC 8259 leaves a choice, and how deep containers may nest.
+    package struct Rules: Sendable {
+        /// Containers may nest this deep (the outermost counts); the next opening bracket is an error.
+        package var maximumDepth: Int
+        /// Whether `\uD800`...`\uDFFF` escapes must form high+low pairs. RFC 8259 §8.2 leaves lone ones to
+        /// the implementation; ours refuses them except where a reader models a peer that takes them.
+        package var pairsSurrogates: Bool
 
-    /// Returns nil when `bytes` is one valid JSON value, otherwise the first problem and its offset.
-    public static func validate(_ bytes: UnsafeRawBufferPointer) -> JSONValidationError? {
-        validate(bytes, requireObject: false, allowNull: true)
-    }
-
-    /// Like ``validate(_:)``, also checking that the value is an object (`requireObject`) and that it
-    /// holds no `null` anywhere (`allowNull: false`; nulls break ActivityKit decoding, apns-spec §3.4).
-    public static func validate(
-        _ bytes: UnsafeRawBufferPointer, requireObject: Bool, allowNull: Bool
-    ) -> JSONValidationError? {
-        var scanner = JSONScanner(bytes)
-        do throws(JSONValidationError) {
-            scanner.skipWhitespace()
-            if requireObject, let first = scanner.peek(), first != UInt8(ascii: "{") {
-                return JSONValidationError(offset: scanner.offset, problem: .notAnObject)
-            }
-            try scanner.scanValue(allowNull: allowNull)
-            scanner.skipWhitespace()
-            if let trailing = scanner.peek() {
-                return JSONValidationError(
-                    offset: scanner.offset, problem: .unexpectedByte(trailing, expected: .endOfInput))
-            }
-            return nil
-        } catch {
-            return error
+        package init(maximumDepth: Int, pairsSurrogates: Bool) {
+            // The open containers are one bit each of a UInt64.
+            precondition(maximumDepth >= 1 && maximumDepth <= 64, "JSONScanner: maximumDepth must be 1...64")
+            self.maximumDepth = maximumDepth
+            self.pairsSurrogates = pairsSurrogates
         }
-    }
-}
 
-/// Where JSON validation failed and why.
-public struct JSONValidationError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// What the validator was looking for when it stopped.
-    public enum Expectation: String, Sendable {
-        case value = "a JSON value (object, array, string, number, true, false or null)"
-        case objectKeyOrEnd = "a string key or '}'"
-        case objectKey = "a string key"
-        case colon = "':' after an object key"
-        case commaOrObjectEnd = "',' or '}'"
-        case commaOrArrayEnd = "',' or ']'"
-        case digit = "a digit"
-        case hexDigit = "a hex digit in a \\u escape"
-        case escapeCharacter = "an escape (one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u)"
-        case closingQuote = "a closing '\"'"
-        case trueLiteral = "the literal true"
-        case falseLiteral = "the literal false"
-        case nullLiteral = "the literal null"
-        case endOfInput = "the end of the input"
+        /// ``JSONValidator``'s rules: ``JSONValidator/maximumDepth``, surrogates paired.
+        package static let strict = Rules(maximumDepth: JSONValidator.maximumDepth, pairsSurrogates: true)
     }
 
-    public enum Problem: Equatable, Sendable {
-        /// The input ended early (an empty input is `unexpectedEnd(expected: .value)` at offset 0).
-        case unexpectedEnd(expected: Expectation)
-        case unexpectedByte(UInt8, expected: Expectation)
-        case invalidUTF8
-        /// A raw byte below 0x20 inside a string; it has to be escaped.
-        case controlCharacterInString(UInt8)
-        /// A `\uD800`...`\uDFFF` escape that is not part of a high+low surrogate pair.
-        case unpairedSurrogate
-        case tooDeep(limit: Int)
-        /// The value is valid JSON but not an object where an object is required.
-        case notAnObject
-        /// A `null` where nulls are not allowed.
-        case nullNotAllowed
-    }
+    package let bytes: UnsafeRawBufferPointer
+    package var offset: Int = 0
+    package let rules: Rules
 
-    /// Byte offset into the input where the problem was found.
-    public var offset: Int
-    public var problem: Problem
-
-    public init(offset: Int, problem: Problem) {
-        self.offset = offset
-        self.problem = problem
-    }
-
-    public var description: String {
-        let prefix = "invalid JSON at byte offset \(offset): "
-        switch problem {
-        case .unexpectedEnd(let expected):
-            return prefix + "input ended; expected \(expected.rawValue)"
-        case .unexpectedByte(let byte, let expected):
-            return prefix + "found \(Self.show(byte)); expected \(expected.rawValue)"
-        case .invalidUTF8:
-            return prefix + "invalid UTF-8; JSON text must be well-formed UTF-8"
-        case .controlCharacterInString(let byte):
-            return prefix + "raw control character \(Self.show(byte)) in a string; escape it (e.g. \\n, \\u001f)"
-        case .unpairedSurrogate:
-            return prefix + "unpaired UTF-16 surrogate escape; use a \\uD800-\\uDBFF + \\uDC00-\\uDFFF pair"
-        case .tooDeep(let limit):
-            return prefix + "nesting deeper than \(limit) objects/arrays; flatten the value"
-        case .notAnObject:
-            return prefix + "expected a JSON object ('{...}')"
-        case .nullNotAllowed:
-            return prefix + "null is not allowed here (ActivityKit fails to decode it); omit the key instead"
-        }
-    }
-
-    static func show(_ byte: UInt8) -> String {
-        let hex = String(byte, radix: 16, uppercase: true)
-        let code = "0x" + (byte < 0x10 ? "0" : "") + hex
-        if byte >= 0x21 && byte < 0x7F {
-            return "'\(Character(Unicode.Scalar(byte)))' (\(code))"
-        }
-        return code
-    }
-}
-
-/// JSON that was validated once and can then be embedded verbatim (no re-encoding per push).
-public struct RawJSON: Sendable, Hashable, CustomStringConvertible {
-    /// The validated UTF-8 bytes, exactly as supplied.
-    public let bytes: [UInt8]
-    /// True when the value is an object (`content-state` and `attributes` must be).
-    public let isObject: Bool
-
-    /// Validates `json`; by default it must be an object with no `null` inside.
-    public init(validating json: String, requireObject: Bool = true, allowNull: Bool = false)
-        throws(JSONValidationError)
-    {
-        try self.init(validatingBytes: Array(json.utf8), requireObject: requireObject, allowNull: allowNull)
-    }
-
-    /// Validates UTF-8 `bytes`; by default they must be an object with no `null` inside.
-    public init(
-        validatingBytes bytes: some Collection<UInt8>, requireObject: Bool = true, allowNull: Bool = false
-    ) throws(JSONValidationError) {
-        let copy = Array(bytes)
-        let error = copy.withUnsafeBytes { raw in
-            JSONValidator.validate(raw, requireObject: requireObject, allowNull: allowNull)
-        }
-        if let error { throw error }
-        self.bytes = copy
-        self.isObject = copy.first(where: { !JSONScanner.isWhitespace($0) }) == UInt8(ascii: "{")
-        assert(!requireObject || isObject)
-    }
-
-    public var count: Int { bytes.count }
-
-    @inlinable
-    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try bytes.withUnsafeBytes(body)
-    }
-
-    public var description: String { String(decoding: bytes, as: UTF8.self) }
-}
-
-/// A cursor over JSON bytes. Each `scan…` method consumes one token or value and throws the first
-/// problem; nothing allocates.
-struct JSONScanner {
-    let bytes: UnsafeRawBufferPointer
-    var offset: Int = 0
-
-    init(_ bytes: UnsafeRawBufferPointer) {
+    package init(_ bytes: UnsafeRawBufferPointer, rules: Rules = .strict) {
         self.bytes = bytes
+        self.rules = rules
     }
 
-    static func isWhitespace(_ byte: UInt8) -> Bool {
+    @inline(__always)
+    package static func isWhitespace(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
     }
 
-    func peek() -> UInt8? {
+    package func peek() -> UInt8? {
         offset < bytes.count ? bytes[offset] : nil
     }
 
-    mutating func skipWhitespace() {
+    package mutating func skipWhitespace() {
         while offset < bytes.count && Self.isWhitespace(bytes[offset]) {
             offset += 1
         }
     }
 
-    func fail(_ problem: JSONValidationError.Problem) -> JSONValidationError {
+    package func fail(_ problem: JSONValidationError.Problem) -> JSONValidationError {
         JSONValidationError(offset: offset, problem: problem)
     }
 
     /// The error for "found something else (or nothing) where `expected` had to be".
-    func mismatch(_ expected: JSONValidationError.Expectation) -> JSONValidationError {
+    package func mismatch(_ expected: JSONValidationError.Expectation) -> JSONValidationError {
         if let byte = peek() {
             return fail(.unexpectedByte(byte, expected: expected))
         }
         return fail(.unexpectedEnd(expected: expected))
     }
 
-    mutating func expect(_ byte: UInt8, _ expected: JSONValidationError.Expectation) throws(JSONValidationError) {
+    package mutating func expect(_ byte: UInt8, _ expected: JSONValidationError.Expectation)
+        throws(JSONValidationError)
+    {
         guard peek() == byte else { throw mismatch(expected) }
         offset += 1
     }
 
+    /// Consumes the literal `word` (`true`, `false`, `null`) if it is next, after whitespace.
+    package mutating func skipLiteral(_ word: StaticString) -> Bool {
+        skipWhitespace()
+        let count = word.utf8CodeUnitCount
+        guard offset + count <= bytes.count else { return false }
+        for index in 0..<count where bytes[offset + index] != word.utf8Start[index] { return false }
+        offset += count
+        return true
+    }
+
     /// Scans one complete value (with everything nested in it) starting at the next non-whitespace
-    /// byte. Iterative: the container stack is one bit per level. `enclosingDepth`: containers the caller
-    /// already opened around the value (they count toward `maximumDepth`).
-    mutating func scanValue(allowNull: Bool, enclosingDepth: Int = 0) throws(JSONValidationError) {
-        let maximumDepth = JSONValidator.maximumDepth
+    /// byte. `enclosingDepth`: containers the caller already opened around the value (they count toward
+    /// `rules.maximumDepth`).
+    package mutating func scanValue(allowNull: Bool, enclosingDepth: Int = 0) throws(JSONValidationError) {
+        let maximumDepth = rules.maximumDepth
         var depth = enclosingDepth
         var objectLevels: UInt64 = 0  // bit d set: container at depth d (0-based) is an object
         valueLoop: while true {
@@ -280,7 +161,7 @@ struct JSONScanner {
 
     /// Scans a string starting at its opening quote. Returns the byte range between the quotes and
     /// whether it contains escapes (so callers can use the bytes directly when it does not).
-    mutating func scanString() throws(JSONValidationError) -> (contents: Range<Int>, hasEscapes: Bool) {
+    package mutating func scanString() throws(JSONValidationError) -> (contents: Range<Int>, hasEscapes: Bool) {
         assert(peek() == UInt8(ascii: "\""))
         offset += 1
         let start = offset
@@ -320,6 +201,7 @@ struct JSONScanner {
         case UInt8(ascii: "u"):
             offset += 1
             let unit = try scanHex4()
+            guard rules.pairsSurrogates else { return }
             if unit >= 0xDC00 && unit <= 0xDFFF {
                 throw JSONValidationError(offset: escapeStart, problem: .unpairedSurrogate)
             }
@@ -349,7 +231,7 @@ struct JSONScanner {
         return value
     }
 
-    static func hexValue(_ byte: UInt8) -> UInt8? {
+    package static func hexValue(_ byte: UInt8) -> UInt8? {
         switch byte {
         case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte &- UInt8(ascii: "0")
         case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte &- UInt8(ascii: "a") &+ 10
@@ -369,7 +251,7 @@ struct JSONScanner {
     }
 
     /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`
-    mutating func scanNumber() throws(JSONValidationError) {
+    package mutating func scanNumber() throws(JSONValidationError) {
         if peek() == UInt8(ascii: "-") { offset += 1 }
         if peek() == UInt8(ascii: "0") {
             offset += 1  // a leading zero stands alone; "01" fails at the '1' in the caller
@@ -387,10 +269,25 @@ struct JSONScanner {
         }
     }
 
-    /// Decodes the contents of a string this scanner already validated (escapes resolved).
-    /// Control-plane use only: it allocates the result.
-    func decodeString(_ contents: Range<Int>, hasEscapes: Bool) -> String {
-        let raw = UnsafeRawBufferPointer(rebasing: bytes[contents])
+    /// The raw bytes of `range` (a string's contents, a value), in place.
+    package func slice(_ range: Range<Int>) -> UnsafeRawBufferPointer {
+        UnsafeRawBufferPointer(rebasing: bytes[range])
+    }
+
+    /// Whether the raw bytes of `range` are exactly `text` (a key compared in place, escapes not decoded).
+    package func slice(_ range: Range<Int>, equals text: StaticString) -> Bool {
+        text.withUTF8Buffer { expected in
+            guard range.count == expected.count else { return false }
+            for index in 0..<expected.count where bytes[range.lowerBound + index] != expected[index] { return false }
+            return true
+        }
+    }
+
+    /// Decodes the contents of a string this scanner already scanned (escapes resolved; a lone surrogate,
+    /// which only `pairsSurrogates: false` lets through, becomes U+FFFD). Control-plane use only: it
+    /// allocates the result.
+    package func decodeString(_ contents: Range<Int>, hasEscapes: Bool) -> String {
+        let raw = slice(contents)
         guard hasEscapes else { return String(decoding: raw, as: UTF8.self) }
         var utf8: [UInt8] = []
         utf8.reserveCapacity(raw.count)
@@ -399,6 +296,14 @@ struct JSONScanner {
             var value: UInt32 = 0
             for i in 0..<4 { value = value << 4 | UInt32(Self.hexValue(raw[at + i])!) }
             return value
+        }
+        /// The low surrogate escaped at `at` (`\uDC00`...`\uDFFF`), if one is there.
+        func lowSurrogate(_ at: Int) -> UInt32? {
+            guard at + 6 <= raw.count, raw[at] == UInt8(ascii: "\\"), raw[at + 1] == UInt8(ascii: "u") else {
+                return nil
+            }
+            let unit = hex4(at + 2)
+            return unit >= 0xDC00 && unit <= 0xDFFF ? unit : nil
         }
         while index < raw.count {
             let byte = raw[index]
@@ -418,12 +323,11 @@ struct JSONScanner {
             case UInt8(ascii: "u"):
                 var scalar = hex4(index)
                 index += 4
-                if scalar >= 0xD800 && scalar <= 0xDBFF {
-                    let low = hex4(index + 2)  // validated: "\uDC00"..."\uDFFF" follows
+                if scalar >= 0xD800 && scalar <= 0xDBFF, let low = lowSurrogate(index) {
                     index += 6
                     scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
                 }
-                UTF8.encode(Unicode.Scalar(scalar)!) { utf8.append($0) }
+                UTF8.encode(Unicode.Scalar(scalar) ?? "\u{FFFD}") { utf8.append($0) }
             default: utf8.append(kind)  // '"', '\\', '/'
             }
         }

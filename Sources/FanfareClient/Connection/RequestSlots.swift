@@ -8,7 +8,7 @@ import FanfareCore
 /// times per push. What the hot path needs besides the token (body bytes, deadline, flags) is kept in the
 /// slot as plain values. Slot `i` also owns a region of one arena for the response body, so a request
 /// costs no allocation on our side.
-struct StreamSlots: ~Copyable {
+struct RequestSlots: ~Copyable {
     static let bodyCapacity = 256          // error JSON is tiny; longer bodies are truncated
     static let stride = bodyCapacity
 
