@@ -32,7 +32,8 @@ public struct ClusterConfiguration: Sendable {
     /// `<host name>-<process id>`: unique on a machine and across hosts with distinct names.
     public static func defaultNodeID() -> String {
         var name = [CChar](repeating: 0, count: 256)
-        let host = gethostname(&name, name.count) == 0
+        let host =
+            gethostname(&name, name.count) == 0
             ? String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "node"
         let printable = host.unicodeScalars.filter { $0.value > 0x20 && $0.value < 0x7F }.map(String.init).joined()
         return "\(printable.isEmpty ? "node" : String(printable.prefix(100)))-\(getpid())"
@@ -46,12 +47,15 @@ public struct ClusterConfiguration: Sendable {
         guard !nodeID.isEmpty, nodeID.utf8.count <= 200, nodeID.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw .invalidConfiguration("node id '\(nodeID)' must be 1-200 printable ASCII characters without spaces")
         }
-        guard (1...4096).contains(shardCount) else { throw .invalidConfiguration("shard count \(shardCount) must be in 1...4096") }
+        guard (1...4096).contains(shardCount) else {
+            throw .invalidConfiguration("shard count \(shardCount) must be in 1...4096")
+        }
         guard leaseDuration >= .seconds(1) && leaseDuration <= .seconds(600) else {
             throw .invalidConfiguration("lease duration \(leaseDuration) must be in 1 s...600 s")
         }
         guard margin >= .zero && margin * 3 < leaseDuration else {
-            throw .invalidConfiguration("safety margin \(margin) must be at least 0 and under a third of the lease (\(leaseDuration))")
+            throw .invalidConfiguration(
+                "safety margin \(margin) must be at least 0 and under a third of the lease (\(leaseDuration))")
         }
         if let joinWindow, joinWindow < .zero || joinWindow > .seconds(3600) {
             throw .invalidConfiguration("join window \(joinWindow) must be in 0...3600 s")

@@ -62,13 +62,16 @@ public final class ClusterNode: @unchecked Sendable {
     /// The engine must have been made with `leasedShards` on the same database and `shardCount` shards, and
     /// `checkpointStore` opened with this node's incarnation (`PostgresTokenStore(url:incarnation:)`).
     public init(
-        url: String, engine: FanoutEngine, configuration: ClusterConfiguration, logger: Logger = Logger(label: "fanfare.cluster"),
+        url: String, engine: FanoutEngine, configuration: ClusterConfiguration,
+        logger: Logger = Logger(label: "fanfare.cluster"),
         checkpointStore: PostgresTokenStore, onLeaseLost: @escaping @Sendable ([Int]) -> Void = { _ in }
     ) throws(ClusterError) {
         try configuration.validate()
         guard engine.configuration.leasedShards else { throw .engine("the engine must be made with leasedShards on") }
         guard engine.configuration.client.workerCount == configuration.shardCount else {
-            throw .engine("the engine has \(engine.configuration.client.workerCount) shards; the cluster \(configuration.shardCount)")
+            throw .engine(
+                "the engine has \(engine.configuration.client.workerCount) shards; the cluster \(configuration.shardCount)"
+            )
         }
         guard let incarnation = checkpointStore.incarnation else {
             throw .invalidConfiguration(
@@ -119,7 +122,9 @@ public final class ClusterNode: @unchecked Sendable {
 
     /// Starts the lease and feed threads.
     public func start() {
-        logger.notice("cluster: node \(configuration.nodeID) started as incarnation \(incarnation): its database sessions are named '\(incarnation.sessionName)'")
+        logger.notice(
+            "cluster: node \(configuration.nodeID) started as incarnation \(incarnation): its database sessions are named '\(incarnation.sessionName)'"
+        )
         do {
             let position = try feedStore.lastTokenChange()
             state.withLock { $0.tokenFeed = position }
@@ -144,7 +149,8 @@ public final class ClusterNode: @unchecked Sendable {
             try leaseStore.releaseLeases(node: configuration.nodeID, held)
             if !held.isEmpty { logger.notice("cluster: released \(held.count) shard leases") }
         } catch {
-            logger.error("cluster: releasing the leases failed (\(error)); they expire in \(configuration.leaseDuration)")
+            logger.error(
+                "cluster: releasing the leases failed (\(error)); they expire in \(configuration.leaseDuration)")
         }
     }
 
@@ -256,7 +262,8 @@ public final class ClusterNode: @unchecked Sendable {
     /// gone: it reconnects, finds its leases lost and exits. A failure here is logged and fails no renewal.
     private func fenceStalledNodes() {
         do {
-            let fenced = try leaseStore.fenceStalledNodes(sparing: incarnation, silentLongerThan: configuration.leaseDuration)
+            let fenced = try leaseStore.fenceStalledNodes(
+                sparing: incarnation, silentLongerThan: configuration.leaseDuration)
             state.withLock { $0.lastFencingError = nil }
             for stalled in fenced {
                 let firstRefusal = state.withLock { state -> Bool in
@@ -265,11 +272,13 @@ public final class ClusterNode: @unchecked Sendable {
                 }
                 if stalled.sessionsEnded > 0 {
                     logger.warning(
-                        "cluster: fenced node \(stalled.node) (incarnation \(stalled.incarnation)): no heartbeat for over \(configuration.leaseDuration); ended its \(stalled.sessionsEnded) database sessions, so the locks they held go")
+                        "cluster: fenced node \(stalled.node) (incarnation \(stalled.incarnation)): no heartbeat for over \(configuration.leaseDuration); ended its \(stalled.sessionsEnded) database sessions, so the locks they held go"
+                    )
                 }
                 if firstRefusal {
                     logger.error(
-                        "cluster: cannot end \(stalled.sessionsRefused) database sessions of stalled node \(stalled.node) (incarnation \(stalled.incarnation)): this database role may not signal them; run every node as the same role")
+                        "cluster: cannot end \(stalled.sessionsRefused) database sessions of stalled node \(stalled.node) (incarnation \(stalled.incarnation)): this database role may not signal them; run every node as the same role"
+                    )
                 }
             }
         } catch {
@@ -321,7 +330,8 @@ public final class ClusterNode: @unchecked Sendable {
                 try followTokenChanges()
                 if Self.now() &- lastPrune > 60_000_000_000 {
                     lastPrune = Self.now()
-                    try feedStore.pruneTokenChanges(olderThan: configuration.changeRetention, liveWithin: configuration.leaseDuration)
+                    try feedStore.pruneTokenChanges(
+                        olderThan: configuration.changeRetention, liveWithin: configuration.leaseDuration)
                 }
             } catch {
                 let message = "\(error)"
@@ -379,10 +389,12 @@ public final class ClusterNode: @unchecked Sendable {
         }
         let box = Unmanaged.passRetained(Box(body))
         var handle = pthread_t()
-        let status = pthread_create(&handle, nil, { context in
-            Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
-            return nil
-        }, box.toOpaque())
+        let status = pthread_create(
+            &handle, nil,
+            { context in
+                Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
+                return nil
+            }, box.toOpaque())
         precondition(status == 0, "could not start a cluster thread (errno \(status))")
         return handle
     }

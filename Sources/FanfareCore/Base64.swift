@@ -32,7 +32,9 @@ public enum Base64 {
     }
 
     /// Encodes `bytes` (URL alphabet, no padding unless asked).
-    public static func encode(_ bytes: some Collection<UInt8>, alphabet: Alphabet = .url, padded: Bool = false)
+    public static func encode(
+        _ bytes: some Collection<UInt8>, alphabet: Alphabet = .url, padded: Bool = false
+    )
         -> String
     {
         let input = Array(bytes)
@@ -45,7 +47,9 @@ public enum Base64 {
     }
 
     /// Encodes the UTF-8 bytes of `text` (a JWT's header and claims).
-    public static func encode(_ text: some StringProtocol, alphabet: Alphabet = .url, padded: Bool = false)
+    public static func encode(
+        _ text: some StringProtocol, alphabet: Alphabet = .url, padded: Bool = false
+    )
         -> String
     {
         encode(text.utf8, alphabet: alphabet, padded: padded)

@@ -118,7 +118,8 @@ public enum BroadcastChannelIDError: Error, Sendable, Equatable, CustomStringCon
         case .tooLong(let count):
             return "the channel id is \(count) characters; at most \(BroadcastChannelID.maximumByteCount) are accepted"
         case .invalidCharacter(let offset):
-            return "the channel id is not base64 (A-Z a-z 0-9 + / and = padding at the end): bad character at offset \(offset)"
+            return
+                "the channel id is not base64 (A-Z a-z 0-9 + / and = padding at the end): bad character at offset \(offset)"
         case .badPadding: return "the channel id's = padding needs a length that is a multiple of 4"
         }
     }

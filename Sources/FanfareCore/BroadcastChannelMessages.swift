@@ -60,8 +60,11 @@ public enum BroadcastChannelMessages {
                 let start = scanner.offset
                 try wrap { () throws(JSONValidationError) in try scanner.scanNumber() }
                 let digits = scanner.slice(start..<scanner.offset)
-                guard let value = APNsErrorBody.parseInteger(digits), let known = ChannelStoragePolicy(rawValue: Int(clamping: value)) else {
-                    throw .unexpected("message-storage-policy \(PrintableText.escaping(digits, limit: 32)) is neither 0 nor 1")
+                guard let value = APNsErrorBody.parseInteger(digits),
+                    let known = ChannelStoragePolicy(rawValue: Int(clamping: value))
+                else {
+                    throw .unexpected(
+                        "message-storage-policy \(PrintableText.escaping(digits, limit: 32)) is neither 0 nor 1")
                 }
                 policy = known
             case "push-type":
@@ -79,7 +82,9 @@ public enum BroadcastChannelMessages {
 
     /// Reads a list answer: `{"channels":["…", …]}`, or an empty body (Apple's prose says the body is empty;
     /// its table shows the list), which lists nothing. Every id must be a channel id.
-    public static func parseChannelList(_ bytes: UnsafeRawBufferPointer) throws(ChannelBodyError) -> [BroadcastChannelID] {
+    public static func parseChannelList(
+        _ bytes: UnsafeRawBufferPointer
+    ) throws(ChannelBodyError) -> [BroadcastChannelID] {
         if bytes.allSatisfy({ JSONScanner.isWhitespace($0) }) { return [] }
         var channels: [BroadcastChannelID] = []
         var sawChannels = false
@@ -97,13 +102,16 @@ public enum BroadcastChannelMessages {
             }
             while true {
                 scanner.skipWhitespace()
-                guard scanner.peek() == UInt8(ascii: "\"") else { throw .unexpected("channels[\(channels.count)] is not a string") }
+                guard scanner.peek() == UInt8(ascii: "\"") else {
+                    throw .unexpected("channels[\(channels.count)] is not a string")
+                }
                 let (range, escapes) = try wrap { () throws(JSONValidationError) in try scanner.scanString() }
                 let text = scanner.decodeString(range, hasEscapes: escapes)
                 do {
                     channels.append(try BroadcastChannelID(text))
                 } catch {
-                    throw .unexpected("channels[\(channels.count)] '\(PrintableText.escaping(text, limit: 120))': \(error)")
+                    throw .unexpected(
+                        "channels[\(channels.count)] '\(PrintableText.escaping(text, limit: 120))': \(error)")
                 }
                 scanner.skipWhitespace()
                 if scanner.peek() == UInt8(ascii: ",") {

@@ -54,7 +54,9 @@ public struct DeviceToken: Hashable, Sendable, CustomStringConvertible {
     /// the offset of the first non-hex byte, if any. Keeps counting past the maximum so the error
     /// reports the real length.
     @inlinable
-    static func decodeHex(_ utf8: some Sequence<UInt8>, into storage: inout InlineArray<100, UInt8>)
+    static func decodeHex(
+        _ utf8: some Sequence<UInt8>, into storage: inout InlineArray<100, UInt8>
+    )
         -> (hexCount: Int, invalidOffset: Int?)
     {
         var hexCount = 0
@@ -217,7 +219,8 @@ public enum DeviceTokenError: Error, Equatable, Sendable, CustomStringConvertibl
     case tooLong(bytes: Int)
 
     public var description: String {
-        let expected = "expected \(DeviceToken.minimumByteCount) to \(DeviceToken.maximumByteCount) bytes "
+        let expected =
+            "expected \(DeviceToken.minimumByteCount) to \(DeviceToken.maximumByteCount) bytes "
             + "(\(2 * DeviceToken.minimumByteCount) to \(2 * DeviceToken.maximumByteCount) hex digits)"
         switch self {
         case .empty:

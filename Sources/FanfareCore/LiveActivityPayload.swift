@@ -279,7 +279,9 @@ public final class PayloadBuffer {
 
     /// Encodes `content` into this buffer (see ``LiveActivityPayloadEncoder/encode(_:into:limit:)``).
     @discardableResult
-    public func encode(_ content: LiveActivityContent, limit: Int = PayloadLimits.liveActivity)
+    public func encode(
+        _ content: LiveActivityContent, limit: Int = PayloadLimits.liveActivity
+    )
         throws(PayloadError) -> UnsafeRawBufferPointer
     {
         count = 0

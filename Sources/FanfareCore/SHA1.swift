@@ -37,7 +37,9 @@ public struct SHA1: Sendable {
     @usableFromInline var state: (UInt32, UInt32, UInt32, UInt32, UInt32) =
         (0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0)
     /// The bytes of the block being filled (the first `buffered`).
-    @usableFromInline var block: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0, 0, 0, 0)
+    @usableFromInline var block: (UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64, UInt64) = (
+        0, 0, 0, 0, 0, 0, 0, 0
+    )
     @usableFromInline var buffered = 0
     /// Message length in bytes so far; wraps like the standard's 64-bit bit count (a message of 2^61 bytes or
     /// more is out of SHA-1's domain, and wrapping keeps any caller from trapping us).
@@ -60,7 +62,9 @@ public struct SHA1: Sendable {
         if buffered > 0 {
             let taken = min(remaining, Self.blockByteCount - buffered)
             let offset = buffered
-            Swift.withUnsafeMutableBytes(of: &block) { ($0.baseAddress! + offset).copyMemory(from: source, byteCount: taken) }
+            Swift.withUnsafeMutableBytes(of: &block) {
+                ($0.baseAddress! + offset).copyMemory(from: source, byteCount: taken)
+            }
             buffered += taken
             source += taken
             remaining -= taken
@@ -90,7 +94,8 @@ public struct SHA1: Sendable {
         let offset = buffered
         Swift.withUnsafeMutableBytes(of: &block) { bytes in
             bytes[offset] = 0x80
-            (bytes.baseAddress! + offset + 1).initializeMemory(as: UInt8.self, repeating: 0, count: Self.blockByteCount - offset - 1)
+            (bytes.baseAddress! + offset + 1).initializeMemory(
+                as: UInt8.self, repeating: 0, count: Self.blockByteCount - offset - 1)
         }
         if offset + 1 > Self.blockByteCount - 8 {  // no room for the length: it goes in one more block
             compressBufferedBlock()

@@ -338,7 +338,10 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
         guard tag == TimerTag.handshake.rawValue else { return }
         handshakeTimer = nil
         if state == .connecting || state == .handshaking {
-            beginClose(.timeout(state == .connecting ? "connecting to \(remoteDescription)" : "in the TLS handshake with \(remoteDescription)"))
+            beginClose(
+                .timeout(
+                    state == .connecting
+                        ? "connecting to \(remoteDescription)" : "in the TLS handshake with \(remoteDescription)"))
         }
     }
 
@@ -353,7 +356,10 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
 
     private func connectCompleted(_ result: Int32) {
         connectInFlight = false
-        guard state == .connecting else { finishIfDrained(); return }
+        guard state == .connecting else {
+            finishIfDrained()
+            return
+        }
         if result < 0 {
             beginClose(.connectFailed(errno: -result, address: remoteDescription))
             return
@@ -365,13 +371,19 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
 
     private func receiveCompleted(_ result: Int32) {
         recvInFlight = false
-        guard state == .handshaking || state == .established else { finishIfDrained(); return }
+        guard state == .handshaking || state == .established else {
+            finishIfDrained()
+            return
+        }
         if result == 0 {
             beginClose(.peerClosed)
             return
         }
         if result < 0 {
-            if result == -EINTR || result == -EAGAIN { armReceive(); return }
+            if result == -EINTR || result == -EAGAIN {
+                armReceive()
+                return
+            }
             beginClose(result == -ECONNRESET ? .peerClosed : .socketError(operation: "recv", errno: -result))
             return
         }
@@ -418,8 +430,13 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
             return
         }
         if result < 0 {
-            if result == -EINTR || result == -EAGAIN { submitSend(); return }
-            beginClose(result == -EPIPE || result == -ECONNRESET ? .peerClosed : .socketError(operation: "send", errno: -result))
+            if result == -EINTR || result == -EAGAIN {
+                submitSend()
+                return
+            }
+            beginClose(
+                result == -EPIPE || result == -ECONNRESET
+                    ? .peerClosed : .socketError(operation: "send", errno: -result))
             return
         }
         bytesSent &+= UInt64(result)
@@ -463,9 +480,13 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
         while state == .established {
             switch tls.readPlaintext(into: plaintextIn) {
             case .bytes(let count):
-                let ok = delegate?.transportReceived(self, plaintext: UnsafeRawBufferPointer(rebasing: plaintextIn[0..<count])) ?? false
+                let ok =
+                    delegate?.transportReceived(
+                        self, plaintext: UnsafeRawBufferPointer(rebasing: plaintextIn[0..<count])) ?? false
                 if !ok {
-                    if state == .established { beginClose(.protocolError("the peer sent bytes HTTP/2 could not process")) }
+                    if state == .established {
+                        beginClose(.protocolError("the peer sent bytes HTTP/2 could not process"))
+                    }
                     return
                 }
             case .wantMore:
@@ -536,7 +557,8 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
         assert(!sendInFlight && ciphertextOutCount > 0)
         sendInFlight = true
         sendCalls &+= 1
-        let pending = UnsafeRawBufferPointer(rebasing: ciphertextOut[ciphertextOutStart..<(ciphertextOutStart + ciphertextOutCount)])
+        let pending = UnsafeRawBufferPointer(
+            rebasing: ciphertextOut[ciphertextOutStart..<(ciphertextOutStart + ciphertextOutCount)])
         loop.send(fd: fd, from: pending, handler: handlerID, tag: Tag.send.rawValue)
     }
 
@@ -598,7 +620,10 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
     private func finish(_ reason: TransportCloseReason) {
         guard state != .closed else { return }
         state = .closed
-        if fd >= 0 { Sockets.close(fd); fd = -1 }
+        if fd >= 0 {
+            Sockets.close(fd)
+            fd = -1
+        }
         let delegate = self.delegate
         if let handlerID {
             self.handlerID = nil

@@ -53,12 +53,14 @@ private final class HandOffWork<T>: HandOffThreadBody, @unchecked Sendable {
         pthread_attr_setdetachstate(&attributes, Int32(PTHREAD_CREATE_DETACHED))
         var thread = pthread_t()
         let argument = Unmanaged.passRetained(self as HandOffThreadBody).toOpaque()
-        let result = pthread_create(&thread, &attributes, { argument in
-            let work = Unmanaged<HandOffThreadBody>.fromOpaque(argument!).takeRetainedValue()
-            setCurrentThreadName(work.name)
-            work.run()
-            return nil
-        }, argument)
+        let result = pthread_create(
+            &thread, &attributes,
+            { argument in
+                let work = Unmanaged<HandOffThreadBody>.fromOpaque(argument!).takeRetainedValue()
+                setCurrentThreadName(work.name)
+                work.run()
+                return nil
+            }, argument)
         if result != 0 {
             // No thread to be had (the process is at its limit): the work runs here rather than never.
             Unmanaged<HandOffThreadBody>.fromOpaque(argument).release()

@@ -7,7 +7,9 @@ public enum CPUAffinity {
     public static func pin(cpu: Int) throws(IOError) {
         // 1024 is glibc's CPU_SETSIZE (a GNU-only macro, so not used by name).
         guard cpu >= 0 && cpu < 1024 else {
-            throw IOError(operation: "pin to CPU \(cpu)", message: "cannot pin to CPU \(cpu): CPU numbers run from 0 to \(cpuCount - 1)")
+            throw IOError(
+                operation: "pin to CPU \(cpu)",
+                message: "cannot pin to CPU \(cpu): CPU numbers run from 0 to \(cpuCount - 1)")
         }
         let result = capns_pin_current_thread(Int32(cpu))
         guard result == 0 else {

@@ -49,9 +49,12 @@ public final class HostResolver: @unchecked Sendable {
     private var thread = pthread_t()
     private var joined = false
 
-    public init(name: String = "fanfare-dns", lookup: @escaping Lookup = { host, port throws(IOError) in
-        try SocketResolver.resolve(host: host, port: port)
-    }) throws(IOError) {
+    public init(
+        name: String = "fanfare-dns",
+        lookup: @escaping Lookup = { host, port throws(IOError) in
+            try SocketResolver.resolve(host: host, port: port)
+        }
+    ) throws(IOError) {
         self.lookup = lookup
         mutex = .allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
@@ -78,7 +81,9 @@ public final class HostResolver: @unchecked Sendable {
 
     /// Any thread: looks `host` up and calls `completion` on the resolver thread with the addresses in
     /// `preference`'s order (an error when none is left). After `stop()` the completion gets an error at once.
-    public func resolve(host: String, port: UInt16, preference: AddressFamilyPreference = .system, completion: @escaping Completion) {
+    public func resolve(
+        host: String, port: UInt16, preference: AddressFamilyPreference = .system, completion: @escaping Completion
+    ) {
         pthread_mutex_lock(mutex)
         guard !stopping else {
             pthread_mutex_unlock(mutex)
@@ -129,7 +134,9 @@ public final class HostResolver: @unchecked Sendable {
             do throws(IOError) {
                 let found = request.preference.apply(to: try lookup(request.host, request.port))
                 if found.isEmpty {
-                    throw IOError(operation: "getaddrinfo", message: "'\(request.host)' has no address of the families asked for (\(request.preference))")
+                    throw IOError(
+                        operation: "getaddrinfo",
+                        message: "'\(request.host)' has no address of the families asked for (\(request.preference))")
                 }
                 result = .success(found)
             } catch {

@@ -6,10 +6,14 @@ import Glibc
 extension IOLoop {
     /// Connects a socket (from `Sockets.makeTCPSocket`). The address is copied by the loop, so it only has
     /// to be valid during this call.
-    public func connect(fd: Int32, address: UnsafePointer<sockaddr>, length: socklen_t, handler: IOHandlerID, tag: UInt8) {
+    public func connect(
+        fd: Int32, address: UnsafePointer<sockaddr>, length: socklen_t, handler: IOHandlerID, tag: UInt8
+    ) {
         assertOwner()
         checkRegistered(handler)
-        precondition(length > 0 && Int(length) <= MemoryLayout<sockaddr_storage>.size, "IOLoop.connect: bad address length \(length)")
+        precondition(
+            length > 0 && Int(length) <= MemoryLayout<sockaddr_storage>.size,
+            "IOLoop.connect: bad address length \(length)")
         // The kernel copies the address when it consumes the SQE (IORING_FEAT_SUBMIT_STABLE); the loop's
         // copies are recycled after each submit. Make room for both the copy and the SQE up front.
         if connectAddressesUsed == IOLoop.connectAddressSlots || io_uring_sq_space_left(ring) == 0 {
@@ -45,7 +49,8 @@ extension IOLoop {
     public func recv(fd: Int32, into buffer: UnsafeMutableRawBufferPointer, handler: IOHandlerID, tag: UInt8) {
         assertOwner()
         checkRegistered(handler)
-        precondition(buffer.count > 0 && buffer.count <= Int(UInt32.max), "IOLoop.recv: bad buffer size \(buffer.count)")
+        precondition(
+            buffer.count > 0 && buffer.count <= Int(UInt32.max), "IOLoop.recv: bad buffer size \(buffer.count)")
         let sqe = nextSQE()
         io_uring_prep_recv(sqe, fd, buffer.baseAddress, buffer.count, 0)
         commit(sqe, handler: handler, kind: .recv, tag: tag)
@@ -56,7 +61,8 @@ extension IOLoop {
     public func send(fd: Int32, from buffer: UnsafeRawBufferPointer, handler: IOHandlerID, tag: UInt8) {
         assertOwner()
         checkRegistered(handler)
-        precondition(buffer.count > 0 && buffer.count <= Int(UInt32.max), "IOLoop.send: bad buffer size \(buffer.count)")
+        precondition(
+            buffer.count > 0 && buffer.count <= Int(UInt32.max), "IOLoop.send: bad buffer size \(buffer.count)")
         let sqe = nextSQE()
         io_uring_prep_send(sqe, fd, buffer.baseAddress, buffer.count, Int32(MSG_NOSIGNAL))
         commit(sqe, handler: handler, kind: .send, tag: tag)

@@ -99,7 +99,8 @@ public final class IOLoop {
     ///   - entries: SQ size; the CQ gets 4x (IORING_SETUP_CQSIZE).
     ///   - timerCapacity: timers that can be pending before the timer table has to grow.
     ///   - ringSetup: which setup flags to try (default: the best the kernel takes).
-    public init(entries: UInt32 = 1024, timerCapacity: Int = 1024, ringSetup: IORingSetup = .automatic) throws(IOError) {
+    public init(entries: UInt32 = 1024, timerCapacity: Int = 1024, ringSetup: IORingSetup = .automatic) throws(IOError)
+    {
         precondition(entries > 0, "IOLoop: entries must be positive")
         let waker = try IOWaker()
         let ring = UnsafeMutablePointer<io_uring>.allocate(capacity: 1)
@@ -358,7 +359,8 @@ public final class IOLoop {
         let count = Int(io_uring_peek_batch_cqe(ring, cqePointers, UInt32(wanted)))
         for i in 0..<count {
             let cqe = cqePointers[i]!
-            staged.append(CompletionRecord(userData: cqe.pointee.user_data, result: cqe.pointee.res, flags: cqe.pointee.flags))
+            staged.append(
+                CompletionRecord(userData: cqe.pointee.user_data, result: cqe.pointee.res, flags: cqe.pointee.flags))
         }
         io_uring_cq_advance(ring, UInt32(count))
         return count
@@ -480,7 +482,8 @@ public final class IOLoop {
         guard !wakeReadArmed, wakeReadFailures < 3 else { return }
         let sqe = nextSQE()
         io_uring_prep_read(sqe, waker.eventFD, wakeBuffer, UInt32(MemoryLayout<UInt64>.size), 0)
-        io_uring_sqe_set_data64(sqe, OperationToken(slot: OperationToken.internalSlot, generation: 0, kind: .wakeRead, tag: 0).raw)
+        io_uring_sqe_set_data64(
+            sqe, OperationToken(slot: OperationToken.internalSlot, generation: 0, kind: .wakeRead, tag: 0).raw)
         wakeReadArmed = true
         inFlightOperations += 1
     }
@@ -490,7 +493,10 @@ public final class IOLoop {
         let limit = timers.nextSequence
         var fired = 0
         while let due = timers.popDue(now: now, sequenceLimit: limit) {
-            guard let handler = handlers.registeredHandler(index: Int(due.handlerIndex), generation: due.handlerGeneration) else {
+            guard
+                let handler = handlers.registeredHandler(
+                    index: Int(due.handlerIndex), generation: due.handlerGeneration)
+            else {
                 continue  // its handler was unregistered
             }
             handler.timerFired(tag: due.tag, cookie: due.cookie, loop: self)
@@ -538,7 +544,8 @@ public final class IOLoop {
     func queueCancelEverything() {
         let sqe = nextSQE()
         io_uring_prep_cancel64(sqe, 0, Int32(IORING_ASYNC_CANCEL_ANY))
-        io_uring_sqe_set_data64(sqe, OperationToken(slot: OperationToken.internalSlot, generation: 0, kind: .cancel, tag: 0).raw)
+        io_uring_sqe_set_data64(
+            sqe, OperationToken(slot: OperationToken.internalSlot, generation: 0, kind: .cancel, tag: 0).raw)
         inFlightOperations += 1
         shutdownCancelInFlight = true
     }

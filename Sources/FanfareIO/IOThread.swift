@@ -101,7 +101,8 @@ final class IOThreadContext: @unchecked Sendable {
     var waker: IOWaker?
     var runError: (any Error)?
 
-    init(name: String, cpu: Int?, entries: UInt32, maxWait: UInt64, setup: @escaping @Sendable (IOLoop) throws -> Void) {
+    init(name: String, cpu: Int?, entries: UInt32, maxWait: UInt64, setup: @escaping @Sendable (IOLoop) throws -> Void)
+    {
         self.name = name
         self.cpu = cpu
         self.entries = entries

@@ -30,7 +30,8 @@ struct OperationToken {
 
     init(slot: UInt32, generation: UInt32, kind: OperationKind, tag: UInt8) {
         assert(slot <= Self.slotMask && generation <= Self.generationMask)
-        raw = UInt64(slot)
+        raw =
+            UInt64(slot)
             | UInt64(generation) << Self.slotBits
             | UInt64(kind.rawValue) << 48
             | UInt64(tag) << 56

@@ -89,7 +89,8 @@ enum RingSetup {
             }
             // Saves the fd lookup on every io_uring_enter (5.18+); optional.
             let registered = io_uring_register_ring_fd(ring) == 1
-            let summary = "io_uring \(params.sq_entries)/\(params.cq_entries) entries, \(attempt.name)"
+            let summary =
+                "io_uring \(params.sq_entries)/\(params.cq_entries) entries, \(attempt.name)"
                 + (registered ? ", registered ring fd" : "")
             return RingConfiguration(
                 flags: params.flags, features: params.features,
@@ -104,7 +105,8 @@ enum RingSetup {
     private static func hint(forSetupErrno code: Int32) -> String? {
         switch code {
         case EPERM:
-            return "io_uring is disabled here: check the kernel.io_uring_disabled sysctl, or the container's seccomp profile (Docker's default blocks io_uring)"
+            return
+                "io_uring is disabled here: check the kernel.io_uring_disabled sysctl, or the container's seccomp profile (Docker's default blocks io_uring)"
         case ENOMEM:
             return "not enough locked memory for the ring: raise RLIMIT_MEMLOCK (ulimit -l) or use fewer entries"
         case ENOSYS:
@@ -129,14 +131,17 @@ enum RingSetup {
         guard missing.isEmpty else {
             throw IOError(
                 operation: "io_uring feature check",
-                message: "this kernel's io_uring lacks \(missing.joined(separator: ", ")); Linux 6.1 or newer is required")
+                message:
+                    "this kernel's io_uring lacks \(missing.joined(separator: ", ")); Linux 6.1 or newer is required")
         }
     }
 
     /// Every opcode the loop prepares must be known to the kernel.
     private static func probeOpcodes(_ ring: UnsafeMutablePointer<io_uring>) throws(IOError) {
         guard let probe = io_uring_get_probe_ring(ring) else {
-            throw IOError(operation: "io_uring_get_probe_ring", message: "cannot probe io_uring opcodes (Linux 6.1 or newer is required)")
+            throw IOError(
+                operation: "io_uring_get_probe_ring",
+                message: "cannot probe io_uring opcodes (Linux 6.1 or newer is required)")
         }
         defer { io_uring_free_probe(probe) }
         let needed: [(io_uring_op, String)] = [
@@ -148,7 +153,8 @@ enum RingSetup {
         guard missing.isEmpty else {
             throw IOError(
                 operation: "io_uring opcode probe",
-                message: "this kernel's io_uring lacks \(missing.joined(separator: ", ")); Linux 6.1 or newer is required")
+                message:
+                    "this kernel's io_uring lacks \(missing.joined(separator: ", ")); Linux 6.1 or newer is required")
         }
     }
 }

@@ -8,9 +8,12 @@ public enum Sockets {
         guard address.isIPv4 || address.isIPv6 else {
             throw IOError(operation: "socket", message: "cannot open a socket for an unspecified address")
         }
-        let fd = socket(address.family, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), Int32(IPPROTO_TCP))
+        let fd = socket(
+            address.family, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue),
+            Int32(IPPROTO_TCP))
         guard fd >= 0 else {
-            throw IOError(operation: "socket for \(address)", errno: Glibc.errno, hint: hintForDescriptorExhaustion(Glibc.errno))
+            throw IOError(
+                operation: "socket for \(address)", errno: Glibc.errno, hint: hintForDescriptorExhaustion(Glibc.errno))
         }
         guard setNoDelay(fd) else {
             let code = Glibc.errno
@@ -29,9 +32,12 @@ public enum Sockets {
         guard address.isIPv4 || address.isIPv6 else {
             throw IOError(operation: "listen", message: "cannot listen on an unspecified address")
         }
-        let fd = socket(address.family, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue), Int32(IPPROTO_TCP))
+        let fd = socket(
+            address.family, Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue),
+            Int32(IPPROTO_TCP))
         guard fd >= 0 else {
-            throw IOError(operation: "socket for \(address)", errno: Glibc.errno, hint: hintForDescriptorExhaustion(Glibc.errno))
+            throw IOError(
+                operation: "socket for \(address)", errno: Glibc.errno, hint: hintForDescriptorExhaustion(Glibc.errno))
         }
         var one: Int32 = 1
         guard setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size)) == 0 else {

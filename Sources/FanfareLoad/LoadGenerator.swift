@@ -11,9 +11,9 @@ final class LoadGenerator: PushProducer {
     private let tokens: [DeviceToken]
     private let payload: LoadPayload
     private let priority: PushPriority
-    private let quota: Int?               // pushes for this worker (nil: until the deadline)
-    private let endTime: UInt64?          // monotonic ns (duration runs)
-    private let interval: UInt64?         // ns between pushes (open loop)
+    private let quota: Int?  // pushes for this worker (nil: until the deadline)
+    private let endTime: UInt64?  // monotonic ns (duration runs)
+    private let interval: UInt64?  // ns between pushes (open loop)
     private let cookieBase: UInt64
     private let tokenOffset: Int
     @exclusivity(unchecked) private var startTime: UInt64 = 0
@@ -69,7 +69,9 @@ final class LoadGenerator: PushProducer {
             }
         }
         job.initialize(
-            to: PushJob(token: tokens[(tokenOffset + sequence) % tokens.count], payload: body, priority: priority, cookie: cookieBase | UInt64(sequence)))
+            to: PushJob(
+                token: tokens[(tokenOffset + sequence) % tokens.count], payload: body, priority: priority,
+                cookie: cookieBase | UInt64(sequence)))
         job.pointee.scheduledAt = scheduled
         sequence += 1
         produced.store(sequence, ordering: .releasing)

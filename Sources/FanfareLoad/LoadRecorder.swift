@@ -71,7 +71,8 @@ public enum LoadOutcome: Hashable, Sendable, CustomStringConvertible {
 /// so the per-push cost is one uncontended lock; the progress display reads the records once a second.
 public final class LoadRecorder: PushResultHandler {
     struct WorkerRecord {
-        var latency = Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
+        var latency = Histogram<UInt64>(
+            lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
         var counts = [Int](repeating: 0, count: LoadOutcome.slotCount)
         var resends = 0
     }
@@ -93,12 +94,16 @@ public final class LoadRecorder: PushResultHandler {
     public var errors: Int { errorCount.load(ordering: .relaxed) }
 
     public func pushCompleted(_ result: PushResult) {
-        record(result.disposition, latencyNanoseconds: result.latencyNanoseconds, resends: result.resends, worker: result.worker)
+        record(
+            result.disposition, latencyNanoseconds: result.latencyNanoseconds, resends: result.resends,
+            worker: result.worker)
     }
 
     /// The worker's call: the few fields counted here, read in place (no `PushResult` is built).
     public func pushCompleted(inPlace completion: borrowing PushCompletion) {
-        record(completion.disposition, latencyNanoseconds: completion.latencyNanoseconds, resends: completion.resends, worker: completion.worker)
+        record(
+            completion.disposition, latencyNanoseconds: completion.latencyNanoseconds, resends: completion.resends,
+            worker: completion.worker)
     }
 
     private func record(_ disposition: PushDisposition, latencyNanoseconds: UInt64, resends: Int, worker: Int) {
@@ -116,7 +121,8 @@ public final class LoadRecorder: PushResultHandler {
 
     /// Merged latency (µs) and counts so far.
     func snapshot() -> (latency: Histogram<UInt64>, counts: [LoadOutcome: Int], resends: Int) {
-        var latency = Histogram<UInt64>(lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
+        var latency = Histogram<UInt64>(
+            lowestDiscernibleValue: 1, highestTrackableValue: 3_600_000_000, numberOfSignificantValueDigits: .three)
         var slots = [Int](repeating: 0, count: LoadOutcome.slotCount)
         var resends = 0
         for record in records {

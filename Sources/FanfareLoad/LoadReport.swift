@@ -38,16 +38,21 @@ public struct LoadReport: Sendable {
     public func text() -> String {
         var lines: [String] = []
         lines.append(String(format: "finished in %.2fs, %.0f pushes/s", seconds, pushesPerSecond))
-        lines.append("pushes: \(pushes) sent, \(completed) answered, \(delivered) delivered, \(completed - delivered) not delivered, \(resends) resends")
+        lines.append(
+            "pushes: \(pushes) sent, \(completed) answered, \(delivered) delivered, \(completed - delivered) not delivered, \(resends) resends"
+        )
         for (name, count) in outcomeRows { lines.append("  \(name): \(count)") }
         if latencyMicroseconds.totalCount > 0 {
             lines.append(
                 String(
                     format: "latency ms: min %.2f  p50 %.2f  p90 %.2f  p99 %.2f  p99.9 %.2f  max %.2f",
-                    Double(latencyMicroseconds.min) / 1000, percentile(50), percentile(90), percentile(99), percentile(99.9),
+                    Double(latencyMicroseconds.min) / 1000, percentile(50), percentile(90), percentile(99),
+                    percentile(99.9),
                     Double(latencyMicroseconds.max) / 1000))
         }
-        lines.append("connections opened: \(connectionsOpened), at most \(connectionsPeak) at once (\(scaleUps) scale-ups, \(scaleDowns) scale-downs)")
+        lines.append(
+            "connections opened: \(connectionsOpened), at most \(connectionsPeak) at once (\(scaleUps) scale-ups, \(scaleDowns) scale-downs)"
+        )
         if let connectionError, delivered < completed { lines.append("last connection error: \(connectionError)") }
         if interrupted { lines.append("interrupted: pushes still unanswered were ended as 'shut down'") }
         if let stopReason { lines.append("stopped early: \(stopReason)") }

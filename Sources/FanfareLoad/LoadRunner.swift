@@ -35,8 +35,8 @@ public struct LoadProgress: Sendable {
     public var inFlight: Int
     /// Connections open now (the autoscaler's choice, or the fixed count once up).
     public var connections: Int
-    public var pushesPerSecond: Double      // over the last interval
-    public var p99Milliseconds: Double      // over the whole run so far
+    public var pushesPerSecond: Double  // over the last interval
+    public var p99Milliseconds: Double  // over the whole run so far
 }
 
 /// A load plan that cannot run, with what to change.
@@ -55,10 +55,13 @@ extension LoadPlan {
 
     /// Throws the first value that cannot work (a rate, duration or count that would overflow a schedule).
     public func validate() throws(LoadPlanError) {
-        guard pushes != nil || duration != nil else { throw LoadPlanError("a load plan needs a push count or a duration") }
+        guard pushes != nil || duration != nil else {
+            throw LoadPlanError("a load plan needs a push count or a duration")
+        }
         if let pushes, pushes <= 0 { throw LoadPlanError("pushes \(pushes) must be positive") }
         if let duration, !(duration > .zero && duration <= .seconds(Limits.longestDurationSeconds)) {
-            throw LoadPlanError("duration \(duration) must be positive and at most \(Int(Limits.longestDurationSeconds)) s")
+            throw LoadPlanError(
+                "duration \(duration) must be positive and at most \(Int(Limits.longestDurationSeconds)) s")
         }
         if let rate, !(rate >= Limits.minimumRate && rate <= Limits.maximumRate) {
             throw LoadPlanError("rate \(rate) must be \(Limits.minimumRate)...\(Limits.maximumRate) pushes per second")
@@ -89,7 +92,8 @@ public enum LoadRunner {
             }
             generators.append(
                 LoadGenerator(
-                    worker: worker, workers: workers, tokens: plan.tokens, payload: plan.payload, priority: plan.priority,
+                    worker: worker, workers: workers, tokens: plan.tokens, payload: plan.payload,
+                    priority: plan.priority,
                     quota: quota, duration: plan.duration?.nanosecondsValue, interval: interval, startTime: start,
                     wallClockSeconds: { Int64(time(nil)) }))
         }
@@ -131,7 +135,8 @@ public enum LoadRunner {
                 progress(
                     LoadProgress(
                         elapsedSeconds: Double(now &- start) / 1e9, completed: completed, errors: recorder.errors,
-                        inFlight: stats.inFlight, connections: stats.connectionsOpen - stats.connectionsDraining, pushesPerSecond: rate,
+                        inFlight: stats.inFlight, connections: stats.connectionsOpen - stats.connectionsDraining,
+                        pushesPerSecond: rate,
                         p99Milliseconds: Double(snapshot.latency.valueAtPercentile(99)) / 1000))
                 lastSample = (now, completed)
             }
@@ -146,8 +151,10 @@ public enum LoadRunner {
         let snapshot = recorder.snapshot()
         let stats = client.statistics
         return LoadReport(
-            pushes: produced, completed: recorder.completed, seconds: Double(end - start) / 1e9, counts: snapshot.counts,
-            latencyMicroseconds: snapshot.latency, resends: snapshot.resends, connectionsOpened: stats.connectionsOpened,
+            pushes: produced, completed: recorder.completed, seconds: Double(end - start) / 1e9,
+            counts: snapshot.counts,
+            latencyMicroseconds: snapshot.latency, resends: snapshot.resends,
+            connectionsOpened: stats.connectionsOpened,
             connectionsPeak: peakConnections, scaleUps: stats.scaleUps, scaleDowns: stats.scaleDowns,
             interrupted: stopped, connectionError: client.lastConnectionError, stopReason: stopReason)
     }

@@ -38,7 +38,9 @@ public struct PayloadTemplate: Sendable {
             case "sequence": segments.append(.sequence)
             case "score": segments.append(.score)
             case "timestamp": segments.append(.timestamp)
-            case let other: throw TemplateError(description: "unknown template field '{{\(other)}}'; use sequence, score or timestamp")
+            case let other:
+                throw TemplateError(
+                    description: "unknown template field '{{\(other)}}'; use sequence, score or timestamp")
             }
             rest = rest[close.upperBound...]
         }
@@ -69,7 +71,8 @@ public struct PayloadTemplate: Sendable {
     /// The push body for one push.
     public func payload(sequence: Int, timestamp: Int64) throws -> PushPayload {
         var content = LiveActivityContent(event: event, timestamp: timestamp)
-        content.contentState = try RawJSON(validatingBytes: render(sequence: sequence, timestamp: timestamp), requireObject: true)
+        content.contentState = try RawJSON(
+            validatingBytes: render(sequence: sequence, timestamp: timestamp), requireObject: true)
         return try PushPayload(liveActivity: content)
     }
 }

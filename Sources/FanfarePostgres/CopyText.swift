@@ -53,7 +53,9 @@ enum CopyText {
             if index > 0 { buffer.writeInteger(UInt8(ascii: ",")) }
             buffer.writeInteger(UInt8(ascii: "\""))
             for byte in element.utf8 {
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { writeEscaped(UInt8(ascii: "\\"), to: &buffer) }
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") {
+                    writeEscaped(UInt8(ascii: "\\"), to: &buffer)
+                }
                 writeEscaped(byte, to: &buffer)
             }
             buffer.writeInteger(UInt8(ascii: "\""))

@@ -34,5 +34,7 @@ final class EventLoopTaskExecutor: TaskExecutor, @unchecked Sendable {
 /// The connection closed while a call was using it (the server ended the session, restarted, or the network
 /// failed): what the call did in an open transaction is rolled back by the server.
 struct ConnectionClosedDuringCall: Error, CustomStringConvertible {
-    var description: String { "the connection closed during the call (the server ended the session, or the network failed)" }
+    var description: String {
+        "the connection closed during the call (the server ended the session, or the network failed)"
+    }
 }

@@ -99,7 +99,10 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
 
     /// Closes the connection. Later calls fail with `.storage`.
     public func close() throws(RegistryError) {
-        for lane in lanes.withLock({ lanes in defer { lanes = [] }; return lanes }) { try? lane.close() }
+        for lane in lanes.withLock({ lanes in
+            defer { lanes = [] }
+            return lanes
+        }) { try? lane.close() }
         lock.lock()
         defer { lock.unlock() }
         guard !isClosed else { return }
@@ -116,7 +119,8 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         let connection: PostgresConnection
         do {
             connection = try executor.run {
-                try await PostgresConnection.connect(on: eventLoop, configuration: configuration, id: id, logger: logger)
+                try await PostgresConnection.connect(
+                    on: eventLoop, configuration: configuration, id: id, logger: logger)
             }
         } catch {
             throw .storage(
@@ -163,7 +167,9 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
 
     // MARK: - Writes
 
-    public func register(_ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription])
+    public func register(
+        _ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription]
+    )
         throws(RegistryError) -> RegistrationResult
     {
         for (index, registration) in registrations.enumerated() {
@@ -188,7 +194,8 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         return lanes.withLock { lanes -> PostgresTokenStore in
             if let idle = lanes.first(where: { $0.registering.load(ordering: .relaxed) == 0 }) { return idle }
             guard lanes.count < registrationConnections - 1 else {
-                return lanes.min { $0.registering.load(ordering: .relaxed) < $1.registering.load(ordering: .relaxed) } ?? self
+                return lanes.min { $0.registering.load(ordering: .relaxed) < $1.registering.load(ordering: .relaxed) }
+                    ?? self
             }
             do {
                 let lane = try PostgresTokenStore(
@@ -204,7 +211,9 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
 
     /// One batch in one transaction on this store's connection. Each row locks its token: rows go in token order,
     /// so two batches (on two connections or two nodes) sharing tokens wait for each other instead of deadlocking.
-    private func registerOnOwnConnection(_ registrations: [TokenRegistration]) throws(RegistryError) -> RegistrationResult {
+    private func registerOnOwnConnection(
+        _ registrations: [TokenRegistration]
+    ) throws(RegistryError) -> RegistrationResult {
         registering.add(1, ordering: .relaxed)
         defer { registering.subtract(1, ordering: .relaxed) }
         let logger = self.logger
@@ -244,7 +253,8 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                     ) { writer in
                         var buffer = ByteBuffer()
                         for (ordinal, registration) in registrations.enumerated() {
-                            let appID = ids[AppKey(bundleID: registration.bundleID, environment: registration.environment)] ?? 0
+                            let appID =
+                                ids[AppKey(bundleID: registration.bundleID, environment: registration.environment)] ?? 0
                             CopyText.write(registration, ordinal: ordinal, appID: appID, to: &buffer)
                             if (ordinal + 1) % Self.copyChunkRows == 0 {
                                 try await writer.write(buffer)
@@ -360,12 +370,13 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                     var removed: [Bool] = []
                     removed.reserveCapacity(items.count)
                     for (token, invalidSince) in items {
-                        let rows = try await connection.query(
-                            """
-                            DELETE FROM tokens WHERE token = \(token)
-                              AND (\(invalidSince)::bigint IS NULL OR last_seen_at <= \(invalidSince)::bigint)
-                            """, logger: logger
-                        ).get().metadata.rows ?? 0
+                        let rows =
+                            try await connection.query(
+                                """
+                                DELETE FROM tokens WHERE token = \(token)
+                                  AND (\(invalidSince)::bigint IS NULL OR last_seen_at <= \(invalidSince)::bigint)
+                                """, logger: logger
+                            ).get().metadata.rows ?? 0
                         removed.append(rows > 0)
                     }
                     return removed
@@ -469,11 +480,15 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     }
 
     /// Broadcast subscriptions are not stored on PostgreSQL yet, so no channel has any.
-    public func subscriptionCounts(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [String: Int] {
+    public func subscriptionCounts(
+        bundleID: String, environment: APNsEnvironment
+    ) throws(RegistryError) -> [String: Int] {
         try serialised("counting subscriptions") { connection throws(RegistryError) in [:] }
     }
 
-    public func ledger(token: DeviceToken, bundleID: String, environment: APNsEnvironment, activityLifetime: Duration)
+    public func ledger(
+        token: DeviceToken, bundleID: String, environment: APNsEnvironment, activityLifetime: Duration
+    )
         throws(RegistryError) -> TokenLedgerEntry?
     {
         throw .storage("the token ledger is not kept on PostgreSQL yet")
@@ -507,7 +522,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         do {
             do {
                 return try body(try liveConnection())
-            } catch where retry && (connectionLost || current?.isClosed == true) {
+            } catch  where retry && (connectionLost || current?.isClosed == true) {
                 return try body(try liveConnection())
             }
         } catch {
@@ -582,8 +597,13 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         }
     }
 
-    static func registration(_ row: PostgresRow, bundleID: String, environment: APNsEnvironment) throws -> TokenRegistration {
-        let (bytes, kind, activityID, deviceID, attributesType, frequent, supportsBroadcast, channels, createdAt, lastSeenAt) =
+    static func registration(
+        _ row: PostgresRow, bundleID: String, environment: APNsEnvironment
+    ) throws -> TokenRegistration {
+        let (
+            bytes, kind, activityID, deviceID, attributesType, frequent, supportsBroadcast, channels, createdAt,
+            lastSeenAt
+        ) =
             try row.decode((ByteBuffer, Int16, String?, String?, String?, Bool, Bool, [String], Int64, Int64).self)
         guard let kindValue = UInt8(exactly: kind), let tokenKind = TokenKind(rawValue: kindValue) else {
             throw RegistryError.storage("the database holds a token of unknown kind \(kind)")
@@ -599,7 +619,9 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
 
     /// The connection settings of a `postgres://` (or `postgresql://`) URL, its sessions named after `incarnation`
     /// (`plainSessionName` without one); TLS is not negotiated yet.
-    static func configuration(_ url: String, incarnation: NodeIncarnation? = nil) throws(RegistryError)
+    static func configuration(
+        _ url: String, incarnation: NodeIncarnation? = nil
+    ) throws(RegistryError)
         -> PostgresConnection.Configuration
     {
         guard let components = URLComponents(string: url), let scheme = components.scheme,

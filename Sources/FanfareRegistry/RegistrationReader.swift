@@ -24,13 +24,15 @@ enum RegistrationReader {
 
         // Tokens and their memberships in token id order: both tables are keyed by it, so SQLite walks them side
         // by side without sorting, and consecutive rows of one token form one registration.
-        let rows = try RawStatement(db, sql: """
-            SELECT t.id, t.token, t.kind, t.activity_id, t.device_id, t.attributes_type, t.frequent, t.created_at,
-                   t.last_seen_at, m.channel_id, t.supports_broadcast
-            FROM tokens AS t CROSS JOIN token_channels AS m ON m.token_id = t.id
-            WHERE t.app_id = ?
-            ORDER BY t.id
-            """)
+        let rows = try RawStatement(
+            db,
+            sql: """
+                SELECT t.id, t.token, t.kind, t.activity_id, t.device_id, t.attributes_type, t.frequent, t.created_at,
+                       t.last_seen_at, m.channel_id, t.supports_broadcast
+                FROM tokens AS t CROSS JOIN token_channels AS m ON m.token_id = t.id
+                WHERE t.app_id = ?
+                ORDER BY t.id
+                """)
         rows.bind(1, appID)
         defer { rows.reset() }
         var pending: TokenRegistration?

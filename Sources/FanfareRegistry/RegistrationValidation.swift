@@ -37,7 +37,8 @@ extension TokenRegistration {
             if channel.isEmpty { return "channel #\(position) is empty" }
             let bytes = channel.utf8.count
             if bytes > Self.maximumChannelNameByteCount {
-                return "channel #\(position) is \(bytes) bytes long; at most \(Self.maximumChannelNameByteCount) allowed"
+                return
+                    "channel #\(position) is \(bytes) bytes long; at most \(Self.maximumChannelNameByteCount) allowed"
             }
         }
         return nil
@@ -45,7 +46,8 @@ extension TokenRegistration {
 
     static func lengthFailure(_ value: String, _ name: String) -> String? {
         let bytes = value.utf8.count
-        return bytes > maximumFieldByteCount ? "\(name) is \(bytes) bytes long; at most \(maximumFieldByteCount) allowed" : nil
+        return bytes > maximumFieldByteCount
+            ? "\(name) is \(bytes) bytes long; at most \(maximumFieldByteCount) allowed" : nil
     }
 
     /// Throws `.invalidRegistration` for the first bad entry of a batch.

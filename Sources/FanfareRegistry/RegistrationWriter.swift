@@ -48,19 +48,24 @@ struct RegistrationWriter {
         self.db = db
         lastID = try Int64.fetchOne(db, sql: "SELECT max(id) FROM tokens") ?? 0
         writtenThroughID = lastID
-        read = try RawStatement(db, sql: """
-            SELECT token, kind, activity_id, device_id, attributes_type, app_id, frequent, last_seen_at, supports_broadcast
-            FROM tokens WHERE id = ?
-            """)
+        read = try RawStatement(
+            db,
+            sql: """
+                SELECT token, kind, activity_id, device_id, attributes_type, app_id, frequent, last_seen_at,
+                    supports_broadcast
+                FROM tokens WHERE id = ?
+                """)
         touch = try RawStatement(db, sql: "UPDATE tokens SET last_seen_at = ? WHERE id = ?")
         // Keeps `created_at`; `last_seen_at` only moves forward, so a late, older registration cannot make a
         // token look older than a 410 that came after a newer registration.
-        replace = try RawStatement(db, sql: """
-            UPDATE tokens
-            SET kind = ?, activity_id = ?, device_id = ?, attributes_type = ?, app_id = ?, frequent = ?,
-                last_seen_at = max(last_seen_at, ?), supports_broadcast = ?
-            WHERE id = ?
-            """)
+        replace = try RawStatement(
+            db,
+            sql: """
+                UPDATE tokens
+                SET kind = ?, activity_id = ?, device_id = ?, attributes_type = ?, app_id = ?, frequent = ?,
+                    last_seen_at = max(last_seen_at, ?), supports_broadcast = ?
+                WHERE id = ?
+                """)
         memberships = try RawStatement(
             db, sql: "SELECT channel_id FROM token_channels WHERE token_id = ? ORDER BY channel_id")
         clearMemberships = try RawStatement(db, sql: "DELETE FROM token_channels WHERE token_id = ?")
@@ -267,7 +272,9 @@ struct RegistrationWriter {
 
     // MARK: - Helpers
 
-    private func statement(_ cache: inout [Int: RawStatement], _ count: Int, sql: (Int) -> String) throws
+    private func statement(
+        _ cache: inout [Int: RawStatement], _ count: Int, sql: (Int) -> String
+    ) throws
         -> RawStatement
     {
         if let statement = cache[count] { return statement }

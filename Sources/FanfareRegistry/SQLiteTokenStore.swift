@@ -48,8 +48,10 @@ public final class SQLiteTokenStore: TokenStore {
     ) throws(RegistryError) {
         self.path = path
         let (seconds, attoseconds) = historyRetention.components
-        historyRetentionMilliseconds = max(0, seconds.multipliedReportingOverflow(by: 1000).overflow
-            ? Int64.max / 2 : seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        historyRetentionMilliseconds = max(
+            0,
+            seconds.multipliedReportingOverflow(by: 1000).overflow
+                ? Int64.max / 2 : seconds * 1000 + attoseconds / 1_000_000_000_000_000)
         self.clock = clock
         guard Database.sqliteLibVersionNumber >= Self.minimumSQLiteVersion else {
             throw .storage("SQLite \(Database.sqliteLibVersionNumber) is too old; the registry needs 3.35.0 or newer")
@@ -123,7 +125,9 @@ public final class SQLiteTokenStore: TokenStore {
 
     // MARK: - Writes
 
-    public func register(_ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription])
+    public func register(
+        _ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription]
+    )
         throws(RegistryError) -> RegistrationResult
     {
         try TokenRegistration.validate(registrations)
@@ -185,7 +189,9 @@ public final class SQLiteTokenStore: TokenStore {
     }
 
     /// Removes broadcast subscriptions (by activity id) of one app. Unknown ones are ignored.
-    public func unregisterSubscriptions(activityIDs: [String], bundleID: String, environment: APNsEnvironment)
+    public func unregisterSubscriptions(
+        activityIDs: [String], bundleID: String, environment: APNsEnvironment
+    )
         throws(RegistryError) -> RetirementResult
     {
         guard !activityIDs.isEmpty else { return RetirementResult() }
@@ -196,7 +202,9 @@ public final class SQLiteTokenStore: TokenStore {
             var subscriptions = try SubscriptionTable(db)
             let history = try LedgerHistoryWriter(db, now: now)
             for activityID in activityIDs {
-                guard let ended = try subscriptions.remove(appID: appID, activityID: activityID, &result.subscriptionDeltas)
+                guard
+                    let ended = try subscriptions.remove(
+                        appID: appID, activityID: activityID, &result.subscriptionDeltas)
                 else { continue }
                 try history.record(ended, .unregistered)
                 result.subscriptions.append(activityID)
@@ -217,7 +225,8 @@ public final class SQLiteTokenStore: TokenStore {
             let unconditional = try RawStatement(
                 db, sql: "DELETE FROM tokens WHERE id = ? AND token = ? " + EndedRegistration.returningTokenColumns)
             let conditional = try RawStatement(
-                db, sql: "DELETE FROM tokens WHERE id = ? AND token = ? AND last_seen_at <= ? "
+                db,
+                sql: "DELETE FROM tokens WHERE id = ? AND token = ? AND last_seen_at <= ? "
                     + EndedRegistration.returningTokenColumns)
             let history = try LedgerHistoryWriter(db, now: now)
             var removed: [Bool] = []
@@ -246,7 +255,9 @@ public final class SQLiteTokenStore: TokenStore {
             var result = RetirementResult()
             var subscriptions = try SubscriptionTable(db)
             for (appID, activityID) in try subscriptions.following(channel) {
-                guard let ended = try subscriptions.remove(appID: appID, activityID: activityID, &result.subscriptionDeltas)
+                guard
+                    let ended = try subscriptions.remove(
+                        appID: appID, activityID: activityID, &result.subscriptionDeltas)
                 else { continue }
                 try history.record(ended, .retiredChannelEnded, channel: channel)
                 result.subscriptions.append(activityID)
@@ -254,7 +265,8 @@ public final class SQLiteTokenStore: TokenStore {
             guard let channelID = memory.channelIDs[channel] else { return result }
             // `+kind` keeps SQLite from walking the whole kind index instead of the channel's memberships.
             result.tokens = try Self.deleteReturningTokens(
-                db, &memory, sql: """
+                db, &memory,
+                sql: """
                     DELETE FROM tokens
                     WHERE id IN (SELECT token_id FROM token_channels WHERE channel_id = ?)
                       AND +kind = \(TokenKind.update.rawValue)
@@ -262,7 +274,8 @@ public final class SQLiteTokenStore: TokenStore {
             ) { ended in try history.record(ended, .retiredChannelEnded, channel: channel) }
             // Forget the channel once nothing follows it (push-to-start tokens may still do).
             try db.execute(
-                sql: "DELETE FROM channels WHERE id = ? AND NOT EXISTS (SELECT 1 FROM token_channels WHERE channel_id = ?)",
+                sql:
+                    "DELETE FROM channels WHERE id = ? AND NOT EXISTS (SELECT 1 FROM token_channels WHERE channel_id = ?)",
                 arguments: [channelID, channelID])
             if db.changesCount > 0 { memory.removeChannel(channel) }
             return result
@@ -281,7 +294,9 @@ public final class SQLiteTokenStore: TokenStore {
             ) { ended in try history.record(ended, .retiredLifetime) }
             var subscriptions = try SubscriptionTable(db)
             for (appID, activityID) in try subscriptions.created(before: createdBefore) {
-                guard let ended = try subscriptions.remove(appID: appID, activityID: activityID, &result.subscriptionDeltas)
+                guard
+                    let ended = try subscriptions.remove(
+                        appID: appID, activityID: activityID, &result.subscriptionDeltas)
                 else { continue }
                 try history.record(ended, .retiredLifetime)
                 result.subscriptions.append(activityID)
@@ -289,14 +304,16 @@ public final class SQLiteTokenStore: TokenStore {
             // The periodic sweep also drops channels that nothing follows any more (left by age retirement,
             // unregister or invalidate), so the channel table does not grow with every event ever held.
             let unused = try String.fetchAll(
-                db, sql: """
+                db,
+                sql: """
                     DELETE FROM channels
                     WHERE NOT EXISTS (SELECT 1 FROM token_channels WHERE channel_id = channels.id)
                     RETURNING name
                     """)
             for name in unused { memory.removeChannel(name) }
             // And the ledger's history past its retention.
-            try db.execute(sql: "DELETE FROM token_history WHERE at < ?", arguments: [now - historyRetentionMilliseconds])
+            try db.execute(
+                sql: "DELETE FROM token_history WHERE at < ?", arguments: [now - historyRetentionMilliseconds])
             return result
         }
     }
@@ -317,7 +334,8 @@ public final class SQLiteTokenStore: TokenStore {
             }
         } catch let error as RegistrationReader.CallbackError {
             if let registryError = error.underlying as? RegistryError { throw registryError }
-            throw .storage("loading tokens of \(bundleID) (\(environment)) stopped: the callback threw \(error.underlying)")
+            throw .storage(
+                "loading tokens of \(bundleID) (\(environment)) stopped: the callback threw \(error.underlying)")
         } catch {
             throw Self.storageError("loading tokens of \(bundleID) (\(environment))", error)
         }
@@ -366,7 +384,9 @@ public final class SQLiteTokenStore: TokenStore {
     /// Runs `body` on the database queue (every call goes through it, so none overlap); `memory` may be read
     /// (not changed) inside it. Every failure becomes
     /// `.storage("<operation> failed: ...")`.
-    func access<T>(_ operation: @autoclosure () -> String, _ body: (Database) throws -> T)
+    func access<T>(
+        _ operation: @autoclosure () -> String, _ body: (Database) throws -> T
+    )
         throws(RegistryError) -> T
     {
         do {
@@ -444,7 +464,9 @@ public final class SQLiteTokenStore: TokenStore {
 
     /// Deletes `token` with `delete` (`DELETE ... WHERE id = ?1 AND token = ?2 ... RETURNING <the ended
     /// registration>`) if a candidate row holds it; returns what the row held.
-    private static func delete(_ token: DeviceToken, with delete: RawStatement, _ memory: inout RegistryMemoryState)
+    private static func delete(
+        _ token: DeviceToken, with delete: RawStatement, _ memory: inout RegistryMemoryState
+    )
         throws -> EndedRegistration?
     {
         let hash = TokenIndex.hash(token)
@@ -520,11 +542,14 @@ public final class SQLiteTokenStore: TokenStore {
             case .SQLITE_CANTOPEN:
                 let directory = URL(fileURLWithPath: path).deletingLastPathComponent().path
                 var isDirectory: ObjCBool = false
-                if !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) || !isDirectory.boolValue {
+                if !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory)
+                    || !isDirectory.boolValue
+                {
                     return .storage("cannot open database '\(path)': directory '\(directory)' does not exist")
                 }
                 return .storage(
-                    "cannot open database '\(path)': \(detail); check that it is a writable file in a writable directory")
+                    "cannot open database '\(path)': \(detail); check that it is a writable file in a writable directory"
+                )
             case .SQLITE_NOTADB:
                 return .storage("cannot open database '\(path)': the file is not an SQLite database: \(detail)")
             case .SQLITE_BUSY, .SQLITE_LOCKED:

@@ -27,7 +27,8 @@ public struct StoredResponse: Sendable, Equatable {
     }
 
     public init(
-        scope: String, key: String, fingerprint: [UInt8], status: Int, headers: [Header], body: [UInt8], createdAt: Int64
+        scope: String, key: String, fingerprint: [UInt8], status: Int, headers: [Header], body: [UInt8],
+        createdAt: Int64
     ) {
         self.scope = scope
         self.key = key
@@ -86,7 +87,8 @@ extension SQLiteTokenStore: ServiceStorage {
             let fingerprint: [UInt8] = [UInt8](row[0] as Data)
             let body: [UInt8] = [UInt8](row[3] as Data)
             return StoredResponse(
-                scope: scope, key: key, fingerprint: fingerprint, status: row[1], headers: StoredResponse.decodeHeaders(row[2]),
+                scope: scope, key: key, fingerprint: fingerprint, status: row[1],
+                headers: StoredResponse.decodeHeaders(row[2]),
                 body: body, createdAt: row[4])
         }
     }

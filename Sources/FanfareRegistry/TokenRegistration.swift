@@ -113,7 +113,9 @@ public protocol TokenStore: AnyObject, Sendable {
     /// tokens of its (app, device id, attributes type); an update token removes the subscription of its
     /// activity; a subscription removes the update tokens of its activity. The result names what was replaced,
     /// so the caller drops those tokens from memory at once, and how each channel's subscription count changed.
-    func register(_ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription])
+    func register(
+        _ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription]
+    )
         throws(RegistryError) -> RegistrationResult
 
     /// Removes tokens (all their channels). Returns how many were registered. Unknown tokens are ignored.
@@ -155,7 +157,9 @@ public protocol TokenStore: AnyObject, Sendable {
 
     /// What the registry knows about `token` in one app: its registration, links, retirement and history; nil
     /// when it knows nothing (never registered, or its history was pruned).
-    func ledger(token: DeviceToken, bundleID: String, environment: APNsEnvironment, activityLifetime: Duration)
+    func ledger(
+        token: DeviceToken, bundleID: String, environment: APNsEnvironment, activityLifetime: Duration
+    )
         throws(RegistryError) -> TokenLedgerEntry?
 
     /// Number of registered tokens (all apps).

@@ -63,7 +63,8 @@ public enum CertificateAuthority {
             EVP_PKEY_free(serverKey)
         }
         let ca = try makeCertificate(
-            commonName: "Fanfare Local CA", key: caKey, issuer: nil, issuerKey: caKey, notBefore: notBefore, notAfter: notAfter,
+            commonName: "Fanfare Local CA", key: caKey, issuer: nil, issuerKey: caKey, notBefore: notBefore,
+            notAfter: notAfter,
             extensions: [
                 (NID_basic_constraints, "critical,CA:TRUE,pathlen:0"),
                 (NID_key_usage, "critical,keyCertSign,cRLSign"),
@@ -72,7 +73,8 @@ public enum CertificateAuthority {
         )
         defer { X509_free(ca) }
         let server = try makeCertificate(
-            commonName: "localhost", key: serverKey, issuer: ca, issuerKey: caKey, notBefore: notBefore, notAfter: notAfter,
+            commonName: "localhost", key: serverKey, issuer: ca, issuerKey: caKey, notBefore: notBefore,
+            notAfter: notAfter,
             extensions: [
                 (NID_basic_constraints, "critical,CA:FALSE"),
                 (NID_key_usage, "critical,digitalSignature"),
@@ -106,7 +108,8 @@ public enum CertificateAuthority {
                 }
                 guard allowed, !name.isEmpty, name.utf8.count <= 253 else {
                     throw CertificateGenerationError(
-                        message: "invalid extra host name '\(name)': use letters, digits, '-', '.', '*' or an IP address"
+                        message:
+                            "invalid extra host name '\(name)': use letters, digits, '-', '.', '*' or an IP address"
                     )
                 }
                 entry = "DNS:" + name
@@ -133,18 +136,18 @@ public enum CertificateAuthority {
         defer { if !succeeded { X509_free(certificate) } }
 
         guard X509_set_version(certificate, 2) == 1,  // 2 means v3
-              setRandomSerial(certificate),
-              X509_gmtime_adj(X509_getm_notBefore(certificate), notBefore) != nil,
-              X509_gmtime_adj(X509_getm_notAfter(certificate), notAfter) != nil,
-              X509_set_pubkey(certificate, key) == 1
+            setRandomSerial(certificate),
+            X509_gmtime_adj(X509_getm_notBefore(certificate), notBefore) != nil,
+            X509_gmtime_adj(X509_getm_notAfter(certificate), notAfter) != nil,
+            X509_set_pubkey(certificate, key) == 1
         else { throw openSSLError("fill in certificate fields") }
 
         guard let name = X509_NAME_new() else { throw openSSLError("allocate a certificate name") }
         defer { X509_NAME_free(name) }
         guard X509_NAME_add_entry_by_txt(name, "O", MBSTRING_ASC, "Fanfare", -1, -1, 0) == 1,
-              X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, commonName, -1, -1, 0) == 1,
-              X509_set_subject_name(certificate, name) == 1,
-              X509_set_issuer_name(certificate, issuer.map { X509_get_subject_name($0) } ?? name) == 1
+            X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, commonName, -1, -1, 0) == 1,
+            X509_set_subject_name(certificate, name) == 1,
+            X509_set_issuer_name(certificate, issuer.map { X509_get_subject_name($0) } ?? name) == 1
         else { throw openSSLError("set the certificate names") }
 
         var extensionContext = X509V3_CTX()

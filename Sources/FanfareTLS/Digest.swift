@@ -23,7 +23,9 @@ public enum Digest {
             return hasher.finalize()
         }
         return withUnsafeBytes(of: &bytes) { digest in
-            func word(_ index: Int) -> UInt32 { UInt32(bigEndian: digest.loadUnaligned(fromByteOffset: 4 * index, as: UInt32.self)) }
+            func word(_ index: Int) -> UInt32 {
+                UInt32(bigEndian: digest.loadUnaligned(fromByteOffset: 4 * index, as: UInt32.self))
+            }
             return SHA1.Digest(words: (word(0), word(1), word(2), word(3), word(4)))
         }
     }
@@ -50,8 +52,10 @@ public enum Digest {
     public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         guard !a.isEmpty else { return true }
-        return a.withUnsafeBytes { left in b.withUnsafeBytes { right in
-            CRYPTO_memcmp(left.baseAddress, right.baseAddress, a.count) == 0
-        } }
+        return a.withUnsafeBytes { left in
+            b.withUnsafeBytes { right in
+                CRYPTO_memcmp(left.baseAddress, right.baseAddress, a.count) == 0
+            }
+        }
     }
 }

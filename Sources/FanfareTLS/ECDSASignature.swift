@@ -20,8 +20,10 @@ enum ECDSASignature {
         guard let r, let s else { return nil }
         var raw = [UInt8](repeating: 0, count: 2 * coordinateByteCount)
         let written = raw.withUnsafeMutableBufferPointer { buffer in
-            (BN_bn2binpad(r, buffer.baseAddress, Int32(coordinateByteCount)),
-             BN_bn2binpad(s, buffer.baseAddress! + coordinateByteCount, Int32(coordinateByteCount)))
+            (
+                BN_bn2binpad(r, buffer.baseAddress, Int32(coordinateByteCount)),
+                BN_bn2binpad(s, buffer.baseAddress! + coordinateByteCount, Int32(coordinateByteCount))
+            )
         }
         guard written.0 == Int32(coordinateByteCount), written.1 == Int32(coordinateByteCount) else { return nil }
         return raw
@@ -32,8 +34,10 @@ enum ECDSASignature {
         guard raw.count == 2 * coordinateByteCount, let signature = ECDSA_SIG_new() else { return nil }
         defer { ECDSA_SIG_free(signature) }
         let coordinates: (OpaquePointer?, OpaquePointer?) = raw.withUnsafeBufferPointer { buffer in
-            (BN_bin2bn(buffer.baseAddress, Int32(coordinateByteCount), nil),
-             BN_bin2bn(buffer.baseAddress! + coordinateByteCount, Int32(coordinateByteCount), nil))
+            (
+                BN_bin2bn(buffer.baseAddress, Int32(coordinateByteCount), nil),
+                BN_bin2bn(buffer.baseAddress! + coordinateByteCount, Int32(coordinateByteCount), nil)
+            )
         }
         guard let r = coordinates.0, let s = coordinates.1 else {
             BN_free(coordinates.0)

@@ -10,7 +10,7 @@ enum ECKey {
         guard let context = EVP_PKEY_CTX_new_from_name(nil, "EC", nil) else { return nil }
         defer { EVP_PKEY_CTX_free(context) }
         guard EVP_PKEY_keygen_init(context) == 1,
-              EVP_PKEY_CTX_set_group_name(context, "P-256") == 1
+            EVP_PKEY_CTX_set_group_name(context, "P-256") == 1
         else { return nil }
         var key: OpaquePointer? = nil
         guard EVP_PKEY_generate(context, &key) == 1 else { return nil }

@@ -9,7 +9,9 @@ extension CertificateAuthority {
     /// the key is not the certificate's, when the CA did not sign the certificate, when either certificate
     /// is expired or not yet valid, or when the certificate does not cover `localhost` and `127.0.0.1`.
     /// Never rewrites anything: a client may trust that CA already.
-    public static func existingLocalhostChain(in directory: String) throws(CertificateGenerationError) -> GeneratedCertificates? {
+    public static func existingLocalhostChain(
+        in directory: String
+    ) throws(CertificateGenerationError) -> GeneratedCertificates? {
         let files = GeneratedCertificates(directory: directory)
         let present = files.all.filter { LocalFile.exists($0) }
         if present.isEmpty { return nil }
@@ -34,14 +36,18 @@ extension CertificateAuthority {
                 message: "'\(files.privateKeyFile)' is not the private key of '\(files.certificateFile)'")
         }
         try verify(server, issuedBy: ca, files: files)
-        guard X509_check_host(server, "localhost", 9, 0, nil) == 1, X509_check_ip_asc(server, "127.0.0.1", 0) == 1 else {
-            throw CertificateGenerationError(message: "'\(files.certificateFile)' does not cover localhost and 127.0.0.1")
+        guard X509_check_host(server, "localhost", 9, 0, nil) == 1, X509_check_ip_asc(server, "127.0.0.1", 0) == 1
+        else {
+            throw CertificateGenerationError(
+                message: "'\(files.certificateFile)' does not cover localhost and 127.0.0.1")
         }
         return files
     }
 
     /// Chain, signature, validity period and server purpose, as a TLS client's verification does them.
-    private static func verify(_ server: OpaquePointer, issuedBy ca: OpaquePointer, files: GeneratedCertificates) throws(CertificateGenerationError) {
+    private static func verify(
+        _ server: OpaquePointer, issuedBy ca: OpaquePointer, files: GeneratedCertificates
+    ) throws(CertificateGenerationError) {
         OpenSSLErrorQueue.clear()
         guard let store = X509_STORE_new() else { throw openSSLError("allocate a certificate store") }
         defer { X509_STORE_free(store) }
@@ -56,7 +62,8 @@ extension CertificateAuthority {
         OpenSSLErrorQueue.clear()
         let reason = String(cString: X509_verify_cert_error_string(Int(code)))
         let file = depth >= 1 ? files.caCertificateFile : files.certificateFile
-        throw CertificateGenerationError(message: "'\(file)' does not verify against '\(files.caCertificateFile)': \(reason)")
+        throw CertificateGenerationError(
+            message: "'\(file)' does not verify against '\(files.caCertificateFile)': \(reason)")
     }
 
     private static func readCertificate(_ path: String) throws(CertificateGenerationError) -> OpaquePointer {
@@ -68,7 +75,8 @@ extension CertificateAuthority {
             return PEM_read_bio_X509(bio, nil, nil, nil)
         }
         guard let certificate else {
-            throw CertificateGenerationError(message: "'\(path)' is not a PEM certificate: \(OpenSSLErrorQueue.drain())")
+            throw CertificateGenerationError(
+                message: "'\(path)' is not a PEM certificate: \(OpenSSLErrorQueue.drain())")
         }
         return certificate
     }
@@ -82,7 +90,8 @@ extension CertificateAuthority {
             return PEM_read_bio_PrivateKey(bio, nil, fanfareRefusePassphrase, nil)
         }
         guard let key else {
-            throw CertificateGenerationError(message: "'\(path)' is not a PEM private key: \(OpenSSLErrorQueue.drain())")
+            throw CertificateGenerationError(
+                message: "'\(path)' is not a PEM private key: \(OpenSSLErrorQueue.drain())")
         }
         return key
     }

@@ -32,9 +32,11 @@ public enum ProviderKeyGenerator {
     /// Checks a pair written by `generate` earlier: both files read as EC P-256 keys (the private one
     /// unencrypted) and the public key is the private key's. Throws what is wrong with which file.
     public static func checkPair(privateKeyFile: String, publicKeyFile: String) throws(ProviderKeyError) {
-        let privateKey = try ProviderKeyPEM.privateKey(pem: try ProviderKeyPEM.readFile(privateKeyFile), source: privateKeyFile)
+        let privateKey = try ProviderKeyPEM.privateKey(
+            pem: try ProviderKeyPEM.readFile(privateKeyFile), source: privateKeyFile)
         defer { EVP_PKEY_free(privateKey) }
-        let publicKey = try ProviderKeyPEM.publicKey(pem: try ProviderKeyPEM.readFile(publicKeyFile), source: publicKeyFile)
+        let publicKey = try ProviderKeyPEM.publicKey(
+            pem: try ProviderKeyPEM.readFile(publicKeyFile), source: publicKeyFile)
         defer { EVP_PKEY_free(publicKey) }
         OpenSSLErrorQueue.clear()
         guard EVP_PKEY_eq(privateKey, publicKey) == 1 else {

@@ -92,14 +92,17 @@ enum ProviderKeyPEM {
     /// Returns the private `key` if the public key stored with it is its own; otherwise frees it and throws.
     /// (OpenSSL loads a damaged .p8 whose public half was altered: tokens would be signed with the private
     /// half while a verifier given the same file checks them against the other.)
-    private static func requireMatchingHalves(_ key: OpaquePointer, source: String) throws(ProviderKeyError) -> OpaquePointer {
+    private static func requireMatchingHalves(
+        _ key: OpaquePointer, source: String
+    ) throws(ProviderKeyError) -> OpaquePointer {
         OpenSSLErrorQueue.clear()
         let context = EVP_PKEY_CTX_new_from_pkey(nil, key, nil)
         defer { EVP_PKEY_CTX_free(context) }
         guard let context, EVP_PKEY_pairwise_check(context) == 1 else {
             OpenSSLErrorQueue.clear()
             EVP_PKEY_free(key)
-            throw .undecodable(source: source, reason: "its public key does not belong to its private key (the file is damaged)")
+            throw .undecodable(
+                source: source, reason: "its public key does not belong to its private key (the file is damaged)")
         }
         return key
     }

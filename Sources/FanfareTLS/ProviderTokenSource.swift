@@ -14,7 +14,8 @@ import Darwin
 /// Use: connections remember the `generation` whose token they put in their HPACK table; on the
 /// hot path they compare it with `generation` (one atomic load, no lock) and only call
 /// `snapshot()` when it changed (`snapshot()` returns the token and its generation read together,
-/// so a re-mint between two separate reads cannot pair a token with the wrong generation). Someone must still ask for the token now and then
+/// so a re-mint between two separate reads cannot pair a token with the wrong generation). Someone must still ask for
+/// the token now and then
 /// (the control plane, or each worker once per tick) so that an old token gets re-minted.
 public final class ProviderTokenSource: Sendable {
     /// The allowed refresh range: APNs rejects tokens older than 60 minutes and rate-limits

@@ -116,7 +116,8 @@ public final class ProviderTokenVerifier: @unchecked Sendable {
             guard let issuedAt = Self.decimalSeconds(text) else {
                 return .failure(.malformed("'iat' is the string '\(text)', not a decimal number of seconds"))
             }
-            return .success(ProviderTokenClaims(keyID: keyID, teamID: teamID, issuedAt: issuedAt, issuedAtIsString: true))
+            return .success(
+                ProviderTokenClaims(keyID: keyID, teamID: teamID, issuedAt: issuedAt, issuedAtIsString: true))
         case .other:
             return .failure(.malformed("'iat' is not an integer number of seconds"))
         }
@@ -157,6 +158,7 @@ public final class ProviderTokenVerifier: @unchecked Sendable {
             OpenSSLErrorQueue.clear()  // a failed verify leaves reasons we do not report
         }
         guard EVP_DigestVerifyInit(context, nil, digest, nil, key) == 1 else { return false }
-        return EVP_DigestVerify(context, der, der.count, input.baseAddress?.assumingMemoryBound(to: UInt8.self), input.count) == 1
+        return EVP_DigestVerify(
+            context, der, der.count, input.baseAddress?.assumingMemoryBound(to: UInt8.self), input.count) == 1
     }
 }

@@ -71,7 +71,8 @@ public final class TLSConnection {
         resuming session: TLSSession? = nil
     ) throws(TLSSetupError) {
         precondition(context.isClient, "TLSConnection(client:) needs a TLSContext.client(...) context")
-        let host = serverName.hasPrefix("[") && serverName.hasSuffix("]")
+        let host =
+            serverName.hasPrefix("[") && serverName.hasSuffix("]")
             ? String(serverName.dropFirst().dropLast()) : serverName
         if host.isEmpty || host.utf8.contains(0) { throw .invalidServerName(serverName) }
         let parts = try Self.makeSSL(context)
@@ -233,7 +234,8 @@ public final class TLSConnection {
             return .bytes(0)  // cannot happen with a growing memory BIO; harmless if it does
         }
         // WANT_READ from a write means the peer wants to renegotiate, which we forbid.
-        let failure = error == SSL_ERROR_WANT_READ
+        let failure =
+            error == SSL_ERROR_WANT_READ
             ? TLSFailure(kind: .protocolError, message: "TLS write failed: peer requested renegotiation (\(peerLabel))")
             : failure(sslError: error, operation: "write")
         state = .failed(failure)

@@ -14,7 +14,8 @@ struct FanfareDemo: AsyncParsableCommand {
         commandName: "fanfare-demo",
         abstract: "The Fanfare demo and the commands that need no service: `fanfare` without serve, import and waves.",
         subcommands: [
-            DemoCommand.self, PushCommand.self, ChannelCommand.self, SimulateCommand.self, LoadCommand.self, KeygenCommand.self,
+            DemoCommand.self, PushCommand.self, ChannelCommand.self, SimulateCommand.self, LoadCommand.self,
+            KeygenCommand.self,
             TokenCommand.self,
         ],
         defaultSubcommand: DemoCommand.self

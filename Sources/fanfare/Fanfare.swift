@@ -13,7 +13,8 @@ struct Fanfare: AsyncParsableCommand {
         commandName: "fanfare",
         abstract: "Send iOS Live Activity pushes through APNs over io_uring + TLS + HTTP/2, and simulate APNs.",
         subcommands: [
-            PushCommand.self, ChannelCommand.self, SimulateCommand.self, LoadCommand.self, KeygenCommand.self, TokenCommand.self, ImportCommand.self,
+            PushCommand.self, ChannelCommand.self, SimulateCommand.self, LoadCommand.self, KeygenCommand.self,
+            TokenCommand.self, ImportCommand.self,
             DemoCommand.self, ServeCommand.self, WavesCommand.self,
         ]
     )

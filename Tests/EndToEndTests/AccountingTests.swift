@@ -27,7 +27,11 @@ import Testing
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
         let count = 20_000
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0 % 2000), payload: payload, priority: .normal, cookie: UInt64($0)) })
+        try await submitAll(
+            client,
+            (0..<count).map {
+                PushJob(token: makeToken($0 % 2000), payload: payload, priority: .normal, cookie: UInt64($0))
+            })
         #expect(await collector.waitFor(count: count, timeout: .seconds(60)))
 
         let results = collector.byCookie()
@@ -79,7 +83,8 @@ import Testing
         let payload = try PushPayload(liveActivity: content)
         #expect(payload.count > 3900 && payload.count <= 4096)
         let count = 600
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0 % 50), payload: payload, cookie: UInt64($0)) })
+        try await submitAll(
+            client, (0..<count).map { PushJob(token: makeToken($0 % 50), payload: payload, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: count))
         #expect(collector.byCookie().values.allSatisfy { $0.isDelivered })
         await harness.shutdown()

@@ -22,7 +22,13 @@ import Testing
         ("maxConcurrentStreamsPerConnection", { $0.maxConcurrentStreamsPerConnection = 0 }),
         ("maxConcurrentStreamsPerConnection", { $0.maxConcurrentStreamsPerConnection = 2_000_000 }),
         ("maxConcurrentStreamsPerConnection", { $0.maxConcurrentStreamsPerConnection = Int.max }),
-        ("maxConcurrentStreamsPerConnection", { $0.connectionsPerWorker = 1000; $0.maxConcurrentStreamsPerConnection = 60_000 }),
+        (
+            "maxConcurrentStreamsPerConnection",
+            {
+                $0.connectionsPerWorker = 1000
+                $0.maxConcurrentStreamsPerConnection = 60_000
+            }
+        ),
         ("pendingCapacityPerWorker", { $0.pendingCapacityPerWorker = 0 }),
         ("inboxCapacityPerWorker", { $0.inboxCapacityPerWorker = 0 }),
         ("inboxCapacityPerWorker", { $0.inboxCapacityPerWorker = Int.max }),
@@ -32,7 +38,13 @@ import Testing
         ("requestTimeout", { $0.requestTimeout = .seconds(-5) }),
         ("reconnectBackoffMinimum", { $0.reconnectBackoffMinimum = .zero }),
         ("reconnectBackoffMaximum", { $0.reconnectBackoffMaximum = .seconds(Int64.max) }),
-        ("reconnectBackoffMaximum", { $0.reconnectBackoffMinimum = .seconds(2); $0.reconnectBackoffMaximum = .seconds(1) }),
+        (
+            "reconnectBackoffMaximum",
+            {
+                $0.reconnectBackoffMinimum = .seconds(2)
+                $0.reconnectBackoffMaximum = .seconds(1)
+            }
+        ),
         ("pingInterval", { $0.pingInterval = .zero }),
         ("cpuAffinity", { $0.cpuAffinity = [] }),
         ("cpuAffinity", { $0.cpuAffinity = [-1] }),
@@ -79,9 +91,11 @@ import Testing
         configuration.reconnectBackoffMaximum = ClientConfiguration.Limits.longestDuration
         let client = try harness.startClient(configuration, collector: collector)
         // A per-push timeout far past any clock: no deadline in practice, rather than a wrapped one in the past.
-        let result = try await client.send(PushJob(token: makeToken(1), payload: try updatePayload(), timeout: .seconds(Int64.max)))
+        let result = try await client.send(
+            PushJob(token: makeToken(1), payload: try updatePayload(), timeout: .seconds(Int64.max)))
         #expect(result.isDelivered, "\(result.disposition)")
-        let negative = try await client.send(PushJob(token: makeToken(2), payload: try updatePayload(), timeout: .seconds(-1)))
+        let negative = try await client.send(
+            PushJob(token: makeToken(2), payload: try updatePayload(), timeout: .seconds(-1)))
         #expect(negative.isDelivered, "a timeout of zero or less means no deadline: \(negative.disposition)")
     }
 }
@@ -111,7 +125,8 @@ import Testing
                     while true {
                         index += 1
                         let job = PushJob(
-                            token: makeToken(index % 300, salt: UInt64(submitter)), payload: payload, cookie: UInt64(submitter << 32 | index))
+                            token: makeToken(index % 300, salt: UInt64(submitter)), payload: payload,
+                            cookie: UInt64(submitter << 32 | index))
                         do throws(SubmitError) {
                             try client.submit(job)
                             accepted.add(1, ordering: .relaxed)
@@ -134,7 +149,11 @@ import Testing
             }
             usleep(UInt32(generator.next() % 20_000))  // a different moment each round
             await client.shutdown()
-            #expect(await eventually { finished.load(ordering: .acquiring) == submitters && sendsEnded.value.load(ordering: .acquiring) == sends })
+            #expect(
+                await eventually {
+                    finished.load(ordering: .acquiring) == submitters
+                        && sendsEnded.value.load(ordering: .acquiring) == sends
+                })
             let submitted = accepted.load(ordering: .relaxed)
             #expect(collector.count == submitted, "round \(round): \(submitted) accepted, \(collector.count) results")
             #expect(collector.byCookie().count == submitted)

@@ -21,8 +21,11 @@ enum FanfareExecutable {
     }
 
     /// Exit status, standard error and how long it took; the process is killed after `limit`.
-    static func run(_ arguments: [String], limit: Duration = .seconds(60)) throws -> (status: Int32, stderr: String, elapsed: Duration) {
-        let executable = try #require(path, "the fanfare executable is built with the tests (swift build --build-tests)")
+    static func run(
+        _ arguments: [String], limit: Duration = .seconds(60)
+    ) throws -> (status: Int32, stderr: String, elapsed: Duration) {
+        let executable = try #require(
+            path, "the fanfare executable is built with the tests (swift build --build-tests)")
         let start = ContinuousClock.now
         let run = try ChildProcess.run(executable, arguments, timeout: limit)
         return (run.timedOut ? -1 : run.status, run.stderr, ContinuousClock.now - start)
@@ -32,7 +35,8 @@ enum FanfareExecutable {
 @Suite(.ownThread) struct CommandLineTests {
     private func connectionFlags(_ harness: TestHarness) -> [String] {
         [
-            "--endpoint", "https://127.0.0.1:\(harness.port)", "--auth-key", harness.keys.privateKeyFile, "--key-id", Fixture.keyID,
+            "--endpoint", "https://127.0.0.1:\(harness.port)", "--auth-key", harness.keys.privateKeyFile, "--key-id",
+            Fixture.keyID,
             "--team-id", Fixture.teamID, "--bundle-id", Fixture.bundleID,
         ]
     }
@@ -42,20 +46,25 @@ enum FanfareExecutable {
         defer { harness.shutdown() }
         // No --ca-file: the system's trust store does not know the simulator's CA.
         let token = String(repeating: "ab", count: 32)
-        let run = try FanfareExecutable.run(["push"] + connectionFlags(harness) + ["--token", token, "--timeout", "60"])
+        let run = try FanfareExecutable.run(
+            ["push"] + connectionFlags(harness) + ["--token", token, "--timeout", "60"])
         #expect(run.status == 2, "\(run.stderr)")
         #expect(run.stderr.contains("certificate verify failed"), "\(run.stderr)")
         #expect(run.elapsed < .seconds(30), "reported after \(run.elapsed), not after the 60 s deadline")
 
         // With the CA the same push is delivered.
-        let good = try FanfareExecutable.run(["push"] + connectionFlags(harness) + ["--ca-file", harness.keys.caFile, "--token", token])
+        let good = try FanfareExecutable.run(
+            ["push"] + connectionFlags(harness) + ["--ca-file", harness.keys.caFile, "--token", token])
         #expect(good.status == 0, "\(good.stderr)")
     }
 
     static let badLoadFlags: [[String]] = [
-        ["--duration", "inf"], ["--duration", "nan"], ["--duration", "1e300"], ["--streams", "2000000"], ["--streams", "0"],
-        ["--connections", "100000"], ["--threads", "0"], ["--threads", "100000"], ["--rate", "inf"], ["--rate", "1e-300"],
-        ["--tokens", "100000000000"], ["--token-bytes", "100000"], ["--pushes=-1"], ["--connections", "1000", "--streams", "60000"],
+        ["--duration", "inf"], ["--duration", "nan"], ["--duration", "1e300"], ["--streams", "2000000"],
+        ["--streams", "0"],
+        ["--connections", "100000"], ["--threads", "0"], ["--threads", "100000"], ["--rate", "inf"],
+        ["--rate", "1e-300"],
+        ["--tokens", "100000000000"], ["--token-bytes", "100000"], ["--pushes=-1"],
+        ["--connections", "1000", "--streams", "60000"],
         ["--timeout", "inf"], ["--timeout=-1"], ["--address-family", "ipv5"],
     ]
 
@@ -63,7 +72,8 @@ enum FanfareExecutable {
     func loadRefusesFlagsThatWouldTrap(_ flags: [String]) throws {
         let harness = try TestHarness()
         defer { harness.shutdown() }
-        let run = try FanfareExecutable.run(["load"] + connectionFlags(harness) + ["--ca-file", harness.keys.caFile] + flags)
+        let run = try FanfareExecutable.run(
+            ["load"] + connectionFlags(harness) + ["--ca-file", harness.keys.caFile] + flags)
         #expect(run.status == 64, "\(flags): exit \(run.status): \(run.stderr)")
         let lines = run.stderr.split(separator: "\n")
         #expect(lines.count == 1 && lines[0].hasPrefix("fanfare: "), "\(flags): \(run.stderr)")

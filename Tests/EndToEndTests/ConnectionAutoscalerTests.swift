@@ -15,14 +15,17 @@ import Testing
     ) -> ConnectionAutoscaler {
         ConnectionAutoscaler(
             settings: ConnectionAutoscaling(
-                minimumConnections: minimum, maximumConnections: maximum, decisionInterval: .milliseconds(250), idleTimeout: idle,
+                minimumConnections: minimum, maximumConnections: maximum, decisionInterval: .milliseconds(250),
+                idleTimeout: idle,
                 maximumNewConnections: step),
             backoffMinimum: .milliseconds(100), backoffMaximum: .seconds(1))
     }
 
     /// `connections` × `limit` streams full the whole interval at a round trip of `roundTrip` ms, the worker
     /// busy `cpu` of the time.
-    private func creditBound(connections: Int, limit: Int = 100, roundTrip: Double = 50, cpu: Double = 0.1, ready: Int? = nil)
+    private func creditBound(
+        connections: Int, limit: Int = 100, roundTrip: Double = 50, cpu: Double = 0.1, ready: Int? = nil
+    )
         -> ConnectionAutoscaler.Sample
     {
         let inFlight = connections * limit
@@ -35,20 +38,26 @@ import Testing
 
     private func quiet(connections: Int, peak: Int, limit: Int = 100) -> ConnectionAutoscaler.Sample {
         ConnectionAutoscaler.Sample(
-            elapsed: Self.interval, creditBound: 0, inFlightTime: Double(peak) * Double(Self.interval) / 2, peakInFlight: peak,
-            completions: peak, cpuTime: Self.interval / 100, connections: connections, readyConnections: connections, streamLimit: limit)
+            elapsed: Self.interval, creditBound: 0, inFlightTime: Double(peak) * Double(Self.interval) / 2,
+            peakInFlight: peak,
+            completions: peak, cpuTime: Self.interval / 100, connections: connections, readyConnections: connections,
+            streamLimit: limit)
     }
 
     @Test func creditBoundScalesUpByLittlesLawInSteps() {
         var scaler = autoscaler(step: 4)
         // 2 connections × 100 streams at 50 ms: 4,000 pushes/s with 10 % CPU, so the worker could send
         // 40,000/s: 2,000 in flight = 20 connections wanted; 4 more at most per decision.
-        #expect(scaler.decide(now: Self.interval, creditBound(connections: 2)) == .scaleUp(by: 4, reason: scaler.lastReason))
+        #expect(
+            scaler.decide(now: Self.interval, creditBound(connections: 2)) == .scaleUp(by: 4, reason: scaler.lastReason)
+        )
         #expect(scaler.lastReason.contains("wants 16 connections"), "\(scaler.lastReason)")  // capped at the maximum
         // The 6 came up within the interval: the next decision only measures them, the one after decides.
         #expect(scaler.decide(now: 2 * Self.interval, creditBound(connections: 6)) == .hold)
         #expect(scaler.lastReason.contains("measuring"), "\(scaler.lastReason)")
-        #expect(scaler.decide(now: 3 * Self.interval, creditBound(connections: 6)) == .scaleUp(by: 4, reason: scaler.lastReason))
+        #expect(
+            scaler.decide(now: 3 * Self.interval, creditBound(connections: 6))
+                == .scaleUp(by: 4, reason: scaler.lastReason))
         // At half CPU it could send twice its rate: 2 × 2 connections' worth = 4 wanted, 2 more.
         var second = autoscaler(step: 4)
         guard case .scaleUp(let by, _) = second.decide(now: Self.interval, creditBound(connections: 2, cpu: 0.5)) else {
@@ -216,7 +225,8 @@ import Testing
 
     @Test func settingsAreValidated() throws {
         let base = try ClientConfiguration(
-            host: "localhost", port: 443, tls: .client(), providerTokens: nil, topic: "com.example.app.push-type.liveactivity")
+            host: "localhost", port: 443, tls: .client(), providerTokens: nil,
+            topic: "com.example.app.push-type.liveactivity")
         for (settings, field) in [
             (ConnectionAutoscaling(minimumConnections: 0), "autoscaling.minimumConnections"),
             (ConnectionAutoscaling(minimumConnections: 4, maximumConnections: 2), "autoscaling.maximumConnections"),

@@ -38,7 +38,9 @@ import Testing
         let stats = client.statistics
         // 4 × 100 streams, each answer at least 50 ms after its request: never more in flight, never faster.
         #expect(stats.inFlightPeak <= 4 * Self.streamLimit, "\(stats.inFlightPeak)")
-        #expect(Double(load.completed) <= Double(4 * Self.streamLimit) * (seconds / 0.05 + 1), "\(load.completed) in \(seconds) s")
+        #expect(
+            Double(load.completed) <= Double(4 * Self.streamLimit) * (seconds / 0.05 + 1),
+            "\(load.completed) in \(seconds) s")
         #expect(stats.connectionsOpened == 4)
         #expect(stats.scaleUps == 0)
         #expect(client.autoscalingReasons == [nil])
@@ -50,7 +52,8 @@ import Testing
         defer { harness.shutdown() }
         var configuration = try harness.clientConfiguration()
         configuration.autoscaling = ConnectionAutoscaling(
-            minimumConnections: 2, maximumConnections: 16, decisionInterval: .milliseconds(100), idleTimeout: .seconds(60))
+            minimumConnections: 2, maximumConnections: 16, decisionInterval: .milliseconds(100),
+            idleTimeout: .seconds(60))
         configuration.pendingCapacityPerWorker = 1 << 14
         let load = ClosedLoop()
         let client = try APNsClient(configuration: configuration, resultHandler: load, producers: [load])
@@ -63,7 +66,10 @@ import Testing
         load.stop()
         #expect(await eventually { client.producersFinished && load.completed == load.produced })
         let stats = client.statistics
-        #expect(grew, "\(stats.connectionsOpen) connections, \(stats.inFlightPeak) in flight at most: \(client.autoscalingReasons)")
+        #expect(
+            grew,
+            "\(stats.connectionsOpen) connections, \(stats.inFlightPeak) in flight at most: \(client.autoscalingReasons)"
+        )
         #expect(stats.scaleUps >= 1 && stats.scaleUpFailures == 0)
         #expect(stats.connectionsTarget <= 16 && stats.connectionsOpened <= 16)
         #expect(load.failed == 0, "every push answered 200")
@@ -82,7 +88,8 @@ import Testing
         defer { harness.shutdown() }
         var configuration = try harness.clientConfiguration()
         configuration.autoscaling = ConnectionAutoscaling(
-            minimumConnections: 2, maximumConnections: 16, decisionInterval: .milliseconds(250), idleTimeout: .seconds(60))
+            minimumConnections: 2, maximumConnections: 16, decisionInterval: .milliseconds(250),
+            idleTimeout: .seconds(60))
         configuration.pendingCapacityPerWorker = 1 << 14
         let load = ClosedLoop(windowSize: 1_000)
         let client = try APNsClient(configuration: configuration, resultHandler: load, producers: [load])
@@ -91,7 +98,10 @@ import Testing
         let beaten = await eventually(timeout: .seconds(240)) { load.fastestWindow < fourConnectionWindow / 1.5 }
         load.stop()
         #expect(await eventually { client.producersFinished && load.completed == load.produced })
-        #expect(beaten, "fastest 1,000 completions took \(load.fastestWindow) s, 4 connections need \(fourConnectionWindow) s; reasons: \(client.autoscalingReasons)")
+        #expect(
+            beaten,
+            "fastest 1,000 completions took \(load.fastestWindow) s, 4 connections need \(fourConnectionWindow) s; reasons: \(client.autoscalingReasons)"
+        )
         #expect(client.statistics.connectionsOpened > 4)
         #expect(load.failed == 0, "every push answered 200")
     }
@@ -101,21 +111,27 @@ import Testing
         defer { harness.shutdown() }
         var configuration = try harness.clientConfiguration()
         configuration.autoscaling = ConnectionAutoscaling(
-            minimumConnections: 1, maximumConnections: 8, decisionInterval: .milliseconds(50), idleTimeout: .milliseconds(300))
+            minimumConnections: 1, maximumConnections: 8, decisionInterval: .milliseconds(50),
+            idleTimeout: .milliseconds(300))
         let load = ClosedLoop()
         let client = try APNsClient(configuration: configuration, resultHandler: load, producers: [load])
         defer { client.shutdown() }
-        #expect(await eventually(timeout: .seconds(60)) { client.statistics.connectionsOpen > 2 }, "\(client.autoscalingReasons)")
+        #expect(
+            await eventually(timeout: .seconds(60)) { client.statistics.connectionsOpen > 2 },
+            "\(client.autoscalingReasons)")
         load.stop()  // the pushes in flight finish on the connections that are about to go
         #expect(await eventually { client.producersFinished && load.completed == load.produced })
-        #expect(await eventually(timeout: .seconds(60)) {
-            let stats = client.statistics
-            return stats.connectionsTarget == 1 && stats.connectionsOpen == 1 && stats.connectionsDraining == 0
-        }, "\(client.statistics): \(client.autoscalingReasons)")
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                let stats = client.statistics
+                return stats.connectionsTarget == 1 && stats.connectionsOpen == 1 && stats.connectionsDraining == 0
+            }, "\(client.statistics): \(client.autoscalingReasons)")
         let stats = client.statistics
         #expect(stats.scaleDowns == stats.connectionsOpened - 1, "each surplus connection drained once, none replaced")
         #expect(load.failed == 0 && stats.unconfirmed == 0 && stats.resends == 0, "draining lost nothing")
-        #expect(client.autoscalingReasons.first??.contains("little used") == true || client.autoscalingReasons.first??.contains("not the limit") == true)
+        #expect(
+            client.autoscalingReasons.first??.contains("little used") == true
+                || client.autoscalingReasons.first??.contains("not the limit") == true)
     }
 
     @Test func failingConnectsDoNotMakeItChurn() async throws {
@@ -126,7 +142,8 @@ import Testing
         defer { forwarder.stop() }
         var configuration = try harness.clientConfiguration(port: forwarder.port)
         configuration.autoscaling = ConnectionAutoscaling(
-            minimumConnections: 1, maximumConnections: 8, decisionInterval: .milliseconds(20), idleTimeout: .seconds(60),
+            minimumConnections: 1, maximumConnections: 8, decisionInterval: .milliseconds(20),
+            idleTimeout: .seconds(60),
             maximumNewConnections: 2)
         configuration.reconnectBackoffMinimum = .milliseconds(200)
         configuration.reconnectBackoffMaximum = .seconds(10)
@@ -188,9 +205,11 @@ private final class AutoscalerLog: Sendable {
             set { metadata[key] = newValue }
         }
         func log(event: LogEvent) {
-            guard event.message.description == "connection scale-up failed", let reason = event.metadata?["reason"] else { return }
+            guard event.message.description == "connection scale-up failed", let reason = event.metadata?["reason"]
+            else { return }
             let text = "\(reason)"
-            guard let range = text.range(of: "scale-ups wait "), let end = text.range(of: " ms", range: range.upperBound..<text.endIndex),
+            guard let range = text.range(of: "scale-ups wait "),
+                let end = text.range(of: " ms", range: range.upperBound..<text.endIndex),
                 let milliseconds = Double(text[range.upperBound..<end.lowerBound])
             else {
                 log.waits.withLock { $0.append(-1) }
@@ -265,15 +284,21 @@ private final class OneConnectionForwarder: @unchecked Sendable {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listening, $0, length) } }
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listening, $0, length) }
+        }
         guard bound == 0, listen(listening, 1) == 0 else { throw POSIXError(.EADDRINUSE) }
-        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listening, $0, &length) } }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listening, $0, &length) }
+        }
         port = UInt16(bigEndian: address.sin_port)
         let reserving = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         reserve = reserving
         _ = setsockopt(reserving, SOL_SOCKET, SO_REUSEPORT, &one, socklen_t(MemoryLayout<Int32>.size))
         let reserved = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(reserving, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(reserving, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard reserved == 0 else { throw POSIXError(.EADDRINUSE) }
         Thread { [self] in
@@ -286,7 +311,9 @@ private final class OneConnectionForwarder: @unchecked Sendable {
             to.sin_addr.s_addr = inet_addr("127.0.0.1")
             to.sin_port = target.bigEndian
             let connected = withUnsafeMutablePointer(to: &to) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                }
             }
             if connected == 0 { pump(client, server) }
             close(client)
@@ -305,7 +332,9 @@ private final class OneConnectionForwarder: @unchecked Sendable {
                 guard count > 0 else { return }
                 var written = 0
                 while written < count {
-                    let result = buffer.withUnsafeBytes { write(fds[to].fd, $0.baseAddress! + written, count - written) }
+                    let result = buffer.withUnsafeBytes {
+                        write(fds[to].fd, $0.baseAddress! + written, count - written)
+                    }
                     guard result > 0 else { return }
                     written += result
                 }

@@ -30,12 +30,15 @@ import Testing
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
         let count = 200
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        try await submitAll(
+            client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: count), sourceLocation: sourceLocation)
         let opened = client.statistics.connectionsOpened
         let window = ContinuousClock.now - start
         let bound = Int(window / Self.backoff) + 2
-        #expect(opened <= bound, "\(opened) connections in \(window) with a \(Self.backoff) back-off", sourceLocation: sourceLocation)
+        #expect(
+            opened <= bound, "\(opened) connections in \(window) with a \(Self.backoff) back-off",
+            sourceLocation: sourceLocation)
         #expect(opened >= minimumConnections, "\(opened) connections: it kept trying", sourceLocation: sourceLocation)
         #expect(client.statistics.reconnectBackoffs >= minimumConnections - 1, sourceLocation: sourceLocation)
         #expect(collector.byCookie().count == count, sourceLocation: sourceLocation)
@@ -89,7 +92,8 @@ import Testing
         let collector = ResultCollector()
         let client = try harness.startClient(try harness.clientConfiguration(), collector: collector)
         let payload = try updatePayload()
-        try await submitAll(client, (0..<60).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        try await submitAll(
+            client, (0..<60).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: 60))
         #expect(collector.all.allSatisfy { $0.disposition.status == 410 })
         let concurrency = harness.simulator.streamConcurrency()
@@ -99,9 +103,12 @@ import Testing
         let forbidden = try TestHarness(simulator)
         defer { forbidden.shutdown() }
         let rejected = ResultCollector()
-        let untrusted = try ProviderTokenSource(signer: forbidden.signer(privateKeyFile: forbidden.keys.unknownPrivateKeyFile))
-        let second = try forbidden.startClient(try forbidden.clientConfiguration(tokens: untrusted), collector: rejected)
-        try await submitAll(second, (0..<20).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        let untrusted = try ProviderTokenSource(
+            signer: forbidden.signer(privateKeyFile: forbidden.keys.unknownPrivateKeyFile))
+        let second = try forbidden.startClient(
+            try forbidden.clientConfiguration(tokens: untrusted), collector: rejected)
+        try await submitAll(
+            second, (0..<20).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         #expect(await rejected.waitFor(count: 20))
         #expect(rejected.all.allSatisfy { $0.disposition.status == 403 })
         #expect(forbidden.simulator.streamConcurrency().maxOpenStreams == 1)
@@ -161,14 +168,20 @@ func closedPort() throws -> UInt16 {
     address.sin_family = sa_family_t(AF_INET)
     address.sin_addr.s_addr = inet_addr("127.0.0.1")
     var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
-    _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) } }
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) }
+    }
+    _ = withUnsafeMutablePointer(to: &address) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+    }
     return UInt16(bigEndian: address.sin_port)
 }
 
 @Suite(.ownThread) struct ResendRuleTests {
     /// A simulator holding `count` pushes unanswered, killed once it has them all.
-    private func killWithStreamsInFlight(resendUnconfirmed: Bool) async throws -> (TestHarness, ResultCollector, APNsClient, APNsSimulator?) {
+    private func killWithStreamsInFlight(
+        resendUnconfirmed: Bool
+    ) async throws -> (TestHarness, ResultCollector, APNsClient, APNsSimulator?) {
         var simulator = SimulatorConfiguration()
         simulator.latency = .fixed(nanoseconds: 20_000_000_000)  // never answered before the kill
         simulator.initialMaxConcurrentStreams = 1000
@@ -179,9 +192,12 @@ func closedPort() throws -> UInt16 {
         configuration.resendUnconfirmed = resendUnconfirmed
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
-        try await submitAll(client, (0..<20).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        try await submitAll(
+            client, (0..<20).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         let port = harness.port
-        let restarted: APNsSimulator?? = try await perform(when: { harness.simulator.streamConcurrency().maxOpenStreams == 20 }) {
+        let restarted: APNsSimulator?? = try await perform(when: {
+            harness.simulator.streamConcurrency().maxOpenStreams == 20
+        }) {
             harness.simulator.shutdown()  // GOAWAY(last = 39, Shutdown) and the sockets close: 20 sent, none answered
             return resendUnconfirmed ? try harness.startSimulator(port: port, log: "restarted.jsonl") : nil
         }
@@ -212,7 +228,9 @@ func closedPort() throws -> UInt16 {
         #expect(await collector.waitFor(count: 20))
         let results = collector.byCookie()
         #expect(results.count == 20)
-        #expect(results.values.allSatisfy { $0.isDelivered && $0.possibleDuplicate && $0.resends == 1 }, "\(results.values.prefix(2).map(\.disposition))")
+        #expect(
+            results.values.allSatisfy { $0.isDelivered && $0.possibleDuplicate && $0.resends == 1 },
+            "\(results.values.prefix(2).map(\.disposition))")
         await harness.shutdown()
         #expect(restarted?.statistics().accepted == 20)
     }
@@ -232,11 +250,14 @@ func closedPort() throws -> UInt16 {
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
         let count = 140
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        try await submitAll(
+            client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: count))
         let results = collector.byCookie()
         #expect(results.count == count)
-        #expect(results.values.allSatisfy { $0.isDelivered && !$0.possibleDuplicate }, "\(results.values.filter { !$0.isDelivered }.prefix(3).map(\.disposition))")
+        #expect(
+            results.values.allSatisfy { $0.isDelivered && !$0.possibleDuplicate },
+            "\(results.values.filter { !$0.isDelivered }.prefix(3).map(\.disposition))")
         #expect(results.values.contains { $0.resends > 0 }, "some streams were above a GOAWAY's last-stream-id")
         await harness.shutdown()
         let logged = try harness.acceptedLog().compactMap { $0.string("apns-id") }

@@ -23,10 +23,15 @@ import Testing
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
         let count = 600
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        try await submitAll(
+            client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         // APNs goes away with streams open (GOAWAY Shutdown, then the sockets close) and comes back.
         let port = harness.port
-        let quick = { var quick = simulator; quick.latency = .none; return quick }()
+        let quick = {
+            var quick = simulator
+            quick.latency = .none
+            return quick
+        }()
         let restart = try await perform(when: { collector.count > 0 && client.statistics.inFlight > 10 }) {
             harness.simulator.shutdown()
             return try harness.startSimulator(quick, port: port, log: "restarted.jsonl")
@@ -39,7 +44,8 @@ import Testing
         let undelivered = results.values.filter { !$0.isDelivered }
         #expect(undelivered.isEmpty, "\(undelivered.prefix(3).map(\.disposition))")
         #expect(results.values.contains { $0.resends > 0 }, "pushes cut off by the restart were sent again")
-        #expect(results.values.contains { $0.possibleDuplicate }, "and marked: the first server may have processed them")
+        #expect(
+            results.values.contains { $0.possibleDuplicate }, "and marked: the first server may have processed them")
         #expect(results.values.filter { $0.possibleDuplicate }.allSatisfy { $0.resends > 0 })
         #expect(client.statistics.connectionsOpened > 2)
         await harness.shutdown()
@@ -60,7 +66,8 @@ import Testing
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
         let count = 300
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        try await submitAll(
+            client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: count))
         let results = collector.byCookie()
         #expect(results.count == count)

@@ -26,7 +26,9 @@ final class RefusingPort {
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketFD, $0, length) == 0 && getsockname(socketFD, $0, &length) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(socketFD, $0, length) == 0 && getsockname(socketFD, $0, &length) == 0
+            }
         }
         guard bound else {
             close(socketFD)
@@ -152,12 +154,18 @@ extension DeadlineTests {
             try await Task.sleep(for: .milliseconds(100))
             try await submitAll(
                 client,
-                (0..<10).map { PushJob(token: makeToken(2 + $0), payload: payload, cookie: base + 10 + UInt64($0), timeout: .milliseconds(800)) })
+                (0..<10).map {
+                    PushJob(
+                        token: makeToken(2 + $0), payload: payload, cookie: base + 10 + UInt64($0),
+                        timeout: .milliseconds(800))
+                })
             #expect(await handler.collector.waitFor(count: 12))
             await client.shutdown()
             guard handler.readyAtStall.load(ordering: .relaxed) == 1 else { continue }
             judged += 1
-            let late = handler.collector.all.filter { $0.cookie >= base + 10 && !$0.isDelivered }.map { "\($0.disposition)" }
+            let late = handler.collector.all.filter { $0.cookie >= base + 10 && !$0.isDelivered }.map {
+                "\($0.disposition)"
+            }
             #expect(late.isEmpty, "answered pushes judged before their answers were read: \(late)")
         }
         #expect(judged == 1, "no round had its pushes in flight when the worker stalled")

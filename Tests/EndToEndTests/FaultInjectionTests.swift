@@ -20,7 +20,8 @@ import Testing
         change(&configuration)
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        try await submitAll(
+            client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: count, timeout: .seconds(60)))
         await harness.shutdown()
         let results = collector.byCookie()
@@ -30,7 +31,9 @@ import Testing
 
     /// Every delivered push is in the log under its apns-id, and an apns-id is in the log more than once
     /// only for a push that was sent more than once.
-    private func expectLogAgrees(_ results: [UInt64: PushResult], _ log: [AcceptedRecord], sourceLocation: SourceLocation = #_sourceLocation) {
+    private func expectLogAgrees(
+        _ results: [UInt64: PushResult], _ log: [AcceptedRecord], sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         var lines: [String: Int] = [:]
         for record in log { lines[record.string("apns-id") ?? "?", default: 0] += 1 }
         for result in results.values {
@@ -39,11 +42,15 @@ import Testing
                 #expect(lines[id, default: 0] >= 1, "delivered \(id) is not in the log", sourceLocation: sourceLocation)
             }
             if lines[id, default: 0] > 1 {
-                #expect(result.resends > 0 || result.possibleDuplicate, "\(id) logged \(lines[id]!) times, sent once", sourceLocation: sourceLocation)
+                #expect(
+                    result.resends > 0 || result.possibleDuplicate, "\(id) logged \(lines[id]!) times, sent once",
+                    sourceLocation: sourceLocation)
             }
         }
         let known = Set(results.values.map(\.apnsID.description))
-        #expect(lines.keys.allSatisfy { known.contains($0) }, "the log holds only pushes this test sent", sourceLocation: sourceLocation)
+        #expect(
+            lines.keys.allSatisfy { known.contains($0) }, "the log holds only pushes this test sent",
+            sourceLocation: sourceLocation)
     }
 
     @Test func refusedStreamsAreResentAndProcessedOnce() async throws {
@@ -51,7 +58,9 @@ import Testing
         simulator.refusedStreamProbability = 0.1
         let count = 600
         let (harness, results, log) = try await run(simulator, count: count) { $0.maxResends = 12 }
-        #expect(results.values.allSatisfy { $0.isDelivered }, "\(results.values.filter { !$0.isDelivered }.prefix(3).map(\.disposition))")
+        #expect(
+            results.values.allSatisfy { $0.isDelivered },
+            "\(results.values.filter { !$0.isDelivered }.prefix(3).map(\.disposition))")
         let stats = harness.simulator.statistics()
         #expect(stats.streamsRefusedInjected > 20, "\(stats.summary())")  // about 60 expected
         // A refused stream was never processed: each refusal costs one resend, and each push is accepted once.
@@ -67,9 +76,14 @@ import Testing
     /// simulator decides exactly `count` requests and the split is exact.
     @Test func requestBurstsOf503And500And429() async throws {
         let bursts = [
-            FaultBurst(rule: FaultRule(reason: .serviceUnavailable, probability: 1), length: .requests(20), period: .requests(100)),
-            FaultBurst(rule: FaultRule(reason: .internalServerError, probability: 1), length: .requests(10), period: .requests(70)),
-            FaultBurst(rule: FaultRule(reason: .tooManyRequests, probability: 1), length: .requests(5), period: .requests(30)),
+            FaultBurst(
+                rule: FaultRule(reason: .serviceUnavailable, probability: 1), length: .requests(20),
+                period: .requests(100)),
+            FaultBurst(
+                rule: FaultRule(reason: .internalServerError, probability: 1), length: .requests(10),
+                period: .requests(70)),
+            FaultBurst(
+                rule: FaultRule(reason: .tooManyRequests, probability: 1), length: .requests(5), period: .requests(30)),
         ]
         var simulator = SimulatorConfiguration()
         simulator.faultBursts = bursts
@@ -77,9 +91,13 @@ import Testing
         let (harness, results, log) = try await run(simulator, count: count) { $0.connectionsPerWorker = 2 }
         var expected: [APNsReason: Int] = [:]
         for index in 0..<count {
-            if index % 100 >= 80 { expected[.serviceUnavailable, default: 0] += 1 }
-            else if index % 70 >= 60 { expected[.internalServerError, default: 0] += 1 }
-            else if index % 30 >= 25 { expected[.tooManyRequests, default: 0] += 1 }
+            if index % 100 >= 80 {
+                expected[.serviceUnavailable, default: 0] += 1
+            } else if index % 70 >= 60 {
+                expected[.internalServerError, default: 0] += 1
+            } else if index % 30 >= 25 {
+                expected[.tooManyRequests, default: 0] += 1
+            }
         }
         var seen: [APNsReason: Int] = [:]
         for result in results.values {
@@ -155,7 +173,9 @@ import Testing
         var simulator = SimulatorConfiguration()
         simulator.heldResponses = HeldResponseRule(probability: 0.1, delayNanoseconds: 60_000_000_000)
         let count = 400
-        let (harness, results, log) = try await run(simulator, count: count) { $0.requestTimeout = TestTime.scaled(.seconds(10)) }
+        let (harness, results, log) = try await run(simulator, count: count) {
+            $0.requestTimeout = TestTime.scaled(.seconds(10))
+        }
         let stats = harness.simulator.statistics()
         let late = results.values.filter { $0.disposition == .failed(.deadlineExceeded) }.count
         #expect(late == stats.responsesHeld, "\(stats.summary())")

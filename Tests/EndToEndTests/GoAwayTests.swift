@@ -10,7 +10,8 @@ import Testing
 @Suite(.ownThread) struct GoAwayTests {
     /// Checks that every push of `count` was delivered exactly once on both sides.
     private func expectDeliveredExactlyOnce(
-        _ harness: TestHarness, _ collector: ResultCollector, count: Int, sourceLocation: SourceLocation = #_sourceLocation
+        _ harness: TestHarness, _ collector: ResultCollector, count: Int,
+        sourceLocation: SourceLocation = #_sourceLocation
     ) throws {
         let results = collector.byCookie(sourceLocation: sourceLocation)
         #expect(collector.count == count, sourceLocation: sourceLocation)
@@ -21,7 +22,9 @@ import Testing
         #expect(Set(ids).count == count, "apns-ids are unique per push", sourceLocation: sourceLocation)
 
         let stats = harness.simulator.statistics()
-        #expect(stats.accepted == count, "simulator accepted \(stats.accepted) for \(count) delivered", sourceLocation: sourceLocation)
+        #expect(
+            stats.accepted == count, "simulator accepted \(stats.accepted) for \(count) delivered",
+            sourceLocation: sourceLocation)
         #expect(stats.totalRejections == 0, sourceLocation: sourceLocation)
         let logged = try harness.acceptedLog().compactMap { $0.string("apns-id") }
         #expect(logged.count == count, "accepted-push log lines", sourceLocation: sourceLocation)
@@ -41,7 +44,11 @@ import Testing
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
         let count = 1000
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0)) })
+        try await submitAll(
+            client,
+            (0..<count).map {
+                PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0))
+            })
         #expect(await collector.waitFor(count: count))
         let opened = client.statistics.connectionsOpened
         await harness.shutdown()
@@ -70,7 +77,11 @@ import Testing
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
         let count = 1000
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0)) })
+        try await submitAll(
+            client,
+            (0..<count).map {
+                PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0))
+            })
         #expect(await collector.waitFor(count: count))
         #expect(collector.all.allSatisfy { $0.isDelivered })
         // The two first connections take the whole burst (about 950 refused between them); each successor at most
@@ -92,7 +103,11 @@ import Testing
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
         let burst = 1500
-        try await submitAll(client, (0..<burst).map { PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0)) })
+        try await submitAll(
+            client,
+            (0..<burst).map {
+                PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0))
+            })
         // Both connections up on both sides (a loaded machine may still be opening the second one; the client can
         // count it established before the simulator's session for it starts, and a GOAWAY goes only to the
         // connections the simulator has) and the burst on them.
@@ -108,7 +123,11 @@ import Testing
 
         // The successors carry on.
         let more = 300
-        try await submitAll(client, (burst..<(burst + more)).map { PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0)) })
+        try await submitAll(
+            client,
+            (burst..<(burst + more)).map {
+                PushJob(token: makeToken($0 % 100), payload: payload, priority: .normal, cookie: UInt64($0))
+            })
         #expect(await collector.waitFor(count: burst + more))
         await harness.shutdown()
         #expect(harness.simulator.statistics().goAwaysSent >= 2)

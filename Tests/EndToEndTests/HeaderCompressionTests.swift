@@ -36,7 +36,8 @@ import Testing
 
         let log = try harness.acceptedLog()
         try #require(log.count == jobs.count)
-        let byID = Dictionary(uniqueKeysWithValues: log.compactMap { record in record.string("apns-id").map { ($0, record) } })
+        let byID = Dictionary(
+            uniqueKeysWithValues: log.compactMap { record in record.string("apns-id").map { ($0, record) } })
         for job in jobs {
             let result = try #require(results[job.cookie])
             let record = try #require(byID[result.apnsID.description], "push \(job.cookie) is not in the accepted log")

@@ -28,7 +28,8 @@ private final class CountingProducer: PushProducer, @unchecked Sendable {
         guard sequence < total else { return nil }
         // Every third push carries its own apns-id, the rest get the client's.
         let id = sequence % 3 == 0 ? PushIdentifier(String(format: "00000000-0000-4000-8000-%012x", sequence)) : nil
-        let job = PushJob(token: makeToken(sequence % 500), payload: payload, priority: .normal, apnsID: id, cookie: UInt64(sequence))
+        let job = PushJob(
+            token: makeToken(sequence % 500), payload: payload, priority: .normal, apnsID: id, cookie: UInt64(sequence))
         sequence += 1
         return job
     }
@@ -78,13 +79,17 @@ private final class RecordingHandler: PushResultHandler {
         inPlaceCalls.add(1, ordering: .relaxed)
         // Field by field, so a field the completion reads wrongly shows as a mismatch with `result`.
         var result = PushResult(
-            cookie: completion.cookie, target: completion.target, disposition: completion.disposition, apnsID: completion.apnsID,
+            cookie: completion.cookie, target: completion.target, disposition: completion.disposition,
+            apnsID: completion.apnsID,
             resends: completion.resends, latencyNanoseconds: completion.latencyNanoseconds, worker: completion.worker)
         result.possibleDuplicate = completion.possibleDuplicate
         let whole = completion.result
-        let same = whole.cookie == result.cookie && whole.target == result.target && whole.apnsID == result.apnsID
-            && whole.disposition == result.disposition && whole.resends == result.resends && whole.worker == result.worker
-            && whole.latencyNanoseconds == result.latencyNanoseconds && whole.possibleDuplicate == result.possibleDuplicate
+        let same =
+            whole.cookie == result.cookie && whole.target == result.target && whole.apnsID == result.apnsID
+            && whole.disposition == result.disposition && whole.resends == result.resends
+            && whole.worker == result.worker
+            && whole.latencyNanoseconds == result.latencyNanoseconds
+            && whole.possibleDuplicate == result.possibleDuplicate
         if !same { mismatches.add(1, ordering: .relaxed) }  // checked by the test (this is a worker thread)
         results.withLock { $0.append(result) }
     }
@@ -118,10 +123,12 @@ private final class RecordingHandler: PushResultHandler {
 
         let results = handler.all
         #expect(results.count == total, "one result per push")
-        let byCookie = Dictionary(results.map { ($0.cookie, $0) }, uniquingKeysWith: { first, _ in
-            Issue.record("cookie \(first.cookie) reported twice")
-            return first
-        })
+        let byCookie = Dictionary(
+            results.map { ($0.cookie, $0) },
+            uniquingKeysWith: { first, _ in
+                Issue.record("cookie \(first.cookie) reported twice")
+                return first
+            })
         #expect(Set(byCookie.keys) == Set(0..<UInt64(total)))
         for (cookie, result) in byCookie {
             #expect(result.token == makeToken(Int(cookie) % 500), "cookie \(cookie) came back with another token")

@@ -55,7 +55,9 @@ private let specTable: [(APNsReason, Int, PushAction)] = [
         let client = try harness.startClient(try harness.clientConfiguration(), collector: collector)
         let payload = try updatePayload()
 
-        let jobs = (0..<3).map { PushJob(token: makeToken($0), payload: payload, priority: .normal, cookie: UInt64($0)) }
+        let jobs = (0..<3).map {
+            PushJob(token: makeToken($0), payload: payload, priority: .normal, cookie: UInt64($0))
+        }
         let submitted = Int64(Date().timeIntervalSince1970 * 1000)
         try await submitAll(client, jobs)
         #expect(await collector.waitFor(count: jobs.count))

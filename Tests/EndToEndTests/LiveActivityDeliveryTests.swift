@@ -23,7 +23,9 @@ import Testing
         start.contentState = try RawJSON(validating: #"{"home":0,"away":0,"minute":0}"#)
         start.attributesType = "MatchAttributes"
         start.attributes = try RawJSON(validating: #"{"matchId":"m-42","home":"Lyon","away":"Nantes"}"#)
-        start.alert = LiveActivityAlert(title: .plain("Kick-off"), body: .localized(key: "MATCH_START", args: ["Lyon", "Nantes"]), sound: "whistle.caf")
+        start.alert = LiveActivityAlert(
+            title: .plain("Kick-off"), body: .localized(key: "MATCH_START", args: ["Lyon", "Nantes"]),
+            sound: "whistle.caf")
         start.inputPushToken = true
 
         var end = LiveActivityContent(event: .end, timestamp: now)
@@ -39,19 +41,25 @@ import Testing
         let cases: [Case] = try [
             { () throws -> Case in
                 let payload = try PushPayload(liveActivity: update)
-                return Case(name: "update", payload: payload, job: PushJob(
-                    token: makeToken(1), payload: payload, priority: .normal, expiration: now + 3600,
-                    collapseID: "score-m-42", cookie: 11))
+                return Case(
+                    name: "update", payload: payload,
+                    job: PushJob(
+                        token: makeToken(1), payload: payload, priority: .normal, expiration: now + 3600,
+                        collapseID: "score-m-42", cookie: 11))
             }(),
             { () throws -> Case in
                 let payload = try PushPayload(liveActivity: start)
-                return Case(name: "start", payload: payload, job: PushJob(
-                    token: makeToken(2), payload: payload, priority: .immediate, apnsID: explicitID, cookie: 22))
+                return Case(
+                    name: "start", payload: payload,
+                    job: PushJob(
+                        token: makeToken(2), payload: payload, priority: .immediate, apnsID: explicitID, cookie: 22))
             }(),
             { () throws -> Case in
                 let payload = try PushPayload(liveActivity: end)
-                return Case(name: "end", payload: payload, job: PushJob(
-                    token: makeToken(3), payload: payload, priority: .immediate, expiration: 0, cookie: 33))
+                return Case(
+                    name: "end", payload: payload,
+                    job: PushJob(
+                        token: makeToken(3), payload: payload, priority: .immediate, expiration: 0, cookie: 33))
             }(),
         ]
 
@@ -77,7 +85,8 @@ import Testing
         try #require(log.count == 3)
         for item in cases {
             let result = try #require(results[item.name])
-            let record = try #require(log.first { $0.string("apns-id") == result.apnsID.description }, "\(item.name) not in the log")
+            let record = try #require(
+                log.first { $0.string("apns-id") == result.apnsID.description }, "\(item.name) not in the log")
             expectRecord(record, matches: item.job, payload: item.payload, item.name)
         }
 
@@ -114,7 +123,9 @@ import Testing
         let tokens = [known] + (0..<4).map { makeToken($0) }
         let sends = tokens + [known, tokens[1]]  // two resends
         for (index, token) in sends.enumerated() {
-            let job = PushJob(token: token, payload: payload, apnsID: PushIdentifier.waveID(wave: wave, token: token), cookie: UInt64(index))
+            let job = PushJob(
+                token: token, payload: payload, apnsID: PushIdentifier.waveID(wave: wave, token: token),
+                cookie: UInt64(index))
             let result = try await client.send(job)
             #expect(result.disposition == .delivered)
             #expect(result.apnsID == PushIdentifier.waveID(wave: wave, token: token))
@@ -141,7 +152,9 @@ import Testing
         configuration.connectionsPerWorker = 2
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
-        let jobs = (0..<200).map { PushJob(token: makeToken($0 % 20), payload: payload, priority: .normal, cookie: UInt64($0)) }
+        let jobs = (0..<200).map {
+            PushJob(token: makeToken($0 % 20), payload: payload, priority: .normal, cookie: UInt64($0))
+        }
         try await submitAll(client, jobs)
         #expect(await collector.waitFor(count: jobs.count))
         let results = collector.byCookie()

@@ -24,15 +24,21 @@ final class OffsetClock: Sendable {
     /// A host clock two hours behind: the source mints with it and, reading the same clock, believes its token
     /// fresh. The simulator (on real time) sees the token two hours old; the moment it verifies that token the
     /// host clock gets corrected (as NTP would), so the client's re-mint after the 403 is on real time.
-    private func staleTokenHarness(_ configuration: SimulatorConfiguration = SimulatorConfiguration()) throws
+    private func staleTokenHarness(
+        _ configuration: SimulatorConfiguration = SimulatorConfiguration()
+    ) throws
         -> (TestHarness, ProviderTokenSource)
     {
         let clock = OffsetClock(offset: -2 * 3600)
         let harness = try TestHarness(configuration) { token in
-            if token.issuedAt < ProviderTokenSource.wallClockSeconds() - 3600 { clock.offset.store(0, ordering: .relaxed) }
+            if token.issuedAt < ProviderTokenSource.wallClockSeconds() - 3600 {
+                clock.offset.store(0, ordering: .relaxed)
+            }
         }
         let source = ProviderTokenSource(signer: try harness.signer(), clock: { clock.now() })
-        #expect(source.current().issuedAt < ProviderTokenSource.wallClockSeconds() - 3600, "the first token is over an hour old")
+        #expect(
+            source.current().issuedAt < ProviderTokenSource.wallClockSeconds() - 3600,
+            "the first token is over an hour old")
         return (harness, source)
     }
 
@@ -70,11 +76,14 @@ final class OffsetClock: Sendable {
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
         let count = 40
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        try await submitAll(
+            client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: count))
         let results = collector.byCookie()
         #expect(results.count == count)
-        #expect(results.values.allSatisfy { $0.isDelivered }, "\(results.values.filter { !$0.isDelivered }.prefix(3).map(\.disposition))")
+        #expect(
+            results.values.allSatisfy { $0.isDelivered },
+            "\(results.values.filter { !$0.isDelivered }.prefix(3).map(\.disposition))")
         #expect(results.values.contains { $0.resends >= 1 })
         await harness.shutdown()
         let stats = harness.simulator.statistics()

@@ -10,7 +10,8 @@ import Testing
 @Suite(.ownThread) struct RequestValidationTests {
     /// Sends one push per token with `configuration` and returns the results by cookie.
     private func sendOne(
-        _ harness: TestHarness, configuration: ClientConfiguration, payload: PushPayload? = nil, tokens: [DeviceToken] = [makeToken(1)]
+        _ harness: TestHarness, configuration: ClientConfiguration, payload: PushPayload? = nil,
+        tokens: [DeviceToken] = [makeToken(1)]
     ) async throws -> [UInt64: PushResult] {
         let collector = ResultCollector()
         let client = try harness.startClient(configuration, collector: collector)
@@ -44,7 +45,9 @@ import Testing
         #expect {
             _ = try APNsClient(configuration: configuration)
         } throws: { error in
-            guard case .headersTooLarge(let bytes, let limit)? = error as? ClientConfigurationError else { return false }
+            guard case .headersTooLarge(let bytes, let limit)? = error as? ClientConfigurationError else {
+                return false
+            }
             return bytes > limit && "\(error)".contains("shorten the topic")
         }
         configuration.topic = String(repeating: "t", count: 1000) + ".push-type.liveactivity"
@@ -78,7 +81,8 @@ import Testing
         let harness = try TestHarness(simulator)
         defer { harness.shutdown() }
         let before = Int64(Date().timeIntervalSince1970 * 1000)
-        let results = try await sendOne(harness, configuration: try harness.clientConfiguration(), tokens: [makeToken(1), makeToken(2)])
+        let results = try await sendOne(
+            harness, configuration: try harness.clientConfiguration(), tokens: [makeToken(1), makeToken(2)])
         #expect(results[0]?.disposition == .delivered, "a known token (listed in upper case) is accepted")
         expectRejected(results[1], status: 410, reason: .unregistered, action: .dropToken)
         if case .rejected(_, _, _, _, let timestamp)? = results[1]?.disposition {
@@ -93,7 +97,8 @@ import Testing
         simulator.unknownTokenReply = .badDeviceToken
         let harness = try TestHarness(simulator)
         defer { harness.shutdown() }
-        let results = try await sendOne(harness, configuration: try harness.clientConfiguration(), tokens: [makeToken(1), makeToken(2)])
+        let results = try await sendOne(
+            harness, configuration: try harness.clientConfiguration(), tokens: [makeToken(1), makeToken(2)])
         #expect(results[0]?.disposition == .delivered)
         expectRejected(results[1], status: 400, reason: .badDeviceToken, action: .dropToken)
         if case .rejected(_, _, _, _, let timestamp)? = results[1]?.disposition { #expect(timestamp == nil) }
@@ -103,7 +108,8 @@ import Testing
     func malformedPayloadIsRejected(body: String) async throws {
         let harness = try TestHarness()
         defer { harness.shutdown() }
-        let results = try await sendOne(harness, configuration: try harness.clientConfiguration(), payload: try PushPayload(body))
+        let results = try await sendOne(
+            harness, configuration: try harness.clientConfiguration(), payload: try PushPayload(body))
         // The simulator's default answer for a body that is not an object with an `aps` object.
         expectRejected(results[0], status: 400, reason: .payloadEmpty, action: .discardMessage)
     }
@@ -160,7 +166,8 @@ import Testing
         defer { harness.shutdown() }
         let tokens = ProviderTokenSource(signer: try harness.signer(teamID: "OTHERTEAM1"))
         let results = try await sendOne(
-            harness, configuration: try harness.clientConfiguration(tokens: tokens), tokens: (0..<50).map { makeToken($0) })
+            harness, configuration: try harness.clientConfiguration(tokens: tokens),
+            tokens: (0..<50).map { makeToken($0) })
         #expect(results.count == 50)
         #expect(results.values.allSatisfy { $0.disposition.rejectionReason == .invalidProviderToken })
     }
@@ -190,7 +197,9 @@ import Testing
         simulator.perTokenRateLimit = 5
         let harness = try TestHarness(simulator)
         defer { harness.shutdown() }
-        let results = try await sendOne(harness, configuration: try harness.clientConfiguration(), tokens: Array(repeating: makeToken(7), count: 20))
+        let results = try await sendOne(
+            harness, configuration: try harness.clientConfiguration(), tokens: Array(repeating: makeToken(7), count: 20)
+        )
         let delivered = results.values.filter { $0.isDelivered }.count
         let throttled = results.values.filter { $0.disposition.rejectionReason == .tooManyRequests }
         #expect(delivered + throttled.count == 20)

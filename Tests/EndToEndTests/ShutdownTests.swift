@@ -38,8 +38,11 @@ import Testing
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
         let count = 500
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
-        let stopped: Void? = try await perform(when: { collector.count > 0 && client.statistics.inFlight > 10 }) { client.shutdown() }
+        try await submitAll(
+            client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        let stopped: Void? = try await perform(when: { collector.count > 0 && client.statistics.inFlight > 10 }) {
+            client.shutdown()
+        }
         #expect(stopped != nil, "no moment with pushes both answered and in flight")
         await client.shutdown()  // (already done by then; shutdown is idempotent)
         // shutdown() returns after the workers reported everything: no waiting needed.
@@ -71,7 +74,8 @@ import Testing
         let collector = ResultCollector()
         let client = try harness.startClient(try harness.clientConfiguration(port: refusing.port), collector: collector)
         let payload = try updatePayload()
-        try await submitAll(client, (0..<50).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        try await submitAll(
+            client, (0..<50).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         await client.shutdown()
         #expect(collector.count == 50)
         #expect(collector.all.allSatisfy { $0.disposition == .failed(.shutdown) })
@@ -98,7 +102,9 @@ import Testing
                 var index = 0
                 while true {
                     index += 1
-                    let job = PushJob(token: makeToken(index % 500, salt: UInt64(submitter)), payload: payload, cookie: UInt64(submitter << 32 | index))
+                    let job = PushJob(
+                        token: makeToken(index % 500, salt: UInt64(submitter)), payload: payload,
+                        cookie: UInt64(submitter << 32 | index))
                     do throws(SubmitError) {
                         try client.submit(job)
                         accepted.add(1, ordering: .relaxed)

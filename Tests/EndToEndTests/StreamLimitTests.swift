@@ -14,7 +14,11 @@ import Testing
         let collector = ResultCollector()
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0 % 64), payload: payload, priority: .normal, cookie: UInt64($0)) })
+        try await submitAll(
+            client,
+            (0..<count).map {
+                PushJob(token: makeToken($0 % 64), payload: payload, priority: .normal, cookie: UInt64($0))
+            })
         #expect(await collector.waitFor(count: count))
         return (client, collector)
     }

@@ -26,7 +26,8 @@ import Testing
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
         let count = connections * limit * 2
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        try await submitAll(
+            client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: count, timeout: .seconds(60)))
         await harness.shutdown()
 
@@ -37,7 +38,9 @@ import Testing
         let stats = harness.simulator.statistics()
         #expect(stats.streamsRefused == 0, "\(stats.summary())")
         #expect(stats.accepted == count)
-        #expect(stats.maxStreamsInUse > 8 * limit, "more streams at once than the old fixed pool held: \(stats.maxStreamsInUse)")
+        #expect(
+            stats.maxStreamsInUse > 8 * limit,
+            "more streams at once than the old fixed pool held: \(stats.maxStreamsInUse)")
         #expect(stats.maxStreamsInUse <= connections * limit)
         #expect(stats.streamPoolGrowths > 0)
         #expect(harness.simulator.streamConcurrency().maxOpenStreams == limit)
@@ -58,7 +61,8 @@ import Testing
         let client = try harness.startClient(configuration, collector: collector)
         let payload = try updatePayload()
         let count = 2000
-        try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        try await submitAll(
+            client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
         #expect(await collector.waitFor(count: count, timeout: .seconds(60)))
         await harness.shutdown()
         let results = collector.byCookie()

@@ -54,11 +54,13 @@ final class SharedKeys: Sendable {
         let publicKeyFile = directory + "/AuthKey_\(Fixture.keyID).pub.pem"
         try ProviderKeyGenerator.generate(privateKeyFile: privateKeyFile, publicKeyFile: publicKeyFile)
         unknownPrivateKeyFile = directory + "/AuthKey_UNKNOWN.p8"
-        try ProviderKeyGenerator.generate(privateKeyFile: unknownPrivateKeyFile, publicKeyFile: directory + "/AuthKey_UNKNOWN.pub.pem")
+        try ProviderKeyGenerator.generate(
+            privateKeyFile: unknownPrivateKeyFile, publicKeyFile: directory + "/AuthKey_UNKNOWN.pub.pem")
         serverTLS = try TLSContext.server(certificateFile: chain.certificateFile, privateKeyFile: chain.privateKeyFile)
         clientTLS = try TLSContext.client(caFile: caFile)
         verifier = ES256ProviderTokenVerifier(try ProviderTokenVerifier(publicKeyPEMFile: publicKeyFile))
-        signer = try ProviderTokenSigner(privateKeyPEMFile: privateKeyFile, keyID: Fixture.keyID, teamID: Fixture.teamID)
+        signer = try ProviderTokenSigner(
+            privateKeyPEMFile: privateKeyFile, keyID: Fixture.keyID, teamID: Fixture.teamID)
     }
 }
 
@@ -80,7 +82,8 @@ final class TestHarness: @unchecked Sendable {
     /// `management` adds the channel-management listener (`managementPort`); `channelStateFile` keeps the
     /// channels in that file (relative to this test's directory).
     init(
-        _ configuration: SimulatorConfiguration = SimulatorConfiguration(), threads: Int = 1, maxStreamsPerWorker: Int? = nil,
+        _ configuration: SimulatorConfiguration = SimulatorConfiguration(), threads: Int = 1,
+        maxStreamsPerWorker: Int? = nil,
         management: Bool = false, channelStateFile: String? = nil,
         observeTokens: (@Sendable (VerifiedProviderToken) -> Void)? = nil
     ) throws {
@@ -90,16 +93,19 @@ final class TestHarness: @unchecked Sendable {
         acceptedLogPath = directory + "/accepted.jsonl"
         verifier = ObservingVerifier(inner: SharedKeys.shared.verifier, observe: observeTokens)
         simulator = try Self.makeSimulator(
-            configuration, threads: threads, maxStreamsPerWorker: maxStreamsPerWorker, port: 0, verifier: verifier, log: acceptedLogPath,
+            configuration, threads: threads, maxStreamsPerWorker: maxStreamsPerWorker, port: 0, verifier: verifier,
+            log: acceptedLogPath,
             managementPort: management ? 0 : nil, channelStateFile: channelStateFile.map { directory + "/" + $0 })
     }
 
     private static func makeSimulator(
-        _ configuration: SimulatorConfiguration, threads: Int, maxStreamsPerWorker: Int? = nil, port: UInt16, verifier: ObservingVerifier,
+        _ configuration: SimulatorConfiguration, threads: Int, maxStreamsPerWorker: Int? = nil, port: UInt16,
+        verifier: ObservingVerifier,
         log: String, managementPort: UInt16? = nil, channelStateFile: String? = nil
     ) throws -> APNsSimulator {
         var options = APNsSimulator.Options(
-            listen: try SocketAddress(ip: "127.0.0.1", port: port), tls: SharedKeys.shared.serverTLS, verifier: verifier)
+            listen: try SocketAddress(ip: "127.0.0.1", port: port), tls: SharedKeys.shared.serverTLS, verifier: verifier
+        )
         options.threads = threads
         options.maxStreamsPerWorker = maxStreamsPerWorker
         options.acceptedLogPath = log
@@ -116,7 +122,8 @@ final class TestHarness: @unchecked Sendable {
         managementPort: UInt16? = nil, channelStateFile: String? = nil
     ) throws -> APNsSimulator {
         let simulator = try Self.makeSimulator(
-            configuration, threads: 1, port: port, verifier: verifier, log: directory + "/" + log, managementPort: managementPort,
+            configuration, threads: 1, port: port, verifier: verifier, log: directory + "/" + log,
+            managementPort: managementPort,
             channelStateFile: channelStateFile.map { directory + "/" + $0 })
         extraSimulators.withLock { $0.append(simulator) }
         return simulator
@@ -133,11 +140,14 @@ final class TestHarness: @unchecked Sendable {
     var managementPort: UInt16 { simulator.managementAddress?.port ?? 0 }
 
     /// A signer with the trusted key (or `privateKeyFile`), under the given key and team IDs.
-    func signer(keyID: String = Fixture.keyID, teamID: String = Fixture.teamID, privateKeyFile: String? = nil) throws
+    func signer(
+        keyID: String = Fixture.keyID, teamID: String = Fixture.teamID, privateKeyFile: String? = nil
+    ) throws
         -> ProviderTokenSigner
     {
         if keyID == Fixture.keyID && teamID == Fixture.teamID && privateKeyFile == nil { return keys.signer }
-        return try ProviderTokenSigner(privateKeyPEMFile: privateKeyFile ?? keys.privateKeyFile, keyID: keyID, teamID: teamID)
+        return try ProviderTokenSigner(
+            privateKeyPEMFile: privateKeyFile ?? keys.privateKeyFile, keyID: keyID, teamID: teamID)
     }
 
     /// A client configuration aimed at this simulator, with test-sized buffers, queues and back-off.
@@ -222,7 +232,9 @@ func expectRecord(
     sourceLocation: SourceLocation = #_sourceLocation
 ) {
     #expect(record.string("token") == job.token.hexString, "\(name)", sourceLocation: sourceLocation)
-    #expect(record.string("topic") == "\(Fixture.bundleID).push-type.liveactivity", "\(name)", sourceLocation: sourceLocation)
+    #expect(
+        record.string("topic") == "\(Fixture.bundleID).push-type.liveactivity", "\(name)",
+        sourceLocation: sourceLocation)
     #expect(record.string("push-type") == "liveactivity", "\(name)", sourceLocation: sourceLocation)
     #expect(record.int("priority") == job.priority.rawValue, "\(name)", sourceLocation: sourceLocation)
     if let expiration = job.expiration {
@@ -235,7 +247,8 @@ func expectRecord(
     } else {
         #expect(record.isNull("collapse-id"), "\(name)", sourceLocation: sourceLocation)
     }
-    #expect(record.hasPayload(payload.text), "\(name): \(record.line) vs \(payload.text)", sourceLocation: sourceLocation)
+    #expect(
+        record.hasPayload(payload.text), "\(name): \(record.line) vs \(payload.text)", sourceLocation: sourceLocation)
 }
 
 /// Collects every result the client reports, from any worker thread.
@@ -271,7 +284,8 @@ final class ResultCollector: PushResultHandler {
 /// and returns its result; nil if `timeout` (scaled) passed first. For acting on a passing state (a burst in
 /// flight) that a task polling every few milliseconds could miss.
 func perform<T: Sendable>(
-    when condition: @escaping @Sendable () -> Bool, timeout: Duration = Liveness.condition, _ action: @escaping @Sendable () throws -> T
+    when condition: @escaping @Sendable () -> Bool, timeout: Duration = Liveness.condition,
+    _ action: @escaping @Sendable () throws -> T
 ) async throws -> T? {
     let outcome: Result<T, any Error>? = await withCheckedContinuation { continuation in
         let thread = Thread {

@@ -28,7 +28,9 @@ struct APNsIDTests {
 
     @Test("the branch-free digit conversion matches String(radix: 16) for every nibble pattern")
     func hexDigitConversion() {
-        var values: [UInt32] = [0, 1, 0x9, 0xA, 0xF, 0x10, 0xFFFF_FFFF, 0x0123_4567, 0x89AB_CDEF, 0xA0A0_A0A0, 0x9F9F_9F9F]
+        var values: [UInt32] = [
+            0, 1, 0x9, 0xA, 0xF, 0x10, 0xFFFF_FFFF, 0x0123_4567, 0x89AB_CDEF, 0xA0A0_A0A0, 0x9F9F_9F9F,
+        ]
         var generator = APNsIDGenerator(seed: 7)
         for _ in 0..<1000 { values.append(UInt32(truncatingIfNeeded: generator.next())) }
         for value in values {
@@ -60,16 +62,22 @@ struct APNsIDTests {
                 var bytes = base
                 bytes[position] = UInt8(value)
                 for requireLowercase in [false, true] {
-                    let fast = bytes.withUnsafeBytes { APNsIDGenerator.isValidAPNsID($0, requireLowercase: requireLowercase) }
-                    #expect(fast == reference(bytes, requireLowercase: requireLowercase), "position \(position), byte \(value)")
+                    let fast = bytes.withUnsafeBytes {
+                        APNsIDGenerator.isValidAPNsID($0, requireLowercase: requireLowercase)
+                    }
+                    #expect(
+                        fast == reference(bytes, requireLowercase: requireLowercase),
+                        "position \(position), byte \(value)")
                 }
             }
         }
         #expect(!Array(base.dropLast()).withUnsafeBytes { APNsIDGenerator.isValidAPNsID($0) })
-        #expect(Array("0AA1B2C3-D4E5-4607-9829-3A4B5C6D7E8F".utf8).withUnsafeBytes { APNsIDGenerator.isValidAPNsID($0) })
-        #expect(!Array("0AA1B2C3-D4E5-4607-9829-3A4B5C6D7E8F".utf8).withUnsafeBytes {
-            APNsIDGenerator.isValidAPNsID($0, requireLowercase: true)
-        })
+        #expect(
+            Array("0AA1B2C3-D4E5-4607-9829-3A4B5C6D7E8F".utf8).withUnsafeBytes { APNsIDGenerator.isValidAPNsID($0) })
+        #expect(
+            !Array("0AA1B2C3-D4E5-4607-9829-3A4B5C6D7E8F".utf8).withUnsafeBytes {
+                APNsIDGenerator.isValidAPNsID($0, requireLowercase: true)
+            })
     }
 
     @Test("10,000 ids are all different")

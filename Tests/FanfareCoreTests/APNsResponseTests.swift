@@ -25,7 +25,8 @@ struct APNsResponseTests {
 
     @Test("ignores other keys, whatever their values")
     func ignoresOtherKeys() {
-        let json = #"{"id":"x","nested":{"reason":"Fake","a":[1,2,{"b":null}]},"#
+        let json =
+            #"{"id":"x","nested":{"reason":"Fake","a":[1,2,{"b":null}]},"#
             + #""reason":"BadTopic","n":-1.5e3,"t":true}"#
         #expect(Self.parse(json) == APNsErrorBody(reason: "BadTopic"))
     }

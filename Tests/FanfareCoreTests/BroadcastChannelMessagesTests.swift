@@ -7,7 +7,9 @@ import Testing
 @Suite(.ownThread) struct BroadcastChannelMessagesTests {
     func info(_ text: String) -> Result<BroadcastChannelInfo, ChannelBodyError> {
         Array(text.utf8).withUnsafeBytes { bytes in
-            do throws(ChannelBodyError) { return .success(try BroadcastChannelMessages.parseInfo(bytes)) } catch { return .failure(error) }
+            do throws(ChannelBodyError) { return .success(try BroadcastChannelMessages.parseInfo(bytes)) } catch {
+                return .failure(error)
+            }
         }
     }
 
@@ -20,22 +22,34 @@ import Testing
     }
 
     @Test func theCreateBodyIsWhatAppleDocuments() {
-        #expect(String(decoding: BroadcastChannelMessages.createBody(storagePolicy: .noMessageStored), as: UTF8.self)
-            == #"{"message-storage-policy":0,"push-type":"LiveActivity"}"#)
-        #expect(String(decoding: BroadcastChannelMessages.createBody(storagePolicy: .mostRecentMessageStored), as: UTF8.self)
-            == #"{"message-storage-policy":1,"push-type":"LiveActivity"}"#)
+        #expect(
+            String(decoding: BroadcastChannelMessages.createBody(storagePolicy: .noMessageStored), as: UTF8.self)
+                == #"{"message-storage-policy":0,"push-type":"LiveActivity"}"#)
+        #expect(
+            String(
+                decoding: BroadcastChannelMessages.createBody(storagePolicy: .mostRecentMessageStored), as: UTF8.self)
+                == #"{"message-storage-policy":1,"push-type":"LiveActivity"}"#)
     }
 
     @Test func readAnswers() {
-        #expect(info(#"{"message-storage-policy": 1, "push-type": "LiveActivity"}"#) == .success(.init(storagePolicy: .mostRecentMessageStored, pushType: "LiveActivity")))
+        #expect(
+            info(#"{"message-storage-policy": 1, "push-type": "LiveActivity"}"#)
+                == .success(.init(storagePolicy: .mostRecentMessageStored, pushType: "LiveActivity")))
         // Members APNs might add are skipped, whatever their shape; escapes in keys are resolved.
-        #expect(info(#" {"extra":{"a":[1,{"b":null}]},"message\u002dstorage-policy":0,"push-type":"LiveActivity","n":-1.5e3} "#)
-            == .success(.init(storagePolicy: .noMessageStored, pushType: "LiveActivity")))
+        #expect(
+            info(
+                #" {"extra":{"a":[1,{"b":null}]},"message\u002dstorage-policy":0,"push-type":"LiveActivity","n":-1.5e3} "#
+            )
+                == .success(.init(storagePolicy: .noMessageStored, pushType: "LiveActivity")))
         for bad in [
-            #"{"message-storage-policy":2,"push-type":"LiveActivity"}"#, #"{"message-storage-policy":"1","push-type":"LiveActivity"}"#,
-            #"{"message-storage-policy":1.0,"push-type":"LiveActivity"}"#, #"{"push-type":"LiveActivity"}"#, #"{"message-storage-policy":1}"#,
-            #"{"message-storage-policy":1,"push-type":7}"#, #"{"message-storage-policy":99999999999999999999999,"push-type":"x"}"#,
-            "", "[]", "{", #"{"message-storage-policy":1,"push-type":"LiveActivity"} x"#, "\u{0}", String(repeating: "[", count: 200),
+            #"{"message-storage-policy":2,"push-type":"LiveActivity"}"#,
+            #"{"message-storage-policy":"1","push-type":"LiveActivity"}"#,
+            #"{"message-storage-policy":1.0,"push-type":"LiveActivity"}"#, #"{"push-type":"LiveActivity"}"#,
+            #"{"message-storage-policy":1}"#,
+            #"{"message-storage-policy":1,"push-type":7}"#,
+            #"{"message-storage-policy":99999999999999999999999,"push-type":"x"}"#,
+            "", "[]", "{", #"{"message-storage-policy":1,"push-type":"LiveActivity"} x"#, "\u{0}",
+            String(repeating: "[", count: 200),
         ] {
             guard case .failure(let error) = info(bad) else {
                 Issue.record("accepted \(bad)")
@@ -54,12 +68,14 @@ import Testing
         #expect(list("") == .success([]))
         #expect(list(" \n") == .success([]))
         #expect(list(#"{"channels":[]}"#) == .success([]))
-        #expect(list(#"{"channels":["dHN0LTEyMzQ1Njc4OTAxMg==","a2lja29mZi8rLzEyMzQ1Ng=="],"next":null}"#)
-            == .success(["dHN0LTEyMzQ1Njc4OTAxMg==", "a2lja29mZi8rLzEyMzQ1Ng=="]))
+        #expect(
+            list(#"{"channels":["dHN0LTEyMzQ1Njc4OTAxMg==","a2lja29mZi8rLzEyMzQ1Ng=="],"next":null}"#)
+                == .success(["dHN0LTEyMzQ1Njc4OTAxMg==", "a2lja29mZi8rLzEyMzQ1Ng=="]))
         // A JSON escape of '/' is still the same id.
         #expect(list(#"{"channels":["a2lja29mZi\/rLzEyMzQ1Ng=="]}"#) == .success(["a2lja29mZi/rLzEyMzQ1Ng=="]))
         for bad in [
-            #"{"channels":[1]}"#, #"{"channels":["not base64!"]}"#, #"{"channels":"x"}"#, #"{"chans":[]}"#, #"{"channels":["a",]}"#,
+            #"{"channels":[1]}"#, #"{"channels":["not base64!"]}"#, #"{"channels":"x"}"#, #"{"chans":[]}"#,
+            #"{"channels":["a",]}"#,
             #"{"channels":[""]}"#, "null", #"{"channels":["\#(String(repeating: "A", count: 200))"]}"#,
         ] {
             guard case .failure(let error) = list(bad) else {

@@ -97,13 +97,15 @@ struct JSONScannerTests {
         #expect(walk("[]") == .failure(.json(Self.error(0, .unexpectedByte(0x5B, expected: .value)))))
         #expect(walk("") == .failure(.json(Self.error(0, .unexpectedEnd(expected: .value)))))
         #expect(walk(#"{"a" 1}"#) == .failure(.json(Self.error(5, .unexpectedByte(0x31, expected: .colon)))))
-        #expect(walk(#"{"a":1 "b":2}"#)
-            == .failure(.json(Self.error(7, .unexpectedByte(0x22, expected: .commaOrObjectEnd)))))
+        #expect(
+            walk(#"{"a":1 "b":2}"#)
+                == .failure(.json(Self.error(7, .unexpectedByte(0x22, expected: .commaOrObjectEnd)))))
     }
 
     @Test func literalsAreSkippedOnlyWhenTheyAreNext() {
-        #expect(Self.scan("  true,") { s throws(JSONValidationError) in s.skipLiteral("true") ? s.offset : -1 }
-            == .success(6))
+        #expect(
+            Self.scan("  true,") { s throws(JSONValidationError) in s.skipLiteral("true") ? s.offset : -1 }
+                == .success(6))
         #expect(Self.scan(" nul") { s throws(JSONValidationError) in s.skipLiteral("null") } == .success(false))
     }
 }

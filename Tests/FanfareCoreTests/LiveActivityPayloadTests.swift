@@ -71,16 +71,18 @@ struct LiveActivityPayloadTests {
         #expect(!(try Self.encode(later).contains("dismissal-date")))
     }
 
-    @Test("each optional key on an update", arguments: [
-        (LiveActivityContent(event: .update, timestamp: 5, staleDate: 6), #""stale-date":6"#),
-        (LiveActivityContent(event: .update, timestamp: 5, dismissalDate: 7), #""dismissal-date":7"#),
-        (LiveActivityContent(event: .update, timestamp: 5, relevanceScore: 0.5), #""relevance-score":0.5"#),
-        (LiveActivityContent(event: .update, timestamp: 5, relevanceScore: -1e-05), #""relevance-score":-1e-05"#),
-        (
-            LiveActivityContent(event: .update, timestamp: 5, alert: LiveActivityAlert(sound: "default")),
-            #""alert":{"sound":"default"}"#
-        ),
-    ])
+    @Test(
+        "each optional key on an update",
+        arguments: [
+            (LiveActivityContent(event: .update, timestamp: 5, staleDate: 6), #""stale-date":6"#),
+            (LiveActivityContent(event: .update, timestamp: 5, dismissalDate: 7), #""dismissal-date":7"#),
+            (LiveActivityContent(event: .update, timestamp: 5, relevanceScore: 0.5), #""relevance-score":0.5"#),
+            (LiveActivityContent(event: .update, timestamp: 5, relevanceScore: -1e-05), #""relevance-score":-1e-05"#),
+            (
+                LiveActivityContent(event: .update, timestamp: 5, alert: LiveActivityAlert(sound: "default")),
+                #""alert":{"sound":"default"}"#
+            ),
+        ])
     func optionalKeys(content: LiveActivityContent, fragment: String) throws {
         let text = try Self.encode(content)
         #expect(text == #"{"aps":{"timestamp":5,"event":"update","# + fragment + "}}")

@@ -23,7 +23,9 @@ struct PrintableTextTests {
     func allBytesAndLimit() {
         let text = escaped((0...255).map { UInt8($0) }, limit: 1000)
         #expect(text.utf8.allSatisfy { $0 >= 0x20 && $0 <= 0x7e })
-        #expect(escaped(Array(repeating: 0x41, count: 300), limit: 256) == String(repeating: "A", count: 256) + "…(44 more bytes)")
+        #expect(
+            escaped(Array(repeating: 0x41, count: 300), limit: 256) == String(repeating: "A", count: 256)
+                + "…(44 more bytes)")
         #expect(PrintableText.isPrintable("BadDeviceToken"))
         #expect(!PrintableText.isPrintable("a\\b"))
         #expect(!PrintableText.isPrintable("\u{1b}[0m"))

@@ -20,8 +20,12 @@ import Testing
             var table = HPACKEncoderTable(maximumSize: 4096)
             fields = APNsRequestHeaders.RepeatedFields(
                 authority: "api.push.apple.com", usesProviderTokens: true, pushType: "liveactivity",
-                topic: "com.example.app.push-type.liveactivity", broadcastBundleID: "com.example.app", broadcastRequestIDHeader: header,
-                register: { registered.append(table.register(nameIndex: $0, name: $1, value: $2)); return registered.last! })
+                topic: "com.example.app.push-type.liveactivity", broadcastBundleID: "com.example.app",
+                broadcastRequestIDHeader: header,
+                register: {
+                    registered.append(table.register(nameIndex: $0, name: $1, value: $2))
+                    return registered.last!
+                })
             table.update(fields.authorization!, value: "bearer " + BroadcastHeaderBlockTests.jwt)
             self.table = table
         }
@@ -38,7 +42,8 @@ import Testing
     }
 
     static func job(priority: PushPriority, expiration: Int64 = 0) throws -> PushJob {
-        let payload = try PushPayload(#"{"aps":{"timestamp":1,"event":"update","content-state":{}}}"#, limit: PayloadLimits.broadcast)
+        let payload = try PushPayload(
+            #"{"aps":{"timestamp":1,"event":"update","content-state":{}}}"#, limit: PayloadLimits.broadcast)
         return PushJob(
             channel: try BroadcastChannelID(channelText), payload: payload, priority: priority, expiration: expiration,
             apnsID: PushIdentifier(requestID))
@@ -46,9 +51,11 @@ import Testing
 
     static func expected(priority: String, expiration: String, idHeader: String) -> [Header] {
         [
-            Header(":method", "POST"), Header(":scheme", "https"), Header(":path", "/4/broadcasts/apps/com.example.app"),
+            Header(":method", "POST"), Header(":scheme", "https"),
+            Header(":path", "/4/broadcasts/apps/com.example.app"),
             Header(":authority", "api.push.apple.com"), Header("authorization", "bearer " + jwt),
-            Header("apns-push-type", "liveactivity"), Header("apns-priority", priority), Header("apns-channel-id", channelText),
+            Header("apns-push-type", "liveactivity"), Header("apns-priority", priority),
+            Header("apns-channel-id", channelText),
             Header(idHeader, requestID), Header("apns-expiration", expiration),
         ]
     }
@@ -58,7 +65,10 @@ import Testing
         let encoder = Encoder(header: header)
         let inflater = NGHTTP2Inflater()
         var decoder = HPACKDecoder()
-        let jobs = [try Self.job(priority: .immediate), try Self.job(priority: .normal, expiration: 1_900_000_000), try Self.job(priority: .immediate)]
+        let jobs = [
+            try Self.job(priority: .immediate), try Self.job(priority: .normal, expiration: 1_900_000_000),
+            try Self.job(priority: .immediate),
+        ]
         let expectations = [
             Self.expected(priority: "10", expiration: "0", idHeader: header.rawValue),
             Self.expected(priority: "5", expiration: "1900000000", idHeader: header.rawValue),
@@ -73,7 +83,8 @@ import Testing
         }
         // Once inserted, path, authority, authorization, push type and priority are one byte each: what is left
         // is the two static indexes, the channel id, the request id and the expiration literals.
-        let literals = (2 + 15 + 1 + Self.channelText.utf8.count) + (2 + header.rawValue.utf8.count + 1 + 36) + (2 + 15 + 1 + 1)
+        let literals =
+            (2 + 15 + 1 + Self.channelText.utf8.count) + (2 + header.rawValue.utf8.count + 1 + 36) + (2 + 15 + 1 + 1)
         #expect(sizes[2] == 2 + 5 + literals, "blocks: \(sizes)")
         #expect(sizes[0] > sizes[2] + Self.jwt.utf8.count)
     }
@@ -84,9 +95,11 @@ import Testing
         let token = try DeviceToken(hex: String(repeating: "ab", count: 32))
         let job = PushJob(token: token, payload: payload, priority: .normal, apnsID: PushIdentifier(Self.requestID))
         let fields = try #require(try NGHTTP2Inflater().inflate(encoder.block(for: job)).get())
-        #expect(fields.map { String(decoding: $0.name, as: UTF8.self) } == [
-            ":method", ":scheme", ":path", ":authority", "authorization", "apns-push-type", "apns-topic", "apns-priority", "apns-id",
-        ])
+        #expect(
+            fields.map { String(decoding: $0.name, as: UTF8.self) } == [
+                ":method", ":scheme", ":path", ":authority", "authorization", "apns-push-type", "apns-topic",
+                "apns-priority", "apns-id",
+            ])
         #expect(fields[2] == Header(":path", "/3/device/" + String(repeating: "ab", count: 32)))
     }
 

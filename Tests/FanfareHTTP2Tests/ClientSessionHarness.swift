@@ -116,16 +116,25 @@ final class NGHTTP2Server {
 
     func respond(_ streamID: Int32, status: Int, headers: [(String, String)], body: String?) {
         var all = [(":status", String(status))] + headers
-        if let body { all.append(("content-type", "application/json")); responseBodies[streamID] = Array(body.utf8); responseOffsets[streamID] = 0 }
+        if let body {
+            all.append(("content-type", "application/json"))
+            responseBodies[streamID] = Array(body.utf8)
+            responseOffsets[streamID] = 0
+        }
         let names = all.map { strdup($0.0)! }
         let values = all.map { strdup($0.1)! }
-        defer { names.forEach { free($0) }; values.forEach { free($0) } }
+        defer {
+            names.forEach { free($0) }
+            values.forEach { free($0) }
+        }
         var nva = (0..<all.count).map { index in
             nghttp2_nv(
                 name: UnsafeMutableRawPointer(names[index]).assumingMemoryBound(to: UInt8.self),
                 value: UnsafeMutableRawPointer(values[index]).assumingMemoryBound(to: UInt8.self),
                 namelen: strlen(names[index]), valuelen: strlen(values[index]),
-                flags: UInt8(noIndexFields.contains(all[index].0) ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue))
+                flags: UInt8(
+                    noIndexFields.contains(all[index].0)
+                        ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue))
         }
         if body != nil {
             var provider = nghttp2_data_provider()
@@ -137,11 +146,15 @@ final class NGHTTP2Server {
         }
     }
 
-    func readBody(_ streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
+    func readBody(
+        _ streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>
+    ) -> Int {
         let body = responseBodies[streamID] ?? []
         let offset = responseOffsets[streamID] ?? 0
         let count = min(length, body.count - offset)
-        body.withUnsafeBufferPointer { UnsafeMutableRawPointer(buffer).copyMemory(from: $0.baseAddress! + offset, byteCount: count) }
+        body.withUnsafeBufferPointer {
+            UnsafeMutableRawPointer(buffer).copyMemory(from: $0.baseAddress! + offset, byteCount: count)
+        }
         responseOffsets[streamID] = offset + count
         if offset + count == body.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
         return count
@@ -151,7 +164,8 @@ final class NGHTTP2Server {
         guard let request = requests[streamID] else { return }
         completedOrder.append(streamID)
         switch answer(request) {
-        case .respond(let status, let headers, let body): respond(streamID, status: status, headers: headers, body: body)
+        case .respond(let status, let headers, let body):
+            respond(streamID, status: status, headers: headers, body: body)
         case .reset(let code): nghttp2_submit_rst_stream(session, 0, streamID, code)
         case .hold: break
         }
@@ -162,12 +176,17 @@ private func server(_ userData: UnsafeMutableRawPointer?) -> NGHTTP2Server {
     Unmanaged<NGHTTP2Server>.fromOpaque(userData!).takeUnretainedValue()
 }
 
-private func serverSend(_ session: OpaquePointer?, _ data: UnsafePointer<UInt8>?, _ length: Int, _ flags: Int32, _ userData: UnsafeMutableRawPointer?) -> Int {
+private func serverSend(
+    _ session: OpaquePointer?, _ data: UnsafePointer<UInt8>?, _ length: Int, _ flags: Int32,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int {
     server(userData).outbound.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
     return length
 }
 
-private func serverBeginHeaders(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func serverBeginHeaders(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     let streamID = frame!.pointee.hd.stream_id
     let peer = server(userData)
     if peer.requests[streamID] == nil {
@@ -192,22 +211,31 @@ private func serverOnHeader(
 }
 
 private func serverOnData(
-    _ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32, _ data: UnsafePointer<UInt8>?, _ length: Int, _ userData: UnsafeMutableRawPointer?
+    _ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32, _ data: UnsafePointer<UInt8>?, _ length: Int,
+    _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
     server(userData).requests[streamID]?.body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
     return 0
 }
 
-private func serverOnFrame(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func serverOnFrame(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     let header = frame!.pointee.hd
     let peer = server(userData)
-    if header.type == UInt8(NGHTTP2_PING.rawValue) && header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 { peer.pingAcks += 1 }
+    if header.type == UInt8(NGHTTP2_PING.rawValue) && header.flags & UInt8(NGHTTP2_FLAG_ACK.rawValue) != 0 {
+        peer.pingAcks += 1
+    }
     let isRequestPart = header.type == UInt8(NGHTTP2_HEADERS.rawValue) || header.type == UInt8(NGHTTP2_DATA.rawValue)
-    if isRequestPart && header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 { peer.requestComplete(header.stream_id) }
+    if isRequestPart && header.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
+        peer.requestComplete(header.stream_id)
+    }
     return 0
 }
 
-private func serverOnStreamClose(_ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func serverOnStreamClose(
+    _ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     let peer = server(userData)
     peer.requests[streamID]?.closedWith = errorCode
     peer.openStreams -= 1
@@ -216,12 +244,16 @@ private func serverOnStreamClose(_ session: OpaquePointer?, _ streamID: Int32, _
 
 private func serverReadBody(
     _ session: OpaquePointer?, _ streamID: Int32, _ buffer: UnsafeMutablePointer<UInt8>?, _ length: Int,
-    _ flags: UnsafeMutablePointer<UInt32>?, _ source: UnsafeMutablePointer<nghttp2_data_source>?, _ userData: UnsafeMutableRawPointer?
+    _ flags: UnsafeMutablePointer<UInt32>?, _ source: UnsafeMutablePointer<nghttp2_data_source>?,
+    _ userData: UnsafeMutableRawPointer?
 ) -> Int {
     server(userData).readBody(streamID, into: buffer!, length: length, flags: flags!)
 }
 
-private func serverSelectPadding(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ maxPayload: Int, _ userData: UnsafeMutableRawPointer?) -> Int {
+private func serverSelectPadding(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ maxPayload: Int,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int {
     let peer = server(userData)
     let length = frame!.pointee.hd.length
     guard peer.padTo > length else { return length }
@@ -256,10 +288,14 @@ final class TestClient: HTTP2ClientSessionDelegate {
 
     init(capacity: Int = 256, settings: HTTP2ClientSession.LocalSettings = .init(), firstStreamID: Int32 = 1) {
         super.init()
-        session = HTTP2ClientSession(transport: output, delegate: self, capacity: capacity, settings: settings, firstStreamID: firstStreamID)
-        authority = session.registerRepeatedField(nameIndex: HPACKStaticTable.authority, name: ":authority", value: "api.push.apple.com")
-        authorization = session.registerRepeatedField(nameIndex: HPACKStaticTable.authorization, name: "authorization", value: "bearer first")
-        topic = session.registerRepeatedField(nameIndex: nil, name: "apns-topic", value: "com.example.app.push-type.liveactivity")
+        session = HTTP2ClientSession(
+            transport: output, delegate: self, capacity: capacity, settings: settings, firstStreamID: firstStreamID)
+        authority = session.registerRepeatedField(
+            nameIndex: HPACKStaticTable.authority, name: ":authority", value: "api.push.apple.com")
+        authorization = session.registerRepeatedField(
+            nameIndex: HPACKStaticTable.authorization, name: "authorization", value: "bearer first")
+        topic = session.registerRepeatedField(
+            nameIndex: nil, name: "apns-topic", value: "com.example.app.push-type.liveactivity")
         pushType = session.registerRepeatedField(nameIndex: nil, name: "apns-push-type", value: "liveactivity")
         session.start()
     }
@@ -282,18 +318,23 @@ final class TestClient: HTTP2ClientSessionDelegate {
     }
 
     func expectedPath(_ request: Int) -> String {
-        "/3/device/" + tokens[request]!.map { String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
+        "/3/device/"
+            + tokens[request]!.map {
+                String($0, radix: 16).count == 1 ? "0" + String($0, radix: 16) : String($0, radix: 16)
+            }.joined()
     }
 
     func expectedBody(_ request: Int) -> [UInt8] { Array(bodies[request]!) }
 
-    override func http2WriteRequestHeaders(request: Int, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter) {
+    override func http2WriteRequestHeaders(request: Int, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter)
+    {
         writer.writeIndexed(HPACKStaticTable.methodPOST)
         writer.writeIndexed(HPACKStaticTable.schemeHTTPS)
         let prefix: StaticString = "/3/device/"
         tokens[request]!.withUnsafeBytes { token in
             writer.writeLiteralWithoutIndexing(
-                nameIndex: HPACKStaticTable.path, valuePrefix: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount),
+                nameIndex: HPACKStaticTable.path,
+                valuePrefix: UnsafeRawBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount),
                 hexOf: token)
         }
         table.write(authority, into: &writer)
@@ -302,7 +343,9 @@ final class TestClient: HTTP2ClientSessionDelegate {
         table.write(topic, into: &writer)
         for (name, value) in extraHeaders[request] ?? [] {
             Array(name.utf8).withUnsafeBytes { nameBytes in
-                Array(value.utf8).withUnsafeBytes { valueBytes in writer.writeLiteralWithoutIndexing(name: nameBytes, value: valueBytes) }
+                Array(value.utf8).withUnsafeBytes { valueBytes in
+                    writer.writeLiteralWithoutIndexing(name: nameBytes, value: valueBytes)
+                }
             }
         }
     }
@@ -349,13 +392,17 @@ final class TestClient: HTTP2ClientSessionDelegate {
 
 /// Moves bytes both ways until neither side has anything more to say.
 /// `chunk` splits what the client reads into pieces of that size (frames then straddle reads).
-func pump(_ client: TestClient, _ server: NGHTTP2Server, chunk: Int = .max, rounds: Int = 10_000) throws(HTTP2ConnectionError) {
+func pump(
+    _ client: TestClient, _ server: NGHTTP2Server, chunk: Int = .max, rounds: Int = 10_000
+) throws(HTTP2ConnectionError) {
     for _ in 0..<rounds {
         client.session.produce()
         let toServer = client.output.take()
         if !toServer.isEmpty {
             let consumed = server.receive(toServer)
-            precondition(consumed >= 0, "nghttp2 rejected the client's bytes: \(String(cString: nghttp2_strerror(Int32(consumed))))")
+            precondition(
+                consumed >= 0,
+                "nghttp2 rejected the client's bytes: \(String(cString: nghttp2_strerror(Int32(consumed))))")
         }
         let toClient = server.send()
         if !toClient.isEmpty {
@@ -383,9 +430,12 @@ func parseFrames(_ bytes: [UInt8]) -> [(type: UInt8, flags: UInt8, stream: Int32
     var offset = 0
     while offset + 9 <= bytes.count {
         let length = Int(bytes[offset]) << 16 | Int(bytes[offset + 1]) << 8 | Int(bytes[offset + 2])
-        let stream = Int32(bytes[offset + 5] & 0x7f) << 24 | Int32(bytes[offset + 6]) << 16 | Int32(bytes[offset + 7]) << 8 | Int32(bytes[offset + 8])
+        let stream =
+            Int32(bytes[offset + 5] & 0x7f) << 24 | Int32(bytes[offset + 6]) << 16 | Int32(bytes[offset + 7]) << 8
+            | Int32(bytes[offset + 8])
         guard offset + 9 + length <= bytes.count else { break }
-        frames.append((bytes[offset + 3], bytes[offset + 4], stream, Array(bytes[(offset + 9)..<(offset + 9 + length)])))
+        frames.append(
+            (bytes[offset + 3], bytes[offset + 4], stream, Array(bytes[(offset + 9)..<(offset + 9 + length)])))
         offset += 9 + length
     }
     return frames

@@ -33,7 +33,9 @@ struct ClientSessionTests {
             #expect(seen.header("apns-push-type") == "liveactivity")
             #expect(seen.closedWith == 0)
         }
-        #expect(client.responseFields[0]?.contains { $0.0 == "apns-id" && $0.1 == "0aa1b2c3-d4e5-f607-1829-3a4b5c6d7e8f" } == true)
+        #expect(
+            client.responseFields[0]?.contains { $0.0 == "apns-id" && $0.1 == "0aa1b2c3-d4e5-f607-1829-3a4b5c6d7e8f" }
+                == true)
     }
 
     @Test("reporting only :status skips unindexed literals and keeps the HPACK table in step")
@@ -47,9 +49,12 @@ struct ClientSessionTests {
         server.answer = { _ in
             count += 1
             // apns-id unindexed (skipped); x-indexed inserted into the table, so it must still be decoded.
-            return .respond(status: count % 3 == 0 ? 410 : 200, headers: [
-                ("apns-id", "0aa1b2c3-d4e5-f607-1829-3a4b5c6d7e8\(count % 10)"), ("x-indexed", "value-\(count % 7)"),
-            ])
+            return .respond(
+                status: count % 3 == 0 ? 410 : 200,
+                headers: [
+                    ("apns-id", "0aa1b2c3-d4e5-f607-1829-3a4b5c6d7e8\(count % 10)"),
+                    ("x-indexed", "value-\(count % 7)"),
+                ])
         }
         for request in 0..<120 { client.submit(request) }
         try pump(client, server)
@@ -83,12 +88,15 @@ struct ClientSessionTests {
         let server = NGHTTP2Server()
         for request in 0..<10 { client.submit(request) }
         try pump(client, server)
-        client.session.updateRepeatedField(client.authorization, value: "bearer second-" + String(repeating: "x", count: 180))
+        client.session.updateRepeatedField(
+            client.authorization, value: "bearer second-" + String(repeating: "x", count: 180))
         for request in 10..<20 { client.submit(request) }
         try pump(client, server)
         for (_, seen) in server.requests {
             let request = client.tokens.first { client.expectedPath($0.key) == seen.header(":path") }!.key
-            #expect(seen.header("authorization") == (request < 10 ? "bearer first" : "bearer second-" + String(repeating: "x", count: 180)))
+            #expect(
+                seen.header("authorization")
+                    == (request < 10 ? "bearer first" : "bearer second-" + String(repeating: "x", count: 180)))
         }
     }
 
@@ -102,7 +110,9 @@ struct ClientSessionTests {
             for request in 0..<20 { client.submit(request) }
             try pump(client, server, chunk: chunk)
             for request in 0..<20 {
-                #expect(client.outcomes[request] == .init(errorCode: 0, processed: true, status: 400, body: #"{"reason":"BadDeviceToken"}"#))
+                #expect(
+                    client.outcomes[request]
+                        == .init(errorCode: 0, processed: true, status: 400, body: #"{"reason":"BadDeviceToken"}"#))
             }
         }
     }
@@ -161,7 +171,10 @@ struct ClientSessionTests {
         try pump(client, server)
         #expect(client.settingsSeen.last == 5)
         var held: [Int32] = []
-        server.answer = { request in held.append(request.streamID); return .hold }
+        server.answer = { request in
+            held.append(request.streamID)
+            return .hold
+        }
         for request in 0..<30 { client.submit(request) }
         try pump(client, server)
         #expect(server.maxOpenStreams == 5)
@@ -170,7 +183,10 @@ struct ClientSessionTests {
         for _ in 0..<10 {
             for streamID in held { server.respond(streamID, status: 200, headers: [], body: nil) }
             held.removeAll()
-            server.answer = { request in held.append(request.streamID); return .hold }
+            server.answer = { request in
+                held.append(request.streamID)
+                return .hold
+            }
             try pump(client, server)
         }
         #expect(server.maxOpenStreams == 5)
@@ -205,7 +221,9 @@ struct ClientSessionTests {
     func resets() throws {
         let client = TestClient()
         let server = NGHTTP2Server()
-        server.answer = { request in .reset(request.streamID % 4 == 1 ? HTTP2ErrorCode.refusedStream : HTTP2ErrorCode.internalError) }
+        server.answer = { request in
+            .reset(request.streamID % 4 == 1 ? HTTP2ErrorCode.refusedStream : HTTP2ErrorCode.internalError)
+        }
         for request in 0..<8 { client.submit(request) }
         try pump(client, server)
         #expect(client.outcomes.count == 8)
@@ -213,7 +231,10 @@ struct ClientSessionTests {
             #expect(outcome.status == 0)
             #expect(outcome.processed == (outcome.errorCode != HTTP2ErrorCode.refusedStream))
         }
-        #expect(Set(client.outcomes.values.map(\.errorCode)) == [HTTP2ErrorCode.refusedStream, HTTP2ErrorCode.internalError])
+        #expect(
+            Set(client.outcomes.values.map(\.errorCode)) == [
+                HTTP2ErrorCode.refusedStream, HTTP2ErrorCode.internalError,
+            ])
     }
 
     @Test("cancel: a queued request never leaves, a sent one is reset")
@@ -242,7 +263,9 @@ struct ClientSessionTests {
     @Test("PING is answered; SETTINGS are acknowledged")
     func pingAndSettings() throws {
         let client = TestClient()
-        let server = NGHTTP2Server(settings: [(NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 256), (NGHTTP2_SETTINGS_MAX_FRAME_SIZE, 32768)])
+        let server = NGHTTP2Server(settings: [
+            (NGHTTP2_SETTINGS_HEADER_TABLE_SIZE, 256), (NGHTTP2_SETTINGS_MAX_FRAME_SIZE, 32768),
+        ])
         try pump(client, server)
         nghttp2_submit_ping(server.session, 0, nil)
         try pump(client, server)
@@ -273,19 +296,23 @@ struct ClientSessionTests {
         }
         #expect(answered)
         try pump(client, server)
-        #expect(client.outcomes[0] == .init(errorCode: 0, processed: true, status: 413, body: #"{"reason":"PayloadTooLarge"}"#))
+        #expect(
+            client.outcomes[0]
+                == .init(errorCode: 0, processed: true, status: 413, body: #"{"reason":"PayloadTooLarge"}"#))
         #expect(!client.session.wantsWrite)
     }
 
-    @Test("protocol violations end the session with GOAWAY and a clear error", arguments: [
-        ("PUSH_PROMISE", [0, 0, 4, 5, 4, 0, 0, 0, 1, 0, 0, 0, 2] as [UInt8], HTTP2ErrorCode.protocolError),
-        ("DATA on an idle stream", [0, 0, 1, 0, 1, 0, 0, 0, 99, 0x41], HTTP2ErrorCode.protocolError),
-        ("oversized frame", [0, 0x40, 1, 0, 0, 0, 0, 0, 1], HTTP2ErrorCode.frameSizeError),
-        ("SETTINGS of 5 bytes", [0, 0, 5, 4, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], HTTP2ErrorCode.frameSizeError),
-        ("WINDOW_UPDATE of 0", [0, 0, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0], HTTP2ErrorCode.protocolError),
-        ("bad HPACK index", [0, 0, 1, 1, 5, 0, 0, 0, 1, 0xff], HTTP2ErrorCode.compressionError),
-        ("CONTINUATION without HEADERS", [0, 0, 1, 9, 4, 0, 0, 0, 1, 0x88], HTTP2ErrorCode.protocolError),
-    ])
+    @Test(
+        "protocol violations end the session with GOAWAY and a clear error",
+        arguments: [
+            ("PUSH_PROMISE", [0, 0, 4, 5, 4, 0, 0, 0, 1, 0, 0, 0, 2] as [UInt8], HTTP2ErrorCode.protocolError),
+            ("DATA on an idle stream", [0, 0, 1, 0, 1, 0, 0, 0, 99, 0x41], HTTP2ErrorCode.protocolError),
+            ("oversized frame", [0, 0x40, 1, 0, 0, 0, 0, 0, 1], HTTP2ErrorCode.frameSizeError),
+            ("SETTINGS of 5 bytes", [0, 0, 5, 4, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], HTTP2ErrorCode.frameSizeError),
+            ("WINDOW_UPDATE of 0", [0, 0, 4, 8, 0, 0, 0, 0, 0, 0, 0, 0, 0], HTTP2ErrorCode.protocolError),
+            ("bad HPACK index", [0, 0, 1, 1, 5, 0, 0, 0, 1, 0xff], HTTP2ErrorCode.compressionError),
+            ("CONTINUATION without HEADERS", [0, 0, 1, 9, 4, 0, 0, 0, 1, 0x88], HTTP2ErrorCode.protocolError),
+        ])
     func protocolViolations(_ name: String, _ bytes: [UInt8], _ code: UInt32) throws {
         let client = TestClient()
         let server = NGHTTP2Server()

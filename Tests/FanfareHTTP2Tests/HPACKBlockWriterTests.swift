@@ -31,7 +31,9 @@ struct HPACKBlockWriterTests {
     func huffmanOnlyWhenShorter() {
         // "no-cache": 8 octets as-is, 6 with Huffman.
         let shorter = Support.writeBlock { writer in
-            Array("no-cache".utf8).withUnsafeBytes { writer.writeLiteralWithIncrementalIndexing(nameIndex: 24, value: $0) }
+            Array("no-cache".utf8).withUnsafeBytes {
+                writer.writeLiteralWithIncrementalIndexing(nameIndex: 24, value: $0)
+            }
         }
         #expect(Support.hex(shorter) == "5886a8eb10649cbf")
         // Control octets have long codes: sent as-is.
@@ -57,7 +59,8 @@ struct HPACKBlockWriterTests {
             let written = Support.writeBlock { writer in
                 Array("/3/device/".utf8).withUnsafeBytes { prefix in
                     token.withUnsafeBytes {
-                        writer.writeLiteralWithoutIndexing(nameIndex: HPACKStaticTable.path, valuePrefix: prefix, hexOf: $0)
+                        writer.writeLiteralWithoutIndexing(
+                            nameIndex: HPACKStaticTable.path, valuePrefix: prefix, hexOf: $0)
                     }
                 }
             }
@@ -73,13 +76,17 @@ struct HPACKBlockWriterTests {
         // Tiny values where Huffman is not shorter go as-is ("/" + "" is 1 octet either way).
         let tiny = Support.writeBlock { writer in
             Array("/".utf8).withUnsafeBytes { prefix in
-                [UInt8]().withUnsafeBytes { writer.writeLiteralWithoutIndexing(nameIndex: 4, valuePrefix: prefix, hexOf: $0) }
+                [UInt8]().withUnsafeBytes {
+                    writer.writeLiteralWithoutIndexing(nameIndex: 4, valuePrefix: prefix, hexOf: $0)
+                }
             }
         }
         #expect(Support.hex(tiny) == "04012f")
         let twoDigits = Support.writeBlock { writer in
             [UInt8]().withUnsafeBytes { prefix in
-                [UInt8(0xAB)].withUnsafeBytes { writer.writeLiteralWithoutIndexing(nameIndex: 4, valuePrefix: prefix, hexOf: $0) }
+                [UInt8(0xAB)].withUnsafeBytes {
+                    writer.writeLiteralWithoutIndexing(nameIndex: 4, valuePrefix: prefix, hexOf: $0)
+                }
             }
         }
         // "ab": 'a' 5 bits + 'b' 6 bits = 2 octets with Huffman, 2 as-is: as-is.
@@ -138,7 +145,9 @@ struct HPACKBlockWriterTests {
             #expect(written.count <= bound)
             let indexedBound = HPACKBlockWriter.literalBound(nameCount: 0, valueCount: value.count)
             let indexed = Support.writeBlock(capacity: indexedBound) { writer in
-                value.withUnsafeBytes { writer.writeLiteralWithoutIndexing(nameIndex: 100_000, value: $0, huffman: true) }
+                value.withUnsafeBytes {
+                    writer.writeLiteralWithoutIndexing(nameIndex: 100_000, value: $0, huffman: true)
+                }
             }
             #expect(indexed.count <= indexedBound)
         }
@@ -148,30 +157,37 @@ struct HPACKBlockWriterTests {
     func noWritesPastTheEnd() {
         var generator = SeededGenerator(seed: 77)
         let alphabets: [[UInt8]] = [
-            Array("0123456789abcdef".utf8), Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8),
+            Array("0123456789abcdef".utf8),
+            Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8),
             (0...255).map { UInt8($0) },
         ]
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: 1024, alignment: 16)
         defer { buffer.deallocate() }
         for round in 0..<600 {
             let alphabet = alphabets[round % alphabets.count]
-            let value = (0..<Int.random(in: 0...300, using: &generator)).map { _ in alphabet.randomElement(using: &generator)! }
+            let value = (0..<Int.random(in: 0...300, using: &generator)).map { _ in
+                alphabet.randomElement(using: &generator)!
+            }
             let token = Support.randomBytes(Int.random(in: 0...100, using: &generator), using: &generator)
             buffer.initializeMemory(as: UInt8.self, repeating: 0xAA, count: 1024)
             var writer = HPACKBlockWriter(destination: buffer, capacity: 1024)
             value.withUnsafeBytes { writer.writeLiteralWithIncrementalIndexing(nameIndex: 1, value: $0) }
             let afterValue = writer.count
             value.withUnsafeBytes { prefix in
-                token.withUnsafeBytes { writer.writeLiteralWithoutIndexing(nameIndex: 4, valuePrefix: prefix, hexOf: $0) }
+                token.withUnsafeBytes {
+                    writer.writeLiteralWithoutIndexing(nameIndex: 4, valuePrefix: prefix, hexOf: $0)
+                }
             }
             let written = Array(writer.writtenBytes)
             // The hex fast path may leave up to 8 bytes of scratch right after the block, never more.
             let scratchEnd = min(1024, writer.count + 8)
-            #expect(UnsafeRawBufferPointer(start: buffer + scratchEnd, count: 1024 - scratchEnd).allSatisfy { $0 == 0xAA })
+            #expect(
+                UnsafeRawBufferPointer(start: buffer + scratchEnd, count: 1024 - scratchEnd).allSatisfy { $0 == 0xAA })
             // The same strings through the exact (public) encoder.
             let huffmanValue = Support.huffmanEncode(value)
             if huffmanValue.count < value.count {
-                #expect(Array(written[(afterValue - huffmanValue.count)..<afterValue]) == huffmanValue, "round \(round)")
+                #expect(
+                    Array(written[(afterValue - huffmanValue.count)..<afterValue]) == huffmanValue, "round \(round)")
             }
             let path = value + Array(Support.hex(token).utf8)
             let huffmanPath = Support.huffmanEncode(path)

@@ -151,14 +151,20 @@ struct HPACKDifferentialTests {
                     let value = Support.randomBytes(Int.random(in: 0...40, using: &generator), using: &generator)
                     field = Header(name: Array(name.utf8), value: value)
                 default:
-                    let name = Self.randomText(Int.random(in: 1...30, using: &generator), from: nameAlphabet, using: &generator)
+                    let name = Self.randomText(
+                        Int.random(in: 1...30, using: &generator), from: nameAlphabet, using: &generator)
                     let long = Int.random(in: 0..<8, using: &generator) == 0
-                    let value = Support.randomBytes(Int.random(in: 0...(long ? 1500 : 120), using: &generator), using: &generator)
+                    let value = Support.randomBytes(
+                        Int.random(in: 0...(long ? 1500 : 120), using: &generator), using: &generator)
                     field = Header(name: Array(name.utf8), value: value)
                 }
                 fields.append(field)
                 neverIndexed.append(Int.random(in: 0..<10, using: &generator) == 0)
-                if seen.count < 200 { seen.append(field) } else { seen[Int.random(in: 0..<200, using: &generator)] = field }
+                if seen.count < 200 {
+                    seen.append(field)
+                } else {
+                    seen[Int.random(in: 0..<200, using: &generator)] = field
+                }
             }
             let block = deflater.deflate(fields, neverIndexed: neverIndexed)
             #expect(inflater.inflate(block) == .success(fields), "nghttp2 itself, seed \(seed) block \(blockNumber)")
@@ -170,7 +176,9 @@ struct HPACKDifferentialTests {
 
     /// Random client-style fields through our encoder table with random registrations, so many different
     /// entries churn through small tables.
-    @Test("many registered fields churning through small tables stay in step with nghttp2", arguments: [UInt64(21), 22, 23])
+    @Test(
+        "many registered fields churning through small tables stay in step with nghttp2",
+        arguments: [UInt64(21), 22, 23])
     func churn(seed: UInt64) throws {
         var generator = SeededGenerator(seed: seed)
         let inflater = NGHTTP2Inflater()
@@ -181,7 +189,8 @@ struct HPACKDifferentialTests {
         var names: [String] = []
         for index in 0..<40 {
             let name = "x-churn-\(index)"
-            let value = Self.randomText(Int.random(in: 0...200, using: &generator), from: Self.base64URL, using: &generator)
+            let value = Self.randomText(
+                Int.random(in: 0...200, using: &generator), from: Self.base64URL, using: &generator)
             handles.append(table.register(nameIndex: nil, name: name, value: value))
             names.append(name)
             values.append(value)
@@ -195,7 +204,8 @@ struct HPACKDifferentialTests {
             for _ in 0..<Int.random(in: 0...12, using: &generator) {
                 let which = Int.random(in: 0..<handles.count, using: &generator)
                 if Int.random(in: 0..<10, using: &generator) == 0 {
-                    values[which] = Self.randomText(Int.random(in: 0...200, using: &generator), from: Self.base64URL, using: &generator)
+                    values[which] = Self.randomText(
+                        Int.random(in: 0...200, using: &generator), from: Self.base64URL, using: &generator)
                     table.update(handles[which], value: values[which])
                 }
                 table.write(handles[which], into: &writer)

@@ -8,7 +8,9 @@ struct HPACKEncoderTableTests {
     typealias Support = HPACKTestSupport
 
     /// One block: `beginBlock`, then `body`.
-    static func block(_ table: inout HPACKEncoderTable, _ body: (inout HPACKBlockWriter, inout HPACKEncoderTable) -> Void) -> String {
+    static func block(
+        _ table: inout HPACKEncoderTable, _ body: (inout HPACKBlockWriter, inout HPACKEncoderTable) -> Void
+    ) -> String {
         let buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
         defer { buffer.deallocate() }
         var writer = HPACKBlockWriter(destination: buffer, capacity: 4096)
@@ -20,7 +22,8 @@ struct HPACKEncoderTableTests {
     @Test("reproduces the RFC 7541 C.4 request blocks byte for byte")
     func appendixC4() {
         var table = HPACKEncoderTable()
-        let authority = table.register(nameIndex: HPACKStaticTable.authority, name: ":authority", value: "www.example.com")
+        let authority = table.register(
+            nameIndex: HPACKStaticTable.authority, name: ":authority", value: "www.example.com")
         let cacheControl = table.register(nameIndex: nil, name: "cache-control", value: "no-cache")
         let custom = table.register(nameIndex: nil, name: "custom-key", value: "custom-value")
         let first = Self.block(&table) { writer, table in
@@ -66,7 +69,11 @@ struct HPACKEncoderTableTests {
         }
         #expect(
             first
-                == Support.hex(Support.bytes(hex: "4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0 82a6 2d1b ff6e 919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3")))
+                == Support.hex(
+                    Support.bytes(
+                        hex:
+                            "4882 6402 5885 aec3 771a 4b61 96d0 7abe 9410 54d4 44a8 2005 9504 0b81 66e0 82a6 2d1b ff6e 919d 29ad 1718 63c7 8f0b 97c8 e9ae 82ae 43d3"
+                    )))
         #expect(table.size == 222)
         let second = Self.block(&table) { writer, table in
             for field in [status307, cacheControl, date, location] { table.write(field, into: &writer) }
@@ -76,11 +83,17 @@ struct HPACKEncoderTableTests {
         table.update(date, value: HPACKDecoderTests.date22)
         let third = Self.block(&table) { writer, table in
             writer.writeIndexed(HPACKStaticTable.status200)
-            for field in [cacheControl, date, location, contentEncoding, setCookie] { table.write(field, into: &writer) }
+            for field in [cacheControl, date, location, contentEncoding, setCookie] {
+                table.write(field, into: &writer)
+            }
         }
         #expect(
             third
-                == Support.hex(Support.bytes(hex: "88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b d9ab 77ad 94e7 821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f 9587 3160 65c0 03ed 4ee5 b106 3d50 07")))
+                == Support.hex(
+                    Support.bytes(
+                        hex:
+                            "88c1 6196 d07a be94 1054 d444 a820 0595 040b 8166 e084 a62d 1bff c05a 839b d9ab 77ad 94e7 821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f 9587 3160 65c0 03ed 4ee5 b106 3d50 07"
+                    )))
         #expect(table.size == 215 && table.entryCount == 3)
     }
 

@@ -30,7 +30,8 @@ struct HPACKRepeatedValueTests {
             + integer(encoded.count, prefixBits: 7, flags: 0x80) + encoded
     }
 
-    static let token = "eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQzEyM0RFRkcifQ.eyJpc3MiOiJERUYxMjNHSElKIiwiaWF0IjoxNzY0MDAwMDAwfQ."
+    static let token =
+        "eyJhbGciOiJFUzI1NiIsImtpZCI6IkFCQzEyM0RFRkcifQ.eyJpc3MiOiJERUYxMjNHSElKIiwiaWF0IjoxNzY0MDAwMDAwfQ."
         + String(repeating: "MEUCIQDx7k9Zq", count: 8)
 
     static func path(_ number: Int) -> String {

@@ -10,7 +10,9 @@ struct HostileClientTests {
     private static let endHeaders = HTTP2FrameFlag.endHeaders
     private static let endStream = HTTP2FrameFlag.endStream
 
-    private static func headers(_ stream: Int32, flags: UInt8 = endHeaders | endStream, block: [UInt8] = request) -> [UInt8] {
+    private static func headers(
+        _ stream: Int32, flags: UInt8 = endHeaders | endStream, block: [UInt8] = request
+    ) -> [UInt8] {
         rawFrame(type: HTTP2FrameType.headers.rawValue, flags: flags, stream: stream, payload: block)
     }
 
@@ -18,23 +20,29 @@ struct HostileClientTests {
     private func connected(_ settings: HTTP2ServerSession.LocalSettings = .init()) throws -> TestServer {
         let server = TestServer(settings: settings)
         server.answer = { _ in nil }
-        try server.feed(clientPrefaceBytes + rawFrame(type: HTTP2FrameType.settings.rawValue, flags: HTTP2FrameFlag.ack))
+        try server.feed(
+            clientPrefaceBytes + rawFrame(type: HTTP2FrameType.settings.rawValue, flags: HTTP2FrameFlag.ack))
         _ = server.output.take()
         return server
     }
 
     /// Feeds `bytes`; expects the connection to end with `code`, in the error and in the GOAWAY written last.
-    private func expectGoAway(_ server: TestServer, _ bytes: [UInt8], _ code: UInt32, sourceLocation: SourceLocation = #_sourceLocation) {
+    private func expectGoAway(
+        _ server: TestServer, _ bytes: [UInt8], _ code: UInt32, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         let error = server.feedExpectingError(bytes)
         #expect(error?.code == code, "\(String(describing: error))", sourceLocation: sourceLocation)
         let last = parseFrames(server.output.take()).last
         #expect(last?.type == HTTP2FrameType.goAway.rawValue, sourceLocation: sourceLocation)
         if let payload = last?.payload, payload.count >= 8 {
-            let sent = UInt32(payload[4]) << 24 | UInt32(payload[5]) << 16 | UInt32(payload[6]) << 8 | UInt32(payload[7])
+            let sent =
+                UInt32(payload[4]) << 24 | UInt32(payload[5]) << 16 | UInt32(payload[6]) << 8 | UInt32(payload[7])
             #expect(sent == code, "GOAWAY carries \(HTTP2ErrorCode.name(sent))", sourceLocation: sourceLocation)
         }
         #expect(server.session.failed && server.session.isFinished, sourceLocation: sourceLocation)
-        #expect(server.feedExpectingError(Self.headers(101)) != nil, "nothing is read after the error", sourceLocation: sourceLocation)
+        #expect(
+            server.feedExpectingError(Self.headers(101)) != nil, "nothing is read after the error",
+            sourceLocation: sourceLocation)
     }
 
     @Test("a bad preface: PROTOCOL_ERROR")
@@ -55,7 +63,10 @@ struct HostileClientTests {
     @Test("a frame over our SETTINGS_MAX_FRAME_SIZE: FRAME_SIZE_ERROR")
     func frameTooLarge() throws {
         let server = try connected()
-        expectGoAway(server, rawFrame(type: HTTP2FrameType.data.rawValue, stream: 1, payload: Array(repeating: 0, count: 16_385)), HTTP2ErrorCode.frameSizeError)
+        expectGoAway(
+            server,
+            rawFrame(type: HTTP2FrameType.data.rawValue, stream: 1, payload: Array(repeating: 0, count: 16_385)),
+            HTTP2ErrorCode.frameSizeError)
     }
 
     @Test("fixed-size frames of the wrong size: FRAME_SIZE_ERROR")
@@ -70,7 +81,11 @@ struct HostileClientTests {
             expectGoAway(try connected(), frame, HTTP2ErrorCode.frameSizeError)
         }
         let server = try connected()
-        expectGoAway(server, Self.headers(1, flags: Self.endStream) + rawFrame(type: HTTP2FrameType.rstStream.rawValue, stream: 1, payload: [0]), HTTP2ErrorCode.protocolError)
+        expectGoAway(
+            server,
+            Self.headers(1, flags: Self.endStream)
+                + rawFrame(type: HTTP2FrameType.rstStream.rawValue, stream: 1, payload: [0]),
+            HTTP2ErrorCode.protocolError)
     }
 
     @Test("stream ids: even, zero, going backwards, or HEADERS on a closed stream end the connection")
@@ -88,30 +103,50 @@ struct HostileClientTests {
         expectGoAway(closed, Self.headers(1), HTTP2ErrorCode.streamClosed)
         let halfClosed = try connected()
         try halfClosed.feed(Self.headers(1))
-        expectGoAway(halfClosed, rawFrame(type: HTTP2FrameType.data.rawValue, flags: Self.endStream, stream: 1, payload: [1]), HTTP2ErrorCode.streamClosed)
+        expectGoAway(
+            halfClosed, rawFrame(type: HTTP2FrameType.data.rawValue, flags: Self.endStream, stream: 1, payload: [1]),
+            HTTP2ErrorCode.streamClosed)
     }
 
     @Test("frames on streams never opened: PROTOCOL_ERROR")
     func idleStreams() throws {
-        expectGoAway(try connected(), rawFrame(type: HTTP2FrameType.data.rawValue, stream: 9, payload: [1]), HTTP2ErrorCode.protocolError)
-        expectGoAway(try connected(), rawFrame(type: HTTP2FrameType.rstStream.rawValue, stream: 9, payload: [0, 0, 0, 8]), HTTP2ErrorCode.protocolError)
-        expectGoAway(try connected(), rawFrame(type: HTTP2FrameType.windowUpdate.rawValue, stream: 9, payload: [0, 0, 0, 8]), HTTP2ErrorCode.protocolError)
-        expectGoAway(try connected(), rawFrame(type: HTTP2FrameType.continuation.rawValue, stream: 1, payload: [0x83]), HTTP2ErrorCode.protocolError)
-        expectGoAway(try connected(), rawFrame(type: HTTP2FrameType.pushPromise.rawValue, stream: 1, payload: [0, 0, 0, 2]), HTTP2ErrorCode.protocolError)
+        expectGoAway(
+            try connected(), rawFrame(type: HTTP2FrameType.data.rawValue, stream: 9, payload: [1]),
+            HTTP2ErrorCode.protocolError)
+        expectGoAway(
+            try connected(), rawFrame(type: HTTP2FrameType.rstStream.rawValue, stream: 9, payload: [0, 0, 0, 8]),
+            HTTP2ErrorCode.protocolError)
+        expectGoAway(
+            try connected(), rawFrame(type: HTTP2FrameType.windowUpdate.rawValue, stream: 9, payload: [0, 0, 0, 8]),
+            HTTP2ErrorCode.protocolError)
+        expectGoAway(
+            try connected(), rawFrame(type: HTTP2FrameType.continuation.rawValue, stream: 1, payload: [0x83]),
+            HTTP2ErrorCode.protocolError)
+        expectGoAway(
+            try connected(), rawFrame(type: HTTP2FrameType.pushPromise.rawValue, stream: 1, payload: [0, 0, 0, 2]),
+            HTTP2ErrorCode.protocolError)
     }
 
     @Test("a header block interrupted by another frame: PROTOCOL_ERROR")
     func interruptedHeaderBlock() throws {
         let server = try connected()
-        expectGoAway(server, Self.headers(1, flags: 0, block: [0x83]) + rawFrame(type: HTTP2FrameType.ping.rawValue, payload: Array(repeating: 0, count: 8)),
-                     HTTP2ErrorCode.protocolError)
+        expectGoAway(
+            server,
+            Self.headers(1, flags: 0, block: [0x83])
+                + rawFrame(type: HTTP2FrameType.ping.rawValue, payload: Array(repeating: 0, count: 8)),
+            HTTP2ErrorCode.protocolError)
     }
 
-    @Test("a CONTINUATION flood: ENHANCE_YOUR_CALM within the header block bound, empty ones within the empty-frame bound")
+    @Test(
+        "a CONTINUATION flood: ENHANCE_YOUR_CALM within the header block bound, empty ones within the empty-frame bound"
+    )
     func continuationFlood() throws {
         let server = try connected()
         var bytes = Self.headers(1, flags: 0, block: [0x83])
-        for _ in 0..<5 { bytes += rawFrame(type: HTTP2FrameType.continuation.rawValue, stream: 1, payload: Array(repeating: 0x40, count: 16_000)) }
+        for _ in 0..<5 {
+            bytes += rawFrame(
+                type: HTTP2FrameType.continuation.rawValue, stream: 1, payload: Array(repeating: 0x40, count: 16_000))
+        }
         expectGoAway(server, bytes, HTTP2ErrorCode.enhanceYourCalm)
         var settings = HTTP2ServerSession.LocalSettings()
         settings.maxEmptyFrames = 100
@@ -127,20 +162,27 @@ struct HostileClientTests {
         settings.maxEmptyFrames = 100
         let server = try connected(settings)
         try server.feed(Self.headers(1, flags: Self.endHeaders))
-        expectGoAway(server, Array(repeating: rawFrame(type: HTTP2FrameType.data.rawValue, stream: 1), count: 200).flatMap { $0 }, HTTP2ErrorCode.enhanceYourCalm)
+        expectGoAway(
+            server,
+            Array(repeating: rawFrame(type: HTTP2FrameType.data.rawValue, stream: 1), count: 200).flatMap { $0 },
+            HTTP2ErrorCode.enhanceYourCalm)
         let unknown = try connected(settings)
-        expectGoAway(unknown, Array(repeating: rawFrame(type: 0x42, payload: [1]), count: 200).flatMap { $0 }, HTTP2ErrorCode.enhanceYourCalm)
+        expectGoAway(
+            unknown, Array(repeating: rawFrame(type: 0x42, payload: [1]), count: 200).flatMap { $0 },
+            HTTP2ErrorCode.enhanceYourCalm)
     }
 
     @Test("HPACK: a bad index, a table size update above our setting, an oversized header list: COMPRESSION_ERROR")
     func hpackErrors() throws {
-        expectGoAway(try connected(), Self.headers(1, block: [0xFF, 0x70]), HTTP2ErrorCode.compressionError)  // index 190
-        expectGoAway(try connected(), Self.headers(1, block: [0x3F, 0xE1, 0x7F]), HTTP2ErrorCode.compressionError)  // size update 16 KiB
+        // Index 190, then a table size update to 16 KiB.
+        expectGoAway(try connected(), Self.headers(1, block: [0xFF, 0x70]), HTTP2ErrorCode.compressionError)
+        expectGoAway(try connected(), Self.headers(1, block: [0x3F, 0xE1, 0x7F]), HTTP2ErrorCode.compressionError)
         var settings = HTTP2ServerSession.LocalSettings()
         settings.maxHeaderListSize = 1000
         // A bomb: one 500-byte entry inserted, then referenced 100 times (1 byte each).
         let value = Array(repeating: UInt8(ascii: "a"), count: 500)
-        let insert: [UInt8] = [0x40, 0x01, 0x78, 0x7F, 0x81, 0x03] + value  // literal with indexing, name "x", 500-byte value
+        // A literal with indexing: name "x", a 500-byte value.
+        let insert: [UInt8] = [0x40, 0x01, 0x78, 0x7F, 0x81, 0x03] + value
         let bomb = insert + Array(repeating: 0xBE, count: 100)  // index 62, again and again
         expectGoAway(try connected(settings), Self.headers(1, block: bomb), HTTP2ErrorCode.compressionError)
     }
@@ -149,29 +191,51 @@ struct HostileClientTests {
     func flowControlViolations() throws {
         let server = try connected()
         var bytes = Self.headers(1, flags: Self.endHeaders)
-        for _ in 0..<4 { bytes += rawFrame(type: HTTP2FrameType.data.rawValue, stream: 1, payload: Array(repeating: 0, count: 16_384)) }
-        #expect(server.feedExpectingError(bytes) == nil, "more than 65,535 bytes fit: the session gives back half a window at a time")
+        for _ in 0..<4 {
+            bytes += rawFrame(
+                type: HTTP2FrameType.data.rawValue, stream: 1, payload: Array(repeating: 0, count: 16_384))
+        }
+        #expect(
+            server.feedExpectingError(bytes) == nil,
+            "more than 65,535 bytes fit: the session gives back half a window at a time")
         #expect(parseFrames(server.output.take()).filter { $0.type == HTTP2FrameType.windowUpdate.rawValue }.count == 4)
         let strict = try connected()
         var settings = HTTP2ServerSession.LocalSettings()
         settings.initialWindowSize = 1000
         let small = try connected(settings)
-        expectGoAway(small, Self.headers(1, flags: Self.endHeaders)
-                     + rawFrame(type: HTTP2FrameType.settings.rawValue, flags: HTTP2FrameFlag.ack)
-                     + rawFrame(type: HTTP2FrameType.data.rawValue, stream: 1, payload: Array(repeating: 0, count: 1001)), HTTP2ErrorCode.flowControlError)
-        expectGoAway(strict, rawFrame(type: HTTP2FrameType.windowUpdate.rawValue, payload: [0x7F, 0xFF, 0xFF, 0xFF]), HTTP2ErrorCode.flowControlError)
+        expectGoAway(
+            small,
+            Self.headers(1, flags: Self.endHeaders)
+                + rawFrame(type: HTTP2FrameType.settings.rawValue, flags: HTTP2FrameFlag.ack)
+                + rawFrame(type: HTTP2FrameType.data.rawValue, stream: 1, payload: Array(repeating: 0, count: 1001)),
+            HTTP2ErrorCode.flowControlError)
+        expectGoAway(
+            strict, rawFrame(type: HTTP2FrameType.windowUpdate.rawValue, payload: [0x7F, 0xFF, 0xFF, 0xFF]),
+            HTTP2ErrorCode.flowControlError)
         let streamWindow = try connected()
-        expectGoAway(streamWindow, Self.headers(1) + rawFrame(type: HTTP2FrameType.windowUpdate.rawValue, stream: 1, payload: [0x7F, 0xFF, 0xFF, 0xFF]),
-                     HTTP2ErrorCode.flowControlError)
-        expectGoAway(try connected(), rawFrame(type: HTTP2FrameType.windowUpdate.rawValue, payload: [0, 0, 0, 0]), HTTP2ErrorCode.protocolError)
-        expectGoAway(try connected(), rawFrame(type: HTTP2FrameType.settings.rawValue, payload: [0, 4, 0x80, 0, 0, 0]), HTTP2ErrorCode.flowControlError)
+        expectGoAway(
+            streamWindow,
+            Self.headers(1)
+                + rawFrame(type: HTTP2FrameType.windowUpdate.rawValue, stream: 1, payload: [0x7F, 0xFF, 0xFF, 0xFF]),
+            HTTP2ErrorCode.flowControlError)
+        expectGoAway(
+            try connected(), rawFrame(type: HTTP2FrameType.windowUpdate.rawValue, payload: [0, 0, 0, 0]),
+            HTTP2ErrorCode.protocolError)
+        expectGoAway(
+            try connected(), rawFrame(type: HTTP2FrameType.settings.rawValue, payload: [0, 4, 0x80, 0, 0, 0]),
+            HTTP2ErrorCode.flowControlError)
     }
 
-    @Test("a PING or SETTINGS flood from a client that does not read: ENHANCE_YOUR_CALM, memory bounded; the same from one that reads is answered")
+    @Test(
+        "a PING or SETTINGS flood from a client that does not read: ENHANCE_YOUR_CALM, memory bounded; the same from one that reads is answered"
+    )
     func controlFloods() throws {
         var settings = HTTP2ServerSession.LocalSettings()
         settings.maxQueuedControlFrames = 100
-        for frame in [rawFrame(type: HTTP2FrameType.ping.rawValue, payload: Array(repeating: 7, count: 8)), rawFrame(type: HTTP2FrameType.settings.rawValue)] {
+        for frame in [
+            rawFrame(type: HTTP2FrameType.ping.rawValue, payload: Array(repeating: 7, count: 8)),
+            rawFrame(type: HTTP2FrameType.settings.rawValue),
+        ] {
             let server = try connected(settings)
             server.output.backedUp = true
             var caught: HTTP2ConnectionError?
@@ -200,7 +264,9 @@ struct HostileClientTests {
         var bytes = [UInt8]()
         for index in 0..<200 {
             let stream = Int32(2 * index + 1)
-            bytes += Self.headers(stream, flags: Self.endHeaders) + rawFrame(type: HTTP2FrameType.rstStream.rawValue, stream: stream, payload: [0, 0, 0, 8])
+            bytes +=
+                Self.headers(stream, flags: Self.endHeaders)
+                + rawFrame(type: HTTP2FrameType.rstStream.rawValue, stream: stream, payload: [0, 0, 0, 8])
         }
         expectGoAway(server, bytes, HTTP2ErrorCode.enhanceYourCalm)
         #expect(server.finished.count <= 101)

@@ -9,7 +9,9 @@ import Testing
 @Suite("HTTP/2 client session against hostile servers", .ownThread)
 struct HostileServerTests {
     /// A client whose preface and SETTINGS exchange with nghttp2 are done, with `request` held open.
-    private func connected(settings: HTTP2ClientSession.LocalSettings = .init(), holding requests: Int = 1) throws -> (TestClient, NGHTTP2Server) {
+    private func connected(
+        settings: HTTP2ClientSession.LocalSettings = .init(), holding requests: Int = 1
+    ) throws -> (TestClient, NGHTTP2Server) {
         let client = TestClient(settings: settings)
         let server = NGHTTP2Server()
         server.answer = { _ in .hold }
@@ -67,7 +69,8 @@ struct HostileServerTests {
 
     /// `:status: 200` as one static-table index.
     private static func statusHeaders(stream: Int32) -> [UInt8] {
-        rawFrame(type: HTTP2FrameType.headers.rawValue, flags: HTTP2FrameFlag.endHeaders, stream: stream, payload: [0x88])
+        rawFrame(
+            type: HTTP2FrameType.headers.rawValue, flags: HTTP2FrameFlag.endHeaders, stream: stream, payload: [0x88])
     }
 
     @Test("DATA beyond a stream's receive window is a FLOW_CONTROL_ERROR")
@@ -76,11 +79,13 @@ struct HostileServerTests {
         settings.initialWindowSize = 1000
         let (client, _) = try connected(settings: settings)  // nghttp2 acknowledged our SETTINGS
         try client.feed(Self.statusHeaders(stream: 1))
-        let within = rawFrame(type: HTTP2FrameType.data.rawValue, stream: 1, payload: Array(repeating: 0x41, count: 400))
+        let within = rawFrame(
+            type: HTTP2FrameType.data.rawValue, stream: 1, payload: Array(repeating: 0x41, count: 400))
         try client.feed(within)
         // 400 + 700 bytes: more than the 1,000 announced (the window reopens only once half is used, and
         // the update for the first 400 was never sent).
-        let beyond = rawFrame(type: HTTP2FrameType.data.rawValue, stream: 1, payload: Array(repeating: 0x41, count: 700))
+        let beyond = rawFrame(
+            type: HTTP2FrameType.data.rawValue, stream: 1, payload: Array(repeating: 0x41, count: 700))
         let caught = feedExpectingError(client, beyond)
         #expect(caught?.code == HTTP2ErrorCode.flowControlError, "\(String(describing: caught))")
         let frames = parseFrames(client.output.take())
@@ -96,7 +101,8 @@ struct HostileServerTests {
         let (client, _) = try connected(settings: settings)
         try client.feed(Self.statusHeaders(stream: 1))
         // 300 KB in 16 KB frames, fed one frame per read: the session gives the window back as it goes.
-        let chunk = rawFrame(type: HTTP2FrameType.data.rawValue, stream: 1, payload: Array(repeating: 0x41, count: 16_000))
+        let chunk = rawFrame(
+            type: HTTP2FrameType.data.rawValue, stream: 1, payload: Array(repeating: 0x41, count: 16_000))
         for _ in 0..<19 { try client.feed(chunk) }
         try client.feed(rawFrame(type: HTTP2FrameType.data.rawValue, flags: HTTP2FrameFlag.endStream, stream: 1))
         #expect(client.outcomes[0]?.status == 200)
@@ -127,7 +133,8 @@ struct HostileServerTests {
         #expect(client.outcomes[0]?.processed == true, "\(what): the held request ends once, answered or not")
     }
 
-    @Test("frames that carry nothing without end (empty DATA, empty header fragments, unknown types): ENHANCE_YOUR_CALM")
+    @Test(
+        "frames that carry nothing without end (empty DATA, empty header fragments, unknown types): ENHANCE_YOUR_CALM")
     func emptyFrameFlood() throws {
         let data = HTTP2FrameType.data.rawValue
         try expectFloodEnds("empty DATA", rawFrame(type: data, stream: 1))
@@ -168,7 +175,8 @@ struct HostileServerTests {
         let (client, _) = try connected()
         try client.feed(rawFrame(type: HTTP2FrameType.settings.rawValue, payload: [0, 2, 0, 0, 0, 0]))
         #expect(!client.session.failed)
-        let caught = feedExpectingError(client, rawFrame(type: HTTP2FrameType.settings.rawValue, payload: [0, 2, 0, 0, 0, 1]))
+        let caught = feedExpectingError(
+            client, rawFrame(type: HTTP2FrameType.settings.rawValue, payload: [0, 2, 0, 0, 0, 1]))
         #expect(caught?.code == HTTP2ErrorCode.protocolError)
         #expect(caught?.message.contains("ENABLE_PUSH") == true)
     }
@@ -225,7 +233,8 @@ struct HostileServerTests {
 
 @Suite("HTTP/2 client session preface", .ownThread)
 struct ClientPrefaceTests {
-    @Test("a connection window left at the default sends no WINDOW_UPDATE of 0 (nghttp2 would call it a protocol error)")
+    @Test(
+        "a connection window left at the default sends no WINDOW_UPDATE of 0 (nghttp2 would call it a protocol error)")
     func defaultConnectionWindow() throws {
         var settings = HTTP2ClientSession.LocalSettings()
         settings.connectionWindowSize = 65_535

@@ -58,7 +58,9 @@ struct HuffmanCodeTests {
         #expect(table.transitions[0xF] & HuffmanDecodingTable.accepts != 0)
         // Every next state is in range.
         for index in 0..<(HuffmanDecodingTable.stateCount * 16) {
-            #expect(table.transitions[index] & HuffmanDecodingTable.rowOffsetMask < UInt32(HuffmanDecodingTable.stateCount * 64))
+            #expect(
+                table.transitions[index] & HuffmanDecodingTable.rowOffsetMask
+                    < UInt32(HuffmanDecodingTable.stateCount * 64))
         }
     }
 }

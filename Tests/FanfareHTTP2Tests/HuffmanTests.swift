@@ -12,11 +12,14 @@ struct HuffmanTests {
         arguments: [
             ("www.example.com", "f1e3 c2e5 f23a 6ba0 ab90 f4ff"), ("no-cache", "a8eb 1064 9cbf"),
             ("custom-key", "25a8 49e9 5ba9 7d7f"), ("custom-value", "25a8 49e9 5bb8 e8b4 bf"), ("302", "6402"),
-            ("private", "aec3 771a 4b"), ("Mon, 21 Oct 2013 20:13:21 GMT", "d07a be94 1054 d444 a820 0595 040b 8166 e082 a62d 1bff"),
+            ("private", "aec3 771a 4b"),
+            ("Mon, 21 Oct 2013 20:13:21 GMT", "d07a be94 1054 d444 a820 0595 040b 8166 e082 a62d 1bff"),
             ("https://www.example.com", "9d29 ad17 1863 c78f 0b97 c8e9 ae82 ae43 d3"), ("307", "640e ff"),
             ("gzip", "9bd9 ab"),
-            ("foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1",
-             "94e7 821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f 9587 3160 65c0 03ed 4ee5 b106 3d50 07"),
+            (
+                "foo=ASDJKHQKBZXOQWEOPIUAXQWEOIU; max-age=3600; version=1",
+                "94e7 821d d7f2 e6c7 b335 dfdf cd5b 3960 d5af 2708 7f36 72c1 ab27 0fb5 291f 9587 3160 65c0 03ed 4ee5 b106 3d50 07"
+            ),
         ])
     func rfcStrings(text: String, hex: String) throws {
         let expected = Support.bytes(hex: hex)
@@ -73,7 +76,8 @@ struct HuffmanTests {
             let bytes = Support.randomBytes(length, using: &generator)
             let prefix = Array("/3/device/".utf8)
             let expected = Support.huffmanEncode(prefix + Array(Support.hex(bytes).utf8) + [UInt8(ascii: "?")])
-            let bits = prefix.withUnsafeBytes { HPACKHuffman.bitCount($0) }
+            let bits =
+                prefix.withUnsafeBytes { HPACKHuffman.bitCount($0) }
                 + bytes.withUnsafeBytes { HPACKHuffman.bitCount(hexOf: $0) }
                 + Int(HuffmanCode.bitLengths[Int(UInt8(ascii: "?"))])
             var output = [UInt8](repeating: 0xAA, count: expected.count + 8)

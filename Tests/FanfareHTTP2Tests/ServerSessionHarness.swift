@@ -86,16 +86,20 @@ final class TestServer: HTTP2ServerSessionDelegate {
 
     override func http2RequestEnded(stream: Int) {
         open[stream]!.ended = true
-        if let reply = answer(open[stream]!) { respond(stream, status: reply.status, fields: reply.fields, body: reply.body) }
+        if let reply = answer(open[stream]!) {
+            respond(stream, status: reply.status, fields: reply.fields, body: reply.body)
+        }
     }
 
-    override func http2WriteResponseHeaders(stream: Int, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter) {
+    override func http2WriteResponseHeaders(stream: Int, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter)
+    {
         let response = responses[stream]!
         if let index = HPACKStaticTable.statusIndex(response.status) {
             writer.writeIndexed(index)
         } else {
             Array(String(response.status).utf8).withUnsafeBytes {
-                writer.writeLiteralWithoutIndexing(nameIndex: HPACKStaticTable.statusNameIndex, value: $0, huffman: false)
+                writer.writeLiteralWithoutIndexing(
+                    nameIndex: HPACKStaticTable.statusNameIndex, value: $0, huffman: false)
             }
         }
         for (name, value) in response.fields {
@@ -106,7 +110,8 @@ final class TestServer: HTTP2ServerSessionDelegate {
     }
 
     override func http2ResponseBody(stream: Int) -> UnsafeRawBufferPointer {
-        UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(responseBodies[stream]!)[0..<responses[stream]!.body.count])
+        UnsafeRawBufferPointer(
+            rebasing: UnsafeRawBufferPointer(responseBodies[stream]!)[0..<responses[stream]!.body.count])
     }
 
     override func http2StreamClosed(stream: Int, errorCode: UInt32) {
@@ -134,7 +139,9 @@ final class NGHTTP2Client {
     var outbound: [UInt8] = []
     var responses: [Int32: ClientResponse] = [:]
     var goAway: (lastStreamID: Int32, errorCode: UInt32)?
-    var remoteMaxConcurrentStreams: UInt32 { nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS) }
+    var remoteMaxConcurrentStreams: UInt32 {
+        nghttp2_session_get_remote_settings(session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
+    }
     private var bodies: [Int32: [UInt8]] = [:]
     private var bodyOffsets: [Int32: Int] = [:]
 
@@ -163,17 +170,23 @@ final class NGHTTP2Client {
 
     /// Submits a POST with `fields` after the pseudo-headers and `body`; returns its stream id.
     @discardableResult
-    func request(path: String, fields: [(String, String)] = [], body: [UInt8] = [], noIndex: Set<String> = []) -> Int32 {
-        let all = [(":method", "POST"), (":scheme", "https"), (":authority", "api.push.apple.com"), (":path", path)] + fields
+    func request(path: String, fields: [(String, String)] = [], body: [UInt8] = [], noIndex: Set<String> = []) -> Int32
+    {
+        let all =
+            [(":method", "POST"), (":scheme", "https"), (":authority", "api.push.apple.com"), (":path", path)] + fields
         let names = all.map { strdup($0.0)! }
         let values = all.map { strdup($0.1)! }
-        defer { names.forEach { free($0) }; values.forEach { free($0) } }
+        defer {
+            names.forEach { free($0) }
+            values.forEach { free($0) }
+        }
         var nva = (0..<all.count).map { index in
             nghttp2_nv(
                 name: UnsafeMutableRawPointer(names[index]).assumingMemoryBound(to: UInt8.self),
                 value: UnsafeMutableRawPointer(values[index]).assumingMemoryBound(to: UInt8.self),
                 namelen: strlen(names[index]), valuelen: strlen(values[index]),
-                flags: UInt8(noIndex.contains(all[index].0) ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue))
+                flags: UInt8(
+                    noIndex.contains(all[index].0) ? NGHTTP2_NV_FLAG_NO_INDEX.rawValue : NGHTTP2_NV_FLAG_NONE.rawValue))
         }
         if body.isEmpty {
             return nghttp2_submit_request(session, nil, &nva, nva.count, nil, nil)
@@ -187,11 +200,15 @@ final class NGHTTP2Client {
         return streamID
     }
 
-    func readBody(_ streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
+    func readBody(
+        _ streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>
+    ) -> Int {
         let body = bodies[streamID] ?? []
         let offset = bodyOffsets[streamID] ?? 0
         let count = min(length, body.count - offset)
-        body.withUnsafeBufferPointer { UnsafeMutableRawPointer(buffer).copyMemory(from: $0.baseAddress! + offset, byteCount: count) }
+        body.withUnsafeBufferPointer {
+            UnsafeMutableRawPointer(buffer).copyMemory(from: $0.baseAddress! + offset, byteCount: count)
+        }
         bodyOffsets[streamID] = offset + count
         if offset + count == body.count { flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue }
         return count
@@ -216,7 +233,10 @@ private func client(_ userData: UnsafeMutableRawPointer?) -> NGHTTP2Client {
     Unmanaged<NGHTTP2Client>.fromOpaque(userData!).takeUnretainedValue()
 }
 
-private func clientSend(_ session: OpaquePointer?, _ data: UnsafePointer<UInt8>?, _ length: Int, _ flags: Int32, _ userData: UnsafeMutableRawPointer?) -> Int {
+private func clientSend(
+    _ session: OpaquePointer?, _ data: UnsafePointer<UInt8>?, _ length: Int, _ flags: Int32,
+    _ userData: UnsafeMutableRawPointer?
+) -> Int {
     client(userData).outbound.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
     return length
 }
@@ -234,33 +254,42 @@ private func clientOnHeader(
 }
 
 private func clientOnData(
-    _ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32, _ data: UnsafePointer<UInt8>?, _ length: Int, _ userData: UnsafeMutableRawPointer?
+    _ session: OpaquePointer?, _ flags: UInt8, _ streamID: Int32, _ data: UnsafePointer<UInt8>?, _ length: Int,
+    _ userData: UnsafeMutableRawPointer?
 ) -> Int32 {
-    client(userData).responses[streamID, default: ClientResponse()].body.append(contentsOf: UnsafeBufferPointer(start: data, count: length))
+    client(userData).responses[streamID, default: ClientResponse()].body.append(
+        contentsOf: UnsafeBufferPointer(start: data, count: length))
     return 0
 }
 
-private func clientOnFrame(_ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func clientOnFrame(
+    _ session: OpaquePointer?, _ frame: UnsafePointer<nghttp2_frame>?, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     if frame!.pointee.hd.type == UInt8(NGHTTP2_GOAWAY.rawValue) {
         client(userData).goAway = (frame!.pointee.goaway.last_stream_id, frame!.pointee.goaway.error_code)
     }
     return 0
 }
 
-private func clientOnStreamClose(_ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32, _ userData: UnsafeMutableRawPointer?) -> Int32 {
+private func clientOnStreamClose(
+    _ session: OpaquePointer?, _ streamID: Int32, _ errorCode: UInt32, _ userData: UnsafeMutableRawPointer?
+) -> Int32 {
     client(userData).responses[streamID, default: ClientResponse()].closedWith = errorCode
     return 0
 }
 
 private func clientReadBody(
     _ session: OpaquePointer?, _ streamID: Int32, _ buffer: UnsafeMutablePointer<UInt8>?, _ length: Int,
-    _ flags: UnsafeMutablePointer<UInt32>?, _ source: UnsafeMutablePointer<nghttp2_data_source>?, _ userData: UnsafeMutableRawPointer?
+    _ flags: UnsafeMutablePointer<UInt32>?, _ source: UnsafeMutablePointer<nghttp2_data_source>?,
+    _ userData: UnsafeMutableRawPointer?
 ) -> Int {
     client(userData).readBody(streamID, into: buffer!, length: length, flags: flags!)
 }
 
 /// Moves bytes both ways until neither side has anything more to say (`chunk` splits what the server reads).
-func pump(_ server: TestServer, _ client: NGHTTP2Client, chunk: Int = .max, rounds: Int = 10_000) throws(HTTP2ConnectionError) {
+func pump(
+    _ server: TestServer, _ client: NGHTTP2Client, chunk: Int = .max, rounds: Int = 10_000
+) throws(HTTP2ConnectionError) {
     for _ in 0..<rounds {
         let toServer = client.send()
         var offset = 0
@@ -273,11 +302,14 @@ func pump(_ server: TestServer, _ client: NGHTTP2Client, chunk: Int = .max, roun
         let toClient = server.output.take()
         if !toClient.isEmpty {
             let consumed = client.receive(toClient)
-            precondition(consumed >= 0, "nghttp2 rejected the server's bytes: \(String(cString: nghttp2_strerror(Int32(consumed))))")
+            precondition(
+                consumed >= 0,
+                "nghttp2 rejected the server's bytes: \(String(cString: nghttp2_strerror(Int32(consumed))))")
         }
         if toServer.isEmpty && toClient.isEmpty { return }
     }
 }
 
 /// The client connection preface and an empty SETTINGS frame.
-let clientPrefaceBytes: [UInt8] = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + rawFrame(type: HTTP2FrameType.settings.rawValue)
+let clientPrefaceBytes: [UInt8] =
+    Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8) + rawFrame(type: HTTP2FrameType.settings.rawValue)

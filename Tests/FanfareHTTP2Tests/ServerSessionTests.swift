@@ -21,12 +21,16 @@ struct ServerSessionTests {
         let client = NGHTTP2Client()
         var sent: [Int32: (id: String, body: [UInt8])] = [:]
         for index in 0..<500 {
-            let id = "0000000\(index % 10)-0000-0000-0000-\(String(repeating: "0", count: 12 - String(index).count))\(index)"
+            let id =
+                "0000000\(index % 10)-0000-0000-0000-\(String(repeating: "0", count: 12 - String(index).count))\(index)"
             let body = Array(String(repeating: "x", count: 90 + index % 3).utf8)
             let streamID = client.request(
                 path: "/3/device/\(Self.token)",
-                fields: [("apns-topic", "com.example.app.push-type.liveactivity"), ("apns-push-type", "liveactivity"), ("apns-id", id),
-                         ("authorization", "bearer ey.\(index % 7)")],
+                fields: [
+                    ("apns-topic", "com.example.app.push-type.liveactivity"), ("apns-push-type", "liveactivity"),
+                    ("apns-id", id),
+                    ("authorization", "bearer ey.\(index % 7)"),
+                ],
                 body: body, noIndex: ["apns-id"])
             sent[streamID] = (id, body)
         }
@@ -38,7 +42,11 @@ struct ServerSessionTests {
             let seen = try #require(server.finished[streamID])
             #expect(seen.closedWith == HTTP2ErrorCode.noError)
             #expect(seen.body == request.body)
-            #expect(seen.headers.map(\.0) == [":method", ":scheme", ":authority", ":path", "apns-topic", "apns-push-type", "apns-id", "authorization"])
+            #expect(
+                seen.headers.map(\.0) == [
+                    ":method", ":scheme", ":authority", ":path", "apns-topic", "apns-push-type", "apns-id",
+                    "authorization",
+                ])
             #expect(seen.headers.first { $0.0 == ":path" }?.1 == "/3/device/\(Self.token)")
             let response = try #require(client.responses[streamID])
             #expect(response.closedWith == 0)
@@ -98,31 +106,41 @@ struct ServerSessionTests {
         #expect(client.responses.values.allSatisfy { $0.closedWith == 0 })
     }
 
-    @Test("a raised limit counts at once, a lowered one only once acknowledged: a client within either is never refused")
+    @Test(
+        "a raised limit counts at once, a lowered one only once acknowledged: a client within either is never refused")
     func limitFollowsAcknowledgement() throws {
         var settings = HTTP2ServerSession.LocalSettings()
         settings.maxConcurrentStreams = 10
         let server = TestServer(capacity: 10, settings: settings)
         server.answer = { _ in nil }
-        try server.feed(clientPrefaceBytes + rawFrame(type: HTTP2FrameType.settings.rawValue, flags: HTTP2FrameFlag.ack))
+        try server.feed(
+            clientPrefaceBytes + rawFrame(type: HTTP2FrameType.settings.rawValue, flags: HTTP2FrameFlag.ack))
         server.session.advertise(maxConcurrentStreams: 2)  // not acknowledged yet: 10 still holds
         var block = [UInt8]()
         for index in 0..<10 {
             block = [0x83, 0x87, 0x84]  // :method POST, :scheme https, :path /
-            try server.feed(rawFrame(type: HTTP2FrameType.headers.rawValue, flags: HTTP2FrameFlag.endHeaders | HTTP2FrameFlag.endStream,
-                                     stream: Int32(2 * index + 1), payload: block))
+            try server.feed(
+                rawFrame(
+                    type: HTTP2FrameType.headers.rawValue, flags: HTTP2FrameFlag.endHeaders | HTTP2FrameFlag.endStream,
+                    stream: Int32(2 * index + 1), payload: block))
         }
         #expect(server.open.count == 10)
         #expect(server.resetsSent.isEmpty)
         // The client acknowledges 2: with 10 open, the next stream is refused until fewer than 2 are open.
         try server.feed(rawFrame(type: HTTP2FrameType.settings.rawValue, flags: HTTP2FrameFlag.ack))
-        try server.feed(rawFrame(type: HTTP2FrameType.headers.rawValue, flags: HTTP2FrameFlag.endHeaders | HTTP2FrameFlag.endStream, stream: 21, payload: block))
+        try server.feed(
+            rawFrame(
+                type: HTTP2FrameType.headers.rawValue, flags: HTTP2FrameFlag.endHeaders | HTTP2FrameFlag.endStream,
+                stream: 21, payload: block))
         #expect(server.resetsSent.map(\.0) == [21])
         #expect(server.resetsSent.map(\.1) == [HTTP2ErrorCode.refusedStream])
         for stream in Array(server.open.keys) { server.respond(stream, status: 200) }
         server.session.produce()
         #expect(server.open.isEmpty)
-        try server.feed(rawFrame(type: HTTP2FrameType.headers.rawValue, flags: HTTP2FrameFlag.endHeaders | HTTP2FrameFlag.endStream, stream: 23, payload: block))
+        try server.feed(
+            rawFrame(
+                type: HTTP2FrameType.headers.rawValue, flags: HTTP2FrameFlag.endHeaders | HTTP2FrameFlag.endStream,
+                stream: 23, payload: block))
         #expect(server.open.count == 1)
         #expect(server.resetsSent.count == 1)
     }
@@ -133,11 +151,15 @@ struct ServerSessionTests {
         settings.maxConcurrentStreams = 2
         let server = TestServer(capacity: 2, settings: settings)
         server.answer = { _ in (200, [], []) }
-        try server.feed(clientPrefaceBytes + rawFrame(type: HTTP2FrameType.settings.rawValue, flags: HTTP2FrameFlag.ack))
+        try server.feed(
+            clientPrefaceBytes + rawFrame(type: HTTP2FrameType.settings.rawValue, flags: HTTP2FrameFlag.ack))
         server.output.backedUp = true  // the client does not read: answers wait in the session
         let block: [UInt8] = [0x83, 0x87, 0x84]
         for stream: Int32 in [1, 3, 5] {
-            try server.feed(rawFrame(type: HTTP2FrameType.headers.rawValue, flags: HTTP2FrameFlag.endHeaders | HTTP2FrameFlag.endStream, stream: stream, payload: block))
+            try server.feed(
+                rawFrame(
+                    type: HTTP2FrameType.headers.rawValue, flags: HTTP2FrameFlag.endHeaders | HTTP2FrameFlag.endStream,
+                    stream: stream, payload: block))
         }
         server.session.produce()
         #expect(server.session.openStreamCount == 2)
@@ -148,7 +170,9 @@ struct ServerSessionTests {
         #expect(server.finished[1]?.closedWith == 0 && server.finished[3]?.closedWith == 0)
     }
 
-    @Test("a request body beyond the windows arrives whole with WINDOW_UPDATEs; a response body beyond the client's window waits for its WINDOW_UPDATEs")
+    @Test(
+        "a request body beyond the windows arrives whole with WINDOW_UPDATEs; a response body beyond the client's window waits for its WINDOW_UPDATEs"
+    )
     func flowControlLargeBodies() throws {
         let server = TestServer()
         let responseBody = (0..<200_000).map { (index: Int) in UInt8(truncatingIfNeeded: index &* 7) }
@@ -179,7 +203,9 @@ struct ServerSessionTests {
         try pump(server, client)
         #expect(client.goAway?.lastStreamID == 3)
         #expect(client.goAway?.errorCode == 0)
-        for stream in Array(server.open.keys) where server.open[stream]!.streamID <= 3 { server.respond(stream, status: 200) }
+        for stream in Array(server.open.keys) where server.open[stream]!.streamID <= 3 {
+            server.respond(stream, status: 200)
+        }
         try pump(server, client)
         #expect(client.responses[1]?.status == "200" && client.responses[3]?.status == "200")
         #expect(client.responses[5]?.status == nil && client.responses[7]?.status == nil)

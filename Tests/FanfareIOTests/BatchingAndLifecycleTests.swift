@@ -43,7 +43,9 @@ struct BatchingAndLifecycleTests {
             guard completion.result > 0 else { return }
             received += Int(completion.result)
             if received < inbox.count {
-                loop.recv(fd: b, into: UnsafeMutableRawBufferPointer(rebasing: inbox[received...]), handler: receiverID, tag: 2)
+                loop.recv(
+                    fd: b, into: UnsafeMutableRawBufferPointer(rebasing: inbox[received...]), handler: receiverID,
+                    tag: 2)
             }
         }
         loop.recv(fd: b, into: inbox, handler: receiverID, tag: 2)
@@ -202,7 +204,9 @@ struct BatchingAndLifecycleTests {
                 queuedAtSecond = loop.queuedSubmissions
                 let peer = recorder.completions[0].tag == 1 ? b1 : b2
                 var scratch = (UInt32(0))
-                peerHadReplyAtSecond = withUnsafeMutableBytes(of: &scratch) { Glibc.recv(peer, $0.baseAddress, 4, Int32(MSG_DONTWAIT)) } == 4
+                peerHadReplyAtSecond =
+                    withUnsafeMutableBytes(of: &scratch) { Glibc.recv(peer, $0.baseAddress, 4, Int32(MSG_DONTWAIT)) }
+                    == 4
             }
         }
         loop.recv(fd: a1, into: UnsafeMutableRawBufferPointer(rebasing: inbox[0..<16]), handler: id, tag: 1)

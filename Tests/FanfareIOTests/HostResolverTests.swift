@@ -49,7 +49,9 @@ struct HostResolverTests {
         }
         // The loop keeps running its timers while the lookup is held.
         let deadline = IOLoop.monotonicNanoseconds() &+ 10_000_000_000
-        while counter.fired < 20 && IOLoop.monotonicNanoseconds() < deadline { _ = try loop.runOnce(maxWait: 5_000_000) }
+        while counter.fired < 20 && IOLoop.monotonicNanoseconds() < deadline {
+            _ = try loop.runOnce(maxWait: 5_000_000)
+        }
         #expect(counter.fired >= 20)
         #expect(results.withLock { $0.isEmpty })
         #expect(lookupThread.load(ordering: .acquiring) != 0)
@@ -80,8 +82,12 @@ struct HostResolverTests {
     func failures() throws {
         let resolver = try HostResolver()
         let results = Mutex<[Result<[SocketAddress], IOError>]>([])
-        resolver.resolve(host: "127.0.0.1", port: 443, preference: .ipv6Only) { result in results.withLock { $0.append(result) } }
-        resolver.resolve(host: "::1", port: 443, preference: .ipv4Only) { result in results.withLock { $0.append(result) } }
+        resolver.resolve(host: "127.0.0.1", port: 443, preference: .ipv6Only) { result in
+            results.withLock { $0.append(result) }
+        }
+        resolver.resolve(host: "::1", port: 443, preference: .ipv4Only) { result in
+            results.withLock { $0.append(result) }
+        }
         let deadline = IOLoop.monotonicNanoseconds() &+ 30_000_000_000
         while results.withLock({ $0.count }) < 2 && IOLoop.monotonicNanoseconds() < deadline { usleep(1000) }
         let seen = results.withLock { $0 }

@@ -52,7 +52,8 @@ struct SocketIOTests {
         let server = try EchoServer(loop: loop)
         var clients: [StreamClient] = []
         for i in 0..<200 {
-            let client = try StreamClient(address: server.address, size: 2_000 + i, chunk: 1_024, seed: i, closeWhenDone: true)
+            let client = try StreamClient(
+                address: server.address, size: 2_000 + i, chunk: 1_024, seed: i, closeWhenDone: true)
             client.start(loop: loop, address: server.address)
             clients.append(client)
         }

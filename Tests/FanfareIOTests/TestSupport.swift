@@ -3,7 +3,9 @@ import FanfareIO
 import Testing
 
 /// Runs ticks until `condition` holds; false if it still does not after `maxTicks` ticks.
-func runLoop(_ loop: IOLoop, maxTicks: Int = 3_000, maxWait: UInt64 = 10_000_000, until condition: () -> Bool) throws -> Bool {
+func runLoop(
+    _ loop: IOLoop, maxTicks: Int = 3_000, maxWait: UInt64 = 10_000_000, until condition: () -> Bool
+) throws -> Bool {
     var ticks = 0
     while !condition() {
         if ticks >= maxTicks { return false }
@@ -151,7 +153,9 @@ final class EchoConnection: IOHandler {
             if result > 0 {
                 pendingStart = 0
                 pendingEnd = Int(result)
-                loop.send(fd: fd, from: UnsafeRawBufferPointer(rebasing: buffer[0..<pendingEnd]), handler: id, tag: Tag.send.rawValue)
+                loop.send(
+                    fd: fd, from: UnsafeRawBufferPointer(rebasing: buffer[0..<pendingEnd]), handler: id,
+                    tag: Tag.send.rawValue)
             } else {
                 if result == 0 { server.peerClosed += 1 }
                 loop.close(fd: fd, handler: id, tag: Tag.close.rawValue)
@@ -164,7 +168,9 @@ final class EchoConnection: IOHandler {
             server.bytesEchoed += Int(result)
             pendingStart += Int(result)
             if pendingStart < pendingEnd {  // short write: send the rest
-                loop.send(fd: fd, from: UnsafeRawBufferPointer(rebasing: buffer[pendingStart..<pendingEnd]), handler: id, tag: Tag.send.rawValue)
+                loop.send(
+                    fd: fd, from: UnsafeRawBufferPointer(rebasing: buffer[pendingStart..<pendingEnd]), handler: id,
+                    tag: Tag.send.rawValue)
             } else {
                 loop.recv(fd: fd, into: buffer, handler: id, tag: Tag.recv.rawValue)
             }
@@ -225,13 +231,16 @@ final class StreamClient: IOHandler {
         guard let id, sent < payload.count, !sendInFlight else { return }
         let end = min(sent + chunk, payload.count)
         sendInFlight = true
-        loop.send(fd: fd, from: UnsafeRawBufferPointer(rebasing: payload[sent..<end]), handler: id, tag: Tag.send.rawValue)
+        loop.send(
+            fd: fd, from: UnsafeRawBufferPointer(rebasing: payload[sent..<end]), handler: id, tag: Tag.send.rawValue)
     }
 
     private func receiveNext(loop: IOLoop) {
         guard let id, receivedCount < received.count else { return }
         let end = min(receivedCount + chunk, received.count)
-        loop.recv(fd: fd, into: UnsafeMutableRawBufferPointer(rebasing: received[receivedCount..<end]), handler: id, tag: Tag.recv.rawValue)
+        loop.recv(
+            fd: fd, into: UnsafeMutableRawBufferPointer(rebasing: received[receivedCount..<end]), handler: id,
+            tag: Tag.recv.rawValue)
     }
 
     func ioCompleted(tag: UInt8, result: Int32, flags: UInt32, loop: IOLoop) {
@@ -244,7 +253,10 @@ final class StreamClient: IOHandler {
             receiveNext(loop: loop)
         case .send:
             sendInFlight = false
-            guard result > 0 else { errors.append(result); return }
+            guard result > 0 else {
+                errors.append(result)
+                return
+            }
             sent += Int(result)
             sendNext(loop: loop)
         case .recv:

@@ -46,9 +46,10 @@ extension PostgresSuites {
                 #expect(errors.isEmpty, "\(errors)")
                 #expect(try store.count() == 6_000)
                 // Both connections of the store took batches: at least one lane opened beside the first.
-                #expect(try database.scalar(
-                    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND usename = 'fanfare' AND backend_type = 'client backend'",
-                    store) >= 3)
+                #expect(
+                    try database.scalar(
+                        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND usename = 'fanfare' AND backend_type = 'client backend'",
+                        store) >= 3)
             }
         }
 
@@ -62,8 +63,10 @@ extension PostgresSuites {
                     // Two batches at once, each with a new push-to-start token for the same device (and padding, so
                     // the transactions overlap).
                     let padding = { (base: Int) in (0..<500).map { updateRegistration(base + $0) } }
-                    let first = padding(100_000 + round * 2_000) + [pushToStartRegistration(1_000 + round * 2, device: "phone")]
-                    let second = padding(101_000 + round * 2_000) + [pushToStartRegistration(1_001 + round * 2, device: "phone")]
+                    let first =
+                        padding(100_000 + round * 2_000) + [pushToStartRegistration(1_000 + round * 2, device: "phone")]
+                    let second =
+                        padding(101_000 + round * 2_000) + [pushToStartRegistration(1_001 + round * 2, device: "phone")]
                     let errors = Self.concurrently([
                         { _ = try store.register(first) }, { _ = try other.register(second) },
                     ])

@@ -27,9 +27,10 @@ extension PostgresSuites {
 
         /// Sessions in `nodes` named after `incarnation`.
         static func sessions(_ server: PostgresServer, _ incarnation: NodeIncarnation) throws -> Int {
-            Int(try server.psql(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = 'nodes' AND application_name = '\(incarnation.sessionName)'",
-                database: "nodes")) ?? -1
+            Int(
+                try server.psql(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = 'nodes' AND application_name = '\(incarnation.sessionName)'",
+                    database: "nodes")) ?? -1
         }
 
         @Test func aStalledNodesLocksGoOnceItsHeartbeatIsOlderThanALease() throws {
@@ -64,9 +65,10 @@ extension PostgresSuites {
             let stalledCheckpoint = HeldTransaction(stalled, locking: "SELECT id FROM waves WHERE id = 1 FOR SHARE")
             let slowCheckpoint = HeldTransaction(slow, locking: "SELECT id FROM waves WHERE id = 2 FOR SHARE")
             let slowImport = HeldTransaction(importer, locking: "SELECT pg_advisory_xact_lock(22)")
-            #expect(waitUntil(timeout: Self.patience) {
-                stalledCheckpoint.isHolding && slowCheckpoint.isHolding && slowImport.isHolding
-            })
+            #expect(
+                waitUntil(timeout: Self.patience) {
+                    stalledCheckpoint.isHolding && slowCheckpoint.isHolding && slowImport.isHolding
+                })
             // The completion waits for the stalled checkpoint's lock.
             let completion = HeldTransaction(completer, locking: "SELECT id FROM waves WHERE id = 1 FOR UPDATE")
 
@@ -81,8 +83,10 @@ extension PostgresSuites {
             }
             let proceeded = try waitUntil(timeout: Self.patience) { try round() && completion.isHolding }
             #expect(proceeded, "the completion waiting on the stalled node's lock proceeds")
-            #expect(fenced.first == FencedNode(node: "stalled", incarnation: stalledRun.hex, sessionsEnded: 1, sessionsRefused: 0),
-                    "\(fenced)")
+            #expect(
+                fenced.first
+                    == FencedNode(node: "stalled", incarnation: stalledRun.hex, sessionsEnded: 1, sessionsRefused: 0),
+                "\(fenced)")
             #expect(try Self.sessions(server, stalledRun) == 0)
             // What the stalled node did in that transaction is rolled back: its commit fails once it resumes.
             stalledCheckpoint.release()
@@ -97,9 +101,10 @@ extension PostgresSuites {
             slowCheckpoint.release()
             slowImport.release()
             completion.release()
-            #expect(waitUntil(timeout: Self.patience) {
-                slowCheckpoint.result != nil && slowImport.result != nil && completion.result != nil
-            })
+            #expect(
+                waitUntil(timeout: Self.patience) {
+                    slowCheckpoint.result != nil && slowImport.result != nil && completion.result != nil
+                })
             #expect(throws: Never.self, "the slow node's transaction commits") { try slowCheckpoint.result?.get() }
             #expect(throws: Never.self, "the import's transaction commits") { try slowImport.result?.get() }
             #expect(throws: Never.self) { try completion.result?.get() }
@@ -107,7 +112,8 @@ extension PostgresSuites {
             #expect(slow.connectionsOpened == 1 && slowLeases.connectionsOpened == 1 && importer.connectionsOpened == 1)
 
             // A node never ends its own sessions, even with its heartbeat as old as a stalled node's.
-            _ = try server.psql("UPDATE cluster_nodes SET seen_at = now() - interval '1 hour' WHERE node = 'live'", database: "nodes")
+            _ = try server.psql(
+                "UPDATE cluster_nodes SET seen_at = now() - interval '1 hour' WHERE node = 'live'", database: "nodes")
             #expect(try live.fenceStalledNodes(sparing: liveRun, silentLongerThan: lease).isEmpty)
             #expect(try live.count() == 0 && live.connectionsOpened == 1)
             // Resumed, the stalled node finds its session gone and goes on with a new one.
@@ -134,8 +140,9 @@ extension PostgresSuites {
                         "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = '\(name)'",
                         plain)
                 }
-                #expect(try waitUntil(timeout: Self.patience) { try named("fanfare-node \(run.hex)") == 2 },
-                        "the node's store and its listener")
+                #expect(
+                    try waitUntil(timeout: Self.patience) { try named("fanfare-node \(run.hex)") == 2 },
+                    "the node's store and its listener")
                 #expect(try named("fanfare") == 1)
                 #expect(run.hex.utf8.count == 16 && NodeIncarnation(hex: run.hex) == run && NodeIncarnation() != run)
                 #expect(NodeIncarnation(hex: "0123456789ABCDEF") == nil && NodeIncarnation(hex: "0123") == nil)

@@ -16,7 +16,8 @@ extension PostgresSuites {
             // postgres-nio connects too (the store migrates the schema on open).
             let store = try PostgresTokenStore(url: server.url)
             #expect(try store.count() == 0)
-            #expect(try server.psql("SELECT max(version) FROM schema_version") == String(PostgresTokenStore.schemaVersion))
+            #expect(
+                try server.psql("SELECT max(version) FROM schema_version") == String(PostgresTokenStore.schemaVersion))
             try store.close()
 
             let pid = try #require(server.postmasterPID)
@@ -94,7 +95,8 @@ extension PostgresSuites {
                 try store.close()
             }
             // Back to what version 1 left (what versions 2 to 5 changed undone).
-            _ = try server.psql("""
+            _ = try server.psql(
+                """
                 DROP TABLE wave_checkpoints, waves, channel_latest, pending_retirements, pruned_wave_ids, idempotency_keys;
                 DROP TRIGGER tokens_inserted ON tokens; DROP TRIGGER tokens_updated ON tokens;
                 DROP TRIGGER tokens_deleted ON tokens; DROP FUNCTION fanfare_log_token_changes();
@@ -105,7 +107,8 @@ extension PostgresSuites {
                 """)
             let store = try PostgresTokenStore(url: server.url)
             defer { try? store.close() }
-            #expect(try server.psql("SELECT max(version) FROM schema_version") == String(PostgresTokenStore.schemaVersion))
+            #expect(
+                try server.psql("SELECT max(version) FROM schema_version") == String(PostgresTokenStore.schemaVersion))
             #expect(try store.count() == 300)
             #expect(try server.psql("SELECT count(*) FROM pg_constraint WHERE conname = 'tokens_app_id_fkey'") == "0")
             let stored = try store.all()
@@ -122,19 +125,26 @@ extension PostgresSuites {
                 let first = try #require(try database.open() as? PostgresTokenStore)
                 _ = try first.heartbeat(node: "before", window: .seconds(6))
                 try database.execute(
-                    "ALTER TABLE cluster_nodes DROP COLUMN incarnation; DELETE FROM schema_version WHERE version >= 8", first)
+                    "ALTER TABLE cluster_nodes DROP COLUMN incarnation; DELETE FROM schema_version WHERE version >= 8",
+                    first)
                 try first.close()
                 let run = NodeIncarnation()
                 let url = try #require(database.url)
                 let store = try PostgresTokenStore(url: url, incarnation: run)
                 defer { try? store.close() }
-                #expect(try database.scalar("SELECT max(version) FROM schema_version", store) == Int64(PostgresTokenStore.schemaVersion))
-                #expect(try database.scalar("SELECT count(*) FROM cluster_nodes WHERE node = 'before' AND incarnation IS NULL", store) == 1)
+                #expect(
+                    try database.scalar("SELECT max(version) FROM schema_version", store)
+                        == Int64(PostgresTokenStore.schemaVersion))
+                #expect(
+                    try database.scalar(
+                        "SELECT count(*) FROM cluster_nodes WHERE node = 'before' AND incarnation IS NULL", store) == 1)
                 _ = try store.heartbeat(node: "after", incarnation: run, window: .seconds(6))
                 // A heartbeat without an incarnation keeps the one recorded.
                 _ = try store.heartbeat(node: "after", window: .seconds(6))
-                #expect(try database.scalar(
-                    "SELECT count(*) FROM cluster_nodes WHERE node = 'after' AND incarnation = '\(run.hex)'", store) == 1)
+                #expect(
+                    try database.scalar(
+                        "SELECT count(*) FROM cluster_nodes WHERE node = 'after' AND incarnation = '\(run.hex)'", store)
+                        == 1)
             }
         }
     }
@@ -145,7 +155,8 @@ extension PostgresSuites {
     struct AbandonedServerTests {
         /// A pid no process has (searched from the top of the usual range down).
         static func deadPID() -> pid_t? {
-            for pid in stride(from: pid_t(4_194_000), to: 4_000_000, by: -1) where kill(pid, 0) == -1 && errno == ESRCH {
+            for pid in stride(from: pid_t(4_194_000), to: 4_000_000, by: -1) where kill(pid, 0) == -1 && errno == ESRCH
+            {
                 return pid
             }
             return nil
@@ -176,10 +187,14 @@ extension PostgresSuites {
             let second = try server.createDatabase()
             #expect(first != second)
             _ = try server.psql("CREATE TABLE marker (x int); INSERT INTO marker VALUES (1)", database: first)
-            #expect(try server.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'marker'", database: second) == "0")
+            #expect(
+                try server.psql("SELECT count(*) FROM pg_tables WHERE tablename = 'marker'", database: second) == "0")
             try server.dropDatabase(first)
             try server.dropDatabase(second)
-            #expect(try server.psql("SELECT count(*) FROM pg_database WHERE datname IN ('\(first)', '\(second)')", database: "postgres") == "0")
+            #expect(
+                try server.psql(
+                    "SELECT count(*) FROM pg_database WHERE datname IN ('\(first)', '\(second)')", database: "postgres")
+                    == "0")
         }
     }
 }

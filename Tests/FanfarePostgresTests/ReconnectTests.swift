@@ -13,10 +13,12 @@ extension PostgresSuites {
     struct ReconnectTests {
         /// Terminates the store's sessions (every client session of the test user but psql's own); how many.
         static func terminateSessions(_ server: PostgresServer) throws -> Int {
-            Int(try server.psql("""
-                SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-                WHERE usename = 'fanfare' AND pid <> pg_backend_pid() AND backend_type = 'client backend'
-                """)) ?? -1
+            Int(
+                try server.psql(
+                    """
+                    SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                    WHERE usename = 'fanfare' AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+                    """)) ?? -1
         }
 
         /// Runs a write that may meet the drop: it either succeeds or fails with `.storage` naming the operation
@@ -54,7 +56,9 @@ extension PostgresSuites {
             // Writes: the one that meets the drop may fail (nothing of it is written); the next one works, on a new
             // connection with its own temporary table (registration copies into it).
             #expect(try Self.terminateSessions(server) == 1)
-            let registered = Self.writeMeetingTheDrop("registering 1 tokens") { try store.register([updateRegistration(100)]) }
+            let registered = Self.writeMeetingTheDrop("registering 1 tokens") {
+                try store.register([updateRegistration(100)])
+            }
             try store.register((101..<200).map { updateRegistration($0) })
             let stored = try store.all()
             #expect(stored.count == (registered ? 200 : 199))
@@ -65,7 +69,8 @@ extension PostgresSuites {
                 try store.saveCheckpoints([WaveCheckpoint(waveID: 1, shard: 0, data: [1], savedAt: 1)])
             }
             try store.saveCheckpoints([WaveCheckpoint(waveID: 1, shard: 1, data: [2], savedAt: 2)])
-            let checkpoints = try store.unfinishedWaves(bundleID: testBundle, environment: .production).first?.checkpoints
+            let checkpoints = try store.unfinishedWaves(bundleID: testBundle, environment: .production).first?
+                .checkpoints
             #expect(checkpoints?.map(\.shard) == (checkpointed ? [0, 1] : [1]))
             #expect(store.connectionsOpened >= 5 && store.connectionsOpened <= 7, "\(store.connectionsOpened)")
         }
@@ -81,7 +86,8 @@ extension PostgresSuites {
             let held = HeldTransaction(store, locking: "SELECT pg_advisory_xact_lock(22)")
             #expect(waitUntil(timeout: .seconds(60)) { held.isHolding })
             #expect(try Self.terminateSessions(server) == 1)
-            #expect(waitUntil(timeout: .seconds(60)) { held.result != nil }, "the call fails instead of waiting for ever")
+            #expect(
+                waitUntil(timeout: .seconds(60)) { held.result != nil }, "the call fails instead of waiting for ever")
             held.release()
             guard case .failure(.storage(let message)) = held.result else {
                 Issue.record("not a storage error: \(String(describing: held.result))")

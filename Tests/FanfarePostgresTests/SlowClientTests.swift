@@ -21,14 +21,17 @@ extension PostgresSuites {
                 let pause = Self.pause
                 try store.inTransaction("writing two apps with a pause between them") { connection, logger in
                     try await connection.query(
-                        "INSERT INTO apps (bundle_id, environment) VALUES ('com.example.before-pause', 0)", logger: logger)
+                        "INSERT INTO apps (bundle_id, environment) VALUES ('com.example.before-pause', 0)",
+                        logger: logger)
                     try await idle(connection, for: pause)
                     try await connection.query(
-                        "INSERT INTO apps (bundle_id, environment) VALUES ('com.example.after-pause', 0)", logger: logger)
+                        "INSERT INTO apps (bundle_id, environment) VALUES ('com.example.after-pause', 0)",
+                        logger: logger)
                 }
-                #expect(try database.scalar(
-                    "SELECT count(*) FROM apps WHERE bundle_id IN ('com.example.before-pause', 'com.example.after-pause')",
-                    store) == 2)
+                #expect(
+                    try database.scalar(
+                        "SELECT count(*) FROM apps WHERE bundle_id IN ('com.example.before-pause', 'com.example.after-pause')",
+                        store) == 2)
                 #expect(store.connectionsOpened == 1, "the session was never cut")
             }
         }

@@ -67,7 +67,9 @@ func pushToStartRegistration(
 
 extension TokenStore {
     /// Every registration of one app, keyed by token, channel lists sorted (SQLite keeps no order).
-    func all(bundleID: String = testBundle, environment: APNsEnvironment = .production) throws
+    func all(
+        bundleID: String = testBundle, environment: APNsEnvironment = .production
+    ) throws
         -> [DeviceToken: TokenRegistration]
     {
         var result: [DeviceToken: TokenRegistration] = [:]
@@ -118,7 +120,6 @@ final class StoreDatabase {
             database = try server.createDatabase()
         }
     }
-
 
     /// The URL of this test's PostgreSQL database (nil on SQLite).
     var url: String? { server.map { $0.url(database: database) } }

@@ -6,10 +6,15 @@ import Testing
 extension PostgresSuites {
     @Suite("StoredResponseStore conformance: SQLite and PostgreSQL", .serialized)
     struct StoredResponseConformanceTests {
-        static func response(_ key: String, status: Int = 201, createdAt: Int64 = 1_000, body: String = "{}") -> StoredResponse {
+        static func response(
+            _ key: String, status: Int = 201, createdAt: Int64 = 1_000, body: String = "{}"
+        ) -> StoredResponse {
             StoredResponse(
                 scope: "caller-1", key: key, fingerprint: [0, 1, 2, 255], status: status,
-                headers: [.init(name: "content-type", value: "application/json"), .init(name: "location", value: "/v1/waves/7")],
+                headers: [
+                    .init(name: "content-type", value: "application/json"),
+                    .init(name: "location", value: "/v1/waves/7"),
+                ],
                 body: Array(body.utf8), createdAt: createdAt)
         }
 
@@ -33,7 +38,9 @@ extension PostgresSuites {
                 // Durable: a reopened store still has it.
                 let store = try database.open()
                 defer { try? store.close() }
-                #expect(try store.storedResponse(scope: "caller-1", key: "b", notBefore: 0) == Self.response("b", createdAt: 2_000))
+                #expect(
+                    try store.storedResponse(scope: "caller-1", key: "b", notBefore: 0)
+                        == Self.response("b", createdAt: 2_000))
             }
         }
     }

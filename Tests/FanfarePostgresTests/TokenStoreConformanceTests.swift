@@ -18,11 +18,13 @@ extension PostgresSuites {
                     createdAt: 1_700_000_000_123, lastSeenAt: 1_700_000_999_456)
                 let pushToStart = TokenRegistration(
                     token: makeToken(2, byteCount: DeviceToken.minimumByteCount), kind: .pushToStart,
-                    deviceID: "device-2", attributesType: "MatchAttributes", bundleID: testBundle, environment: .production,
+                    deviceID: "device-2", attributesType: "MatchAttributes", bundleID: testBundle,
+                    environment: .production,
                     supportsBroadcast: true, channels: ["team, \"7\"\n"], createdAt: 42)
                 let longest = TokenRegistration(
                     token: makeToken(3, byteCount: DeviceToken.maximumByteCount), kind: .update, activityID: "a",
-                    bundleID: testBundle, environment: .production, channels: ["match-1"], createdAt: 1, lastSeenAt: Int64.max)
+                    bundleID: testBundle, environment: .production, channels: ["match-1"], createdAt: 1,
+                    lastSeenAt: Int64.max)
                 let otherApp = updateRegistration(4, environment: .sandbox)
                 try store.register([update, pushToStart, longest, otherApp])
 
@@ -67,7 +69,9 @@ extension PostgresSuites {
         @Test(arguments: StoreKind.allCases)
         func aPushToStartTokenReplacesTheOthersOfItsDevice(_ kind: StoreKind) throws {
             try withStore(kind) { store in
-                var result = try store.register([pushToStartRegistration(1, device: "phone"), pushToStartRegistration(2)])
+                var result = try store.register([
+                    pushToStartRegistration(1, device: "phone"), pushToStartRegistration(2),
+                ])
                 #expect(result.replacedTokens.isEmpty)
                 result = try store.register([pushToStartRegistration(3, device: "phone")])
                 #expect(result.replacedTokens == [makeToken(1)])
@@ -94,7 +98,9 @@ extension PostgresSuites {
             try withStore(kind) { store in
                 var bad = updateRegistration(2)
                 bad.activityID = nil
-                #expect(throws: RegistryError.invalidRegistration(index: 1, reason: "update token without an activity id")) {
+                #expect(
+                    throws: RegistryError.invalidRegistration(index: 1, reason: "update token without an activity id")
+                ) {
                     try store.register([updateRegistration(1), bad, updateRegistration(3)])
                 }
                 let count = try store.count()
@@ -118,7 +124,8 @@ extension PostgresSuites {
         func invalidationRespectsALaterRegistration(_ kind: StoreKind) throws {
             try withStore(kind) { store in
                 try store.register([
-                    updateRegistration(1, lastSeenAt: 1_700_000_000_000), updateRegistration(2, lastSeenAt: 1_700_000_005_000),
+                    updateRegistration(1, lastSeenAt: 1_700_000_000_000),
+                    updateRegistration(2, lastSeenAt: 1_700_000_005_000),
                 ])
                 let removed = try store.invalidate([
                     TokenInvalidation(token: makeToken(1), invalidSince: 1_700_000_001_000),

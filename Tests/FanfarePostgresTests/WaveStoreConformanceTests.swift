@@ -30,7 +30,9 @@ func makeReport(_ wave: WaveRecord, completedAt: Int64 = 1_700_000_100_000) -> W
     return report
 }
 
-func checkpoint(_ waveID: UInt64, shard: Int, byte: UInt8, bytes: Int = 16, savedAt: Int64 = 1)
+func checkpoint(
+    _ waveID: UInt64, shard: Int, byte: UInt8, bytes: Int = 16, savedAt: Int64 = 1
+)
     -> WaveCheckpoint
 {
     WaveCheckpoint(waveID: waveID, shard: shard, data: [UInt8](repeating: byte, count: bytes), savedAt: savedAt)
@@ -64,7 +66,10 @@ extension PostgresSuites {
                 try store.saveWave(full)
                 try store.saveWave(bare)
                 let unfinished = try store.unfinishedWaves(bundleID: testBundle, environment: .production)
-                #expect(unfinished == [UnfinishedWave(record: full, checkpoints: []), UnfinishedWave(record: bare, checkpoints: [])])
+                #expect(
+                    unfinished == [
+                        UnfinishedWave(record: full, checkpoints: []), UnfinishedWave(record: bare, checkpoints: []),
+                    ])
                 #expect(unfinished.first?.record.payload.count == 4_096)
                 #expect(unfinished.first?.record.startKeys == [3, UInt64.max - 3])
 
@@ -103,7 +108,8 @@ extension PostgresSuites {
                 try store.saveWave(makeWave(1, channel: "match-1", timestamp: 200))
                 try store.saveWave(makeWave(2, channel: "match-1", timestamp: 150))  // late and older: kept lower
                 try store.saveWave(makeWave(3, channel: "match-2", timestamp: 10))
-                #expect(try store.latestTimestamps(bundleID: testBundle, environment: .production)
+                #expect(
+                    try store.latestTimestamps(bundleID: testBundle, environment: .production)
                         == ["match-1": 200, "match-2": 10])
                 try store.saveWave(makeWave(4, channel: "match-1", timestamp: 201))
                 #expect(try store.latestTimestamps(bundleID: testBundle, environment: .production)["match-1"] == 201)
@@ -118,15 +124,17 @@ extension PostgresSuites {
                 try store.saveWave(first)
                 try store.saveWave(second)
                 try store.saveCheckpoints([
-                    checkpoint(1, shard: 1, byte: 0xA1), checkpoint(1, shard: 0, byte: 0xA0), checkpoint(2, shard: 0, byte: 0xB0),
+                    checkpoint(1, shard: 1, byte: 0xA1), checkpoint(1, shard: 0, byte: 0xA0),
+                    checkpoint(2, shard: 0, byte: 0xB0),
                 ])
                 try store.saveCheckpoints([checkpoint(1, shard: 1, byte: 0xA2, bytes: 3, savedAt: 2)])
                 try store.saveCheckpoints([])
                 var unfinished = try store.unfinishedWaves(bundleID: testBundle, environment: .production)
                 #expect(unfinished.map(\.record.id) == [1, 2])
-                #expect(unfinished[0].checkpoints == [
-                    checkpoint(1, shard: 0, byte: 0xA0), checkpoint(1, shard: 1, byte: 0xA2, bytes: 3, savedAt: 2),
-                ])
+                #expect(
+                    unfinished[0].checkpoints == [
+                        checkpoint(1, shard: 0, byte: 0xA0), checkpoint(1, shard: 1, byte: 0xA2, bytes: 3, savedAt: 2),
+                    ])
                 #expect(unfinished[1].checkpoints == [checkpoint(2, shard: 0, byte: 0xB0)])
 
                 try store.completeWave(makeReport(first))
@@ -166,7 +174,8 @@ extension PostgresSuites {
                     try store.register([updateRegistration(1)])
                     for id: UInt64 in [5, 2, 9, 7] { try store.saveWave(makeWave(id, timestamp: Int64(id))) }
                     try store.saveCheckpoints([
-                        checkpoint(9, shard: 1, byte: 91), checkpoint(2, shard: 0, byte: 20), checkpoint(9, shard: 0, byte: 90),
+                        checkpoint(9, shard: 1, byte: 91), checkpoint(2, shard: 0, byte: 20),
+                        checkpoint(9, shard: 0, byte: 90),
                     ])
                     try store.completeWave(makeReport(makeWave(7, timestamp: 7)))
                     try database.close(store)
@@ -175,9 +184,11 @@ extension PostgresSuites {
                 defer { try? database.close(store) }
                 let unfinished = try store.unfinishedWaves(bundleID: testBundle, environment: .production)
                 #expect(unfinished.map(\.record) == [2, 5, 9].map { makeWave($0, timestamp: Int64($0)) })
-                #expect(unfinished.map(\.checkpoints) == [
-                    [checkpoint(2, shard: 0, byte: 20)], [], [checkpoint(9, shard: 0, byte: 90), checkpoint(9, shard: 1, byte: 91)],
-                ])
+                #expect(
+                    unfinished.map(\.checkpoints) == [
+                        [checkpoint(2, shard: 0, byte: 20)], [],
+                        [checkpoint(9, shard: 0, byte: 90), checkpoint(9, shard: 1, byte: 91)],
+                    ])
                 #expect(try store.waveReport(id: 7) == makeReport(makeWave(7, timestamp: 7)))
                 #expect(try store.latestTimestamps(bundleID: testBundle, environment: .production) == ["match-1": 9])
                 #expect(try store.count() == 1)
@@ -194,7 +205,8 @@ extension PostgresSuites {
                 let reports = try store.waveReports(bundleID: testBundle, environment: .production, limit: 3)
                 #expect(reports.map(\.id) == [6, 4, 3])
                 #expect(reports.first == makeReport(makeWave(6), completedAt: 6))
-                #expect(try store.waveReports(bundleID: testBundle, environment: .production, limit: 100).map(\.id)
+                #expect(
+                    try store.waveReports(bundleID: testBundle, environment: .production, limit: 100).map(\.id)
                         == [6, 4, 3, 2, 1])
                 #expect(try store.waveReports(bundleID: testBundle, environment: .production, limit: 0).isEmpty)
                 #expect(try store.waveReports(bundleID: testBundle, environment: .production, limit: -1).isEmpty)
@@ -261,12 +273,16 @@ extension PostgresSuites {
                 try store.saveRetirement(bundleID: testBundle, environment: .production, channel: "match-1", dueAt: 100)
                 try store.saveRetirement(bundleID: testBundle, environment: .production, channel: "match-2", dueAt: 200)
                 try store.saveRetirement(bundleID: testBundle, environment: .production, channel: "match-1", dueAt: 150)
-                #expect(try store.pendingRetirements(bundleID: testBundle, environment: .production)
+                #expect(
+                    try store.pendingRetirements(bundleID: testBundle, environment: .production)
                         == ["match-1": 150, "match-2": 200])
-                try store.removeRetirements(bundleID: testBundle, environment: .production, channels: ["match-1", "unknown"])
-                try store.removeRetirements(bundleID: "com.example.none", environment: .production, channels: ["match-2"])
+                try store.removeRetirements(
+                    bundleID: testBundle, environment: .production, channels: ["match-1", "unknown"])
+                try store.removeRetirements(
+                    bundleID: "com.example.none", environment: .production, channels: ["match-2"])
                 try store.removeRetirements(bundleID: testBundle, environment: .production, channels: [])
-                #expect(try store.pendingRetirements(bundleID: testBundle, environment: .production) == ["match-2": 200])
+                #expect(
+                    try store.pendingRetirements(bundleID: testBundle, environment: .production) == ["match-2": 200])
             }
         }
 
@@ -279,7 +295,8 @@ extension PostgresSuites {
                 try database.close(first)
                 let second = try database.open()
                 defer { try? database.close(second) }
-                #expect(try second.pendingRetirements(bundleID: testBundle, environment: .sandbox)
+                #expect(
+                    try second.pendingRetirements(bundleID: testBundle, environment: .sandbox)
                         == ["match-9": 1_700_000_000])
             }
         }
@@ -297,13 +314,18 @@ extension PostgresSuites {
                     try store.completeWave(makeReport(makeWave(id, bundleID: other)))
                 }
                 #expect(try store.pruneWaveReports(keeping: 3) == 2)
-                #expect(try store.waveReports(bundleID: testBundle, environment: .production, limit: 10).map(\.id) == [5, 4, 3])
-                #expect(try store.waveReports(bundleID: other, environment: .production, limit: 10).map(\.id) == [8, 7])
+                #expect(
+                    try store.waveReports(bundleID: testBundle, environment: .production, limit: 10).map(\.id) == [
+                        5, 4, 3,
+                    ])
+                #expect(
+                    try store.waveReports(bundleID: other, environment: .production, limit: 10).map(\.id) == [8, 7])
                 #expect(try store.pruneWaveReports(keeping: 3) == 0)
                 #expect(try store.pruneWaveReports(keeping: 0) == 5)
                 #expect(try store.waveReports(bundleID: other, environment: .production, limit: 10).isEmpty)
                 // Unfinished waves are never pruned, and ids are not reused after their reports go.
-                #expect(try store.unfinishedWaves(bundleID: testBundle, environment: .production).map(\.record.id) == [6])
+                #expect(
+                    try store.unfinishedWaves(bundleID: testBundle, environment: .production).map(\.record.id) == [6])
                 #expect(try store.lastWaveID() == 8)
             }
         }
@@ -356,14 +378,19 @@ extension PostgresSuites {
                 var elsewhere = makeReport(wave)
                 elsewhere.bundleID = "com.example.other"
                 elsewhere.timestamp = 101
-                #expect(throws: RegistryError.invalidWave(id: 1, reason: "the report's app, timestamp differ from the saved wave's")) {
+                #expect(
+                    throws: RegistryError.invalidWave(
+                        id: 1, reason: "the report's app, timestamp differ from the saved wave's")
+                ) {
                     try store.completeWave(elsewhere)
                 }
                 #expect(try store.waveReport(id: 1) == nil)
 
                 var negative = makeReport(wave)
                 negative.resentAfterRestart = -1
-                #expect(throws: RegistryError.invalidWave(id: 1, reason: "the report's resentAfterRestart is negative (-1)")) {
+                #expect(
+                    throws: RegistryError.invalidWave(id: 1, reason: "the report's resentAfterRestart is negative (-1)")
+                ) {
                     try store.completeWave(negative)
                 }
                 var negativeReason = makeReport(wave)
@@ -375,7 +402,10 @@ extension PostgresSuites {
                 #expect(try store.waveReport(id: 1) == nil)
 
                 let huge = UInt64(Int64.max) + 1
-                #expect(throws: RegistryError.invalidWave(id: huge, reason: "the id is above \(Int64.max), the largest a store keeps")) {
+                #expect(
+                    throws: RegistryError.invalidWave(
+                        id: huge, reason: "the id is above \(Int64.max), the largest a store keeps")
+                ) {
                     try store.saveWave(makeWave(huge))
                 }
                 var report = makeReport(wave)
@@ -389,9 +419,10 @@ extension PostgresSuites {
                     try store.saveCheckpoints([checkpoint(1, shard: 0, byte: 1), checkpoint(1, shard: -1, byte: 2)])
                 }
                 #expect(try database.scalar("SELECT count(*) FROM wave_checkpoints", store) == 0)
-                #expect(try store.unfinishedWaves(bundleID: testBundle, environment: .production) == [
-                    UnfinishedWave(record: wave, checkpoints: [])
-                ])
+                #expect(
+                    try store.unfinishedWaves(bundleID: testBundle, environment: .production) == [
+                        UnfinishedWave(record: wave, checkpoints: [])
+                    ])
                 #expect(try store.lastWaveID() == 1)
                 #expect(RegistryError.unknownWave(id: 2).description == "wave 2 is unknown (never saved, or pruned)")
             }
@@ -414,8 +445,10 @@ extension PostgresSuites {
             ("UPDATE waves SET failed_by_reason = 'A=1;A=2'", "failed_by_reason names 'A' twice"),
             ("UPDATE waves SET delivered = -3", "wave 7 is corrupt in the database: delivered is negative (-3)"),
             ("UPDATE waves SET makespan = -1", "wave 7 is corrupt in the database: makespan is negative (-1)"),
-            ("UPDATE waves SET broadcast_requests = NULL, report_broadcast_channel_id = 'c'",
-             "wave 7 is corrupt in the database: broadcast_subscribers is NULL"),
+            (
+                "UPDATE waves SET broadcast_requests = NULL, report_broadcast_channel_id = 'c'",
+                "wave 7 is corrupt in the database: broadcast_subscribers is NULL"
+            ),
             ("UPDATE waves SET id = -7", "wave -7 is corrupt in the database: id is negative (-7)"),
         ])
         func corruptReportRowsAreStorageErrors(sql: String, expected: String) throws {
@@ -425,7 +458,9 @@ extension PostgresSuites {
                 try database.execute(sql, store)
                 // Listing selects by app (an app whose environment changed has none); by id needs the id intact.
                 if !sql.contains("environment") {
-                    let listed = storageMessage { _ = try store.waveReports(bundleID: testBundle, environment: .production, limit: 5) }
+                    let listed = storageMessage {
+                        _ = try store.waveReports(bundleID: testBundle, environment: .production, limit: 5)
+                    }
                     #expect(listed?.contains(expected) == true, "\(listed ?? "no error")")
                 }
                 if !sql.contains("id = -7") {
@@ -436,8 +471,14 @@ extension PostgresSuites {
         }
 
         @Test(arguments: [
-            ("UPDATE wave_checkpoints SET shard = -1", "a checkpoint of wave 7 is corrupt in the database: shard is negative (-1)"),
-            ("UPDATE waves SET start_keys = '\\x0102030405'", "wave 7 is corrupt in the database: start_keys holds 5 bytes, not a multiple of 8"),
+            (
+                "UPDATE wave_checkpoints SET shard = -1",
+                "a checkpoint of wave 7 is corrupt in the database: shard is negative (-1)"
+            ),
+            (
+                "UPDATE waves SET start_keys = '\\x0102030405'",
+                "wave 7 is corrupt in the database: start_keys holds 5 bytes, not a multiple of 8"
+            ),
             ("UPDATE waves SET shard_count = -2", "wave 7 is corrupt in the database: shard_count is negative (-2)"),
         ])
         func corruptUnfinishedRowsAreStorageErrors(sql: String, expected: String) throws {
@@ -445,7 +486,9 @@ extension PostgresSuites {
                 try store.saveWave(makeWave(7))
                 try store.saveCheckpoints([checkpoint(7, shard: 0, byte: 1)])
                 try database.execute(sql, store)
-                let message = storageMessage { _ = try store.unfinishedWaves(bundleID: testBundle, environment: .production) }
+                let message = storageMessage {
+                    _ = try store.unfinishedWaves(bundleID: testBundle, environment: .production)
+                }
                 #expect(message?.contains(expected) == true, "\(message ?? "no error")")
                 // The store goes on: other calls still work.
                 #expect(try store.lastWaveID() == 7)

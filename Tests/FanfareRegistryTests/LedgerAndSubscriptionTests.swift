@@ -23,7 +23,9 @@ private func withClockedStore<T>(
     return try body(store, clock)
 }
 
-private func pushToStart(_ number: Int, device: String, type: String = "MatchAttributes", broadcast: Bool = false)
+private func pushToStart(
+    _ number: Int, device: String, type: String = "MatchAttributes", broadcast: Bool = false
+)
     -> TokenRegistration
 {
     TokenRegistration(
@@ -31,7 +33,9 @@ private func pushToStart(_ number: Int, device: String, type: String = "MatchAtt
         environment: .production, supportsBroadcast: broadcast, channels: ["match-1"], createdAt: 1_700_000_000_000)
 }
 
-private func update(_ number: Int, activity: String, device: String? = nil, channels: [String] = ["match-1"])
+private func update(
+    _ number: Int, activity: String, device: String? = nil, channels: [String] = ["match-1"]
+)
     -> TokenRegistration
 {
     TokenRegistration(
@@ -94,10 +98,15 @@ struct ReplacementRuleTests {
             #expect(result.replacedTokens == [makeToken(1)])
             #expect(result.subscriptionDeltas == ["match-1": 1, "all": 1])
             #expect(Set(try store.all().keys) == [makeToken(2)])
-            #expect(try store.subscription(activityID: "a1", bundleID: testBundle, environment: .production)?.channels
-                == ["all", "match-1"])
-            #expect(try store.subscriptionCounts(bundleID: testBundle, environment: .production) == ["match-1": 1, "all": 1])
-            let ledger = try #require(try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production))
+            #expect(
+                try store.subscription(activityID: "a1", bundleID: testBundle, environment: .production)?.channels
+                    == ["all", "match-1"])
+            #expect(
+                try store.subscriptionCounts(bundleID: testBundle, environment: .production) == [
+                    "match-1": 1, "all": 1,
+                ])
+            let ledger = try #require(
+                try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production))
             #expect(ledger.history.first?.kind == .replaced)
             #expect(ledger.history.first?.replacedBy == nil)  // by the activity's broadcast subscription
         }
@@ -130,13 +139,15 @@ struct ReplacementRuleTests {
             #expect(result.replacedTokens == [makeToken(1)])
             #expect(Set(try store.all().keys) == [makeToken(2)])
             // A bad subscription rejects the whole batch, numbered after the tokens; nothing is written.
-            #expect(throws: RegistryError.invalidRegistration(
-                index: 1, reason: "no channels; a token must follow at least one channel")
+            #expect(
+                throws: RegistryError.invalidRegistration(
+                    index: 1, reason: "no channels; a token must follow at least one channel")
             ) {
                 try store.register([update(3, activity: "a3")], subscriptions: [subscription("a4", channels: [])])
             }
-            #expect(throws: RegistryError.invalidRegistration(
-                index: 0, reason: "broadcast subscription without an activity id")
+            #expect(
+                throws: RegistryError.invalidRegistration(
+                    index: 0, reason: "broadcast subscription without an activity id")
             ) { try store.register([], subscriptions: [subscription("")]) }
             #expect(try store.count() == 1)
             #expect(try store.subscriptionCounts(bundleID: testBundle, environment: .production) == ["match-1": 1])
@@ -145,17 +156,23 @@ struct ReplacementRuleTests {
 
     @Test func reRegisteringASubscriptionMovesItsChannelsAndReportsTheDeltas() throws {
         try withClockedStore { store, _ in
-            try store.register([], subscriptions: [subscription("a1", channels: ["m1", "m2"]), subscription("a2", channels: ["m1"])])
+            try store.register(
+                [], subscriptions: [subscription("a1", channels: ["m1", "m2"]), subscription("a2", channels: ["m1"])])
             var moved = subscription("a1", channels: ["m2", "m3"], createdAt: 1_700_000_500_000)
             moved.frequentUpdates = true
             let result = try store.register([], subscriptions: [moved])
             #expect(result.subscriptionDeltas == ["m1": -1, "m3": 1])
-            let stored = try #require(try store.subscription(activityID: "a1", bundleID: testBundle, environment: .production))
+            let stored = try #require(
+                try store.subscription(activityID: "a1", bundleID: testBundle, environment: .production))
             #expect(stored.createdAt == 1_700_000_000_000)  // kept
             #expect(stored.lastSeenAt == 1_700_000_500_000)
             #expect(stored.frequentUpdates)
-            #expect(try store.subscriptionCounts(bundleID: testBundle, environment: .production) == ["m1": 1, "m2": 1, "m3": 1])
-            let removed = try store.unregisterSubscriptions(activityIDs: ["a1", "unknown"], bundleID: testBundle, environment: .production)
+            #expect(
+                try store.subscriptionCounts(bundleID: testBundle, environment: .production) == [
+                    "m1": 1, "m2": 1, "m3": 1,
+                ])
+            let removed = try store.unregisterSubscriptions(
+                activityIDs: ["a1", "unknown"], bundleID: testBundle, environment: .production)
             #expect(removed.subscriptions == ["a1"])
             #expect(removed.subscriptionDeltas == ["m2": -1, "m3": -1])
             #expect(try store.subscriptionCounts(bundleID: testBundle, environment: .production) == ["m1": 1])
@@ -167,7 +184,8 @@ struct ReplacementRuleTests {
             try store.register(
                 [update(1, activity: "a1"), pushToStart(2, device: "d2")],
                 subscriptions: [
-                    subscription("s1", channels: ["match-1"]), subscription("s2", channels: ["match-2"], createdAt: 500),
+                    subscription("s1", channels: ["match-1"]),
+                    subscription("s2", channels: ["match-2"], createdAt: 500),
                 ])
             let ended = try store.retire(following: "match-1")
             #expect(ended.tokens == [makeToken(1)])
@@ -184,7 +202,8 @@ struct ReplacementRuleTests {
             #expect(s1.history.first?.channel == "match-1")
             let s2 = try #require(try store.ledger(activityID: "s2", bundleID: testBundle, environment: .production))
             #expect(s2.history.map(\.kind) == [.retiredLifetime, .registered])
-            let token = try #require(try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production))
+            let token = try #require(
+                try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production))
             #expect(token.history.first?.kind == .retiredChannelEnded)
         }
     }
@@ -209,14 +228,20 @@ struct ReplacementRuleTests {
 struct TokenLedgerTests {
     @Test func linksAnUpdateTokenToItsPushToStartTokenAndBack() throws {
         try withClockedStore { store, _ in
-            try store.saveRetirement(bundleID: testBundle, environment: .production, channel: "match-1", dueAt: 1_700_009_000)
+            try store.saveRetirement(
+                bundleID: testBundle, environment: .production, channel: "match-1", dueAt: 1_700_009_000)
             try store.register(
-                [pushToStart(1, device: "d1"), update(2, activity: "a2", device: "d1", channels: ["match-1", "all"]),
-                 update(3, activity: "a3", device: "d9")],
+                [
+                    pushToStart(1, device: "d1"),
+                    update(2, activity: "a2", device: "d1", channels: ["match-1", "all"]),
+                    update(3, activity: "a3", device: "d9"),
+                ],
                 subscriptions: [subscription("a4", device: "d1")])
 
-            let updateEntry = try #require(try store.ledger(
-                token: makeToken(2), bundleID: testBundle, environment: .production, activityLifetime: .seconds(3_600)))
+            let updateEntry = try #require(
+                try store.ledger(
+                    token: makeToken(2), bundleID: testBundle, environment: .production,
+                    activityLifetime: .seconds(3_600)))
             #expect(updateEntry.startedBy == makeToken(1))
             #expect(updateEntry.registration?.activityID == "a2")
             let retiresAt: Int64 = 1_700_000_000_000 + 3_600_000
@@ -224,15 +249,20 @@ struct TokenLedgerTests {
             #expect(updateEntry.pendingRetirements == ["match-1": 1_700_009_000])
             #expect(updateEntry.history.map(\.kind) == [.registered])
 
-            let startEntry = try #require(try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production))
+            let startEntry = try #require(
+                try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production))
             #expect(startEntry.startedBy == nil)
             #expect(startEntry.retiresByLifetimeAt == nil)
-            #expect(startEntry.activities == [
-                LedgerActivity(activityID: "a2", token: makeToken(2), channels: ["all", "match-1"], createdAt: 1_700_000_000_000),
-                LedgerActivity(activityID: "a4", token: nil, channels: ["match-1"], createdAt: 1_700_000_000_000),
-            ])
+            #expect(
+                startEntry.activities == [
+                    LedgerActivity(
+                        activityID: "a2", token: makeToken(2), channels: ["all", "match-1"],
+                        createdAt: 1_700_000_000_000),
+                    LedgerActivity(activityID: "a4", token: nil, channels: ["match-1"], createdAt: 1_700_000_000_000),
+                ])
             // No push-to-start token for d9; another app knows nothing of these tokens.
-            #expect(try store.ledger(token: makeToken(3), bundleID: testBundle, environment: .production)?.startedBy == nil)
+            #expect(
+                try store.ledger(token: makeToken(3), bundleID: testBundle, environment: .production)?.startedBy == nil)
             #expect(try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .sandbox) == nil)
             #expect(try store.ledger(token: makeToken(99), bundleID: testBundle, environment: .production) == nil)
         }
@@ -242,9 +272,10 @@ struct TokenLedgerTests {
         try withClockedStore { store, clock in
             try store.register([update(1, activity: "a1"), update(2, activity: "a2")])
             let invalidatedAt = clock.now.load(ordering: .relaxed)
-            #expect(try store.invalidate([
-                TokenInvalidation(token: makeToken(1), invalidSince: 1_700_000_100_000, reason: "Unregistered")
-            ]) == [true])
+            #expect(
+                try store.invalidate([
+                    TokenInvalidation(token: makeToken(1), invalidSince: 1_700_000_100_000, reason: "Unregistered")
+                ]) == [true])
             clock.advance(by: 1_000)
             #expect(try store.unregister([makeToken(2)]) == 1)
             clock.advance(by: 1_000)
@@ -254,19 +285,25 @@ struct TokenLedgerTests {
             again.lastSeenAt = again.createdAt
             try store.register([again])
 
-            let first = try #require(try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production))
+            let first = try #require(
+                try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production))
             #expect(first.registration?.activityID == "a1-new")
             #expect(first.history.map(\.kind) == [.registered, .invalidated, .registered])
             #expect(first.history[1].reason == "Unregistered")
             #expect(first.history[1].invalidSince == 1_700_000_100_000)
             #expect(first.history[1].at == invalidatedAt)
             #expect(first.history[1].activityID == "a1")
-            let second = try #require(try store.ledger(token: makeToken(2), bundleID: testBundle, environment: .production))
+            let second = try #require(
+                try store.ledger(token: makeToken(2), bundleID: testBundle, environment: .production))
             #expect(second.registration == nil)
             #expect(second.history.map(\.kind) == [.unregistered, .registered])
             // A token kept because it was registered after the 410 gets no history row.
-            #expect(try store.invalidate([TokenInvalidation(token: makeToken(1), invalidSince: 5, reason: "Unregistered")]) == [false])
-            #expect(try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production)?.history.count == 3)
+            #expect(
+                try store.invalidate([TokenInvalidation(token: makeToken(1), invalidSince: 5, reason: "Unregistered")])
+                    == [false])
+            #expect(
+                try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production)?.history.count
+                    == 3)
         }
     }
 
@@ -315,10 +352,12 @@ struct TokenLedgerTests {
         // The new rules work on the upgraded file.
         let result = try store.register(
             [pushToStart(10_000, device: "device-0")], subscriptions: [subscription("activity-1")])
-        #expect(result.replacedTokens.sorted { $0.hexString < $1.hexString }
-            == [makeToken(0), makeToken(1)].sorted { $0.hexString < $1.hexString })
-        #expect(try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production)?.history.first?.kind
-            == .replaced)
+        #expect(
+            result.replacedTokens.sorted { $0.hexString < $1.hexString }
+                == [makeToken(0), makeToken(1)].sorted { $0.hexString < $1.hexString })
+        #expect(
+            try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production)?.history.first?.kind
+                == .replaced)
     }
 }
 
@@ -330,22 +369,30 @@ struct BroadcastStorageTests {
                 channel: "match-1", channelID: "dHdvL2RvbWFpbnM+Kw==", storagePolicy: 1, createdByUs: true,
                 createdAt: 1_700_000_000_000)
             let given = BroadcastLink(
-                channel: "match-2", channelID: "YWJj", storagePolicy: 0, createdByUs: false, createdAt: 1_700_000_000_001)
+                channel: "match-2", channelID: "YWJj", storagePolicy: 0, createdByUs: false,
+                createdAt: 1_700_000_000_001)
             try store.saveBroadcastLink(link, bundleID: testBundle, environment: .production)
             try store.saveBroadcastLink(given, bundleID: testBundle, environment: .production)
             #expect(try store.broadcastLink(channel: "match-1", bundleID: testBundle, environment: .production) == link)
             #expect(try store.broadcastLink(channel: "match-1", bundleID: testBundle, environment: .sandbox) == nil)
             #expect(try store.broadcastLinks(bundleID: testBundle, environment: .production) == [link, given])
-            #expect(try store.scheduleBroadcastLinkDeletion(
-                channel: "match-1", bundleID: testBundle, environment: .production, after: 1_700_003_600))
-            #expect(!(try store.scheduleBroadcastLinkDeletion(
-                channel: "nope", bundleID: testBundle, environment: .production, after: 1)))
-            #expect(try store.dueBroadcastLinkDeletions(now: 1_700_003_599, bundleID: testBundle, environment: .production).isEmpty)
+            #expect(
+                try store.scheduleBroadcastLinkDeletion(
+                    channel: "match-1", bundleID: testBundle, environment: .production, after: 1_700_003_600))
+            #expect(
+                !(try store.scheduleBroadcastLinkDeletion(
+                    channel: "nope", bundleID: testBundle, environment: .production, after: 1)))
+            #expect(
+                try store.dueBroadcastLinkDeletions(now: 1_700_003_599, bundleID: testBundle, environment: .production)
+                    .isEmpty)
             var due = link
             due.deleteAfter = 1_700_003_600
-            #expect(try store.dueBroadcastLinkDeletions(now: 1_700_003_600, bundleID: testBundle, environment: .production) == [due])
+            #expect(
+                try store.dueBroadcastLinkDeletions(now: 1_700_003_600, bundleID: testBundle, environment: .production)
+                    == [due])
             #expect(try store.removeBroadcastLink(channel: "match-1", bundleID: testBundle, environment: .production))
-            #expect(!(try store.removeBroadcastLink(channel: "match-1", bundleID: testBundle, environment: .production)))
+            #expect(
+                !(try store.removeBroadcastLink(channel: "match-1", bundleID: testBundle, environment: .production)))
             #expect(try store.broadcastLinks(bundleID: testBundle, environment: .production) == [given])
             #expect(throws: RegistryError.self) {
                 var bad = given
@@ -369,8 +416,9 @@ struct BroadcastStorageTests {
             plain.channelPayload = nil
             try store.saveWave(broadcastWave)
             try store.saveWave(plain)
-            #expect(try store.unfinishedWaves(bundleID: testBundle, environment: .production).map(\.record)
-                == [broadcastWave, plain])
+            #expect(
+                try store.unfinishedWaves(bundleID: testBundle, environment: .production).map(\.record)
+                    == [broadcastWave, plain])
 
             var report = WaveReportRecord(
                 id: 1, bundleID: testBundle, environment: .production, channel: "match-1", event: "start",

@@ -60,7 +60,9 @@ func pushToStartRegistration(
 
 extension SQLiteTokenStore {
     /// Every registration of one app, keyed by token, with channel lists sorted (the store keeps no order).
-    func all(bundleID: String = testBundle, environment: APNsEnvironment = .production) throws
+    func all(
+        bundleID: String = testBundle, environment: APNsEnvironment = .production
+    ) throws
         -> [DeviceToken: TokenRegistration]
     {
         var result: [DeviceToken: TokenRegistration] = [:]

@@ -182,7 +182,9 @@ struct SQLiteTokenStoreTests {
             let reopened = try SQLiteTokenStore(path: store.path)
             #expect(try reopened.count() == 4 && reopened.rowCount() == 4)
             // The protocol's default (one call per token) gives the same answers for other stores.
-            #expect(try OneByOne(reopened).invalidate([TokenInvalidation(token: makeToken(4), invalidSince: nil)]) == [true])
+            #expect(
+                try OneByOne(reopened).invalidate([TokenInvalidation(token: makeToken(4), invalidSince: nil)]) == [true]
+            )
             #expect(try reopened.count() == 3)
         }
     }
@@ -240,8 +242,9 @@ struct SQLiteTokenStoreTests {
                 pushToStartRegistration(3, bundleID: "com.example.b", environment: .production),
                 updateRegistration(4, bundleID: "com.example.a", environment: .production),
             ])
-            #expect(Set(try store.all(bundleID: "com.example.a", environment: .production).keys)
-                == [makeToken(1), makeToken(4)])
+            #expect(
+                Set(try store.all(bundleID: "com.example.a", environment: .production).keys)
+                    == [makeToken(1), makeToken(4)])
             #expect(Set(try store.all(bundleID: "com.example.a", environment: .sandbox).keys) == [makeToken(2)])
             #expect(Set(try store.all(bundleID: "com.example.b", environment: .production).keys) == [makeToken(3)])
             #expect(try store.all(bundleID: "com.example.b", environment: .sandbox).isEmpty)
@@ -286,7 +289,8 @@ struct SQLiteTokenStoreTests {
                 group.addTask {
                     for batch in 0..<10 {
                         let first = worker * 10_000 + batch * 100
-                        try store.register((first..<first + 100).map { updateRegistration($0, channels: ["w\(worker)"]) })
+                        try store.register(
+                            (first..<first + 100).map { updateRegistration($0, channels: ["w\(worker)"]) })
                         _ = try store.count()
                     }
                 }
@@ -302,7 +306,9 @@ struct SQLiteTokenStoreTests {
 private final class OneByOne: TokenStore {
     let inner: SQLiteTokenStore
     init(_ inner: SQLiteTokenStore) { self.inner = inner }
-    func register(_ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription])
+    func register(
+        _ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription]
+    )
         throws(RegistryError) -> RegistrationResult
     {
         try inner.register(registrations, subscriptions: subscriptions)
@@ -325,7 +331,9 @@ private final class OneByOne: TokenStore {
     func subscriptionCounts(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [String: Int] {
         try inner.subscriptionCounts(bundleID: bundleID, environment: environment)
     }
-    func ledger(token: DeviceToken, bundleID: String, environment: APNsEnvironment, activityLifetime: Duration)
+    func ledger(
+        token: DeviceToken, bundleID: String, environment: APNsEnvironment, activityLifetime: Duration
+    )
         throws(RegistryError) -> TokenLedgerEntry?
     {
         try inner.ledger(token: token, bundleID: bundleID, environment: environment, activityLifetime: activityLifetime)

@@ -32,7 +32,9 @@ private func makeReport(_ wave: WaveRecord, completedAt: Int64 = 1_700_000_100_0
     return report
 }
 
-private func checkpoint(_ waveID: UInt64, shard: Int, byte: UInt8, bytes: Int = 16, savedAt: Int64 = 1)
+private func checkpoint(
+    _ waveID: UInt64, shard: Int, byte: UInt8, bytes: Int = 16, savedAt: Int64 = 1
+)
     -> WaveCheckpoint
 {
     WaveCheckpoint(waveID: waveID, shard: shard, data: [UInt8](repeating: byte, count: bytes), savedAt: savedAt)
@@ -72,16 +74,27 @@ struct WaveStoreTests {
             try store.completeWave(makeReport(makeWave(7)))
             try store.execute(sql: sql)
             let byID = storageMessage { _ = try store.waveReport(id: 7) }
-            let listed = storageMessage { _ = try store.waveReports(bundleID: testBundle, environment: .production, limit: 5) }
+            let listed = storageMessage {
+                _ = try store.waveReports(bundleID: testBundle, environment: .production, limit: 5)
+            }
             #expect(byID?.contains("wave 7 is corrupt in the database: \(problem)") == true, "\(byID ?? "no error")")
             #expect(listed == byID)
         }
     }
 
     @Test(arguments: [
-        ("UPDATE wave_checkpoints SET shard = -1", "a checkpoint of wave 7 is corrupt in the database: shard is negative (-1)"),
-        ("UPDATE wave_checkpoints SET data = 'text'", "a checkpoint of wave 7 is corrupt in the database: data is not a BLOB"),
-        ("UPDATE waves SET start_keys = x'0102030405'", "wave 7 is corrupt in the database: start_keys holds 5 bytes, not a multiple of 8"),
+        (
+            "UPDATE wave_checkpoints SET shard = -1",
+            "a checkpoint of wave 7 is corrupt in the database: shard is negative (-1)"
+        ),
+        (
+            "UPDATE wave_checkpoints SET data = 'text'",
+            "a checkpoint of wave 7 is corrupt in the database: data is not a BLOB"
+        ),
+        (
+            "UPDATE waves SET start_keys = x'0102030405'",
+            "wave 7 is corrupt in the database: start_keys holds 5 bytes, not a multiple of 8"
+        ),
         ("UPDATE waves SET start_keys = 'text'", "wave 7 is corrupt in the database: start_keys is not a BLOB"),
         ("UPDATE waves SET payload = 'text'", "wave 7 is corrupt in the database: payload is not a BLOB"),
         ("UPDATE waves SET has_alert = 7", "wave 7 is corrupt in the database: has_alert is 7, not 0 or 1"),
@@ -95,7 +108,9 @@ struct WaveStoreTests {
             try store.saveWave(makeWave(7))
             try store.saveCheckpoints([checkpoint(7, shard: 0, byte: 1)])
             try store.execute(sql: sql)
-            let message = storageMessage { _ = try store.unfinishedWaves(bundleID: testBundle, environment: .production) }
+            let message = storageMessage {
+                _ = try store.unfinishedWaves(bundleID: testBundle, environment: .production)
+            }
             #expect(message?.contains(expected) == true, "\(message ?? "no error")")
         }
     }
@@ -106,10 +121,17 @@ struct WaveStoreTests {
             try store.saveRetirement(bundleID: testBundle, environment: .production, channel: "match-1", dueAt: 5)
             try store.execute(sql: "UPDATE channel_latest SET timestamp = 'late'")
             try store.execute(sql: "UPDATE pending_retirements SET channel = x'41'")
-            let latest = storageMessage { _ = try store.latestTimestamps(bundleID: testBundle, environment: .production) }
-            #expect(latest?.contains("a row of channel_latest is corrupt in the database: value is not an integer") == true)
-            let pending = storageMessage { _ = try store.pendingRetirements(bundleID: testBundle, environment: .production) }
-            #expect(pending?.contains("a row of pending_retirements is corrupt in the database: channel is not text") == true)
+            let latest = storageMessage {
+                _ = try store.latestTimestamps(bundleID: testBundle, environment: .production)
+            }
+            #expect(
+                latest?.contains("a row of channel_latest is corrupt in the database: value is not an integer") == true)
+            let pending = storageMessage {
+                _ = try store.pendingRetirements(bundleID: testBundle, environment: .production)
+            }
+            #expect(
+                pending?.contains("a row of pending_retirements is corrupt in the database: channel is not text")
+                    == true)
         }
     }
 
@@ -151,14 +173,17 @@ struct WaveStoreTests {
         try withStore { store, _ in
             try store.limitValueLength(toBytes: 1_000)
             let message = storageMessage { try store.saveWave(makeWave(1, payloadBytes: 1_001)) }
-            #expect(message?.contains("saving wave 1 failed: a value of 1001 bytes is longer than SQLite stores") == true,
-                    "\(message ?? "no error")")
+            #expect(
+                message?.contains("saving wave 1 failed: a value of 1001 bytes is longer than SQLite stores") == true,
+                "\(message ?? "no error")")
             let long = String(repeating: "c", count: 1_001)
-            #expect(storageMessage {
-                try store.saveRetirement(bundleID: testBundle, environment: .production, channel: long, dueAt: 1)
-            }?.contains("a value of 1001 bytes") == true)
+            #expect(
+                storageMessage {
+                    try store.saveRetirement(bundleID: testBundle, environment: .production, channel: long, dueAt: 1)
+                }?.contains("a value of 1001 bytes") == true)
             try store.saveWave(makeWave(2, payloadBytes: 100))
-            #expect(storageMessage { try store.saveCheckpoints([checkpoint(2, shard: 0, byte: 1, bytes: 1_001)]) } != nil)
+            #expect(
+                storageMessage { try store.saveCheckpoints([checkpoint(2, shard: 0, byte: 1, bytes: 1_001)]) } != nil)
             #expect(try store.unfinishedWaves(bundleID: testBundle, environment: .production).map(\.record.id) == [2])
             #expect(try store.rows("SELECT count(*) FROM wave_checkpoints") == 0)
             #expect(try store.pendingRetirements(bundleID: testBundle, environment: .production).isEmpty)
@@ -173,7 +198,10 @@ struct WaveColumnEncodingTests {
         let bytes = WaveColumnEncoding.startKeys([0x0102_0304_0506_0708, 0, UInt64.max])
         #expect(bytes.count == 24)
         #expect(Array(bytes[0..<8]) == [1, 2, 3, 4, 5, 6, 7, 8])
-        #expect(try bytes.withUnsafeBytes { try WaveColumnEncoding.startKeys($0) } == [0x0102_0304_0506_0708, 0, UInt64.max])
+        #expect(
+            try bytes.withUnsafeBytes { try WaveColumnEncoding.startKeys($0) } == [
+                0x0102_0304_0506_0708, 0, UInt64.max,
+            ])
         #expect(try [UInt8]().withUnsafeBytes { try WaveColumnEncoding.startKeys($0) } == [])
     }
 

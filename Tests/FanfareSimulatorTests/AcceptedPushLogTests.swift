@@ -170,7 +170,9 @@ import Testing
                     let log = try AcceptedPushLog(path: path, bufferCapacity: AcceptedPushLog.minimumBufferCapacity)
                     let head = TestRequest.valid(token: Fixtures.hexToken(bytes: 32, seed: writer)).head()
                     for _ in 0..<300 {
-                        try withBytes("123e4567-e89b-42d3-a456-426614174000") { try log.append(head, apnsID: $0, now: Fixtures.now) }
+                        try withBytes("123e4567-e89b-42d3-a456-426614174000") {
+                            try log.append(head, apnsID: $0, now: Fixtures.now)
+                        }
                     }
                     try log.close()
                 }

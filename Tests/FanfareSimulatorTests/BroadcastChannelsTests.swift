@@ -46,16 +46,19 @@ private let idC = "CCCCCCCCCCCCCCCCCCCCCC=="
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let file = ChannelStateFile(path: directory + "/channels")
         let ids = try ScriptedIDs([idA, idA, idB])
-        let channels = try BroadcastChannels(environment: .production, maxChannelsPerApp: 10, file: file, makeID: ids.next)
+        let channels = try BroadcastChannels(
+            environment: .production, maxChannelsPerApp: 10, file: file, makeID: ids.next)
         #expect(try channels.create(bundleID: bundle, storagePolicy: 0).id.description == idA)
         #expect(channels.delete(try BroadcastChannelID(idA), bundleID: bundle))
-        #expect(try channels.create(bundleID: bundle, storagePolicy: 1).id.description == idB, "A was issued once: skipped")
+        #expect(
+            try channels.create(bundleID: bundle, storagePolicy: 1).id.description == idB, "A was issued once: skipped")
 
         #expect(channels.hasUnsavedChanges)
         #expect(channels.persist() == nil && !channels.hasUnsavedChanges)
 
         let restartedIDs = try ScriptedIDs([idA, idB, idC])
-        let restarted = try BroadcastChannels(environment: .production, maxChannelsPerApp: 10, file: file, makeID: restartedIDs.next)
+        let restarted = try BroadcastChannels(
+            environment: .production, maxChannelsPerApp: 10, file: file, makeID: restartedIDs.next)
         #expect(restarted.list(bundleID: bundle).map(\.description) == [idB])
         #expect(restarted.channel(try BroadcastChannelID(idB), bundleID: bundle)?.storagePolicy == 1)
         #expect(try restarted.create(bundleID: bundle, storagePolicy: 0).id.description == idC)
@@ -68,7 +71,9 @@ private let idC = "CCCCCCCCCCCCCCCCCCCCCC=="
         let file = ChannelStateFile(path: directory + "/channels")
         let production = try BroadcastChannels(environment: .production, maxChannelsPerApp: 3, file: file)
         for _ in 0..<3 { _ = try production.create(bundleID: bundle, storagePolicy: 0) }
-        #expect(throws: BroadcastChannelError.limitReached(3)) { try production.create(bundleID: bundle, storagePolicy: 0) }
+        #expect(throws: BroadcastChannelError.limitReached(3)) {
+            try production.create(bundleID: bundle, storagePolicy: 0)
+        }
         _ = try production.create(bundleID: "com.example.other", storagePolicy: 0)
         #expect(production.persist() == nil)
         // A sandbox simulator on the same file: production's channels are not its own.
@@ -87,7 +92,8 @@ private let idC = "CCCCCCCCCCCCCCCCCCCCCC=="
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let path = directory + "/channels"
         let ids = try ScriptedIDs([idA, idB])
-        let channels = try BroadcastChannels(environment: .production, maxChannelsPerApp: 10, file: ChannelStateFile(path: path), makeID: ids.next)
+        let channels = try BroadcastChannels(
+            environment: .production, maxChannelsPerApp: 10, file: ChannelStateFile(path: path), makeID: ids.next)
         _ = try channels.create(bundleID: bundle, storagePolicy: 0)
         #expect(channels.persist() == nil)
         // A directory where the temporary file goes: the next save cannot write it.
@@ -118,10 +124,14 @@ private let idC = "CCCCCCCCCCCCCCCCCCCCCC=="
         let path = directory + "/channels"
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         #expect {
-            _ = try BroadcastChannels(environment: .production, maxChannelsPerApp: 10, file: ChannelStateFile(path: path))
+            _ = try BroadcastChannels(
+                environment: .production, maxChannelsPerApp: 10, file: ChannelStateFile(path: path))
         } throws: { error in
-            guard let error = error as? ChannelStateFileError, case .damaged(let named, let at, _) = error else { return false }
-            return named == path && at == line && error.description.contains(problem) && error.description.contains(path)
+            guard let error = error as? ChannelStateFileError, case .damaged(let named, let at, _) = error else {
+                return false
+            }
+            return named == path && at == line && error.description.contains(problem)
+                && error.description.contains(path)
         }
     }
 
@@ -131,19 +141,27 @@ private let idC = "CCCCCCCCCCCCCCCCCCCCCC=="
             channels: [BroadcastChannel(id: id, environment: .sandbox, bundleID: bundle, storagePolicy: 1)],
             issued: [id, try BroadcastChannelID(idB)])
         let bytes = ChannelStateFile.render(saved)
-        #expect(String(decoding: bytes, as: UTF8.self) == "fanfare-simulator-channels 1\nchannel sandbox 1 \(idA) \(bundle)\ndeleted \(idB)\n")
+        #expect(
+            String(decoding: bytes, as: UTF8.self)
+                == "fanfare-simulator-channels 1\nchannel sandbox 1 \(idA) \(bundle)\ndeleted \(idB)\n")
         #expect(try ChannelStateFile(path: "x").parse(bytes) == saved)
     }
 }
 
 @Suite(.ownThread) struct ChannelCreateRequestTests {
     @Test(arguments: [
-        (#"{"message-storage-policy":0,"push-type":"LiveActivity"}"#, ChannelCreateRequest.Parsed.request(.init(storagePolicy: 0))),
+        (
+            #"{"message-storage-policy":0,"push-type":"LiveActivity"}"#,
+            ChannelCreateRequest.Parsed.request(.init(storagePolicy: 0))
+        ),
         (#" { "push-type" : "LiveActivity" , "message-storage-policy" : 1 } "#, .request(.init(storagePolicy: 1))),
         ("{", .rejected(.badRequestPayload)),
         (#"{"message-storage-policy":0,}"#, .rejected(.badRequestPayload)),
         ("7", .rejected(.badRequestParams)),
-        (#"{"message-storage-policy":0,"message-storage-policy":1,"push-type":"LiveActivity"}"#, .rejected(.badRequestParams)),
+        (
+            #"{"message-storage-policy":0,"message-storage-policy":1,"push-type":"LiveActivity"}"#,
+            .rejected(.badRequestParams)
+        ),
         (#"{"message-storage-policy":0.0,"push-type":"LiveActivity"}"#, .rejected(.badRequestParams)),
         (#"{"message-storage-policy":-1,"push-type":"LiveActivity"}"#, .rejected(.badRequestParams)),
         (#"{"message-storage-policy":1,"push-type":"liveactivity"}"#, .rejected(.invalidPushType)),

@@ -6,17 +6,22 @@ import Testing
 /// The injected faults' spellings, validation and windows (what `fanfare simulate` flags turn into).
 @Suite(.ownThread) struct FaultInjectionRuleTests {
     @Test func burstsParseInRequestsOrDurations() throws {
-        #expect(try FaultBurst(parsing: "ServiceUnavailable:1:200/2000")
-            == FaultBurst(rule: FaultRule(reason: .serviceUnavailable, probability: 1), length: .requests(200), period: .requests(2000)))
-        #expect(try FaultBurst(parsing: "TooManyRequests:0.5:100ms/1s")
-            == FaultBurst(
-                rule: FaultRule(reason: .tooManyRequests, probability: 0.5), length: .nanoseconds(100_000_000),
-                period: .nanoseconds(1_000_000_000)))
+        #expect(
+            try FaultBurst(parsing: "ServiceUnavailable:1:200/2000")
+                == FaultBurst(
+                    rule: FaultRule(reason: .serviceUnavailable, probability: 1), length: .requests(200),
+                    period: .requests(2000)))
+        #expect(
+            try FaultBurst(parsing: "TooManyRequests:0.5:100ms/1s")
+                == FaultBurst(
+                    rule: FaultRule(reason: .tooManyRequests, probability: 0.5), length: .nanoseconds(100_000_000),
+                    period: .nanoseconds(1_000_000_000)))
     }
 
     @Test(arguments: [
         "ServiceUnavailable:1", "ServiceUnavailable:1:200", "ServiceUnavailable:1:200/", "ServiceUnavailable:1:/2000",
-        "ServiceUnavailable:1:200/2s", "ServiceUnavailable:1:2s/200", "ServiceUnavailable:1:abc/def", "ServiceUnavailable:2:1/2",
+        "ServiceUnavailable:1:200/2s", "ServiceUnavailable:1:2s/200", "ServiceUnavailable:1:abc/def",
+        "ServiceUnavailable:2:1/2",
         "ServiceUnavailable:-0.1:1/2", "ServiceUnavailable:nan:1/2",
     ])
     func badBurstSpellingsAreClearErrors(_ text: String) {
@@ -30,25 +35,36 @@ import Testing
 
     @Test(arguments: ["Service:1:1/2", "TooMany:0.5:10ms/1s"])
     func unknownBurstReasonsAreNamed(_ text: String) {
-        #expect(throws: SimulatorConfigurationError.unknownFaultReason(String(text.prefix { $0 != ":" }))) { try FaultBurst(parsing: text) }
+        #expect(throws: SimulatorConfigurationError.unknownFaultReason(String(text.prefix { $0 != ":" }))) {
+            try FaultBurst(parsing: text)
+        }
     }
 
     @Test func burstWindowsMustFitTheirPeriod() {
-        for text in ["ServiceUnavailable:1:300/200", "ServiceUnavailable:1:0/200", "ServiceUnavailable:1:2s/1s", "ServiceUnavailable:1:0ms/1s"] {
+        for text in [
+            "ServiceUnavailable:1:300/200", "ServiceUnavailable:1:0/200", "ServiceUnavailable:1:2s/1s",
+            "ServiceUnavailable:1:0ms/1s",
+        ] {
             #expect(throws: SimulatorConfigurationError.self, "\(text)") { try FaultBurst(parsing: text) }
         }
         var configuration = SimulatorConfiguration()
-        configuration.faultBursts = [FaultBurst(rule: FaultRule(reason: .shutdown, probability: 1), length: .requests(5), period: .requests(2))]
+        configuration.faultBursts = [
+            FaultBurst(rule: FaultRule(reason: .shutdown, probability: 1), length: .requests(5), period: .requests(2))
+        ]
         #expect(throws: SimulatorConfigurationError.self) { try configuration.validate() }
         configuration.faultBursts = [
-            FaultBurst(rule: FaultRule(reason: .shutdown, probability: 1), length: .requests(5), period: .nanoseconds(10))
+            FaultBurst(
+                rule: FaultRule(reason: .shutdown, probability: 1), length: .requests(5), period: .nanoseconds(10))
         ]
         #expect(throws: SimulatorConfigurationError.self) { try configuration.validate() }
     }
 
     @Test func resetsAndHeldResponsesParse() throws {
-        #expect(try ConnectionResetRule(parsing: "0.5:1000") == ConnectionResetRule(probability: 0.5, afterRequests: 1000))
-        #expect(try HeldResponseRule(parsing: "0.001:30s") == HeldResponseRule(probability: 0.001, delayNanoseconds: 30_000_000_000))
+        #expect(
+            try ConnectionResetRule(parsing: "0.5:1000") == ConnectionResetRule(probability: 0.5, afterRequests: 1000))
+        #expect(
+            try HeldResponseRule(parsing: "0.001:30s")
+                == HeldResponseRule(probability: 0.001, delayNanoseconds: 30_000_000_000))
         for text in ["0.5", "1.5:10", "0.5:0", "0.5:-3", "x:10", "0.5:10:1"] {
             #expect(throws: SimulatorConfigurationError.self, "\(text)") { try ConnectionResetRule(parsing: text) }
         }
@@ -74,8 +90,12 @@ import Testing
             }
         }
         #expect(problem { $0.refusedStreamProbability = 1.5 }?.contains("refusedStreamProbability") == true)
-        #expect(problem { $0.connectionReset = ConnectionResetRule(probability: 0.5, afterRequests: 0) }?.contains("connectionReset") == true)
-        #expect(problem { $0.heldResponses = HeldResponseRule(probability: 0.5, delayNanoseconds: 0) }?.contains("heldResponses") == true)
+        #expect(
+            problem { $0.connectionReset = ConnectionResetRule(probability: 0.5, afterRequests: 0) }?.contains(
+                "connectionReset") == true)
+        #expect(
+            problem { $0.heldResponses = HeldResponseRule(probability: 0.5, delayNanoseconds: 0) }?.contains(
+                "heldResponses") == true)
         #expect(problem { $0.maxConcurrentStreams = 1 << 21 }?.contains("maxConcurrentStreams") == true)
         #expect(problem { $0.headerTableSize = 1 << 33 }?.contains("headerTableSize") == true)
         #expect(problem { $0.refusedStreamProbability = 0.3 } == nil)
@@ -83,7 +103,9 @@ import Testing
 
     // MARK: Bursts in the validator
 
-    private func decisions(_ bursts: [FaultBurst], faults: [FaultRule] = [], count: Int, step: Int64 = 0) -> [SimulatorDecision] {
+    private func decisions(
+        _ bursts: [FaultBurst], faults: [FaultRule] = [], count: Int, step: Int64 = 0
+    ) -> [SimulatorDecision] {
         var configuration = SimulatorConfiguration()
         configuration.faultBursts = bursts
         configuration.faults = faults
@@ -97,7 +119,8 @@ import Testing
     }
 
     @Test func aRequestBurstFiresInTheLastPartOfEachPeriod() {
-        let burst = FaultBurst(rule: FaultRule(reason: .serviceUnavailable, probability: 1), length: .requests(3), period: .requests(10))
+        let burst = FaultBurst(
+            rule: FaultRule(reason: .serviceUnavailable, probability: 1), length: .requests(3), period: .requests(10))
         let result = decisions([burst], count: 30)
         let rejected = result.indices.filter { result[$0] != .accept }
         #expect(rejected == [7, 8, 9, 17, 18, 19, 27, 28, 29])
@@ -107,7 +130,8 @@ import Testing
     @Test func aTimeBurstFiresInItsWindowOfTime() {
         // One request every 10 ms; 30 ms bursts every 100 ms, counted from the first request.
         let burst = FaultBurst(
-            rule: FaultRule(reason: .tooManyRequests, probability: 1), length: .nanoseconds(30_000_000), period: .nanoseconds(100_000_000))
+            rule: FaultRule(reason: .tooManyRequests, probability: 1), length: .nanoseconds(30_000_000),
+            period: .nanoseconds(100_000_000))
         let result = decisions([burst], count: 25, step: 10_000_000)
         let rejected = result.indices.filter { result[$0] != .accept }
         #expect(rejected == [7, 8, 9, 17, 18, 19])
@@ -118,16 +142,21 @@ import Testing
             rule: FaultRule(reason: .serviceUnavailable, probability: 1), length: .requests(5), period: .requests(10))
         let internalError = FaultBurst(
             rule: FaultRule(reason: .internalServerError, probability: 1), length: .requests(2), period: .requests(4))
-        let result = decisions([serviceUnavailable, internalError], faults: [FaultRule(reason: .tooManyRequests, probability: 1)], count: 10)
+        let result = decisions(
+            [serviceUnavailable, internalError], faults: [FaultRule(reason: .tooManyRequests, probability: 1)],
+            count: 10)
         // The steady 429 answers everything outside a burst; overlapping bursts: the first listed wins.
-        #expect(result.map(\.reason) == [
-            .tooManyRequests, .tooManyRequests, .internalServerError, .internalServerError, .tooManyRequests,
-            .serviceUnavailable, .serviceUnavailable, .serviceUnavailable, .serviceUnavailable, .serviceUnavailable,
-        ])
+        #expect(
+            result.map(\.reason) == [
+                .tooManyRequests, .tooManyRequests, .internalServerError, .internalServerError, .tooManyRequests,
+                .serviceUnavailable, .serviceUnavailable, .serviceUnavailable, .serviceUnavailable, .serviceUnavailable,
+            ])
     }
 
     @Test func aHalfProbabilityBurstRejectsAboutHalfOfItsWindow() {
-        let burst = FaultBurst(rule: FaultRule(reason: .internalServerError, probability: 0.5), length: .requests(1000), period: .requests(2000))
+        let burst = FaultBurst(
+            rule: FaultRule(reason: .internalServerError, probability: 0.5), length: .requests(1000),
+            period: .requests(2000))
         let result = decisions([burst], count: 20_000)
         let inWindow = result.indices.filter { $0 % 2000 >= 1000 }
         let outside = result.indices.filter { $0 % 2000 < 1000 }

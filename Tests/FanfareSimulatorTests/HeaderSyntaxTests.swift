@@ -25,7 +25,8 @@ import Testing
 
     @Test func topicAlphabetAgreesWithTheReferenceForEveryByte() {
         func reference(_ byte: UInt8) -> Bool {
-            (48...57).contains(byte) || (97...122).contains(byte) || (65...90).contains(byte) || byte == 45 || byte == 46
+            (48...57).contains(byte) || (97...122).contains(byte) || (65...90).contains(byte) || byte == 45
+                || byte == 46
         }
         for value in 0...255 {
             let result = [UInt8(ascii: "a"), UInt8(value)].withUnsafeBytes { HeaderSyntax.isTopicSyntax($0) }
@@ -66,7 +67,8 @@ import Testing
         #expect(!withBytes("") { set.contains($0) })
         let many = DeviceTokenSet(hexTokens: (0..<5000).map { Fixtures.hexToken(bytes: 32, seed: $0) })
         #expect(many.count == 5000)
-        #expect((0..<5000).allSatisfy { seed in withBytes(Fixtures.hexToken(bytes: 32, seed: seed)) { many.contains($0) } })
+        #expect(
+            (0..<5000).allSatisfy { seed in withBytes(Fixtures.hexToken(bytes: 32, seed: seed)) { many.contains($0) } })
         #expect(!withBytes(Fixtures.hexToken(bytes: 32, seed: 5001)) { many.contains($0) })
     }
 }

@@ -76,7 +76,8 @@ import Testing
         var configuration = SimulatorConfiguration()
         configuration.strictProviderToken = true
         #expect(configuration.providerTokenPolicy.requireNumericIssuedAt)
-        let (strict, _) = makeState(["apnswift": identity, "numeric": Fixtures.identity()], policy: configuration.providerTokenPolicy)
+        let (strict, _) = makeState(
+            ["apnswift": identity, "numeric": Fixtures.identity()], policy: configuration.providerTokenPolicy)
         #expect(check(strict, "bearer apnswift", at: now) == .invalidProviderToken)
         #expect(check(strict, "bearer numeric", at: now) == nil)
     }
@@ -155,7 +156,8 @@ import Testing
     @Test func wedgeModeRejectsEverythingAfterAnExpiredToken() {
         var policy = SimulatorConfiguration().providerTokenPolicy
         policy.wedgeAfterExpiredToken = true
-        let (state, _) = makeState(["old": Fixtures.identity(issuedAt: now.seconds - 4000), "good": Fixtures.identity()], policy: policy)
+        let (state, _) = makeState(
+            ["old": Fixtures.identity(issuedAt: now.seconds - 4000), "good": Fixtures.identity()], policy: policy)
         #expect(check(state, "bearer old", at: now) == .expiredProviderToken)
         #expect(state.isWedged)
         #expect(check(state, "bearer good", at: now) == .expiredProviderToken)
@@ -166,7 +168,9 @@ import Testing
     }
 
     @Test func withoutWedgeModeAFreshTokenWorksAfterAnExpiredOne() {
-        let (state, _) = makeState(["old": Fixtures.identity(issuedAt: now.seconds - 4000), "good": Fixtures.identity()])
+        let (state, _) = makeState([
+            "old": Fixtures.identity(issuedAt: now.seconds - 4000), "good": Fixtures.identity(),
+        ])
         #expect(check(state, "bearer old", at: now) == .expiredProviderToken)
         #expect(!state.isWedged)
         #expect(check(state, "bearer good", at: now) == nil)
@@ -175,7 +179,8 @@ import Testing
     @Test func tokensLongerThanTheCacheAreInvalid() {
         let long = String(repeating: "j", count: 300)
         let verifier = FakeVerifier([long: Fixtures.identity()])
-        let state = ConnectionAuthState(policy: SimulatorConfiguration().providerTokenPolicy, verifier: verifier, tokenCapacity: 256)
+        let state = ConnectionAuthState(
+            policy: SimulatorConfiguration().providerTokenPolicy, verifier: verifier, tokenCapacity: 256)
         #expect(check(state, "bearer \(long)", at: now) == .invalidProviderToken)
         #expect(verifier.callCount == 0)
     }
@@ -191,14 +196,17 @@ import Testing
         var request = TestRequest.valid()
         #expect(decide(request, configuration: configuration, auth: auth) == .accept)
         request.set("authorization", "bearer old")
-        #expect(decide(request, configuration: configuration, auth: auth) == .reject(.expiredProviderToken, timestamp: nil))
+        #expect(
+            decide(request, configuration: configuration, auth: auth) == .reject(.expiredProviderToken, timestamp: nil))
         request.set("authorization", "bearer \(Fixtures.goodJWT)")
         #expect(decide(request, configuration: configuration, auth: auth).reason == .expiredProviderToken)
     }
 }
 
 @Suite(.ownThread) struct ProviderKeyScopeCheckingTests {
-    private func state(_ configuration: SimulatorConfiguration, _ tokens: [String: VerifiedProviderToken]) -> ConnectionAuthState {
+    private func state(
+        _ configuration: SimulatorConfiguration, _ tokens: [String: VerifiedProviderToken]
+    ) -> ConnectionAuthState {
         ConnectionAuthState(policy: configuration.providerTokenPolicy, verifier: FakeVerifier(tokens))
     }
 
@@ -236,7 +244,9 @@ import Testing
         let verifier = FakeVerifier(["sandbox": Fixtures.identity(keyID: "SANDBOXKEY")])
         let auth = ConnectionAuthState(policy: configuration.providerTokenPolicy, verifier: verifier)
         for _ in 0..<3 {
-            #expect(withBytes("bearer sandbox") { auth.check(authorization: $0, now: Fixtures.now) } == .badEnvironmentKeyIdInToken)
+            #expect(
+                withBytes("bearer sandbox") { auth.check(authorization: $0, now: Fixtures.now) }
+                    == .badEnvironmentKeyIdInToken)
         }
         #expect(verifier.callCount == 1)
     }

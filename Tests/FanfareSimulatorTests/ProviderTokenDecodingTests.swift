@@ -16,7 +16,8 @@ import Testing
     }
 
     @Test func decodesKeyTeamAndIssuedAt() {
-        let token = jwt(header: #"{"alg":"ES256","kid":"KEYID00001"}"#, claims: #"{"iss":"TEAMID0001","iat":1750000000}"#)
+        let token = jwt(
+            header: #"{"alg":"ES256","kid":"KEYID00001"}"#, claims: #"{"iss":"TEAMID0001","iat":1750000000}"#)
         let decoded = withBytes(token) { ProviderTokenDecoding.decodeClaims($0) }
         #expect(decoded == VerifiedProviderToken(keyID: "KEYID00001", teamID: "TEAMID0001", issuedAt: 1_750_000_000))
     }
@@ -27,7 +28,10 @@ import Testing
             header: "{\n    \"alg\": \"ES256\",\n    \"typ\": \"JWT\",\n    \"kid\": \"KEYID00001\"\n}",
             claims: "{\n    \"iss\": \"TEAMID0001\",\n    \"iat\": \"1750000000\",\n    \"kid\": \"KEYID00001\"\n}")
         let decoded = withBytes(token) { ProviderTokenDecoding.decodeClaims($0) }
-        #expect(decoded == VerifiedProviderToken(keyID: "KEYID00001", teamID: "TEAMID0001", issuedAt: 1_750_000_000, issuedAtIsString: true))
+        #expect(
+            decoded
+                == VerifiedProviderToken(
+                    keyID: "KEYID00001", teamID: "TEAMID0001", issuedAt: 1_750_000_000, issuedAtIsString: true))
     }
 
     @Test(arguments: [
@@ -55,7 +59,10 @@ import Testing
     @Test func splitFindsTheSigningInput() {
         let parts = withBytes("aaa.bbb.ccc") { bytes in
             ProviderTokenDecoding.split(bytes).map { parts in
-                (String(decoding: parts.signingInput, as: UTF8.self), String(decoding: parts.encodedSignature, as: UTF8.self))
+                (
+                    String(decoding: parts.signingInput, as: UTF8.self),
+                    String(decoding: parts.encodedSignature, as: UTF8.self)
+                )
             }
         }
         #expect(parts?.0 == "aaa.bbb")
@@ -74,7 +81,8 @@ import Testing
 
     @Test func unsignedVerifierAcceptsAnySignatureButNeedsClaims() {
         let verifier = UnsignedProviderTokenVerifier()
-        let token = jwt(header: #"{"alg":"ES256","kid":"KEYID00001"}"#, claims: #"{"iss":"TEAMID0001","iat":5}"#, signature: "xx")
+        let token = jwt(
+            header: #"{"alg":"ES256","kid":"KEYID00001"}"#, claims: #"{"iss":"TEAMID0001","iat":5}"#, signature: "xx")
         #expect(withBytes(token) { verifier.verify(jwt: $0) }?.issuedAt == 5)
         #expect(withBytes("nonsense") { verifier.verify(jwt: $0) } == nil)
     }

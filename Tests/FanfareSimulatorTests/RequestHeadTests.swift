@@ -16,7 +16,10 @@ import Testing
         #expect(present)
     }
 
-    @Test(arguments: ["", "x", "apns-ids", "apns-topik", ":methods", "Apns-Topic", "apns-collapse-ie", "apns-zzzzzz-id", "authorisation"])
+    @Test(arguments: [
+        "", "x", "apns-ids", "apns-topik", ":methods", "Apns-Topic", "apns-collapse-ie", "apns-zzzzzz-id",
+        "authorisation",
+    ])
     func otherNamesAreIgnored(_ name: String) {
         #expect(withBytes(name) { RequestHeaderField.recognise($0) } == nil)
     }
@@ -36,7 +39,9 @@ import Testing
         var head = RequestHead()
         head.add("apns-priority", "5")
         head.add("apns-priority", "10")
-        let (value, duplicated, any) = (head.string(.apnsPriority), head.isDuplicated(.apnsPriority), head.hasDuplicateHeaders)
+        let (value, duplicated, any) = (
+            head.string(.apnsPriority), head.isDuplicated(.apnsPriority), head.hasDuplicateHeaders
+        )
         #expect(value == "5")
         #expect(duplicated)
         #expect(any)
@@ -69,7 +74,9 @@ import Testing
     @Test func bodyIsCountedAndStoredUpToCapacity() {
         var head = RequestHead(bodyCapacity: 10)
         head.appendBody("hello")
-        var (count, stored, full) = (head.bodyByteCount, String(decoding: head.body, as: UTF8.self), head.isBodyFullyStored)
+        var (count, stored, full) = (
+            head.bodyByteCount, String(decoding: head.body, as: UTF8.self), head.isBodyFullyStored
+        )
         #expect(count == 5 && stored == "hello" && full)
         head.appendBody(" world!")
         (count, stored, full) = (head.bodyByteCount, String(decoding: head.body, as: UTF8.self), head.isBodyFullyStored)
@@ -85,7 +92,9 @@ import Testing
         head.add("apns-topic", "b")
         head.appendBody("{}")
         head.reset()
-        let (present, duplicates, body, size) = (head.isPresent(.apnsTopic), head.hasDuplicateHeaders, head.bodyByteCount, head.headerListSize)
+        let (present, duplicates, body, size) = (
+            head.isPresent(.apnsTopic), head.hasDuplicateHeaders, head.bodyByteCount, head.headerListSize
+        )
         #expect(!present && !duplicates && body == 0 && size == 0)
         head.add("apns-topic", "c")
         let topic = head.string(.apnsTopic)
@@ -147,7 +156,9 @@ import Testing
         #expect(slots.response(3).load(as: UInt8.self) == 0xAB)
         #expect(slots.state(3).pointee.streamID == 7)
         #expect(slots.state(StreamSlots.slotsPerChunk * 40 - 1).pointee.owner == 0)
-        #expect(StreamSlots.rounded(1) == StreamSlots.slotsPerChunk && StreamSlots.rounded(257) == 2 * StreamSlots.slotsPerChunk)
+        #expect(
+            StreamSlots.rounded(1) == StreamSlots.slotsPerChunk
+                && StreamSlots.rounded(257) == 2 * StreamSlots.slotsPerChunk)
     }
 
     @Test func routes() {
@@ -157,6 +168,8 @@ import Testing
         #expect(withBytes("/4/broadcasts/apps/com.a") { RequestRoute.classify(path: $0) } == .broadcast)
         #expect(withBytes("/4/broadcasts/apps/") { RequestRoute.classify(path: $0) } == .unknown)
         #expect(withBytes("/") { RequestRoute.classify(path: $0) } == .unknown)
-        #expect(withBytes("/3/device/abc") { String(decoding: RequestRoute.deviceToken(inPath: $0), as: UTF8.self) } == "abc")
+        #expect(
+            withBytes("/3/device/abc") { String(decoding: RequestRoute.deviceToken(inPath: $0), as: UTF8.self) }
+                == "abc")
     }
 }

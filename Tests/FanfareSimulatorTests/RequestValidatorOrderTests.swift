@@ -20,32 +20,48 @@ let deviceViolations: [Violation] = [
     Violation(name: "apns-id not a UUID", part: "apns-id", expected: .badMessageId) { $0.set("apns-id", "not-a-uuid") },
     Violation(name: "method GET", part: "method", expected: .methodNotAllowed) { $0.set(":method", "GET") },
     Violation(name: "path /3/device/", part: "path", expected: .missingDeviceToken) { $0.set(":path", "/3/device/") },
-    Violation(name: "path /3/other", part: "path", expected: .badPath) { $0.set(":path", "/3/other/\(Fixtures.token32)") },
+    Violation(name: "path /3/other", part: "path", expected: .badPath) {
+        $0.set(":path", "/3/other/\(Fixtures.token32)")
+    },
     Violation(name: "no apns-topic", part: "topic", expected: .missingTopic) { $0.remove("apns-topic") },
     Violation(name: "empty apns-topic", part: "topic", expected: .missingTopic) { $0.set("apns-topic", "") },
-    Violation(name: "topic with a space", part: "topic", expected: .badTopic) { $0.set("apns-topic", "com.example fanfare") },
+    Violation(name: "topic with a space", part: "topic", expected: .badTopic) {
+        $0.set("apns-topic", "com.example fanfare")
+    },
     Violation(name: "foreign topic", part: "topic", expected: .topicDisallowed) {
         $0.set("apns-topic", "com.other.app.push-type.liveactivity")
     },
-    Violation(name: "unknown suffix", part: "topic", expected: .topicDisallowed) { $0.set("apns-topic", "com.example.fanfare.nope") },
-    Violation(name: "content-type twice", part: "duplicate", expected: .duplicateHeaders) { $0.append("content-type", "text/plain") },
+    Violation(name: "unknown suffix", part: "topic", expected: .topicDisallowed) {
+        $0.set("apns-topic", "com.example.fanfare.nope")
+    },
+    Violation(name: "content-type twice", part: "duplicate", expected: .duplicateHeaders) {
+        $0.append("content-type", "text/plain")
+    },
     Violation(name: "collapse id 65 bytes", part: "collapse", expected: .badCollapseId) {
         $0.set("apns-collapse-id", String(repeating: "c", count: 65))
     },
     Violation(name: "priority 7", part: "priority", expected: .badPriority) { $0.set("apns-priority", "7") },
-    Violation(name: "unknown push type", part: "push-type", expected: .invalidPushType) { $0.set("apns-push-type", "banana") },
+    Violation(name: "unknown push type", part: "push-type", expected: .invalidPushType) {
+        $0.set("apns-push-type", "banana")
+    },
     Violation(name: "no push type", part: "push-type", expected: .invalidPushType) { $0.remove("apns-push-type") },
     Violation(name: "alert push type on LA topic", part: "push-type", expected: .deviceTokenNotForTopic) {
         $0.set("apns-push-type", "alert")
     },
-    Violation(name: "expiration -1", part: "expiration", expected: .badExpirationDate) { $0.set("apns-expiration", "-1") },
+    Violation(name: "expiration -1", part: "expiration", expected: .badExpirationDate) {
+        $0.set("apns-expiration", "-1")
+    },
     Violation(name: "token 31 bytes", part: "path", expected: .badDeviceToken) {
         $0.set(":path", "/3/device/\(Fixtures.hexToken(bytes: 31))")
     },
     Violation(name: "no authorization", part: "auth", expected: .missingProviderToken) { $0.remove("authorization") },
-    Violation(name: "unknown JWT", part: "auth", expected: .invalidProviderToken) { $0.set("authorization", "bearer x.y.z") },
+    Violation(name: "unknown JWT", part: "auth", expected: .invalidProviderToken) {
+        $0.set("authorization", "bearer x.y.z")
+    },
     Violation(name: "empty body", part: "body", expected: .payloadEmpty) { $0.body = "" },
-    Violation(name: "4097-byte body", part: "body", expected: .payloadTooLarge) { $0.body = Fixtures.body(ofSize: 4097) },
+    Violation(name: "4097-byte body", part: "body", expected: .payloadTooLarge) {
+        $0.body = Fixtures.body(ofSize: 4097)
+    },
     Violation(name: "body without aps", part: "body", expected: .badRequestPayload) { $0.body = #"{"apx":{}}"# },
     Violation(name: "unknown token", part: "path", expected: .unregistered) {
         $0.set(":path", "/3/device/\(Fixtures.hexToken(bytes: 32, seed: 9))")

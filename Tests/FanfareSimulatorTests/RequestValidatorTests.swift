@@ -80,7 +80,10 @@ import Testing
         #expect(decide(request, configuration: strict).reason == .badMessageId)
     }
 
-    @Test(arguments: ["123e4567e89b42d3a456426614174000", "123e4567-e89b-42d3-a456-42661417400", "123e4567-e89b-42d3-a456_426614174000", ""])
+    @Test(arguments: [
+        "123e4567e89b42d3a456426614174000", "123e4567-e89b-42d3-a456-42661417400",
+        "123e4567-e89b-42d3-a456_426614174000", "",
+    ])
     func nonCanonicalMessageIDsAreBadMessageId(_ id: String) {
         var request = TestRequest.valid()
         request.set("apns-id", id)
@@ -203,7 +206,9 @@ import Testing
         var configuration = SimulatorConfiguration()
         configuration.knownTokens = [Fixtures.token80]
         configuration.unknownTokenReply = .badDeviceToken
-        #expect(decide(.valid(token: Fixtures.token32), configuration: configuration) == .reject(.badDeviceToken, timestamp: nil))
+        #expect(
+            decide(.valid(token: Fixtures.token32), configuration: configuration)
+                == .reject(.badDeviceToken, timestamp: nil))
     }
 
     @Test func aSharedTokenSetWorksLikeTheConfiguredOne() {
@@ -226,7 +231,9 @@ import Testing
         let other = TestRequest.valid(token: Fixtures.token80).head()
         let second = Fixtures.now
         for _ in 0..<3 { #expect(validator.decide(head, auth: auth, now: second) == .accept) }
-        #expect(validator.decide(head, auth: auth, now: second.adding(seconds: 0)) == .reject(.tooManyRequests, timestamp: nil))
+        #expect(
+            validator.decide(head, auth: auth, now: second.adding(seconds: 0))
+                == .reject(.tooManyRequests, timestamp: nil))
         #expect(validator.decide(other, auth: auth, now: second) == .accept)  // other tokens unaffected
         #expect(validator.decide(head, auth: auth, now: second.adding(seconds: 1)) == .accept)  // next window
     }
@@ -240,11 +247,15 @@ import Testing
     @Test func aFullRateTableAdmitsAndCountsOverflows() {
         let limiter = PerTokenRateLimiter(limit: 1, capacity: 16)
         for index in 0..<40 {
-            #expect(withBytes(Fixtures.hexToken(bytes: 32, seed: index)) { limiter.admit(token: $0, now: Fixtures.now) })
+            #expect(
+                withBytes(Fixtures.hexToken(bytes: 32, seed: index)) { limiter.admit(token: $0, now: Fixtures.now) })
         }
         #expect(limiter.overflows == 24)
         // A new second frees every slot.
-        #expect(withBytes(Fixtures.hexToken(bytes: 32, seed: 99)) { limiter.admit(token: $0, now: Fixtures.now.adding(seconds: 1)) })
+        #expect(
+            withBytes(Fixtures.hexToken(bytes: 32, seed: 99)) {
+                limiter.admit(token: $0, now: Fixtures.now.adding(seconds: 1))
+            })
         #expect(limiter.overflows == 24)
     }
 
@@ -257,7 +268,8 @@ import Testing
         let auth = ConnectionAuthState(policy: configuration.providerTokenPolicy, verifier: FakeVerifier())
         let head = TestRequest.valid().head()
         for _ in 0..<1000 {
-            #expect(validator.decide(head, auth: auth, now: Fixtures.now) == .reject(.serviceUnavailable, timestamp: nil))
+            #expect(
+                validator.decide(head, auth: auth, now: Fixtures.now) == .reject(.serviceUnavailable, timestamp: nil))
         }
     }
 
@@ -336,7 +348,9 @@ import Testing
         let noStorage = try channels.create(bundleID: Fixtures.bundle, storagePolicy: 0).id.description
         let stored = try channels.create(bundleID: Fixtures.bundle, storagePolicy: 1).id.description
         var configuration = SimulatorConfiguration()
-        func reason(_ configuration: SimulatorConfiguration = configuration, _ change: (inout TestRequest) -> Void) -> APNsReason?? {
+        func reason(
+            _ configuration: SimulatorConfiguration = configuration, _ change: (inout TestRequest) -> Void
+        ) -> APNsReason?? {
             var request = TestRequest.validBroadcast()
             request.set("apns-channel-id", noStorage)
             change(&request)
@@ -350,13 +364,29 @@ import Testing
         #expect(reason { $0.set("apns-channel-id", "dHdvLXdheS1jaGFubmVsLWlk") } == .channelNotRegistered)
         #expect(reason { $0.set("apns-expiration", "1750003600") } == .badExpirationDate)
         #expect(reason { $0.remove("apns-expiration") } == .some(nil), "absent is 0")
-        #expect(reason { $0.set("apns-expiration", "1750003600"); $0.set("apns-channel-id", stored) } == .some(nil))
+        #expect(
+            reason {
+                $0.set("apns-expiration", "1750003600")
+                $0.set("apns-channel-id", stored)
+            } == .some(nil))
         // Rule order: priority (a header) before the channel, authentication before the channel, the channel
         // before the body.
-        #expect(reason { $0.set("apns-priority", "1"); $0.set("apns-channel-id", "dHdvLXdheS1jaGFubmVsLWlk") } == .badPriority)
+        #expect(
+            reason {
+                $0.set("apns-priority", "1")
+                $0.set("apns-channel-id", "dHdvLXdheS1jaGFubmVsLWlk")
+            } == .badPriority)
         #expect(reason { $0.remove("apns-priority") } == .badPriority)
-        #expect(reason { $0.remove("authorization"); $0.set("apns-channel-id", "dHdvLXdheS1jaGFubmVsLWlk") } == .missingProviderToken)
-        #expect(reason { $0.body = ""; $0.set("apns-channel-id", "dHdvLXdheS1jaGFubmVsLWlk") } == .channelNotRegistered)
+        #expect(
+            reason {
+                $0.remove("authorization")
+                $0.set("apns-channel-id", "dHdvLXdheS1jaGFubmVsLWlk")
+            } == .missingProviderToken)
+        #expect(
+            reason {
+                $0.body = ""
+                $0.set("apns-channel-id", "dHdvLXdheS1jaGFubmVsLWlk")
+            } == .channelNotRegistered)
         let start = #"{"aps":{"timestamp":1,"event":"start","content-state":{}}}"#
         #expect(reason { $0.body = start } == .badRequestPayload)
         configuration.broadcastStartEventReason = .badRequestParams

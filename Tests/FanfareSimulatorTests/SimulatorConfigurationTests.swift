@@ -33,7 +33,13 @@ import Testing
         }
         #expect(problem { $0.bundleID = "com example" }?.contains("bundleID") == true)
         #expect(problem { $0.maxConcurrentStreams = 0 }?.contains("maxConcurrentStreams") == true)
-        #expect(problem { $0.faults = [FaultRule(reason: .shutdown, probability: 0.7), FaultRule(reason: .tooManyRequests, probability: 0.7)] }?
+        #expect(
+            problem {
+                $0.faults = [
+                    FaultRule(reason: .shutdown, probability: 0.7),
+                    FaultRule(reason: .tooManyRequests, probability: 0.7),
+                ]
+            }?
             .contains("add up") == true)
         #expect(problem { $0.perTokenRateTableCapacity = 1000 }?.contains("power of two") == true)
         #expect(problem { $0.latency = .uniform(minNanoseconds: 5, maxNanoseconds: 1) }?.contains("latency") == true)
@@ -43,9 +49,12 @@ import Testing
     }
 
     @Test func faultRulesParse() throws {
-        #expect(try FaultRule(parsing: "TooManyRequests:0.01") == FaultRule(reason: .tooManyRequests, probability: 0.01))
+        #expect(
+            try FaultRule(parsing: "TooManyRequests:0.01") == FaultRule(reason: .tooManyRequests, probability: 0.01))
         #expect(try FaultRule(parsing: "Unregistered:1") == FaultRule(reason: .unregistered, probability: 1))
-        #expect(throws: SimulatorConfigurationError.unknownFaultReason("TooMany")) { try FaultRule(parsing: "TooMany:0.1") }
+        #expect(throws: SimulatorConfigurationError.unknownFaultReason("TooMany")) {
+            try FaultRule(parsing: "TooMany:0.1")
+        }
         #expect(throws: SimulatorConfigurationError.badFaultRule("Shutdown:2")) { try FaultRule(parsing: "Shutdown:2") }
         #expect(throws: SimulatorConfigurationError.badFaultRule("Shutdown")) { try FaultRule(parsing: "Shutdown") }
     }
@@ -160,12 +169,19 @@ import Testing
     @Test func parsesEachModel() throws {
         #expect(try LatencyModel(parsing: "none") == LatencyModel.none)
         #expect(try LatencyModel(parsing: "fixed:5ms") == .fixed(nanoseconds: 5_000_000))
-        #expect(try LatencyModel(parsing: "uniform:250us-1.5ms") == .uniform(minNanoseconds: 250_000, maxNanoseconds: 1_500_000))
-        #expect(try LatencyModel(parsing: "longtail:2ms-40ms") == .longTail(medianNanoseconds: 2_000_000, p99Nanoseconds: 40_000_000))
+        #expect(
+            try LatencyModel(parsing: "uniform:250us-1.5ms")
+                == .uniform(minNanoseconds: 250_000, maxNanoseconds: 1_500_000))
+        #expect(
+            try LatencyModel(parsing: "longtail:2ms-40ms")
+                == .longTail(medianNanoseconds: 2_000_000, p99Nanoseconds: 40_000_000))
         #expect(try LatencyModel(parsing: "fixed:1s") == .fixed(nanoseconds: 1_000_000_000))
     }
 
-    @Test(arguments: ["", "fixed", "fixed:5", "fixed:5m", "uniform:5ms", "uniform:5ms-1ms", "longtail:5ms-1ms", "gauss:1ms-2ms", "fixed:-1ms"])
+    @Test(arguments: [
+        "", "fixed", "fixed:5", "fixed:5m", "uniform:5ms", "uniform:5ms-1ms", "longtail:5ms-1ms", "gauss:1ms-2ms",
+        "fixed:-1ms",
+    ])
     func rejectsBadSpellings(_ text: String) {
         #expect(throws: SimulatorConfigurationError.self) { try LatencyModel(parsing: text) }
     }

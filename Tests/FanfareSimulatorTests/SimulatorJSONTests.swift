@@ -5,7 +5,8 @@ import Testing
 
 @Suite(.ownThread) struct SimulatorJSONTests {
     @Test(arguments: [
-        "{}", "[]", "0", "-0", "1.5e10", "-12.25E-3", "true", "false", "null", #""x""#, " {\n\"a\" : [1, {\"b\":null}] }\t",
+        "{}", "[]", "0", "-0", "1.5e10", "-12.25E-3", "true", "false", "null", #""x""#,
+        " {\n\"a\" : [1, {\"b\":null}] }\t",
         #"{"s":"\"\\\/\b\f\n\r\t\u00e9"}"#, #"{"é":"日本語 🎉"}"#, #"[[[[]]]]"#,
     ])
     func acceptsValidJSON(_ text: String) {
@@ -13,7 +14,8 @@ import Testing
     }
 
     @Test(arguments: [
-        "", " ", "{", "}", "[1,]", "{,}", #"{"a"}"#, #"{"a":}"#, #"{"a":1,}"#, "01", "1.", ".5", "1e", "+1", "tru", "nul",
+        "", " ", "{", "}", "[1,]", "{,}", #"{"a"}"#, #"{"a":}"#, #"{"a":1,}"#, "01", "1.", ".5", "1e", "+1", "tru",
+        "nul",
         #""abc"#, "\"a\u{01}b\"", #""\x""#, #""\u12G4""#, "{} {}", "[1 2]", #"{'a':1}"#, "NaN",
     ])
     func rejectsInvalidJSON(_ text: String) {

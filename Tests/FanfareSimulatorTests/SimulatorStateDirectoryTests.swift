@@ -14,7 +14,9 @@ import Testing
         deinit { try? FileManager.default.removeItem(atPath: path) }
 
         func read(_ file: String) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: file)) }
-        func write(_ file: String, _ text: String) throws { try text.write(toFile: file, atomically: false, encoding: .utf8) }
+        func write(_ file: String, _ text: String) throws {
+            try text.write(toFile: file, atomically: false, encoding: .utf8)
+        }
     }
 
     private func unusable(_ body: () throws -> Void) -> String? {
@@ -37,7 +39,9 @@ import Testing
 
         let (again, secondOrigin) = try directory.state.prepareCertificates(regenerate: false)
         #expect(secondOrigin == .reused && again == files)
-        #expect(try directory.read(files.caCertificateFile) == ca, "a client holding the CA keeps trusting the restarted simulator")
+        #expect(
+            try directory.read(files.caCertificateFile) == ca,
+            "a client holding the CA keeps trusting the restarted simulator")
         #expect(try directory.state.prepareProviderKey(keyID: "KEYID00001", regenerate: false) == .reused)
         #expect(try directory.read(directory.state.providerPrivateKeyFile(keyID: "KEYID00001")) == key)
         // The reused files work: a server context loads them.
@@ -62,7 +66,9 @@ import Testing
         let (files, _) = try directory.state.prepareCertificates(regenerate: false)
         try directory.write(files.certificateFile, "-----BEGIN CERTIFICATE-----\ngarbage\n-----END CERTIFICATE-----\n")
         let problem = unusable { _ = try directory.state.prepareCertificates(regenerate: false) }
-        #expect(problem?.contains("server.pem") == true && problem?.contains("not a PEM certificate") == true, "\(problem ?? "nil")")
+        #expect(
+            problem?.contains("server.pem") == true && problem?.contains("not a PEM certificate") == true,
+            "\(problem ?? "nil")")
         try directory.write(files.privateKeyFile, "")
         #expect(unusable { _ = try directory.state.prepareCertificates(regenerate: false) } != nil)
         #expect(try directory.state.prepareCertificates(regenerate: true).1 == .generated)
@@ -106,16 +112,20 @@ import Testing
         _ = try directory.state.prepareProviderKey(keyID: "OTHERKEY01", regenerate: false)
         try FileManager.default.removeItem(atPath: directory.state.providerPublicKeyFile(keyID: "KEYID00001"))
         try FileManager.default.copyItem(
-            atPath: directory.state.providerPublicKeyFile(keyID: "OTHERKEY01"), toPath: directory.state.providerPublicKeyFile(keyID: "KEYID00001"))
+            atPath: directory.state.providerPublicKeyFile(keyID: "OTHERKEY01"),
+            toPath: directory.state.providerPublicKeyFile(keyID: "KEYID00001"))
         let problem = unusable { _ = try directory.state.prepareProviderKey(keyID: "KEYID00001", regenerate: false) }
         #expect(problem?.contains("is not the public key of") == true, "\(problem ?? "nil")")
         try directory.write(directory.state.providerPrivateKeyFile(keyID: "KEYID00001"), "not a key")
-        #expect(unusable { _ = try directory.state.prepareProviderKey(keyID: "KEYID00001", regenerate: false) }?.contains("not PEM") == true)
+        #expect(
+            unusable { _ = try directory.state.prepareProviderKey(keyID: "KEYID00001", regenerate: false) }?.contains(
+                "not PEM") == true)
     }
 
     @Test func anExpiredChainIsNamed() throws {
         let directory = Directory()
-        _ = try CertificateAuthority.generateLocalhostChain(in: directory.path, notBefore: -2 * 86_400, notAfter: -86_400)
+        _ = try CertificateAuthority.generateLocalhostChain(
+            in: directory.path, notBefore: -2 * 86_400, notAfter: -86_400)
         let problem = unusable { _ = try directory.state.prepareCertificates(regenerate: false) }
         #expect(problem?.contains("expired") == true, "\(problem ?? "nil")")
         let future = Directory()
@@ -126,7 +136,11 @@ import Testing
 
     @Test func keyIDsThatCannotNameAFileAreRefused() {
         let directory = Directory()
-        #expect(throws: SimulatorStateError.badKeyID("../x")) { try directory.state.prepareProviderKey(keyID: "../x", regenerate: false) }
-        #expect(throws: SimulatorStateError.badKeyID("")) { try directory.state.prepareProviderKey(keyID: "", regenerate: false) }
+        #expect(throws: SimulatorStateError.badKeyID("../x")) {
+            try directory.state.prepareProviderKey(keyID: "../x", regenerate: false)
+        }
+        #expect(throws: SimulatorStateError.badKeyID("")) {
+            try directory.state.prepareProviderKey(keyID: "", regenerate: false)
+        }
     }
 }

@@ -33,7 +33,9 @@ enum Fixtures {
         SimulatorConfiguration()
     }
 
-    static func identity(issuedAt: Int64 = now.seconds - 10, keyID: String = "KEYID00001", teamID: String = "TEAMID0001")
+    static func identity(
+        issuedAt: Int64 = now.seconds - 10, keyID: String = "KEYID00001", teamID: String = "TEAMID0001"
+    )
         -> VerifiedProviderToken
     {
         VerifiedProviderToken(keyID: keyID, teamID: teamID, issuedAt: issuedAt)

@@ -21,7 +21,9 @@ import Testing
             ])
             #expect(named.status == 0, "\(named.output)")
         }
-        let ip = try runOpenSSL(["verify", "-CAfile", files.caCertificateFile, "-verify_ip", "::1", files.certificateFile])
+        let ip = try runOpenSSL([
+            "verify", "-CAfile", files.caCertificateFile, "-verify_ip", "::1", files.certificateFile,
+        ])
         #expect(ip.status == 0, "\(ip.output)")
         let wrongHost = try runOpenSSL([
             "verify", "-CAfile", files.caCertificateFile, "-verify_hostname", "example.com", files.certificateFile,
@@ -59,7 +61,9 @@ import Testing
         let directory = try TemporaryDirectory()
         let files = try CertificateAuthority.generateLocalhostChain(in: directory.path, validityDays: 2)
         // Valid now and in 47 hours, not in 49 hours; `-checkend` exits 0 if still valid then.
-        let inHours = { (hours: Int) in try runOpenSSL(["x509", "-in", files.certificateFile, "-noout", "-checkend", String(hours * 3600)]) }
+        let inHours = { (hours: Int) in
+            try runOpenSSL(["x509", "-in", files.certificateFile, "-noout", "-checkend", String(hours * 3600)])
+        }
         #expect(try inHours(47).status == 0)
         #expect(try inHours(49).status != 0)
         let dates = try runOpenSSL(["x509", "-in", files.certificateFile, "-noout", "-startdate"])

@@ -8,7 +8,9 @@ import Testing
     }
 
     @Test func keepsStringsAndIntegersSkipsTheRest() throws {
-        let object = try parse(#" { "a" : "x\"\u00e9\ud83d\ude00" , "n": -42, "f": 1.5, "b": true, "z": null, "o": {"p": [1, {"q": []}]} } "#)
+        let object = try parse(
+            #" { "a" : "x\"\u00e9\ud83d\ude00" , "n": -42, "f": 1.5, "b": true, "z": null, "o": {"p": [1, {"q": []}]} } "#
+        )
         #expect(object["a"] == .string("x\"é😀"))
         #expect(object["n"] == .integer(-42))
         #expect(object["f"] == .other)

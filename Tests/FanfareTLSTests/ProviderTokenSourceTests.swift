@@ -21,8 +21,10 @@ private final class ManualClock: Sendable {
 
     init() throws {
         directory = try TemporaryDirectory()
-        try ProviderKeyGenerator.generate(privateKeyFile: directory.file("a.p8"), publicKeyFile: directory.file("a.pub"))
-        signer = try ProviderTokenSigner(privateKeyPEMFile: directory.file("a.p8"), keyID: "KEYAAAAAAA", teamID: "TEAM000001")
+        try ProviderKeyGenerator.generate(
+            privateKeyFile: directory.file("a.p8"), publicKeyFile: directory.file("a.pub"))
+        signer = try ProviderTokenSigner(
+            privateKeyPEMFile: directory.file("a.p8"), keyID: "KEYAAAAAAA", teamID: "TEAM000001")
         verifier = try ProviderTokenVerifier(publicKeyPEMFile: directory.file("a.pub"))
     }
 
@@ -69,15 +71,19 @@ private final class ManualClock: Sendable {
     @Test func replaceSignerMintsWithTheNewKeyAtOnce() throws {
         let clock = ManualClock(10_000)
         let source = ProviderTokenSource(signer: signer, clock: clock.read)
-        try ProviderKeyGenerator.generate(privateKeyFile: directory.file("b.p8"), publicKeyFile: directory.file("b.pub"))
-        let newSigner = try ProviderTokenSigner(privateKeyPEMFile: directory.file("b.p8"), keyID: "KEYBBBBBBB", teamID: "TEAM000001")
+        try ProviderKeyGenerator.generate(
+            privateKeyFile: directory.file("b.p8"), publicKeyFile: directory.file("b.pub"))
+        let newSigner = try ProviderTokenSigner(
+            privateKeyPEMFile: directory.file("b.p8"), keyID: "KEYBBBBBBB", teamID: "TEAM000001")
         clock.set(10_005)
         try source.replaceSigner(newSigner)
         #expect(source.generation == 2)
         let token = source.current()
         #expect(token.keyID == "KEYBBBBBBB")
         #expect(token.issuedAt == 10_005)
-        #expect(try ProviderTokenVerifier(publicKeyPEMFile: directory.file("b.pub")).verify(token.jwt).get().keyID == "KEYBBBBBBB")
+        #expect(
+            try ProviderTokenVerifier(publicKeyPEMFile: directory.file("b.pub")).verify(token.jwt).get().keyID
+                == "KEYBBBBBBB")
         #expect(verifier.verify(token.jwt) == .failure(.badSignature))
         // The schedule restarts from the new token.
         clock.set(10_005 + 40 * 60 - 1)

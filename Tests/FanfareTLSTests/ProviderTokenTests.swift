@@ -93,7 +93,9 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
         let directory = try TemporaryDirectory()
         let pkcs8 = directory.file("pkcs8.p8")
         let legacy = directory.file("legacy.pem")
-        #expect(try runOpenSSL(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", pkcs8]).status == 0)
+        #expect(
+            try runOpenSSL(["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", pkcs8]).status
+                == 0)
         #expect(try runOpenSSL(["ecparam", "-genkey", "-name", "prime256v1", "-noout", "-out", legacy]).status == 0)
         for path in [pkcs8, legacy] {
             let signer = try ProviderTokenSigner(privateKeyPEMFile: path, keyID: keyID, teamID: teamID)
@@ -144,7 +146,9 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
             Base64.encode(header) + "." + Base64.encode(claims) + "." + signature
         }
         let claims = #"{"iss":"TEAM456789","iat":1}"#
-        #expect(verifier.verify(token(#"{"alg":"HS256","kid":"ABC123DEFG"}"#, claims)) == .failure(.unsupportedAlgorithm("HS256")))
+        #expect(
+            verifier.verify(token(#"{"alg":"HS256","kid":"ABC123DEFG"}"#, claims))
+                == .failure(.unsupportedAlgorithm("HS256")))
         #expect(verifier.verify(token(#"{"kid":"ABC123DEFG"}"#, claims)) == .failure(.missingClaim("alg")))
         #expect(verifier.verify(token(#"{"alg":"ES256"}"#, claims)) == .failure(.missingClaim("kid")))
 
@@ -156,12 +160,15 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
         }
         #expect(verifier.verify(try signed(#"{"iat":1}"#)) == .failure(.missingClaim("iss")))
         #expect(verifier.verify(try signed(#"{"iss":"TEAM456789"}"#)) == .failure(.missingClaim("iat")))
-        #expect(verifier.verify(try signed(#"{"iss":"TEAM456789","iat":true}"#))
-            == .failure(.malformed("'iat' is not an integer number of seconds")))
-        #expect(verifier.verify(try signed(#"{"iss":"TEAM456789","iat":"1x"}"#))
-            == .failure(.malformed("'iat' is the string '1x', not a decimal number of seconds")))
-        #expect(verifier.verify(try signed(#"{"iss":"TEAM456789","iat":12,"extra":[1]}"#))
-            == .success(ProviderTokenClaims(keyID: keyID, teamID: teamID, issuedAt: 12)))
+        #expect(
+            verifier.verify(try signed(#"{"iss":"TEAM456789","iat":true}"#))
+                == .failure(.malformed("'iat' is not an integer number of seconds")))
+        #expect(
+            verifier.verify(try signed(#"{"iss":"TEAM456789","iat":"1x"}"#))
+                == .failure(.malformed("'iat' is the string '1x', not a decimal number of seconds")))
+        #expect(
+            verifier.verify(try signed(#"{"iss":"TEAM456789","iat":12,"extra":[1]}"#))
+                == .success(ProviderTokenClaims(keyID: keyID, teamID: teamID, issuedAt: 12)))
         #expect(ProviderTokenVerificationError.missingClaim("iat").description == "provider token lacks 'iat'")
     }
 
@@ -176,8 +183,10 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
         let claims = "{\n    \"iss\": \"\(teamID)\",\n    \"iat\": \"1700000123\",\n    \"kid\": \"\(keyID)\"\n}"
         let input = Base64.encode(header) + "." + Base64.encode(claims)
         let token = input + "." + Base64.encode(try signer.signature(over: input))
-        #expect(verifier.verify(token)
-            == .success(ProviderTokenClaims(keyID: keyID, teamID: teamID, issuedAt: 1_700_000_123, issuedAtIsString: true)))
+        #expect(
+            verifier.verify(token)
+                == .success(
+                    ProviderTokenClaims(keyID: keyID, teamID: teamID, issuedAt: 1_700_000_123, issuedAtIsString: true)))
     }
 
     @Test(arguments: ["", "-1", "+1", " 1", "1 ", "1.0", "1e3", "0x10", "1234567890123456789", "١٢"])
@@ -201,7 +210,8 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
             }
         }
         let shortSignature = Base64.encode(#"{"alg":"ES256","kid":"K"}"#) + ".e30." + Base64.encode([1, 2, 3])
-        #expect(verifier.verify(shortSignature) == .failure(.malformed("ES256 signature is 3 bytes, expected 64 (r‖s)")))
+        #expect(
+            verifier.verify(shortSignature) == .failure(.malformed("ES256 signature is 3 bytes, expected 64 (r‖s)")))
     }
 }
 
@@ -216,15 +226,17 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
                 try ProviderTokenSigner(privateKeyPEMFile: keys.privateKeyFile, keyID: keyID, teamID: bad)
             }
         }
-        #expect(ProviderKeyError.invalidKeyID("abc").description.hasPrefix(
-            "invalid key id 'abc': expected 10 characters of A-Z and 0-9"
-        ))
+        #expect(
+            ProviderKeyError.invalidKeyID("abc").description.hasPrefix(
+                "invalid key id 'abc': expected 10 characters of A-Z and 0-9"
+            ))
     }
 
     @Test func missingFile() throws {
         let error = expectKeyError(path: "/nonexistent/AuthKey.p8")
         #expect(error == .unreadableFile(path: "/nonexistent/AuthKey.p8", reason: "No such file or directory"))
-        #expect(error?.description == "cannot read provider key file '/nonexistent/AuthKey.p8': No such file or directory")
+        #expect(
+            error?.description == "cannot read provider key file '/nonexistent/AuthKey.p8': No such file or directory")
     }
 
     @Test func notPEM() throws {
@@ -242,7 +254,9 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
         #expect(made.status == 0, "\(made.output)")
         let error = expectKeyError(path: path)
         #expect(error == .notECKey(source: path, keyType: "RSA"))
-        #expect(error?.description == "provider key '\(path)' is an RSA key; APNs provider tokens (ES256) need an EC P-256 key")
+        #expect(
+            error?.description
+                == "provider key '\(path)' is an RSA key; APNs provider tokens (ES256) need an EC P-256 key")
     }
 
     @Test func p384Key() throws {
@@ -270,7 +284,8 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
         let directory = try TemporaryDirectory()
         let path = directory.file("encrypted.p8")
         let made = try runOpenSSL([
-            "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-aes256", "-pass", "pass:secret", "-out", path,
+            "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-aes256", "-pass", "pass:secret",
+            "-out", path,
         ])
         #expect(made.status == 0, "\(made.output)")
         #expect(expectKeyError(path: path) == .encryptedKey(source: path))
@@ -292,19 +307,25 @@ private func derSignature(fromRaw raw: [UInt8]) -> [UInt8] {
         #expect(damaged.count == 138 && other.count == 138)
         damaged.replaceSubrange((damaged.count - 65)..., with: other.suffix(65))
         let base64 = Data(damaged).base64EncodedString(options: [.lineLength64Characters, .endLineWithLineFeed])
-        let path = try first.directory.write("damaged.p8", "-----BEGIN PRIVATE KEY-----\n\(base64)\n-----END PRIVATE KEY-----\n")
+        let path = try first.directory.write(
+            "damaged.p8", "-----BEGIN PRIVATE KEY-----\n\(base64)\n-----END PRIVATE KEY-----\n")
         let reason = "its public key does not belong to its private key (the file is damaged)"
         #expect(expectKeyError(path: path) == .undecodable(source: path, reason: reason))
-        #expect(throws: ProviderKeyError.undecodable(source: path, reason: reason)) { try ProviderTokenVerifier(publicKeyPEMFile: path) }
+        #expect(throws: ProviderKeyError.undecodable(source: path, reason: reason)) {
+            try ProviderTokenVerifier(publicKeyPEMFile: path)
+        }
         _ = try first.signer()  // the undamaged file still loads
     }
 
     @Test func certificateAndGarbageInsidePEM() throws {
         let directory = try TemporaryDirectory()
         let chain = try CertificateAuthority.generateLocalhostChain(in: directory.path)
-        #expect(expectKeyError(path: chain.caCertificateFile) == .unexpectedPEMBlock(source: chain.caCertificateFile, label: "CERTIFICATE"))
+        #expect(
+            expectKeyError(path: chain.caCertificateFile)
+                == .unexpectedPEMBlock(source: chain.caCertificateFile, label: "CERTIFICATE"))
 
-        let garbage = try directory.write("garbage.p8", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
+        let garbage = try directory.write(
+            "garbage.p8", "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n")
         guard case .undecodable(garbage, let reason)? = expectKeyError(path: garbage) else {
             Issue.record("garbage PEM was not reported as undecodable")
             return

@@ -17,7 +17,8 @@ struct SHA1DigestTests {
         // Split anywhere, the message is the same.
         for split in [0, 1, 27, 55, 56] {
             let digest = long.withUnsafeBytes { all in
-                Digest.sha1(UnsafeRawBufferPointer(rebasing: all[0..<split]), UnsafeRawBufferPointer(rebasing: all[split...]))
+                Digest.sha1(
+                    UnsafeRawBufferPointer(rebasing: all[0..<split]), UnsafeRawBufferPointer(rebasing: all[split...]))
             }
             #expect(digest.description == "84983e441c3bd26ebaae4aa1f95129e5e54670f1", "split at \(split)")
         }

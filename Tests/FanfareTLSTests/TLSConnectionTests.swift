@@ -119,7 +119,8 @@ private struct Fixture {
         let states = handshake(client: client, server: server)
         let failure = try #require(states.client.failure)
         #expect(failure.kind == .peerCertificateRejected)
-        #expect(failure.message == "certificate verify failed: unable to get local issuer certificate (peer 'localhost')")
+        #expect(
+            failure.message == "certificate verify failed: unable to get local issuer certificate (peer 'localhost')")
         let serverFailure = try #require(states.server.failure)
         #expect(serverFailure.message.contains("unknown ca"), "\(serverFailure.message)")
     }
@@ -165,7 +166,8 @@ private struct Fixture {
     @Test func serverNotSelectingH2IsRejectedByTheClient() throws {
         let fixture = try Fixture()
         let plainServer = try TLSContext.server(
-            certificateFile: fixture.files.certificateFile, privateKeyFile: fixture.files.privateKeyFile, selectsH2: false
+            certificateFile: fixture.files.certificateFile, privateKeyFile: fixture.files.privateKeyFile,
+            selectsH2: false
         )
         let client = try TLSConnection(client: fixture.trustingClient(), serverName: "localhost")
         let server = try TLSConnection(server: plainServer)

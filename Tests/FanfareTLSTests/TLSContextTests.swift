@@ -30,9 +30,10 @@ import Testing
         #expect {
             try TLSContext.server(certificateFile: first.certificateFile, privateKeyFile: second.privateKeyFile)
         } throws: { error in
-            error as? TLSSetupError == .certificateKeyMismatch(
-                certificateFile: first.certificateFile, privateKeyFile: second.privateKeyFile
-            ) && "\(error)".hasPrefix("certificate and private key do not match")
+            error as? TLSSetupError
+                == .certificateKeyMismatch(
+                    certificateFile: first.certificateFile, privateKeyFile: second.privateKeyFile
+                ) && "\(error)".hasPrefix("certificate and private key do not match")
         }
         #expect {
             try TLSContext.client(certificateFile: first.certificateFile, privateKeyFile: second.privateKeyFile)
@@ -45,7 +46,8 @@ import Testing
         let directory = try TemporaryDirectory()
         let files = try CertificateAuthority.generateLocalhostChain(in: directory.path)
         _ = try TLSContext.client(
-            caFile: files.caCertificateFile, certificateFile: files.certificateFile, privateKeyFile: files.privateKeyFile
+            caFile: files.caCertificateFile, certificateFile: files.certificateFile,
+            privateKeyFile: files.privateKeyFile
         )
     }
 
@@ -68,7 +70,8 @@ import Testing
         } throws: { error in
             "\(error)" == "cannot read private key file '\(directory.path)': is a directory"
         }
-        let garbage = try directory.write("garbage.pem", "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n")
+        let garbage = try directory.write(
+            "garbage.pem", "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n")
         #expect {
             try TLSContext.server(certificateFile: files.certificateFile, privateKeyFile: garbage)
         } throws: { error in

@@ -116,7 +116,8 @@ import Testing
             sequence += 1
             let token = makeToken(index)
             driver.shard.register(
-                RegistrationBatch.Entry(token: token, pushToStart: false, frequentUpdates: false, registeredAt: 1, channels: [id]))
+                RegistrationBatch.Entry(
+                    token: token, pushToStart: false, frequentUpdates: false, registeredAt: 1, channels: [id]))
             if index % 50 == 0 {
                 let wave = try driver.publishOnChannel(id, timestamp: 1)
                 driver.deliver(driver.take())
@@ -137,7 +138,8 @@ import Testing
         #expect(largestAudienceTable <= 2 * 1_000)
         // Between sweeps the unregistered tokens' slots wait for their members to go: at most 1,000 of them.
         #expect(driver.shard.tokens.count <= 1_002, "slots: \(driver.shard.tokens.count)")
-        #expect(driver.shard.tokens.freeCount == driver.shard.tokens.count - 1, "every slot is free after the last sweep")
+        #expect(
+            driver.shard.tokens.freeCount == driver.shard.tokens.count - 1, "every slot is free after the last sweep")
         #expect(driver.shard.channelSets.liveCount <= 1)
     }
 
@@ -174,7 +176,8 @@ extension ShardDriver {
         let update = ChannelUpdate(channel: "c\(channel)", content: content)
         let wave = Wave(id: 1, update: update, shardCount: 1, publishedAt: now, breaker: breaker, onComplete: nil)
         let published = PublishedUpdate(
-            wave: wave, update: update, channel: channel, sequence: nextSequence(), payload: try PushPayload(liveActivity: content),
+            wave: wave, update: update, channel: channel, sequence: nextSequence(),
+            payload: try PushPayload(liveActivity: content),
             deadline: 0)
         send(.publish(published))
         return wave

@@ -19,7 +19,11 @@ import Testing
             waves.append(wave)
         }
         let answered = ResultBox()
-        let single = SinglePush(job: PushJob(token: makeToken(1_000_000), payload: try PushPayload(liveActivity: LiveActivityContent(event: .update, timestamp: 1)))) {
+        let single = SinglePush(
+            job: PushJob(
+                token: makeToken(1_000_000),
+                payload: try PushPayload(liveActivity: LiveActivityContent(event: .update, timestamp: 1)))
+        ) {
             answered.append($0)
         }
         #expect(driver.shard.inbox.enqueueSingle(single))

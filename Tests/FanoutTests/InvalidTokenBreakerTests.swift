@@ -124,7 +124,8 @@ import Testing
         let resumed = driver.take()
         #expect(resumed.count == 40 && resumed.allSatisfy { payloadTimestamp($0) == 2 })
         driver.deliver(resumed)
-        #expect(first.report.failedByReason["BadDeviceToken"] == 20 && first.report.superseded == 20 && first.isComplete)
+        #expect(
+            first.report.failedByReason["BadDeviceToken"] == 20 && first.report.superseded == 20 && first.isComplete)
         #expect(second.report.delivered == 40 && second.isComplete)
     }
 
@@ -139,7 +140,9 @@ import Testing
         #expect(driver.take().isEmpty && wave.state == .paused)
         // Single pushes still go while waves wait.
         let results = ResultBox()
-        let job = PushJob(token: makeToken(50), payload: try PushPayload(#"{"aps":{"timestamp":9,"event":"update","content-state":{}}}"#))
+        let job = PushJob(
+            token: makeToken(50),
+            payload: try PushPayload(#"{"aps":{"timestamp":9,"event":"update","content-state":{}}}"#))
         driver.send(SinglePush(job: job) { results.append($0) })
         let single = driver.take()
         #expect(single.count == 1 && payloadTimestamp(single[0]) == 9)
@@ -175,7 +178,9 @@ import Testing
         driver.now += 10_000_000
         #expect(driver.take().isEmpty, "an unconfirmed push was sent again")
         let report = wave.report
-        #expect(report.isComplete && report.balanced && report.failedByReason == ["Unconfirmed": 10] && report.unconfirmed == 10)
+        #expect(
+            report.isComplete && report.balanced && report.failedByReason == ["Unconfirmed": 10]
+                && report.unconfirmed == 10)
         #expect(report.retried == 0 && report.possibleDuplicates == 0)
     }
 

@@ -21,7 +21,9 @@ import Testing
     }
 
     @Test func overBudgetImmediateUpdatesGoAtPriorityFiveAndCountAsDowngraded() throws {
-        let driver = ShardDriver(standard: PriorityBudgetProfile(perHour: 12, burst: 4), frequent: PriorityBudgetProfile(perHour: 60, burst: 10))
+        let driver = ShardDriver(
+            standard: PriorityBudgetProfile(perHour: 12, burst: 4),
+            frequent: PriorityBudgetProfile(perHour: 60, burst: 10))
         let standard = makeToken(1)
         let frequent = makeToken(2)
         driver.register([standard])

@@ -34,7 +34,8 @@ final class ShardDriver {
         retryUnconfirmed: Bool = false
     ) {
         var settings = ShardSettings(
-            standardBudget: standard, frequentBudget: frequent, minimumInterval: minimumInterval, retryDelays: retryDelays)
+            standardBudget: standard, frequentBudget: frequent, minimumInterval: minimumInterval,
+            retryDelays: retryDelays)
         settings.retryUnconfirmed = retryUnconfirmed
         breaker = InvalidTokenBreaker(configuration: configuration, logger: Logger(label: "test.breaker"))
         shard = Shard(index: 0, settings: settings, commandCapacity: 64, invalidations: invalidations, breaker: breaker)
@@ -61,7 +62,10 @@ final class ShardDriver {
         return id
     }
 
-    func register(_ tokens: [DeviceToken], channel: String = "match", frequent: Bool = false, pushToStart: Bool = false, at: UInt32 = 1_700_000_000) {
+    func register(
+        _ tokens: [DeviceToken], channel: String = "match", frequent: Bool = false, pushToStart: Bool = false,
+        at: UInt32 = 1_700_000_000
+    ) {
         for token in tokens {
             shard.register(
                 RegistrationBatch.Entry(
@@ -129,7 +133,8 @@ final class ShardDriver {
     /// `update` as the engine hands it to a shard, and its wave.
     func update(_ update: ChannelUpdate, deadline: UInt64 = 0) throws -> (PublishedUpdate, Wave) {
         let content = update.content
-        let wave = Wave(id: nextWaveID, update: update, shardCount: 1, publishedAt: now, breaker: breaker, onComplete: nil)
+        let wave = Wave(
+            id: nextWaveID, update: update, shardCount: 1, publishedAt: now, breaker: breaker, onComplete: nil)
         nextWaveID += 1
         let published = PublishedUpdate(
             wave: wave, update: update, channel: channelID(update.channel), sequence: nextSequence(),

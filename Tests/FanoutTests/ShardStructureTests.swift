@@ -53,7 +53,9 @@ import Foundation
         driver.shard.reserve(tokens: count)
         for index in 0..<count {
             driver.shard.register(
-                RegistrationBatch.Entry(token: makeToken(index), pushToStart: false, frequentUpdates: false, registeredAt: 1, channels: [0]))
+                RegistrationBatch.Entry(
+                    token: makeToken(index), pushToStart: false, frequentUpdates: false, registeredAt: 1, channels: [0])
+            )
         }
         let perToken = Double(driver.shard.memoryBytes) / Double(count)
         #expect(perToken < 150, "\(perToken) bytes per token")

@@ -15,7 +15,11 @@ import Testing
         let jobs = driver.take()
         let dead = jobs.filter { $0.token == tokens[3] }
         for job in jobs {
-            driver.answer(job, job.token == tokens[3] ? ShardDriver.rejected(reason, timestamp: reason == .unregistered ? 1_800_000_000_000 : nil) : .delivered)
+            driver.answer(
+                job,
+                job.token == tokens[3]
+                    ? ShardDriver.rejected(reason, timestamp: reason == .unregistered ? 1_800_000_000_000 : nil)
+                    : .delivered)
         }
         #expect(dead.count == 1)
         #expect(wave.report.invalidated == 1 && wave.report.delivered == 9 && wave.report.balanced)
@@ -63,7 +67,8 @@ import Testing
         let token = makeToken(8)
         let match = driver.channelID("match")
         driver.shard.register(
-            RegistrationBatch.Entry(token: token, pushToStart: false, frequentUpdates: false, registeredAt: 1, channels: [match, match]))
+            RegistrationBatch.Entry(
+                token: token, pushToStart: false, frequentUpdates: false, registeredAt: 1, channels: [match, match]))
         let wave = try driver.publish(timestamp: 1)
         let jobs = driver.take()
         #expect(jobs.count == 1 && wave.report.targeted == 1)
@@ -94,7 +99,9 @@ import Testing
         _ = try driver.publish(timestamp: 1)
         let results = ResultBox()
         for _ in 0..<2 {
-            let job = PushJob(token: token, payload: try PushPayload(#"{"aps":{"timestamp":9,"event":"update","content-state":{}}}"#), priority: .immediate, cookie: 77)
+            let job = PushJob(
+                token: token, payload: try PushPayload(#"{"aps":{"timestamp":9,"event":"update","content-state":{}}}"#),
+                priority: .immediate, cookie: 77)
             driver.send(SinglePush(job: job) { results.append($0) })
         }
         let jobs = driver.take(2)

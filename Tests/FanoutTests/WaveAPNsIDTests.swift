@@ -15,7 +15,8 @@ struct WaveAPNsIDTests {
             let token = try DeviceToken(bytes: (0..<length).map { _ in UInt8(truncatingIfNeeded: random.next()) })
             for wave in [UInt64(0), 1, random.next(), .max] {
                 let id = PushIdentifier.waveID(wave: wave, token: token)
-                #expect(id.description == NameBasedUUID(wave: wave, token: token).text, "length \(length), wave \(wave)")
+                #expect(
+                    id.description == NameBasedUUID(wave: wave, token: token).text, "length \(length), wave \(wave)")
             }
         }
     }
@@ -23,6 +24,8 @@ struct WaveAPNsIDTests {
     @Test("a known answer (Python's hashlib/uuid, as in NameBasedUUIDTests)")
     func knownAnswer() throws {
         let token = try DeviceToken(bytes: (0..<80).map { UInt8(truncatingIfNeeded: 5 + 13 * $0) })
-        #expect(PushIdentifier.waveID(wave: 0x0123_4567_89AB_CDEF, token: token).description == "9ad4bba8-2b05-54df-8d31-c311c3a6a3a3")
+        #expect(
+            PushIdentifier.waveID(wave: 0x0123_4567_89AB_CDEF, token: token).description
+                == "9ad4bba8-2b05-54df-8d31-c311c3a6a3a3")
     }
 }

@@ -53,7 +53,9 @@ struct ClientToNghttpdTests {
 
         for index in 0..<3 {
             let result = try await client.send(try job(token: index))
-            #expect(result.disposition == .delivered, "push \(index): \(result.disposition); \(client.lastConnectionError ?? "")")
+            #expect(
+                result.disposition == .delivered,
+                "push \(index): \(result.disposition); \(client.lastConnectionError ?? "")")
             #expect(result.resends == 0)
         }
         let stats = client.statistics
@@ -79,7 +81,8 @@ struct ClientToNghttpdTests {
         let all = results.snapshot()
         #expect(Set(all.map(\.cookie)) == Set((0..<500).map(UInt64.init)), "every push ends in exactly one result")
         let undelivered = all.filter { !$0.isDelivered }
-        #expect(undelivered.isEmpty, "not delivered: \(undelivered.prefix(5).map { "\($0.cookie): \($0.disposition)" })")
+        #expect(
+            undelivered.isEmpty, "not delivered: \(undelivered.prefix(5).map { "\($0.cookie): \($0.disposition)" })")
         // A stream beyond nghttpd's limit would be refused (REFUSED_STREAM) and re-sent by the client.
         #expect(all.allSatisfy { $0.resends == 0 }, "pushes were re-sent: the client exceeded the stream limit")
         let stats = client.statistics
@@ -98,7 +101,8 @@ struct ClientToNghttpdTests {
         defer { client.shutdown() }
 
         let result = try await client.send(try job())
-        guard case .rejected(let status, let reason, let rawReason, let action, let timestamp) = result.disposition else {
+        guard case .rejected(let status, let reason, let rawReason, let action, let timestamp) = result.disposition
+        else {
             Issue.record("expected a 404 rejection, got \(result.disposition); \(client.lastConnectionError ?? "")")
             return
         }

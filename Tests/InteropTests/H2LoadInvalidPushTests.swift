@@ -25,11 +25,14 @@ struct InvalidPushCase: CustomTestStringConvertible, Sendable {
 
     static let all: [InvalidPushCase] = [
         InvalidPushCase(name: "no authorization", status: 403, reason: .missingProviderToken, omitAuthorization: true),
-        InvalidPushCase(name: "a JWT that is not signed by the team's key", status: 403, reason: .invalidProviderToken,
+        InvalidPushCase(
+            name: "a JWT that is not signed by the team's key", status: 403, reason: .invalidProviderToken,
             authorization: "bearer eyJhbGciOiJFUzI1NiJ9.eyJpc3MiOiJURUFNSUQwMDAxIn0.c2lnbmF0dXJl"),
-        InvalidPushCase(name: "another app's topic", status: 400, reason: .topicDisallowed,
+        InvalidPushCase(
+            name: "another app's topic", status: 400, reason: .topicDisallowed,
             topic: "com.example.other.push-type.liveactivity"),
-        InvalidPushCase(name: "a topic with characters APNs never allows", status: 400, reason: .badTopic,
+        InvalidPushCase(
+            name: "a topic with characters APNs never allows", status: 400, reason: .badTopic,
             topic: "com.example.fanfare_push"),
         InvalidPushCase(name: "priority 7", status: 400, reason: .badPriority, priority: "7"),
         InvalidPushCase(name: "a 2-byte token", status: 400, reason: .badDeviceToken, tokenHex: "abcd"),

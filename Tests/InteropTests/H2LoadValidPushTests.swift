@@ -38,7 +38,8 @@ struct H2LoadValidPushTests {
             ], in: fixture.directory)
         let summary = try #require(H2LoadSummary(parsing: run.standardOutput), "no h2load summary in:\n\(run)")
         #expect(run.status == 0, "\(run)")
-        #expect(summary.total == Self.requests && summary.started == Self.requests && summary.done == Self.requests,
+        #expect(
+            summary.total == Self.requests && summary.started == Self.requests && summary.done == Self.requests,
             "\(summary)")
         #expect(summary.timeout == 0, "\(summary)")
         return (run, summary)

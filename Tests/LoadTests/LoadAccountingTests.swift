@@ -63,8 +63,10 @@ struct LoadAccountingTests {
         let simulator = try LoadFixture.shared.simulator(SimulatorConfiguration())
         defer { simulator.shutdown() }
         let plan = LoadPlan(
-            pushes: 3000, duration: nil, rate: nil, tokens: TokenList.generate(count: 100), payload: try LoadFixture.shared.fixedPayload())
-        let report = try LoadRunner.run(client: LoadFixture.shared.client(port: simulator.boundAddress.port), plan: plan)
+            pushes: 3000, duration: nil, rate: nil, tokens: TokenList.generate(count: 100),
+            payload: try LoadFixture.shared.fixedPayload())
+        let report = try LoadRunner.run(
+            client: LoadFixture.shared.client(port: simulator.boundAddress.port), plan: plan)
         #expect(report.pushes == 3000)
         #expect(report.completed == 3000)
         #expect(report.delivered == 3000)
@@ -84,8 +86,10 @@ struct LoadAccountingTests {
         let simulator = try LoadFixture.shared.simulator(configuration)
         defer { simulator.shutdown() }
         let plan = LoadPlan(
-            pushes: 4000, duration: nil, rate: nil, tokens: TokenList.generate(count: 500), payload: try LoadFixture.shared.fixedPayload())
-        let report = try LoadRunner.run(client: LoadFixture.shared.client(port: simulator.boundAddress.port), plan: plan)
+            pushes: 4000, duration: nil, rate: nil, tokens: TokenList.generate(count: 500),
+            payload: try LoadFixture.shared.fixedPayload())
+        let report = try LoadRunner.run(
+            client: LoadFixture.shared.client(port: simulator.boundAddress.port), plan: plan)
         simulator.shutdown()
         let stats = simulator.statistics()
         #expect(report.pushes == 4000)
@@ -93,7 +97,9 @@ struct LoadAccountingTests {
         #expect(report.delivered == stats.accepted)
         #expect(report.counts[.rejected(status: 410, reason: .unregistered)] == stats.count(of: .unregistered))
         #expect(report.counts[.rejected(status: 429, reason: .tooManyRequests)] == stats.count(of: .tooManyRequests))
-        #expect(report.counts[.rejected(status: 500, reason: .internalServerError)] == stats.count(of: .internalServerError))
+        #expect(
+            report.counts[.rejected(status: 500, reason: .internalServerError)] == stats.count(of: .internalServerError)
+        )
         #expect(stats.count(of: .unregistered) > 0 && stats.count(of: .tooManyRequests) > 0)
         #expect(report.text().contains("410 Unregistered"))
     }
@@ -106,9 +112,11 @@ struct LoadAccountingTests {
         let simulator = try LoadFixture.shared.simulator(configuration)
         defer { simulator.shutdown() }
         let plan = LoadPlan(
-            pushes: 600, duration: nil, rate: nil, tokens: TokenList.generate(count: 50), payload: try LoadFixture.shared.fixedPayload())
+            pushes: 600, duration: nil, rate: nil, tokens: TokenList.generate(count: 50),
+            payload: try LoadFixture.shared.fixedPayload())
         let report = try LoadRunner.run(
-            client: LoadFixture.shared.client(port: simulator.boundAddress.port, timeout: .milliseconds(150)), plan: plan)
+            client: LoadFixture.shared.client(port: simulator.boundAddress.port, timeout: .milliseconds(150)),
+            plan: plan)
         let expired = report.counts[.deadlineExceeded] ?? 0
         #expect(report.pushes == 600)
         #expect(report.counts.values.reduce(0, +) == 600)
@@ -122,8 +130,10 @@ struct LoadAccountingTests {
         let simulator = try LoadFixture.shared.simulator(SimulatorConfiguration())
         defer { simulator.shutdown() }
         let plan = LoadPlan(
-            pushes: 500, duration: nil, rate: 2000, tokens: TokenList.generate(count: 10), payload: try LoadFixture.shared.fixedPayload())
-        let report = try LoadRunner.run(client: LoadFixture.shared.client(port: simulator.boundAddress.port), plan: plan)
+            pushes: 500, duration: nil, rate: 2000, tokens: TokenList.generate(count: 10),
+            payload: try LoadFixture.shared.fixedPayload())
+        let report = try LoadRunner.run(
+            client: LoadFixture.shared.client(port: simulator.boundAddress.port), plan: plan)
         #expect(report.completed == 500)
         #expect(report.delivered == 500)
         // 500 pushes at 2000/s are due over 250 ms; the run cannot finish sooner.
@@ -135,8 +145,10 @@ struct LoadAccountingTests {
         let simulator = try LoadFixture.shared.simulator(SimulatorConfiguration())
         defer { simulator.shutdown() }
         let template = try PayloadTemplate(contentState: #"{"score":{{score}},"seq":{{sequence}},"at":{{timestamp}}}"#)
-        let plan = LoadPlan(pushes: 200, duration: nil, rate: nil, tokens: TokenList.generate(count: 10), payload: .template(template))
-        let report = try LoadRunner.run(client: LoadFixture.shared.client(port: simulator.boundAddress.port), plan: plan)
+        let plan = LoadPlan(
+            pushes: 200, duration: nil, rate: nil, tokens: TokenList.generate(count: 10), payload: .template(template))
+        let report = try LoadRunner.run(
+            client: LoadFixture.shared.client(port: simulator.boundAddress.port), plan: plan)
         #expect(report.delivered == 200)
         #expect(throws: PayloadTemplate.TemplateError.self) { try PayloadTemplate(contentState: #"{"x":{{nope}}}"#) }
         #expect(throws: PayloadTemplate.TemplateError.self) { try PayloadTemplate(contentState: #"{"x":{{score}}"#) }
@@ -147,7 +159,8 @@ struct LoadAccountingTests {
         let port = try Sockets.listen(on: SocketAddress.loopbackIPv4(port: 0))
         Sockets.close(port.fd)  // a port nobody listens on
         let plan = LoadPlan(
-            pushes: 50, duration: nil, rate: nil, tokens: TokenList.generate(count: 5), payload: try LoadFixture.shared.fixedPayload())
+            pushes: 50, duration: nil, rate: nil, tokens: TokenList.generate(count: 5),
+            payload: try LoadFixture.shared.fixedPayload())
         var configuration = LoadFixture.shared.client(port: port.boundAddress.port, timeout: .milliseconds(300))
         configuration.reconnectBackoffMinimum = .milliseconds(10)
         configuration.connectTimeout = .milliseconds(500)
@@ -171,7 +184,8 @@ struct TokenListTests {
     @Test func fileErrorsNameTheLine() throws {
         let path = NSTemporaryDirectory() + "tokens-\(UUID().uuidString).txt"
         defer { try? FileManager.default.removeItem(atPath: path) }
-        try "# comment\n\(String(repeating: "ab", count: 32))\nnot-hex\n".write(toFile: path, atomically: true, encoding: .utf8)
+        try "# comment\n\(String(repeating: "ab", count: 32))\nnot-hex\n".write(
+            toFile: path, atomically: true, encoding: .utf8)
         #expect(throws: TokenList.FileError.self) { try TokenList.load(path: path) }
         do {
             _ = try TokenList.load(path: path)

@@ -21,7 +21,9 @@ struct APITests {
         let startToken = "0a" + String(repeating: "5", count: 62)
         let starts = try await client.post(
             "/v1/tokens",
-            json: #"{"tokens":[{"token":"\#(startToken)","kind":"push-to-start","channels":["match-1","cup"],"device_id":"d1","attributes_type":"MatchAttributes","frequent_updates":true}]}"#)
+            json:
+                #"{"tokens":[{"token":"\#(startToken)","kind":"push-to-start","channels":["match-1","cup"],"device_id":"d1","attributes_type":"MatchAttributes","frequent_updates":true}]}"#
+        )
         #expect(starts.status == 200, "\(starts)")
 
         let record = try await client.get("/v1/tokens/\(startToken.uppercased())")
@@ -37,7 +39,8 @@ struct APITests {
         _ = problem(missing, status: 404, code: "not_found")
 
         let timestamp = unixNow
-        let published = try await client.post("/v1/channels/match-1/updates", json: updateBody(timestamp: timestamp, home: 1))
+        let published = try await client.post(
+            "/v1/channels/match-1/updates", json: updateBody(timestamp: timestamp, home: 1))
         #expect(published.status == 202, "\(published)")
         let waveID = try #require(published.json?["wave_id"] as? Int)
         #expect(published.header("location") == "/v1/waves/\(waveID)")
@@ -59,7 +62,9 @@ struct APITests {
         let wave = try await client.get("/v1/waves/\(waveID)")
         #expect(wave.status == 200)
         let report = try #require(wave.json)
-        for counter in ["targeted", "delivered", "superseded", "downgraded", "expired", "invalidated", "failed", "retried", "sent"] {
+        for counter in [
+            "targeted", "delivered", "superseded", "downgraded", "expired", "invalidated", "failed", "retried", "sent",
+        ] {
             #expect(report[counter] is Int, "\(counter) missing in \(wave)")
         }
         #expect(report["failed_by_reason"] is [String: Any])
@@ -131,7 +136,10 @@ struct APITests {
         let client = fixture.client
         func push(_ token: String) async throws -> [String: Any] {
             let response = try await client.post(
-                "/v1/push", json: #"{"token":"\#(token)","event":"update","content_state":{"home":3,"away":1},"priority":"immediate"}"#)
+                "/v1/push",
+                json:
+                    #"{"token":"\#(token)","event":"update","content_state":{"home":3,"away":1},"priority":"immediate"}"#
+            )
             #expect(response.status == 200, "\(response)")
             return response.json ?? [:]
         }

@@ -42,7 +42,9 @@ struct AuthTests {
         var reader = open
         reader.apiKey = "reader-key-0123456789abcdef"
         _ = problem(try await reader.post("/v1/tokens", json: body), status: 403, code: "forbidden")
-        _ = problem(try await reader.post("/v1/push", json: #"{"token":"\#(tokenHex(1))","event":"update"}"#), status: 403, code: "forbidden")
+        _ = problem(
+            try await reader.post("/v1/push", json: #"{"token":"\#(tokenHex(1))","event":"update"}"#), status: 403,
+            code: "forbidden")
         #expect(try await reader.get("/v1/waves").status == 200)
 
         var writer = open
@@ -140,4 +142,3 @@ enum ServiceFixtureConfiguration {
         return ServiceConfiguration(host: host, port: 0, fanout: .init(client: client, bundleID: ServiceKeys.bundleID))
     }
 }
-

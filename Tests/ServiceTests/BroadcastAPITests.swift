@@ -26,7 +26,9 @@ struct BroadcastAPITests {
         return report
     }
 
-    @Test("PUT creates and links an APNs channel (Idempotency-Key: once); a mixed audience gets one broadcast and per-token pushes for the rest; DELETE deletes the channel")
+    @Test(
+        "PUT creates and links an APNs channel (Idempotency-Key: once); a mixed audience gets one broadcast and per-token pushes for the rest; DELETE deletes the channel"
+    )
     func linkByCreationAndPublishToAMixedAudience() async throws {
         let fixture = try await ServiceFixture(management: true)
         defer { fixture.removeDirectory() }
@@ -34,17 +36,21 @@ struct BroadcastAPITests {
         #expect(await eventually { try await client.get("/readyz").status == 200 })
 
         let put = try await client.put(
-            "/v1/channels/final/broadcast", json: #"{"storage_policy":0}"#, headers: [("Idempotency-Key", "link-final-1")])
+            "/v1/channels/final/broadcast", json: #"{"storage_policy":0}"#,
+            headers: [("Idempotency-Key", "link-final-1")])
         #expect(put.status == 200, "\(put)")
         let link = try #require(put.json)
         let channelText = try #require(link["channel_id"] as? String)
         let channelID = try BroadcastChannelID(channelText)
         #expect(link["channel"] as? String == "final" && link["storage_policy"] as? Int == 0)
-        #expect(link["created_by_us"] as? Bool == true && (link["created_at"] as? Int ?? 0) > 0 && link["delete_after"] == nil)
+        #expect(
+            link["created_by_us"] as? Bool == true && (link["created_at"] as? Int ?? 0) > 0
+                && link["delete_after"] == nil)
         #expect(fixture.simulator.channels.channel(channelID, bundleID: Self.bundleID)?.storagePolicy == 0)
         // A retry with the key is the stored answer: no second channel.
         let replay = try await client.put(
-            "/v1/channels/final/broadcast", json: #"{"storage_policy":0}"#, headers: [("Idempotency-Key", "link-final-1")])
+            "/v1/channels/final/broadcast", json: #"{"storage_policy":0}"#,
+            headers: [("Idempotency-Key", "link-final-1")])
         #expect(replay.status == 200 && replay.header("idempotency-replayed") == "true", "\(replay)")
         #expect(replay.json?["channel_id"] as? String == channelText)
         #expect(fixture.simulator.channels.list(bundleID: Self.bundleID) == [channelID])
@@ -59,7 +65,9 @@ struct BroadcastAPITests {
         var items: [String] = (0..<6).map {
             #"{"token":"\#(tokenHex($0))","kind":"update","channels":["final"],"activity_id":"a\#($0)"}"#
         }
-        items += (6..<10).map { #"{"kind":"broadcast","channels":["final"],"activity_id":"a\#($0)","device_id":"d\#($0)"}"# }
+        items += (6..<10).map {
+            #"{"kind":"broadcast","channels":["final"],"activity_id":"a\#($0)","device_id":"d\#($0)"}"#
+        }
         let registered = try await client.post("/v1/tokens", json: #"{"tokens":[\#(items.joined(separator: ","))]}"#)
         #expect(registered.status == 200 && registered.json?["registered"] as? Int == 10, "\(registered)")
         let channel = try #require(try await client.get("/v1/channels/final").json)
@@ -67,9 +75,11 @@ struct BroadcastAPITests {
         #expect(channel["broadcast_subscribers"] as? Int == 4)
         #expect((channel["audience"] as? [String: Any])?["update"] as? Int == 6)
         let listed = try #require(try await client.get("/v1/channels").json?["channels"] as? [[String: Any]])
-        #expect(listed.first { $0["channel"] as? String == "final" }?["broadcast_subscribers"] as? Int == 4, "\(listed)")
+        #expect(
+            listed.first { $0["channel"] as? String == "final" }?["broadcast_subscribers"] as? Int == 4, "\(listed)")
 
-        let published = try await client.post("/v1/channels/final/updates", json: updateBody(timestamp: unixNow, home: 1))
+        let published = try await client.post(
+            "/v1/channels/final/updates", json: updateBody(timestamp: unixNow, home: 1))
         #expect(published.status == 202, "\(published)")
         let waveID = try #require(published.json?["wave_id"] as? Int)
         let report = try await Self.completedWave(client, waveID)
@@ -77,15 +87,18 @@ struct BroadcastAPITests {
         let broadcast = try #require(report["broadcast"] as? [String: Any], "\(report)")
         #expect(broadcast["channel_id"] as? String == channelText)
         #expect(broadcast["outcome"] as? String == "delivered" && broadcast["subscribers"] as? Int == 4, "\(broadcast)")
-        #expect(broadcast["requests"] as? Int == 1 && broadcast["priority"] as? Int == 5 && broadcast["failure_reason"] == nil)
+        #expect(
+            broadcast["requests"] as? Int == 1 && broadcast["priority"] as? Int == 5
+                && broadcast["failure_reason"] == nil)
         #expect(broadcast["downgraded"] as? Bool == false && broadcast["resent_after_restart"] as? Bool == false)
         let page = try #require(try await client.get("/v1/waves?channel=final").json?["waves"] as? [[String: Any]])
         #expect((page.first?["broadcast"] as? [String: Any])?["outcome"] as? String == "delivered", "\(page)")
         let metrics = String(decoding: try await client.get("/metrics").body, as: UTF8.self)
-        #expect(await eventually {
-            String(decoding: try await client.get("/metrics").body, as: UTF8.self)
-                .contains(#"fanfare_broadcasts_total{outcome="delivered"} 1"#)
-        }, "\(metrics.split(separator: "\n").filter { $0.contains("broadcast") })")
+        #expect(
+            await eventually {
+                String(decoding: try await client.get("/metrics").body, as: UTF8.self)
+                    .contains(#"fanfare_broadcasts_total{outcome="delivered"} 1"#)
+            }, "\(metrics.split(separator: "\n").filter { $0.contains("broadcast") })")
 
         // DELETE: the link goes and the simulator's channel with it (the service created it).
         let deleted = try await client.delete("/v1/channels/final/broadcast")
@@ -120,12 +133,14 @@ struct BroadcastAPITests {
         #expect(fixture.simulator.channels.list(bundleID: Self.bundleID).count == 1)
         // Ids with `/ + =` survive the JSON round trip.
         let odd = "ab+/cd=="
-        let second = try await client.put("/v1/channels/other/broadcast", json: #"{"channel_id":"\#(odd)","storage_policy":0}"#)
+        let second = try await client.put(
+            "/v1/channels/other/broadcast", json: #"{"channel_id":"\#(odd)","storage_policy":0}"#)
         #expect(second.status == 200 && second.json?["channel_id"] as? String == odd, "\(second)")
         #expect(try await client.get("/v1/channels/other").json?["broadcast_channel_id"] as? String == odd)
 
         // A channel the service created and then replaces is deleted at APNs, never left behind.
-        let created = try #require(try await client.put("/v1/channels/replaced/broadcast", json: #"{"storage_policy":0}"#).json)
+        let created = try #require(
+            try await client.put("/v1/channels/replaced/broadcast", json: #"{"storage_policy":0}"#).json)
         let createdID = try BroadcastChannelID(try #require(created["channel_id"] as? String))
         let other = try await client.put("/v1/channels/replaced/broadcast", json: #"{"storage_policy":1}"#)
         #expect(other.status == 200 && other.json?["storage_policy"] as? Int == 1, "\(other)")
@@ -143,16 +158,25 @@ struct BroadcastAPITests {
         defer { fixture.removeDirectory() }
         let client = fixture.client
         for bad in ["not base64!", "", "abc=d", String(repeating: "A", count: 97), "a b"] {
-            let answer = try await client.put("/v1/channels/m/broadcast", json: #"{"channel_id":"\#(bad)","storage_policy":0}"#)
+            let answer = try await client.put(
+                "/v1/channels/m/broadcast", json: #"{"channel_id":"\#(bad)","storage_policy":0}"#)
             let document = problem(answer, status: 400, code: "invalid_channel_id")
             #expect(document["field"] as? String == "channel_id", "\(bad): \(answer)")
         }
-        let policy = problem(try await client.put("/v1/channels/m/broadcast", json: #"{"storage_policy":2}"#), status: 400, code: "invalid_request")
+        let policy = problem(
+            try await client.put("/v1/channels/m/broadcast", json: #"{"storage_policy":2}"#), status: 400,
+            code: "invalid_request")
         #expect(policy["field"] as? String == "storage_policy")
-        _ = problem(try await client.put("/v1/channels/m/broadcast", json: #"{"channel_id":"abcd"}"#), status: 400, code: "invalid_request")
-        _ = problem(try await client.put("/v1/channels/m/broadcast", json: #"{"storage_policy":0,"extra":1}"#), status: 400, code: "invalid_request")
+        _ = problem(
+            try await client.put("/v1/channels/m/broadcast", json: #"{"channel_id":"abcd"}"#), status: 400,
+            code: "invalid_request")
+        _ = problem(
+            try await client.put("/v1/channels/m/broadcast", json: #"{"storage_policy":0,"extra":1}"#), status: 400,
+            code: "invalid_request")
         _ = problem(try await client.put("/v1/channels/m/broadcast", json: "{"), status: 400, code: "malformed_json")
-        _ = problem(try await client.put("/v1/channels/bad%20name/broadcast", json: #"{"storage_policy":0}"#), status: 400, code: "invalid_channel")
+        _ = problem(
+            try await client.put("/v1/channels/bad%20name/broadcast", json: #"{"storage_policy":0}"#), status: 400,
+            code: "invalid_channel")
         _ = problem(try await client.get("/v1/channels/m/broadcast"), status: 404, code: "not_found")
         _ = problem(try await client.delete("/v1/channels/m/broadcast"), status: 404, code: "not_found")
         #expect(fixture.simulator.channels.list(bundleID: Self.bundleID).isEmpty)
@@ -160,7 +184,8 @@ struct BroadcastAPITests {
         try await fixture.stop()
     }
 
-    @Test("without channel management creating is 409 channel_management_not_configured; linking a given id still works")
+    @Test(
+        "without channel management creating is 409 channel_management_not_configured; linking a given id still works")
     func noManagement() async throws {
         let fixture = try await ServiceFixture()
         defer { fixture.removeDirectory() }
@@ -170,7 +195,8 @@ struct BroadcastAPITests {
             code: "channel_management_not_configured")
         #expect((document["detail"] as? String)?.contains("--channel-management") == true, "\(document)")
         _ = problem(try await client.get("/v1/channels/m/broadcast"), status: 404, code: "not_found")
-        let given = try await client.put("/v1/channels/m/broadcast", json: #"{"channel_id":"AAAAAAAAAAAAAAAAAAAAAA==","storage_policy":0}"#)
+        let given = try await client.put(
+            "/v1/channels/m/broadcast", json: #"{"channel_id":"AAAAAAAAAAAAAAAAAAAAAA==","storage_policy":0}"#)
         #expect(given.status == 200, "\(given)")
         // Not created by us: unlinking needs no management API.
         #expect(try await client.delete("/v1/channels/m/broadcast").status == 204)
@@ -203,14 +229,16 @@ struct BroadcastAPITests {
             let client = configuration.fanout.client
             // Port 1 on loopback: nothing listens, the connection is refused.
             var channels = ChannelManagementConfiguration(
-                host: "127.0.0.1", port: 1, tls: client.tls, providerTokens: client.providerTokens, bundleID: Self.bundleID)
+                host: "127.0.0.1", port: 1, tls: client.tls, providerTokens: client.providerTokens,
+                bundleID: Self.bundleID)
             channels.requestTimeout = .seconds(10)
             configuration.fanout.channelManagement = channels
         }
         defer { fixture.removeDirectory() }
         let answer = try await fixture.client.put("/v1/channels/m/broadcast", json: #"{"storage_policy":0}"#)
         #expect([502, 504].contains(answer.status), "\(answer)")
-        #expect(["apns_channel_unreachable", "apns_no_answer"].contains(answer.json?["code"] as? String ?? ""), "\(answer)")
+        #expect(
+            ["apns_channel_unreachable", "apns_no_answer"].contains(answer.json?["code"] as? String ?? ""), "\(answer)")
         _ = problem(try await fixture.client.get("/v1/channels/m/broadcast"), status: 404, code: "not_found")
         try await fixture.stop()
     }

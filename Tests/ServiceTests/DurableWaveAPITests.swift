@@ -8,7 +8,9 @@ import Testing
 
 @Suite("Durable waves over HTTP", .ownThread)
 struct DurableWaveAPITests {
-    @Test("waves from before a restart: GET /v1/waves/{id} and its events from the stored report, listed and paged after memory waves")
+    @Test(
+        "waves from before a restart: GET /v1/waves/{id} and its events from the stored report, listed and paged after memory waves"
+    )
     func reportsAcrossARestart() async throws {
         let first = try await ServiceFixture()
         defer { first.removeDirectory() }
@@ -20,19 +22,23 @@ struct DurableWaveAPITests {
             let published = try await client.post(
                 "/v1/channels/\(channel)/updates", json: updateBody(timestamp: timestamp + Int64(step), home: step))
             let id = try #require(published.json?["wave_id"] as? Int, "\(published)")
-            #expect(await eventually { try await client.get("/v1/waves/\(id)").json?["state"] as? String == "complete" })
+            #expect(
+                await eventually { try await client.get("/v1/waves/\(id)").json?["state"] as? String == "complete" })
             before.append(id)
         }
         try await first.stop()
 
         let second = try await ServiceFixture(databasePath: first.databasePath, directory: first.directory)
         client = second.client
-        #expect(second.server.engine.wave(id: UInt64(before[0])) == nil, "the new engine does not hold old waves in memory")
+        #expect(
+            second.server.engine.wave(id: UInt64(before[0])) == nil, "the new engine does not hold old waves in memory")
         let stored = try await client.get("/v1/waves/\(before[1])")
         #expect(stored.status == 200, "\(stored)")
         let report = try #require(stored.json)
         #expect(report["state"] as? String == "complete")
-        #expect(report["targeted"] as? Int == 300 && report["delivered"] as? Int == 300 && report["accounted"] as? Int == 300, "\(report)")
+        #expect(
+            report["targeted"] as? Int == 300 && report["delivered"] as? Int == 300
+                && report["accounted"] as? Int == 300, "\(report)")
         #expect(report["restarts"] as? Int == 0 && report["resent_after_restart"] as? Int == 0, "\(report)")
         #expect(report["makespan_seconds"] is Double)
         _ = problem(try await client.get("/v1/waves/\(before[2] + 1000)"), status: 404, code: "not_found")
@@ -45,12 +51,16 @@ struct DurableWaveAPITests {
         #expect(event?["id"] as? Int == before[0] && event?["delivered"] as? Int == 300)
 
         // A new wave in memory comes first; the stored ones follow, each once, and page like memory waves.
-        let published = try await client.post("/v1/channels/m/updates", json: updateBody(timestamp: timestamp + 10, home: 9))
+        let published = try await client.post(
+            "/v1/channels/m/updates", json: updateBody(timestamp: timestamp + 10, home: 9))
         let newest = try #require(published.json?["wave_id"] as? Int)
         #expect(newest > before[2], "wave ids continue after the stored ones")
-        #expect(await eventually { try await client.get("/v1/waves/\(newest)").json?["state"] as? String == "complete" })
+        #expect(
+            await eventually { try await client.get("/v1/waves/\(newest)").json?["state"] as? String == "complete" })
         let all = try await client.get("/v1/waves")
-        #expect((all.json?["waves"] as? [[String: Any]])?.compactMap { $0["id"] as? Int } == [newest] + before.reversed(), "\(all)")
+        #expect(
+            (all.json?["waves"] as? [[String: Any]])?.compactMap { $0["id"] as? Int } == [newest] + before.reversed(),
+            "\(all)")
         #expect(all.json?["next_before"] == nil)
         var paged: [Int] = []
         var next: Int? = nil
@@ -65,7 +75,9 @@ struct DurableWaveAPITests {
         try await second.stop()
     }
 
-    @Test("shutdown mid-wave: writes refused, the wave is interrupted; the next start resumes it and sends no token twice")
+    @Test(
+        "shutdown mid-wave: writes refused, the wave is interrupted; the next start resumes it and sends no token twice"
+    )
     func gracefulShutdownResumes() async throws {
         // 2 streams at 50 ms: 2,000 tokens take about 50 s, so the shutdown lands inside the wave on any machine.
         let slow = ServiceFixture.simulatorConfiguration(latency: .fixed(nanoseconds: 50_000_000))
@@ -102,6 +114,7 @@ struct DurableWaveAPITests {
         let tokens = (first.acceptedLines() + second.acceptedLines()).compactMap { line in
             line.range(of: #""token":""#).map { String(line[$0.upperBound...].prefix(64)) }
         }
-        #expect(tokens.count == 2_000 && Set(tokens).count == 2_000, "\(tokens.count) lines, \(Set(tokens).count) tokens")
+        #expect(
+            tokens.count == 2_000 && Set(tokens).count == 2_000, "\(tokens.count) lines, \(Set(tokens).count) tokens")
     }
 }

@@ -30,7 +30,8 @@ struct DurableWaveProcessTests {
         var serveArguments: [String] {
             simulator.serveArguments + [
                 "--listen", "127.0.0.1:0", "--database", database, "--log-format", "json",
-                "--connections", "\(DurableWaveProcessTests.connections)", "--streams", "\(DurableWaveProcessTests.streams)",
+                "--connections", "\(DurableWaveProcessTests.connections)", "--streams",
+                "\(DurableWaveProcessTests.streams)",
                 "--shutdown-timeout", "60s",
             ]
         }
@@ -38,7 +39,9 @@ struct DurableWaveProcessTests {
         func serve(_ name: String) async throws -> ServeProcess {
             let serve = try await ServeProcess(serveArguments, directory: directory, name: name)
             let client = serve.client
-            #expect(await eventually(timeout: .seconds(120)) { try await client.get("/readyz").status == 200 }, "\(serve.errors.suffix(2000))")
+            #expect(
+                await eventually(timeout: .seconds(120)) { try await client.get("/readyz").status == 200 },
+                "\(serve.errors.suffix(2000))")
             return serve
         }
     }
@@ -62,7 +65,8 @@ struct DurableWaveProcessTests {
             for (index, start) in stride(from: 0, to: total, by: batch).enumerated() {
                 if index >= 2 { try await group.next() }
                 group.addTask {
-                    let response = try await client.post("/v1/tokens", json: registrationBody(start..<start + batch, channel: "match"))
+                    let response = try await client.post(
+                        "/v1/tokens", json: registrationBody(start..<start + batch, channel: "match"))
                     #expect(response.status == 200 && response.json?["registered"] as? Int == batch, "\(response)")
                 }
             }
@@ -75,7 +79,8 @@ struct DurableWaveProcessTests {
     /// service with `signal`; the wave's id.
     static func publishAndStop(_ serve: ServeProcess, run: Run, signal: Int32) async throws -> UInt64 {
         let client = serve.client
-        let published = try await client.post("/v1/channels/match/updates", json: updateBody(timestamp: unixNow, home: 1))
+        let published = try await client.post(
+            "/v1/channels/match/updates", json: updateBody(timestamp: unixNow, home: 1))
         #expect(published.status == 202, "\(published)")
         let wave = try #require(published.json?["wave_id"] as? Int)
         let lines = GrowingLineCounter(path: run.logPath)
@@ -135,7 +140,9 @@ struct DurableWaveProcessTests {
         #expect(report["restarts"] as? Int == 1, "\(report)")
     }
 
-    @Test("kill -9 at a third of a 100,000-token wave, restarted: complete, duplicates within one checkpoint window, same apns-ids")
+    @Test(
+        "kill -9 at a third of a 100,000-token wave, restarted: complete, duplicates within one checkpoint window, same apns-ids"
+    )
     func crash() async throws {
         let run = try await Self.start("crash")
         defer { try? FileManager.default.removeItem(atPath: run.directory) }
@@ -143,8 +150,11 @@ struct DurableWaveProcessTests {
         try await Self.register(first.client)
         let wave = try await Self.publishAndStop(first, run: run, signal: SIGKILL)
         // Between the crash and the restart, `fanfare waves` shows the wave unfinished, with its checkpoints.
-        let between = try await ServeProcess.run(["--database", run.database, "--json"], directory: run.directory, command: "waves")
-        let unfinished = (try? JSONSerialization.jsonObject(with: Data(between.output.utf8)) as? [String: Any])?["unfinished"] as? [[String: Any]]
+        let between = try await ServeProcess.run(
+            ["--database", run.database, "--json"], directory: run.directory, command: "waves")
+        let unfinished =
+            (try? JSONSerialization.jsonObject(with: Data(between.output.utf8)) as? [String: Any])?["unfinished"]
+            as? [[String: Any]]
         #expect(unfinished?.count == 1 && unfinished?.first?["id"] as? Int == Int(wave), "\(between)")
         #expect((unfinished?.first?["checkpoints"] as? Int ?? 0) >= 1, "\(between)")
 
@@ -157,7 +167,8 @@ struct DurableWaveProcessTests {
         #expect(await eventually { try await client.get("/metrics").text.contains(resentLine) }, "\(resentLine)")
         #expect(try await client.get("/metrics").text.contains("fanfare_waves_resumed_total 1"))
         // While the service runs, its registry is locked: `fanfare waves` says so.
-        let locked = try await ServeProcess.run(["--database", run.database], directory: run.directory, command: "waves")
+        let locked = try await ServeProcess.run(
+            ["--database", run.database], directory: run.directory, command: "waves")
         #expect(locked.status == 1 && locked.errors.contains("is `fanfare serve` running on it?"), "\(locked)")
         second.signal(SIGTERM)
         #expect(await second.waitForExit() == 0, "\(second.errors.suffix(2000))")
@@ -166,15 +177,18 @@ struct DurableWaveProcessTests {
         let log = try AcceptedLog(path: run.logPath)
         let duplicates = Self.checkLog(log, wave: wave)
         let resent = report["resent_after_restart"] as? Int ?? -1
-        print("durable waves, kill -9 at a third of \(Self.total) tokens: \(duplicates) tokens sent twice "
-            + "(\(log.extraLines) extra lines), resent_after_restart \(resent), bound \(Self.window * Self.shards + Self.connections * Self.streams)")
+        print(
+            "durable waves, kill -9 at a third of \(Self.total) tokens: \(duplicates) tokens sent twice "
+                + "(\(log.extraLines) extra lines), resent_after_restart \(resent), bound \(Self.window * Self.shards + Self.connections * Self.streams)"
+        )
         Self.checkExact(report)
         #expect(duplicates <= Self.window * Self.shards + Self.connections * Self.streams, "\(duplicates) duplicates")
         #expect(resent >= duplicates, "\(report)")
         #expect(log.extraLines == duplicates, "a token was sent more than twice")
     }
 
-    @Test("SIGTERM at a third of a 100,000-token wave, restarted: complete with no duplicate; its report stays queryable")
+    @Test(
+        "SIGTERM at a third of a 100,000-token wave, restarted: complete with no duplicate; its report stays queryable")
     func gracefulRestart() async throws {
         let run = try await Self.start("graceful")
         defer { try? FileManager.default.removeItem(atPath: run.directory) }
@@ -202,18 +216,24 @@ struct DurableWaveProcessTests {
 
         let log = try AcceptedLog(path: run.logPath)
         let duplicates = Self.checkLog(log, wave: wave)
-        print("durable waves, SIGTERM at a third of \(Self.total) tokens: \(duplicates) tokens sent twice, "
-            + "resent_after_restart \(report["resent_after_restart"] as? Int ?? -1)")
+        print(
+            "durable waves, SIGTERM at a third of \(Self.total) tokens: \(duplicates) tokens sent twice, "
+                + "resent_after_restart \(report["resent_after_restart"] as? Int ?? -1)")
         Self.checkExact(report)
         #expect(duplicates == 0 && log.records == Self.total)
         #expect(report["resent_after_restart"] as? Int == 0, "\(report)")
 
         // `fanfare waves` reads the same report from the file.
         let text = try await ServeProcess.run(["--database", run.database], directory: run.directory, command: "waves")
-        #expect(text.status == 0 && text.output.contains("100,000") && text.output.contains("no unfinished waves"), "\(text)")
-        let json = try await ServeProcess.run(["--database", run.database, "--json", "--id", "\(wave)"], directory: run.directory, command: "waves")
+        #expect(
+            text.status == 0 && text.output.contains("100,000") && text.output.contains("no unfinished waves"),
+            "\(text)")
+        let json = try await ServeProcess.run(
+            ["--database", run.database, "--json", "--id", "\(wave)"], directory: run.directory, command: "waves")
         let object = try JSONSerialization.jsonObject(with: Data(json.output.utf8)) as? [String: Any]
         let waves = object?["waves"] as? [[String: Any]]
-        #expect(waves?.count == 1 && waves?.first?["delivered"] as? Int == Self.total && waves?.first?["restarts"] as? Int == 1, "\(json)")
+        #expect(
+            waves?.count == 1 && waves?.first?["delivered"] as? Int == Self.total
+                && waves?.first?["restarts"] as? Int == 1, "\(json)")
     }
 }

@@ -15,7 +15,9 @@ struct ExpectContinueTests {
     }
 
     /// Sends the head, reads the first answer (the interim 100, or a final one), then (if told) the body and the rest.
-    static func exchange(port: Int, head: String, body: [UInt8], sendBody: Bool) throws -> (interim: String, final: String) {
+    static func exchange(
+        port: Int, head: String, body: [UInt8], sendBody: Bool
+    ) throws -> (interim: String, final: String) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(fd) }
         var timeout = timeval(tv_sec: 60, tv_usec: 0)
@@ -25,7 +27,9 @@ struct ExpectContinueTests {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else { throw HTTPTestError(description: "connect: \(errno)") }
         func sendAll(_ bytes: [UInt8]) {
@@ -60,16 +64,22 @@ struct ExpectContinueTests {
         defer { fixture.removeDirectory() }
         let port = fixture.client.port
         let body = Array(registrationBody(0..<3, channel: "e").utf8)
-        let head = "POST /v1/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n"
+        let head =
+            "POST /v1/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n"
             + "Expect: 100-continue\r\n\r\n"
-        let (interim, final) = try await Self.onThread { try Self.exchange(port: port, head: head, body: body, sendBody: true) }
+        let (interim, final) = try await Self.onThread {
+            try Self.exchange(port: port, head: head, body: body, sendBody: true)
+        }
         #expect(interim.hasPrefix("HTTP/1.1 100 Continue\r\n"), "\(interim)")
         #expect(!interim.contains("200 OK"), "the answer came before the body: \(interim)")
         #expect(final.hasPrefix("HTTP/1.1 200 OK") && final.contains(#""registered" : 3"#), "\(final)")
 
-        let tooLarge = "POST /v1/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(1 << 20)\r\n"
+        let tooLarge =
+            "POST /v1/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(1 << 20)\r\n"
             + "Expect: 100-continue\r\n\r\n"
-        let refused = try await Self.onThread { try Self.exchange(port: port, head: tooLarge, body: [], sendBody: false) }
+        let refused = try await Self.onThread {
+            try Self.exchange(port: port, head: tooLarge, body: [], sendBody: false)
+        }
         #expect(refused.interim.hasPrefix("HTTP/1.1 413"), "\(refused.interim)")
         #expect(refused.interim.contains("body_too_large"))
         try await fixture.stop()

@@ -35,7 +35,8 @@ struct IdempotencyTests {
         let waves = try await client.get("/v1/waves")
         #expect((waves.json?["waves"] as? [Any])?.count == 1, "\(waves)")
 
-        let other = try await client.post("/v1/channels/m/updates", json: updateBody(timestamp: unixNow, home: 2), headers: publishKey)
+        let other = try await client.post(
+            "/v1/channels/m/updates", json: updateBody(timestamp: unixNow, home: 2), headers: publishKey)
         _ = problem(other, status: 422, code: "idempotency_key_reused")
         // The same key on another route is another request too.
         let elsewhere = try await client.post("/v1/channels/n/updates", json: body, headers: publishKey)
@@ -47,7 +48,8 @@ struct IdempotencyTests {
         let badAgain = try await client.post("/v1/tokens", json: #"{"tokens":[]}"#, headers: badKey)
         #expect(badAgain.header("idempotency-replayed") == "true" && badAgain.body == bad.body)
 
-        let invalid = try await client.post("/v1/tokens", json: registrationBody(0..<1, channel: "m"), headers: [("Idempotency-Key", "")])
+        let invalid = try await client.post(
+            "/v1/tokens", json: registrationBody(0..<1, channel: "m"), headers: [("Idempotency-Key", "")])
         _ = problem(invalid, status: 400, code: "invalid_parameter")
         try await fixture.stop()
         #expect(fixture.acceptedLines().count == 5)
@@ -94,7 +96,8 @@ struct IdempotencyTests {
         #expect(replay.header("idempotency-replayed") == "true", "\(replay)")
         #expect(replay.body == answered.body)
         _ = problem(
-            try await second.client.post("/v1/tokens", json: registrationBody(0..<21, channel: "m"), headers: key), status: 422,
+            try await second.client.post("/v1/tokens", json: registrationBody(0..<21, channel: "m"), headers: key),
+            status: 422,
             code: "idempotency_key_reused")
         try await second.stop()
     }

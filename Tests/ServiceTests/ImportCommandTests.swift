@@ -19,7 +19,9 @@ struct ImportCommandTests {
         try body.write(toFile: path, atomically: true, encoding: .utf8)
     }
 
-    @Test("SQLite: files in batches, a push-to-start token and a broadcast subscription; a bad file writes nothing and stops")
+    @Test(
+        "SQLite: files in batches, a push-to-start token and a broadcast subscription; a bad file writes nothing and stops"
+    )
     func importsIntoSQLiteAndStopsAtABadFile() async throws {
         let directory = try Self.directory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -30,7 +32,8 @@ struct ImportCommandTests {
         // Bad in its second item: the first must not be written either.
         try Self.write(
             #"{"tokens":[{"token":"\#(tokenHex(9_001))","kind":"update","channels":["match"],"activity_id":"x"},"#
-                + #"{"token":"\#(tokenHex(9_002))","kind":"update","channels":["match"]}]}"#, to: directory + "/bad.json")
+                + #"{"token":"\#(tokenHex(9_002))","kind":"update","channels":["match"]}]}"#,
+            to: directory + "/bad.json")
         try Self.write(registrationBody(3_000..<3_100, channel: "match"), to: directory + "/after.json")
         let database = directory + "/fanfare.db"
 
@@ -42,17 +45,22 @@ struct ImportCommandTests {
         #expect(first.output.contains("1 broadcast subscriptions"), "\(first.output)")
 
         let second = try await ServeProcess.run(
-            ["--database", database, "--bundle-id", ServiceKeys.bundleID, "bad.json", "after.json"], directory: directory,
+            ["--database", database, "--bundle-id", ServiceKeys.bundleID, "bad.json", "after.json"],
+            directory: directory,
             command: "import")
         #expect(second.status == 65)
-        #expect(second.errors.contains("bad.json") && second.errors.contains("tokens[1]") && second.errors.contains("activity_id"), "\(second.errors)")
+        #expect(
+            second.errors.contains("bad.json") && second.errors.contains("tokens[1]")
+                && second.errors.contains("activity_id"), "\(second.errors)")
         #expect(second.errors.contains("nothing of it was written"), "\(second.errors)")
 
         let missing = try await ServeProcess.run(
-            ["--database", database, "--bundle-id", ServiceKeys.bundleID, "nowhere.json"], directory: directory, command: "import")
+            ["--database", database, "--bundle-id", ServiceKeys.bundleID, "nowhere.json"], directory: directory,
+            command: "import")
         #expect(missing.status == 66 && missing.errors.contains("nowhere.json"), "\(missing.errors)")
         let badArguments = try await ServeProcess.run(
-            ["--database", database, "--bundle-id", ServiceKeys.bundleID, "--batch", "0", "a.json"], directory: directory,
+            ["--database", database, "--bundle-id", ServiceKeys.bundleID, "--batch", "0", "a.json"],
+            directory: directory,
             command: "import")
         #expect(badArguments.status == 64, "\(badArguments.errors)")
 
@@ -62,7 +70,9 @@ struct ImportCommandTests {
         #expect(try store.subscriptionCounts(bundleID: ServiceKeys.bundleID, environment: .production) == ["match": 1])
     }
 
-    @Test("PostgreSQL: a running node takes the imported tokens into its shards from the change feed; broadcast is refused")
+    @Test(
+        "PostgreSQL: a running node takes the imported tokens into its shards from the change feed; broadcast is refused"
+    )
     func importsIntoPostgresWhileANodeRuns() async throws {
         let postgres = try await PostgresServiceProcessTests.onOwnThread { try PostgresServer() }
         defer { postgres.stop() }
@@ -70,38 +80,52 @@ struct ImportCommandTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let simulator = try await SimulateProcess([], directory: directory)
         let node = try await ServeProcess(
-            simulator.serveArguments + ["--listen", "127.0.0.1:0", "--database", postgres.url, "--shards", "2", "--join", "0s"],
+            simulator.serveArguments + [
+                "--listen", "127.0.0.1:0", "--database", postgres.url, "--shards", "2", "--join", "0s",
+            ],
             directory: directory, name: "node")
         let client = node.client
-        #expect(await eventually(timeout: .seconds(120)) { try await client.get("/readyz").status == 200 }, "\(node.errors.suffix(2000))")
+        #expect(
+            await eventually(timeout: .seconds(120)) { try await client.get("/readyz").status == 200 },
+            "\(node.errors.suffix(2000))")
 
         for (index, start) in stride(from: 0, to: 20_000, by: 5_000).enumerated() {
             try Self.write(registrationBody(start..<start + 5_000, channel: "match"), to: directory + "/\(index).json")
         }
         let imported = try await ServeProcess.run(
-            ["--database", postgres.url, "--bundle-id", ServiceKeys.bundleID, "--batch", "2500", "--connections", "2",
-             "0.json", "1.json", "2.json", "3.json"],
+            [
+                "--database", postgres.url, "--bundle-id", ServiceKeys.bundleID, "--batch", "2500", "--connections",
+                "2",
+                "0.json", "1.json", "2.json", "3.json",
+            ],
             directory: directory, command: "import")
         #expect(imported.status == 0, "\(imported.errors)")
         #expect(imported.output.contains("20000 tokens registered from 4 files"), "\(imported.output)")
         #expect(try postgres.psql("SELECT count(*) FROM tokens") == "20000")
         let fed = await eventually(timeout: .seconds(60)) {
-            try await client.get("/readyz").json?["cluster"].flatMap { ($0 as? [String: Any])?["shard_tokens"] as? Int } == 20_000
+            try await client.get("/readyz").json?["cluster"].flatMap { ($0 as? [String: Any])?["shard_tokens"] as? Int }
+                == 20_000
         }
         #expect(fed, "the node's shards hold every imported token")
 
         // Subscriptions are not kept on PostgreSQL yet: refused with the reason, nothing written.
-        try Self.write(#"{"tokens":[{"kind":"broadcast","channels":["match"],"activity_id":"act-b"}]}"#, to: directory + "/sub.json")
+        try Self.write(
+            #"{"tokens":[{"kind":"broadcast","channels":["match"],"activity_id":"act-b"}]}"#,
+            to: directory + "/sub.json")
         let refused = try await ServeProcess.run(
-            ["--database", postgres.url, "--bundle-id", ServiceKeys.bundleID, "sub.json"], directory: directory, command: "import")
+            ["--database", postgres.url, "--bundle-id", ServiceKeys.bundleID, "sub.json"], directory: directory,
+            command: "import")
         #expect(refused.status == 74 && refused.errors.contains("not stored on PostgreSQL"), "\(refused.errors)")
 
         // The API says the same, with 409 and the item: nothing of the batch is registered.
         let mixed = try await client.post(
             "/v1/tokens",
-            json: #"{"tokens":[{"token":"\#(tokenHex(50_000))","kind":"update","channels":["match"],"activity_id":"a"},"#
+            json:
+                #"{"tokens":[{"token":"\#(tokenHex(50_000))","kind":"update","channels":["match"],"activity_id":"a"},"#
                 + #"{"kind":"broadcast","channels":["match"],"activity_id":"act-b"}]}"#)
-        #expect(mixed.status == 409 && mixed.text.contains("tokens[1]") && mixed.text.contains("not kept on PostgreSQL"), "\(mixed)")
+        #expect(
+            mixed.status == 409 && mixed.text.contains("tokens[1]") && mixed.text.contains("not kept on PostgreSQL"),
+            "\(mixed)")
         #expect(try postgres.psql("SELECT count(*) FROM tokens") == "20000")
         let link = try await client.put("/v1/channels/match/broadcast", json: #"{"storage_policy":0}"#)
         #expect(link.status == 409 && link.text.contains("several nodes"), "\(link)")

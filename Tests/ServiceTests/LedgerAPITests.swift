@@ -45,7 +45,9 @@ struct LedgerAPITests {
         // A new push-to-start token of the same device and type replaces the old one (the fast decoder's path).
         let second = try await client.post(
             "/v1/tokens",
-            json: #"{"tokens":[{"token":"\#(renewed)","kind":"push-to-start","channels":["final"],"device_id":"d1","attributes_type":"MatchAttributes"}]}"#)
+            json:
+                #"{"tokens":[{"token":"\#(renewed)","kind":"push-to-start","channels":["final"],"device_id":"d1","attributes_type":"MatchAttributes"}]}"#
+        )
         #expect(second.json?["registered"] as? Int == 1 && second.json?["replaced"] as? Int == 1, "\(second)")
         let gone = try await client.get("/v1/tokens/\(start)")
         #expect(gone.status == 200, "\(gone)")
@@ -61,7 +63,9 @@ struct LedgerAPITests {
         // a surrogate-pair escape is beyond the fast decoder).
         let third = try await client.post(
             "/v1/tokens",
-            json: #"{"tokens":[{"token":"\#(tokenHex(4))","kind":"update","channels":["final"],"activity_id":"a2","device_id":"d\ud83d\ude00"}]}"#)
+            json:
+                #"{"tokens":[{"token":"\#(tokenHex(4))","kind":"update","channels":["final"],"activity_id":"a2","device_id":"d\ud83d\ude00"}]}"#
+        )
         #expect(third.json?["registered"] as? Int == 1 && third.json?["replaced"] as? Int == 1, "\(third)")
 
         // Unregistered: history, not 404.
@@ -92,7 +96,9 @@ struct LedgerAPITests {
             #expect(response.json?["index"] as? Int == 1, "\(item): \(response)")
         }
         let emptyChannels = problem(
-            try await client.post("/v1/tokens", json: #"{"tokens":[\#(good),{"kind":"broadcast","channels":["no spaces"],"activity_id":"a"}]}"#),
+            try await client.post(
+                "/v1/tokens",
+                json: #"{"tokens":[\#(good),{"kind":"broadcast","channels":["no spaces"],"activity_id":"a"}]}"#),
             status: 400, code: "invalid_channel")
         #expect(emptyChannels["field"] as? String == "tokens[1].channels[0]", "\(emptyChannels)")
         _ = problem(try await client.get("/v1/tokens/" + tokenHex(10)), status: 404, code: "not_found")

@@ -19,7 +19,9 @@ struct LogFormatTests {
         }
         let sink = LogSink(descriptor: descriptor)
         log(Logger(label: "test") { LineLogHandler(label: $0, format: format, sink: sink) })
-        return try String(contentsOfFile: path, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        return try String(contentsOfFile: path, encoding: .utf8).split(
+            separator: "\n", omittingEmptySubsequences: false
+        ).dropLast()
     }
 
     private var hostile: String { "GOAWAY \"debug\"\n\u{1B}[2Jfake=1\r\t\u{7F}\u{2028}end" }
@@ -34,7 +36,9 @@ struct LogFormatTests {
                 metadata: [
                     "delivered": "\(1_000_000)", "count": .stringConvertible(42), "ratio": .stringConvertible(0.5),
                     "ok": .stringConvertible(true), "reason": .string(hostile), "deep": deep,
-                    "by_reason": .dictionary(["BadDeviceToken": .stringConvertible(3), "Unregistered": .stringConvertible(1)]),
+                    "by_reason": .dictionary([
+                        "BadDeviceToken": .stringConvertible(3), "Unregistered": .stringConvertible(1),
+                    ]),
                 ])
         }
         try #require(written.count == 1, "\(written)")
@@ -61,7 +65,8 @@ struct LogFormatTests {
     @Test("text: a value that is not plain printable text is quoted and escaped, so it cannot add a line or a field")
     func text() throws {
         let written = try lines(.text) { logger in
-            logger.warning("connection closed \(hostile)", metadata: ["reason": .string(hostile), "channel": "match-42"])
+            logger.warning(
+                "connection closed \(hostile)", metadata: ["reason": .string(hostile), "channel": "match-42"])
         }
         try #require(written.count == 1, "\(written)")
         #expect(written[0].contains(" channel=match-42"))

@@ -44,14 +44,20 @@ struct MultiNodeProcessTests {
         let directory = NSTemporaryDirectory() + "fanfare-multinode-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         // Kept for a look when FANFARE_KEEP_TEST_DIR is set (the nodes' logs: a.err, b.err, c.err).
-        defer { if ProcessInfo.processInfo.environment["FANFARE_KEEP_TEST_DIR"] == nil { try? FileManager.default.removeItem(atPath: directory) } }
+        defer {
+            if ProcessInfo.processInfo.environment["FANFARE_KEEP_TEST_DIR"] == nil {
+                try? FileManager.default.removeItem(atPath: directory)
+            }
+        }
         let logPath = directory + "/accepted.jsonl"
         let simulator = try await SimulateProcess(["--log", logPath, "--latency", "100ms"], directory: directory)
-        let arguments = simulator.serveArguments + [
-            "--listen", "127.0.0.1:0", "--database", postgres.url, "--shards", "\(Self.shards)", "--lease", "4s", "--join", "8s",
-            "--streams", "\(Self.streams)", "--connections", "1", "--checkpoint-window", "\(Self.window)",
-            "--checkpoint-pushes", "500", "--checkpoint-interval", "50", "--shutdown-timeout", "30s",
-        ]
+        let arguments =
+            simulator.serveArguments + [
+                "--listen", "127.0.0.1:0", "--database", postgres.url, "--shards", "\(Self.shards)", "--lease", "4s",
+                "--join", "8s",
+                "--streams", "\(Self.streams)", "--connections", "1", "--checkpoint-window", "\(Self.window)",
+                "--checkpoint-pushes", "500", "--checkpoint-interval", "50", "--shutdown-timeout", "30s",
+            ]
         // Started together: each waits out the join window, then takes its share (a node that starts after it
         // would get only what expires: there is no rebalancing, so the window is long enough for a loaded machine).
         async let startA = ServeProcess(arguments + ["--node-id", "a"], directory: directory, name: "a")
@@ -68,7 +74,8 @@ struct MultiNodeProcessTests {
         // Register through A; each node's shards fill from the change feed.
         let registering = ContinuousClock.now
         for start in stride(from: 0, to: Self.total, by: 10_000) {
-            let response = try await a.client.post("/v1/tokens", json: registrationBody(start..<start + 10_000, channel: "match"))
+            let response = try await a.client.post(
+                "/v1/tokens", json: registrationBody(start..<start + 10_000, channel: "match"))
             #expect(response.status == 200 && response.json?["registered"] as? Int == 10_000, "\(response)")
         }
         let registration = ContinuousClock.now - registering
@@ -80,7 +87,8 @@ struct MultiNodeProcessTests {
         #expect(filled, "the held shards of the three nodes hold every token")
 
         // Publish through B, follow from C, kill A once a quarter is delivered.
-        let published = try await b.client.post("/v1/channels/match/updates", json: updateBody(timestamp: unixNow, home: 1))
+        let published = try await b.client.post(
+            "/v1/channels/match/updates", json: updateBody(timestamp: unixNow, home: 1))
         #expect(published.status == 202, "\(published)")
         let wave = try #require(published.json?["wave_id"] as? Int)
         let quarter = await eventually(timeout: .seconds(120)) {
@@ -91,15 +99,17 @@ struct MultiNodeProcessTests {
         // The wave list of any node shows it running (the sum of every node's shards, as GET of the wave).
         let listed = (try? await c.client.get("/v1/waves").json?["waves"] as? [[String: Any]]) ?? []
         let running = listed.first { $0["id"] as? Int == wave }
-        #expect(running?["state"] as? String == "running" && (running?["delivered"] as? Int ?? 0) >= Self.total / 4,
-                "the running wave in C's list: \(listed)")
+        #expect(
+            running?["state"] as? String == "running" && (running?["delivered"] as? Int ?? 0) >= Self.total / 4,
+            "the running wave in C's list: \(listed)")
         let lostShards = await Self.held(a)
         a.signal(SIGKILL)
         let killed = ContinuousClock.now
         _ = await a.waitForExit()
         // Read from the lease table itself (a node's API may be busy loading the shards it took).
         let movedOver = await eventually(timeout: .seconds(60)) {
-            (try? postgres.psql("SELECT count(*) FROM shard_leases WHERE node IN ('b', 'c') AND expires_at > now()")) == "\(Self.shards)"
+            (try? postgres.psql("SELECT count(*) FROM shard_leases WHERE node IN ('b', 'c') AND expires_at > now()"))
+                == "\(Self.shards)"
         }
         let takeover = ContinuousClock.now - killed
         #expect(movedOver, "B and C take A's shards \(lostShards)")
@@ -110,17 +120,21 @@ struct MultiNodeProcessTests {
         #expect(completed, "\(firstReport)\n\(c.errors.suffix(1500))")
         let final = try #require(await Self.report(c, wave))
         #expect(final["targeted"] as? Int == Self.total && final["delivered"] as? Int == Self.total, "\(final)")
-        let accounted = ["delivered", "failed", "superseded", "expired", "invalidated"].reduce(0) { $0 + ((final[$1] as? Int) ?? 0) }
+        let accounted = ["delivered", "failed", "superseded", "expired", "invalidated"].reduce(0) {
+            $0 + ((final[$1] as? Int) ?? 0)
+        }
         #expect(accounted == Self.total, "every token accounted for exactly once: \(final)")
         let fromB = await Self.report(b, wave) ?? [:]
-        #expect(final as NSDictionary == fromB as NSDictionary, "any node answers the same report: C \(final)\nB \(fromB)")
+        #expect(
+            final as NSDictionary == fromB as NSDictionary, "any node answers the same report: C \(final)\nB \(fromB)")
         // B published it: B logs its completion (once, from the store) and counts it in its metrics.
         let loggedByB = await eventually(timeout: .seconds(30)) { b.errors.contains("wave complete") }
         #expect(loggedByB, "B logs the completion of the wave it published: \(b.errors.suffix(1500))")
         #expect(try await b.client.get("/metrics").text.contains("fanfare_waves_completed_total 1"))
 
         // Phase 2: B stopped past its lease mid-wave; C finishes B's shards; B resumed sends nothing.
-        let second = try await c.client.post("/v1/channels/match/updates", json: updateBody(timestamp: unixNow + 1, home: 2))
+        let second = try await c.client.post(
+            "/v1/channels/match/updates", json: updateBody(timestamp: unixNow + 1, home: 2))
         let secondWave = try #require(second.json?["wave_id"] as? Int)
         let started = await eventually(timeout: .seconds(120)) {
             ((await Self.report(c, secondWave))?["delivered"] as? Int ?? 0) >= Self.total / 4
@@ -139,7 +153,9 @@ struct MultiNodeProcessTests {
         let fencedB = await eventually(timeout: .seconds(30)) { c.errors.contains("cluster: fenced node b ") }
         #expect(fencedB, "C fenced the stopped node: \(c.errors.suffix(1500))")
         let metricsOfC = try await c.client.get("/metrics").text
-        #expect(metricsOfC.contains("fanfare_cluster_shards_held \(Self.shards)"), "C's metrics: \(metricsOfC.prefix(3000))")
+        #expect(
+            metricsOfC.contains("fanfare_cluster_shards_held \(Self.shards)"), "C's metrics: \(metricsOfC.prefix(3000))"
+        )
         #expect(metricsOfC.contains("fanfare_cluster_takeovers_total "), "C took over shards of A or B")
         #expect(metricsOfC.contains("fanfare_cluster_sessions_fenced_total "), "C counts the sessions it ended")
         let resumedAt = Self.nowMilliseconds
@@ -147,7 +163,9 @@ struct MultiNodeProcessTests {
         let status = await b.waitForExit(timeout: .seconds(30))
         #expect(status == 75, "B resumed, saw its leases gone and exited 75: \(b.errors.suffix(1500))")
         let secondReport = try #require(await Self.report(c, secondWave))
-        #expect(secondReport["targeted"] as? Int == Self.total && secondReport["delivered"] as? Int == Self.total, "\(secondReport)")
+        #expect(
+            secondReport["targeted"] as? Int == Self.total && secondReport["delivered"] as? Int == Self.total,
+            "\(secondReport)")
 
         c.signal(SIGTERM)
         #expect(await c.waitForExit() == 0, "\(c.errors.suffix(1500))")
@@ -164,7 +182,8 @@ struct MultiNodeProcessTests {
         let bound = 2 * (lostShards.count + stoppedShards.count) * (Self.window + Self.streams)
         #expect(resent.count <= bound, "\(resent.count) tokens resent, at most \(bound)")
         #expect(resent.allSatisfy { Set($0).count == 2 }, "a resend carries its first attempt's apns-id")
-        print("""
+        print(
+            """
             multinode: 3 nodes, \(Self.shards) shards, \(Self.total) tokens; registration through one node \(registration); \
             kill -9: takeover of \(lostShards) in \(takeover); resends \(resent.count) (bound \(bound)); \
             SIGSTOP: resumed node exited \(status), \(afterResume) pushes after resume

@@ -42,7 +42,8 @@ struct OpenAPIDocumentTests {
         let digest = Digest.sha256(Array(file.utf8)).map { String(format: "%02x", $0) }.joined()
         #expect(
             OpenAPIDocument.sha256 == digest,
-            "Sources/FanfareService/openapi.yaml changed without scripts/generate-openapi: regenerate and commit Generated/")
+            "Sources/FanfareService/openapi.yaml changed without scripts/generate-openapi: regenerate and commit Generated/"
+        )
 
         let fixture = try await ServiceFixture()
         defer { fixture.removeDirectory() }
@@ -68,7 +69,8 @@ struct OpenAPIDocumentTests {
             let response = try await fixture.client.get(path)
             let code = response.json?["code"] as? String
             let absent = path.contains("/v1/tokens/") || path.contains("/v1/waves/") || path.hasSuffix("/broadcast")
-            #expect(response.status == 200 || absent && code == "not_found" || path == "/readyz",
+            #expect(
+                response.status == 200 || absent && code == "not_found" || path == "/readyz",
                 "\(operation): \(response)")
         }
         try await fixture.stop()

@@ -27,24 +27,30 @@ struct PostgresServiceProcessTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let logPath = directory + "/accepted.jsonl"
         let simulator = try await SimulateProcess(["--log", logPath], directory: directory)
-        let arguments = simulator.serveArguments + [
-            "--listen", "127.0.0.1:0", "--database", postgres.url, "--log-format", "json", "--shutdown-timeout", "60s",
-        ]
+        let arguments =
+            simulator.serveArguments + [
+                "--listen", "127.0.0.1:0", "--database", postgres.url, "--log-format", "json", "--shutdown-timeout",
+                "60s",
+            ]
         func serve(_ name: String) async throws -> ServeProcess {
             let serve = try await ServeProcess(arguments, directory: directory, name: name)
             let client = serve.client
-            #expect(await eventually(timeout: .seconds(120)) { try await client.get("/readyz").status == 200 }, "\(serve.errors.suffix(2000))")
+            #expect(
+                await eventually(timeout: .seconds(120)) { try await client.get("/readyz").status == 200 },
+                "\(serve.errors.suffix(2000))")
             return serve
         }
 
         let first = try await serve("serve-1")
         for start in stride(from: 0, to: Self.total, by: 10_000) {
-            let response = try await first.client.post("/v1/tokens", json: registrationBody(start..<start + 10_000, channel: "match"))
+            let response = try await first.client.post(
+                "/v1/tokens", json: registrationBody(start..<start + 10_000, channel: "match"))
             #expect(response.status == 200 && response.json?["registered"] as? Int == 10_000, "\(response)")
         }
         #expect(try await first.client.get("/readyz").json?["tokens"] as? Int == Self.total)
         #expect(try postgres.psql("SELECT count(*) FROM tokens") == String(Self.total))
-        let published = try await first.client.post("/v1/channels/match/updates", json: updateBody(timestamp: unixNow, home: 1))
+        let published = try await first.client.post(
+            "/v1/channels/match/updates", json: updateBody(timestamp: unixNow, home: 1))
         #expect(published.status == 202, "\(published)")
         let wave = try #require(published.json?["wave_id"] as? Int)
         let client = first.client
@@ -55,7 +61,10 @@ struct PostgresServiceProcessTests {
         let report = try await first.client.get("/v1/waves/\(wave)")
         #expect(report.json?["delivered"] as? Int == Self.total, "\(report)")
         // The report is in PostgreSQL once complete (the engine writes it on completion).
-        #expect(await eventually { try postgres.psql("SELECT delivered FROM waves WHERE id = \(wave)") == String(Self.total) })
+        #expect(
+            await eventually {
+                try postgres.psql("SELECT delivered FROM waves WHERE id = \(wave)") == String(Self.total)
+            })
         first.signal(SIGTERM)
         #expect(await first.waitForExit() == 0, "\(first.errors.suffix(2000))")
 
@@ -64,11 +73,14 @@ struct PostgresServiceProcessTests {
         #expect(try await second.client.get("/readyz").json?["tokens"] as? Int == Self.total)
         let stored = try await second.client.get("/v1/waves/\(wave)")
         #expect(stored.status == 200 && stored.json?["state"] as? String == "complete", "\(stored)")
-        #expect(stored.json?["delivered"] as? Int == Self.total && stored.json?["targeted"] as? Int == Self.total, "\(stored)")
+        #expect(
+            stored.json?["delivered"] as? Int == Self.total && stored.json?["targeted"] as? Int == Self.total,
+            "\(stored)")
         let listed = try await second.client.get("/v1/waves")
         #expect((listed.json?["waves"] as? [[String: Any]])?.compactMap { $0["id"] as? Int } == [wave], "\(listed)")
         // A second wave gets a new id after the first.
-        let next = try await second.client.post("/v1/channels/match/updates", json: updateBody(timestamp: unixNow + 1, home: 2))
+        let next = try await second.client.post(
+            "/v1/channels/match/updates", json: updateBody(timestamp: unixNow + 1, home: 2))
         #expect((next.json?["wave_id"] as? Int ?? 0) > wave, "\(next)")
         second.signal(SIGTERM)
         #expect(await second.waitForExit() == 0, "\(second.errors.suffix(2000))")
@@ -86,21 +98,29 @@ struct PostgresServiceProcessTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let secret = "s3cret-word"
         let noHost = try await ServeProcess.run(
-            ["--simulator", "--listen", "127.0.0.1:0", "--database", "postgres://fanfare:\(secret)@/fanfare"], directory: directory)
+            ["--simulator", "--listen", "127.0.0.1:0", "--database", "postgres://fanfare:\(secret)@/fanfare"],
+            directory: directory)
         #expect(noHost.status == 64, "\(noHost)")
         #expect(noHost.errors.contains("--database: 'postgres://fanfare:***@/fanfare' names no host"), "\(noHost)")
         let otherScheme = try await ServeProcess.run(
-            ["--simulator", "--listen", "127.0.0.1:0", "--database", "mysql://fanfare:\(secret)@db/fanfare"], directory: directory)
+            ["--simulator", "--listen", "127.0.0.1:0", "--database", "mysql://fanfare:\(secret)@db/fanfare"],
+            directory: directory)
         #expect(otherScheme.status == 64 && otherScheme.errors.contains("only postgres://"), "\(otherScheme)")
 
         // A port nothing listens on (taken from the kernel, then released).
         let port = try PostgresServer.freePort()
         let unreachable = try await ServeProcess.run(
-            ["--simulator", "--listen", "127.0.0.1:0", "--database", "postgres://fanfare:\(secret)@127.0.0.1:\(port)/fanfare"],
+            [
+                "--simulator", "--listen", "127.0.0.1:0", "--database",
+                "postgres://fanfare:\(secret)@127.0.0.1:\(port)/fanfare",
+            ],
             directory: directory)
         #expect(unreachable.status == 1, "\(unreachable)")
         let lines = unreachable.errors.split(separator: "\n").filter { $0.contains("cannot start") }
-        #expect(lines.count == 1 && lines[0].contains("cannot connect to PostgreSQL at postgres://fanfare:***@127.0.0.1:\(port)/fanfare"), "\(unreachable)")
+        #expect(
+            lines.count == 1
+                && lines[0].contains("cannot connect to PostgreSQL at postgres://fanfare:***@127.0.0.1:\(port)/fanfare"),
+            "\(unreachable)")
         for result in [noHost, otherScheme, unreachable] {
             #expect(!result.errors.contains(secret) && !result.output.contains(secret), "\(result)")
         }

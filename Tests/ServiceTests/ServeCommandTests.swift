@@ -32,7 +32,8 @@ struct ServeCommandTests {
         let logPath = directory + "/accepted.jsonl"
         let serve = try await ServeProcess(
             [
-                "--simulator", "--listen", "127.0.0.1:0", "--database", directory + "/fanfare.db", "--simulator-log", logPath,
+                "--simulator", "--listen", "127.0.0.1:0", "--database", directory + "/fanfare.db", "--simulator-log",
+                logPath,
                 "--log-format", "json",
             ], directory: directory)
         let client = serve.client
@@ -81,13 +82,19 @@ struct ServeCommandTests {
         #expect(reports.last?["superseded"] as? Int == 0)
 
         // Single pushes: 200, 410 and 400 as APNs (the simulator) answered them.
-        for (token, status) in [(tokenHex(1), 200), ("0410" + String(repeating: "0f", count: 30), 410), ("0400" + String(repeating: "0f", count: 30), 400)] {
-            let response = try await client.post("/v1/push", json: #"{"token":"\#(token)","event":"update","content_state":{"home":999}}"#)
+        for (token, status) in [
+            (tokenHex(1), 200), ("0410" + String(repeating: "0f", count: 30), 410),
+            ("0400" + String(repeating: "0f", count: 30), 400),
+        ] {
+            let response = try await client.post(
+                "/v1/push", json: #"{"token":"\#(token)","event":"update","content_state":{"home":999}}"#)
             #expect(response.status == 200 && response.json?["status"] as? Int == status, "\(response)")
         }
         let metrics = try await client.get("/metrics").text
         let delivered = [first["delivered"] as? Int ?? 0] + reports.map { $0["delivered"] as? Int ?? 0 }
-        #expect(metrics.contains(#"fanfare_pushes_total{outcome="delivered"} \#(delivered.reduce(0, +) + 1)"#), "\(metrics.prefix(3000))")
+        #expect(
+            metrics.contains(#"fanfare_pushes_total{outcome="delivered"} \#(delivered.reduce(0, +) + 1)"#),
+            "\(metrics.prefix(3000))")
 
         serve.signal(SIGTERM)
         #expect(await serve.waitForExit() == 0, "\(serve.errors.suffix(2000))")
@@ -99,7 +106,8 @@ struct ServeCommandTests {
             #expect(Self.lines(log, home: home).count == report["delivered"] as? Int, "\(home)")
         }
         let newest = Self.lines(log, home: 104)
-        let tokens = newest.compactMap { line in line.range(of: #""token":""#).map { line[$0.upperBound...].prefix(64) } }
+        let tokens = newest.compactMap { line in line.range(of: #""token":""#).map { line[$0.upperBound...].prefix(64) }
+        }
         #expect(Set(tokens).count == total)
         #expect(Self.lines(log, home: 999).count == 1)
         #expect(log.count == delivered.reduce(0, +) + 1)
@@ -112,7 +120,9 @@ struct ServeCommandTests {
         #expect(lines.contains { $0.contains("apns connection up") })
     }
 
-    @Test("SIGTERM with a wave in flight: writes get 503 + Retry-After, reads go on, exit 0; the next start finishes the wave, no push twice")
+    @Test(
+        "SIGTERM with a wave in flight: writes get 503 + Retry-After, reads go on, exit 0; the next start finishes the wave, no push twice"
+    )
     func gracefulShutdown() async throws {
         let directory = NSTemporaryDirectory() + "fanfare-serve-term-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -125,24 +135,30 @@ struct ServeCommandTests {
         // machine running the whole suite: the listener had closed before the refused write was sent.)
         let slow = "uniform:45s-46s"
         let arguments = [
-            "--simulator", "--listen", "127.0.0.1:0", "--database", directory + "/fanfare.db", "--simulator-log", logPath,
-            "--simulator-latency", slow, "--connections", "1", "--streams", "10", "--shutdown-timeout", "120s", "--timeout", "90",
+            "--simulator", "--listen", "127.0.0.1:0", "--database", directory + "/fanfare.db", "--simulator-log",
+            logPath,
+            "--simulator-latency", slow, "--connections", "1", "--streams", "10", "--shutdown-timeout", "120s",
+            "--timeout", "90",
         ]
         let serve = try await ServeProcess(arguments, directory: directory)
         let client = serve.client
         #expect(await eventually { try await client.get("/readyz").status == 200 })
         #expect(try await client.post("/v1/tokens", json: registrationBody(0..<100, channel: "late")).status == 200)
-        let published = try await client.post("/v1/channels/late/updates", json: updateBody(timestamp: unixNow, home: 7))
+        let published = try await client.post(
+            "/v1/channels/late/updates", json: updateBody(timestamp: unixNow, home: 7))
         let wave = try #require(published.json?["wave_id"] as? Int)
         #expect(await eventually { (try await client.get("/v1/waves/\(wave)").json?["sent"] as? Int ?? 0) > 0 })
 
         serve.signal(SIGTERM)
         // Draining shows first in readiness (a write sent before the signal is handled would still be taken).
         #expect(await eventually { try await client.get("/readyz").status == 503 })
-        let refused = try await client.post("/v1/channels/late/updates", json: updateBody(timestamp: unixNow + 5, home: 8))
+        let refused = try await client.post(
+            "/v1/channels/late/updates", json: updateBody(timestamp: unixNow + 5, home: 8))
         _ = problem(refused, status: 503, code: "shutting_down")
         #expect(refused.header("retry-after") != nil)
-        _ = problem(try await client.post("/v1/tokens", json: registrationBody(5_000..<5_001, channel: "late")), status: 503, code: "shutting_down")
+        _ = problem(
+            try await client.post("/v1/tokens", json: registrationBody(5_000..<5_001, channel: "late")), status: 503,
+            code: "shutting_down")
         // Reads still answer while the engine shuts down.
         let during = try await client.get("/v1/waves/\(wave)")
         #expect(during.status == 200, "\(during)")
@@ -157,17 +173,21 @@ struct ServeCommandTests {
         let again = restarted.client
         #expect(await eventually { try await again.get("/v1/waves/\(wave)").json?["state"] as? String == "complete" })
         let report = try await again.get("/v1/waves/\(wave)").json
-        #expect(report?["delivered"] as? Int == 100 && report?["restarts"] as? Int == 1, "\(String(describing: report))")
+        #expect(
+            report?["delivered"] as? Int == 100 && report?["restarts"] as? Int == 1, "\(String(describing: report))")
         #expect(report?["resent_after_restart"] as? Int == 0, "\(String(describing: report))")
         restarted.signal(SIGTERM)
         #expect(await restarted.waitForExit() == 0, "\(restarted.errors.suffix(2000))")
         let log = ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n")
-        let tokens = Self.lines(log, home: 7).compactMap { line in line.range(of: #""token":""#).map { line[$0.upperBound...].prefix(64) } }
+        let tokens = Self.lines(log, home: 7).compactMap { line in
+            line.range(of: #""token":""#).map { line[$0.upperBound...].prefix(64) }
+        }
         #expect(tokens.count == 100 && Set(tokens).count == 100, "\(tokens.count) lines, \(Set(tokens).count) tokens")
         #expect(Self.lines(log, home: 8).isEmpty)
     }
 
-    @Test("refusals at start-up: beyond loopback without keys, conflicting or bad flags, unreadable key files (exit 64)")
+    @Test(
+        "refusals at start-up: beyond loopback without keys, conflicting or bad flags, unreadable key files (exit 64)")
     func refusals() async throws {
         let directory = NSTemporaryDirectory() + "fanfare-serve-flags-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -182,12 +202,24 @@ struct ServeCommandTests {
             (["--simulator", "--shutdown-timeout", "soon"], "--shutdown-timeout"),
             (["--simulator", "--log-format", "xml"], "--log-format"),
             (["--simulator", "--checkpoint-interval", "0"], "--checkpoint-interval must be in 1...3600000"),
-            (["--simulator", "--checkpoint-pushes", "20000", "--checkpoint-window", "10000"], "--checkpoint-window must be at least"),
+            (
+                ["--simulator", "--checkpoint-pushes", "20000", "--checkpoint-window", "10000"],
+                "--checkpoint-window must be at least"
+            ),
             (["--simulator", "--checkpoint-pushes", "many"], "--checkpoint-pushes"),
             (["--listen", "127.0.0.1:0"], "--bundle-id"),
-            (["--simulator", "--channel-management", "127.0.0.1:2197"], "--simulator serves its own channel management"),
-            (["--listen", "127.0.0.1:0", "--channel-management", "ftp://somewhere"], "--channel-management 'ftp://somewhere' is not HOST:PORT"),
-            (["--listen", "127.0.0.1:0", "--channel-management", "host:port"], "--channel-management 'host:port' is not HOST:PORT"),
+            (
+                ["--simulator", "--channel-management", "127.0.0.1:2197"],
+                "--simulator serves its own channel management"
+            ),
+            (
+                ["--listen", "127.0.0.1:0", "--channel-management", "ftp://somewhere"],
+                "--channel-management 'ftp://somewhere' is not HOST:PORT"
+            ),
+            (
+                ["--listen", "127.0.0.1:0", "--channel-management", "host:port"],
+                "--channel-management 'host:port' is not HOST:PORT"
+            ),
         ]
         for (arguments, message) in cases {
             let run = try await ServeProcess.run(arguments + database, directory: directory)
@@ -195,7 +227,8 @@ struct ServeCommandTests {
             #expect(run.errors.contains(message), "\(arguments): \(run.errors)")
         }
         // With --log-format json the problem is a JSON line too.
-        let json = try await ServeProcess.run(["--simulator", "--listen", "0.0.0.0:0", "--log-format", "json"] + database, directory: directory)
+        let json = try await ServeProcess.run(
+            ["--simulator", "--listen", "0.0.0.0:0", "--log-format", "json"] + database, directory: directory)
         #expect(json.status == 64)
         let line = try #require(json.errors.split(separator: "\n").last)
         let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
@@ -243,7 +276,8 @@ struct ServeCommandTests {
             ], directory: directory, environment: ["FANFARE_AUTH_KEY": pem])
         let client = serve.client
         #expect(await eventually { try await client.get("/readyz").status == 200 }, "\(serve.errors)")
-        let pushed = try await client.post("/v1/push", json: #"{"token":"\#(tokenHex(3))","event":"update","content_state":{"home":5}}"#)
+        let pushed = try await client.post(
+            "/v1/push", json: #"{"token":"\#(tokenHex(3))","event":"update","content_state":{"home":5}}"#)
         #expect(pushed.json?["status"] as? Int == 200, "\(pushed)")
         serve.signal(SIGTERM)
         #expect(await serve.waitForExit() == 0)

@@ -20,7 +20,9 @@ struct ShutdownTests {
         }
         defer { fixture.removeDirectory() }
         let client = fixture.client
-        let pending = Task { try await client.post("/v1/push", json: #"{"token":"\#(tokenHex(9))","event":"update","content_state":{}}"#) }
+        let pending = Task {
+            try await client.post("/v1/push", json: #"{"token":"\#(tokenHex(9))","event":"update","content_state":{}}"#)
+        }
         let engine = fixture.server.engine
         #expect(await eventually { engine.statistics.client.inFlight == 1 })
         // And a client that sent half a request and nothing more.
@@ -31,10 +33,14 @@ struct ShutdownTests {
         address.sin_port = in_port_t(UInt16(client.port).bigEndian)
         inet_pton(AF_INET, "127.0.0.1", &address.sin_addr)
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         #expect(connected == 0)
-        let partial = Array("POST /v1/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"tokens\"".utf8)
+        let partial = Array(
+            "POST /v1/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"tokens\""
+                .utf8)
         #expect(partial.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) } == partial.count)
 
         let started = ContinuousClock.now

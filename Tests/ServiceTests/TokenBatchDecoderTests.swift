@@ -10,17 +10,21 @@ import Testing
 struct TokenBatchDecoderTests {
     /// What the generated decoder makes of a body, as the fast decoder's fields (nil if it rejects it).
     static func generated(_ body: [UInt8]) -> [RegistrationFields]? {
-        guard let batch = try? JSONDecoder().decode(Components.Schemas.TokenBatch.self, from: Data(body)) else { return nil }
+        guard let batch = try? JSONDecoder().decode(Components.Schemas.TokenBatch.self, from: Data(body)) else {
+            return nil
+        }
         return batch.tokens.map { item in
             switch item {
             case .update(let update):
                 RegistrationFields(
                     token: update.token, kind: .update, channels: update.channels, activityID: update.activityId,
-                    deviceID: update.deviceId, attributesType: update.attributesType, frequentUpdates: update.frequentUpdates ?? false)
+                    deviceID: update.deviceId, attributesType: update.attributesType,
+                    frequentUpdates: update.frequentUpdates ?? false)
             case .pushToStart(let start):
                 RegistrationFields(
                     token: start.token, kind: .pushToStart, channels: start.channels, activityID: start.activityId,
-                    deviceID: start.deviceId, attributesType: start.attributesType, frequentUpdates: start.frequentUpdates ?? false,
+                    deviceID: start.deviceId, attributesType: start.attributesType,
+                    frequentUpdates: start.frequentUpdates ?? false,
                     supportsBroadcast: start.supportsBroadcast ?? false)
             case .broadcast(let subscription):
                 RegistrationFields(
@@ -37,7 +41,10 @@ struct TokenBatchDecoderTests {
     static func check(_ body: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
         guard let fast = fast(body) else { return false }
         let reference = generated(body)
-        #expect(reference != nil, "fast decoder accepted what the generated one rejects: \(String(decoding: body, as: UTF8.self))", sourceLocation: sourceLocation)
+        #expect(
+            reference != nil,
+            "fast decoder accepted what the generated one rejects: \(String(decoding: body, as: UTF8.self))",
+            sourceLocation: sourceLocation)
         #expect(reference == fast, "\(String(decoding: body, as: UTF8.self))", sourceLocation: sourceLocation)
         return true
     }

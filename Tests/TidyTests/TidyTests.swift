@@ -32,10 +32,13 @@ import Testing
         #expect(Self.files.count > 100, "the tidy test found \(Self.files.count) files under Sources/")
     }
 
+    /// A message stays whole on its line, so that it can be found with grep (the Linux kernel's rule): a line may
+    /// run past the limit only by the length of one string literal.
     @Test func linesFitIn120Columns() {
         var long: [String] = []
         for file in Self.files {
             for (number, line) in file.lines.enumerated() where line.count > Self.maximumLineColumns {
+                guard line.count - SourceFile.longestStringLiteral(in: line) > Self.maximumLineColumns else { continue }
                 long.append("\(file.path):\(number + 1): \(line.count) columns")
             }
         }
@@ -53,13 +56,44 @@ import Testing
             Comment(rawValue: "files over \(Self.maximumFileLines) lines:\n" + large.joined(separator: "\n")))
     }
 
+    /// Functions longer than the rule that were written before it, and the most lines each may keep until it is
+    /// split (issue 23). The list only shrinks: one of these that grows fails, and so does any other function over
+    /// the limit.
+    static let functionsAwaitingSplit: [String: Int] = [
+        "Sources/FanfareClient/API/ClientConfiguration.swift validate": 71,
+        "Sources/FanfareClient/Worker/ConnectionAutoscaler.swift decide": 103,
+        "Sources/FanfareCommands/Commands/DemoCommand.swift run": 202,
+        "Sources/FanfareCommands/Commands/SimulateCommand.swift start": 115,
+        "Sources/FanfareCommands/Demo/SoakRun.swift run": 165,
+        "Sources/FanfareFanout/Engine/FanoutEngine+Resume.swift resume": 72,
+        "Sources/FanfareFanout/Engine/FanoutEngine.swift init": 88,
+        "Sources/FanfareFanout/Engine/FanoutEngine.swift publish": 71,
+        "Sources/FanfareFanout/Shard/WaveRecovery.swift walk": 74,
+        "Sources/FanfareHTTP2/HPACK/HPACKDecoder.swift decode": 79,
+        "Sources/FanfarePostgres/PostgresTokenStore.swift registerOnOwnConnection": 91,
+        "Sources/FanfareService/API/BroadcastHandlers.swift linkBroadcastChannel": 75,
+        "Sources/FanfareService/API/TokenBatchDecoder.swift registration": 72,
+        "Sources/FanfareSimulator/Behavior/RequestValidator.swift decideDevice": 71,
+        "Sources/FanfareSimulator/Behavior/SimulatorConfiguration.swift validate": 85,
+        "Sources/FanfareSimulator/Channels/ManagementRequestValidator.swift decide": 99,
+        "Sources/fanfare/Commands/ServeCommand.swift run": 136,
+    ]
+
     @Test func functionsStayUnder70Lines() {
         var long: [String] = []
+        var seen: Set<String> = []
         for file in Self.files {
             for function in file.functions where function.lineCount > Self.maximumFunctionLines {
-                long.append("\(file.path):\(function.firstLine): \(function.lineCount) lines")
+                let key = "\(file.path) \(function.name)"
+                seen.insert(key)
+                if let allowed = Self.functionsAwaitingSplit[key], function.lineCount <= allowed { continue }
+                long.append("\(file.path):\(function.firstLine): \(function.name), \(function.lineCount) lines")
             }
         }
+        let split = Self.functionsAwaitingSplit.keys.filter { !seen.contains($0) }.sorted()
+        #expect(
+            split.isEmpty,
+            Comment(rawValue: "split now, so take them off functionsAwaitingSplit:\n" + split.joined(separator: "\n")))
         #expect(
             long.isEmpty,
             Comment(rawValue: "functions over \(Self.maximumFunctionLines) lines:\n" + long.joined(separator: "\n")))
@@ -99,7 +133,10 @@ import Testing
                 "struct Twice {}\nfinal class Other {\n    enum Nested {}\n    func long() {\n\(body)\n    }\n    func short() { }\n}\n"
         )
         #expect(file.functions.map(\.lineCount) == [82, 1])
+        #expect(file.functions.map(\.name) == ["long", "short"])
         #expect(file.typeNames == ["Twice", "Other"])
+        #expect(SourceFile.longestStringLiteral(in: #"let a = "ab\"c" + "d""#) == 7)
+        #expect(SourceFile.longestStringLiteral(in: "let a = 1") == 0)
     }
 }
 
@@ -140,8 +177,8 @@ struct SourceFile {
     ]
 
     /// Functions, initializers and deinitializers with a body: where each starts and how many lines it spans.
-    var functions: [(firstLine: Int, lineCount: Int)] {
-        var found: [(Int, Int)] = []
+    var functions: [(firstLine: Int, lineCount: Int, name: String)] {
+        var found: [(Int, Int, String)] = []
         for (index, line) in lines.enumerated() where Self.declaresFunction(line) {
             var depth = 0
             var opened = false
@@ -150,13 +187,21 @@ struct SourceFile {
                 depth += code.filter { $0 == "{" }.count - code.filter { $0 == "}" }.count
                 if code.contains("{") { opened = true }
                 if opened && depth <= 0 {
-                    found.append((index + 1, end - index + 1))
+                    found.append((index + 1, end - index + 1, Self.functionName(line)))
                     break
                 }
                 if !opened && end > index + 10 { break }  // a requirement in a protocol: no body
             }
         }
         return found
+    }
+
+    /// `run` for `func run() {`, `init` for `init(...)`, `deinit`.
+    static func functionName(_ line: String) -> String {
+        if let range = line.range(of: "func ") {
+            return String(line[range.upperBound...].prefix { $0.isLetter || $0.isNumber || $0 == "_" })
+        }
+        return line.contains("deinit") ? "deinit" : "init"
     }
 
     static func declaresFunction(_ line: String) -> Bool {
@@ -179,6 +224,25 @@ struct SourceFile {
     static let functionModifiers: Set<Substring> = [
         "static", "class", "override", "mutating", "nonmutating", "convenience", "required", "consuming", "borrowing",
     ]
+
+    /// The length of the longest string literal on a line, its quotes included (0: none).
+    static func longestStringLiteral(in line: String) -> Int {
+        var longest = 0
+        var start: Int?
+        var previous: Character = " "
+        for (offset, character) in line.enumerated() {
+            if character == "\"" && previous != "\\" {
+                if let opened = start {
+                    longest = max(longest, offset - opened + 1)
+                    start = nil
+                } else {
+                    start = offset
+                }
+            }
+            previous = character
+        }
+        return longest
+    }
 
     /// A line without its string literals and its comment (their braces do not count).
     static func code(of line: String) -> String {

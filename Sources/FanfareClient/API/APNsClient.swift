@@ -42,7 +42,9 @@ public final class APNsClient: Sendable {
     ///   thread as streams free up (see `PushProducer`); `submit` still works alongside.
     /// - Throws: `ClientConfigurationError` for a configuration the client cannot work with (see
     ///   `ClientConfiguration.validate()`), `IOError` when a thread or ring cannot be created.
-    public init(configuration: ClientConfiguration, resultHandler: PushResultHandler? = nil, producers: [PushProducer]? = nil) throws {
+    public init(
+        configuration: ClientConfiguration, resultHandler: PushResultHandler? = nil, producers: [PushProducer]? = nil
+    ) throws {
         try configuration.validate()
         if let producers, producers.count != configuration.workerCount {
             throw ClientConfigurationError.producerCount(given: producers.count, workers: configuration.workerCount)
@@ -57,16 +59,18 @@ public final class APNsClient: Sendable {
         for index in 0..<configuration.workerCount {
             workers.append(
                 PushWorker(
-                    index: index, configuration: configuration, resultHandler: dispatcher, resolver: resolver, producer: producers?[index]))
+                    index: index, configuration: configuration, resultHandler: dispatcher, resolver: resolver,
+                    producer: producers?[index]))
         }
         self.workers = workers
         var threads: [IOThread] = []
         do {
             for worker in workers {
                 let cpu = configuration.cpuAffinity.map { $0[worker.index % $0.count] }
-                threads.append(try IOThread(name: "fanfare-w\(worker.index)", cpu: cpu) { loop in
-                    worker.attach(to: loop)
-                })
+                threads.append(
+                    try IOThread(name: "fanfare-w\(worker.index)", cpu: cpu) { loop in
+                        worker.attach(to: loop)
+                    })
             }
         } catch {
             // The threads that did start stop again (no push was taken yet).
@@ -89,9 +93,11 @@ public final class APNsClient: Sendable {
     private static func checkHeaderBlockFits(_ configuration: ClientConfiguration) throws(ClientConfigurationError) {
         let authority = configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
         // A JWT's length does not change between re-mints (same header and claims); 64 bytes of margin.
-        let authorizationLength = configuration.providerTokens.map { $0.current().authorizationHeaderValue.utf8.count + 64 } ?? 0
+        let authorizationLength =
+            configuration.providerTokens.map { $0.current().authorizationHeaderValue.utf8.count + 64 } ?? 0
         let largest = APNsRequestHeaders.largestBlock(
-            authority: authority, authorizationLength: authorizationLength, pushType: configuration.pushType, topic: configuration.topic,
+            authority: authority, authorizationLength: authorizationLength, pushType: configuration.pushType,
+            topic: configuration.topic,
             broadcastBundleID: configuration.broadcastBundleID)
         guard largest <= HTTP2ClientSession.maxRequestHeaderBlock else {
             throw .headersTooLarge(bytes: largest, limit: HTTP2ClientSession.maxRequestHeaderBlock)

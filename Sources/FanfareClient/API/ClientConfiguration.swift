@@ -84,7 +84,8 @@ public struct ClientConfiguration: Sendable {
     /// Connection buffers.
     public var buffers: TransportBufferSizes = TransportBufferSizes()
 
-    public init(host: String, port: UInt16 = 443, tls: TLSContext, providerTokens: ProviderTokenSource?, topic: String) {
+    public init(host: String, port: UInt16 = 443, tls: TLSContext, providerTokens: ProviderTokenSource?, topic: String)
+    {
         self.host = host
         self.port = port
         self.tls = tls
@@ -137,9 +138,12 @@ extension ClientConfiguration {
         func require(_ condition: Bool, _ field: String, _ problem: String) throws(ClientConfigurationError) {
             if !condition { throw .invalid(field: field, problem: problem) }
         }
-        func requireDuration(_ value: Duration, _ field: String, allowZero: Bool = false) throws(ClientConfigurationError) {
+        func requireDuration(
+            _ value: Duration, _ field: String, allowZero: Bool = false
+        ) throws(ClientConfigurationError) {
             let lowOK = allowZero ? value >= .zero : value > .zero
-            try require(lowOK && value <= Limits.longestDuration, field,
+            try require(
+                lowOK && value <= Limits.longestDuration, field,
                 "\(value) must be \(allowZero ? "at least 0" : "positive") and at most \(Limits.longestDuration)")
         }
         try require(!host.isEmpty && !host.utf8.contains(0), "host", "must be a non-empty host name")
@@ -148,19 +152,29 @@ extension ClientConfiguration {
         if let bundleID {
             try require(
                 !bundleID.isEmpty && bundleID.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") },
-                "bundleID", "'\(PrintableText.escaping(bundleID))' must be a bundle id (printable ASCII, no spaces or '/')")
+                "bundleID",
+                "'\(PrintableText.escaping(bundleID))' must be a bundle id (printable ASCII, no spaces or '/')")
         }
-        try require((1...Limits.workers).contains(workerCount), "workerCount", "\(workerCount) must be 1...\(Limits.workers)")
-        try require((1...Limits.connectionsPerWorker).contains(connectionsPerWorker), "connectionsPerWorker",
+        try require(
+            (1...Limits.workers).contains(workerCount), "workerCount", "\(workerCount) must be 1...\(Limits.workers)")
+        try require(
+            (1...Limits.connectionsPerWorker).contains(connectionsPerWorker), "connectionsPerWorker",
             "\(connectionsPerWorker) must be 1...\(Limits.connectionsPerWorker)")
-        try require((1...Limits.streamsPerConnection).contains(maxConcurrentStreamsPerConnection), "maxConcurrentStreamsPerConnection",
+        try require(
+            (1...Limits.streamsPerConnection).contains(maxConcurrentStreamsPerConnection),
+            "maxConcurrentStreamsPerConnection",
             "\(maxConcurrentStreamsPerConnection) must be 1...\(Limits.streamsPerConnection)")
         if let autoscaling { try autoscaling.validate() }
-        try require(connectionSlotsPerWorker * maxConcurrentStreamsPerConnection <= Limits.streamsPerWorker, "maxConcurrentStreamsPerConnection",
-            "\(connectionSlotsPerWorker) connections × \(maxConcurrentStreamsPerConnection) streams exceed \(Limits.streamsPerWorker) streams per worker")
-        try require((1...Limits.queueCapacity).contains(pendingCapacityPerWorker), "pendingCapacityPerWorker",
+        try require(
+            connectionSlotsPerWorker * maxConcurrentStreamsPerConnection <= Limits.streamsPerWorker,
+            "maxConcurrentStreamsPerConnection",
+            "\(connectionSlotsPerWorker) connections × \(maxConcurrentStreamsPerConnection) streams exceed \(Limits.streamsPerWorker) streams per worker"
+        )
+        try require(
+            (1...Limits.queueCapacity).contains(pendingCapacityPerWorker), "pendingCapacityPerWorker",
             "\(pendingCapacityPerWorker) must be 1...\(Limits.queueCapacity)")
-        try require((1...Limits.queueCapacity).contains(inboxCapacityPerWorker), "inboxCapacityPerWorker",
+        try require(
+            (1...Limits.queueCapacity).contains(inboxCapacityPerWorker), "inboxCapacityPerWorker",
             "\(inboxCapacityPerWorker) must be 1...\(Limits.queueCapacity)")
         try requireDuration(requestTimeout, "requestTimeout")
         try requireDuration(connectTimeout, "connectTimeout")
@@ -168,9 +182,12 @@ extension ClientConfiguration {
         try requireDuration(pingTimeout, "pingTimeout")
         try requireDuration(reconnectBackoffMinimum, "reconnectBackoffMinimum")
         try requireDuration(reconnectBackoffMaximum, "reconnectBackoffMaximum")
-        try require(reconnectBackoffMaximum >= reconnectBackoffMinimum, "reconnectBackoffMaximum", "must be at least reconnectBackoffMinimum")
+        try require(
+            reconnectBackoffMaximum >= reconnectBackoffMinimum, "reconnectBackoffMaximum",
+            "must be at least reconnectBackoffMinimum")
         if let connectAddresses {
-            try require(!addressFamilies.apply(to: connectAddresses).isEmpty, "connectAddresses",
+            try require(
+                !addressFamilies.apply(to: connectAddresses).isEmpty, "connectAddresses",
                 "none of the \(connectAddresses.count) addresses is of the families asked for (\(addressFamilies))")
         }
         try require(rotateAfterStreams >= 1, "rotateAfterStreams", "\(rotateAfterStreams) must be at least 1")
@@ -179,10 +196,12 @@ extension ClientConfiguration {
             try require(!cpuAffinity.isEmpty, "cpuAffinity", "must list at least one CPU (or be nil)")
             try require(cpuAffinity.allSatisfy { $0 >= 0 && $0 < 1024 }, "cpuAffinity", "CPU numbers must be 0...1023")
         }
-        for (name, size) in [("receive", buffers.receive), ("plaintextIn", buffers.plaintextIn), ("plaintextOut", buffers.plaintextOut),
-            ("ciphertextOut", buffers.ciphertextOut)]
-        {
-            try require((Limits.minimumBuffer...Limits.maximumBuffer).contains(size), "buffers.\(name)",
+        for (name, size) in [
+            ("receive", buffers.receive), ("plaintextIn", buffers.plaintextIn), ("plaintextOut", buffers.plaintextOut),
+            ("ciphertextOut", buffers.ciphertextOut),
+        ] {
+            try require(
+                (Limits.minimumBuffer...Limits.maximumBuffer).contains(size), "buffers.\(name)",
                 "\(size) bytes must be \(Limits.minimumBuffer)...\(Limits.maximumBuffer)")
         }
     }
@@ -216,7 +235,8 @@ public enum ClientConfigurationError: Error, Equatable, Sendable, CustomStringCo
         case .producerCount(let given, let workers):
             return "client configuration: \(given) producers for \(workers) workers; give one per worker"
         case .headersTooLarge(let bytes, let limit):
-            return "request headers could take \(bytes) bytes, more than the \(limit) one request may use: shorten the topic or host"
+            return
+                "request headers could take \(bytes) bytes, more than the \(limit) one request may use: shorten the topic or host"
         }
     }
 }

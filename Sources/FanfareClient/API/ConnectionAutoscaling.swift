@@ -46,15 +46,24 @@ public struct ConnectionAutoscaling: Sendable, Equatable {
             if !condition { throw .invalid(field: "autoscaling.\(field)", problem: problem) }
         }
         let limit = ClientConfiguration.Limits.connectionsPerWorker
-        try require((1...limit).contains(minimumConnections), "minimumConnections", "\(minimumConnections) must be 1...\(limit)")
-        try require((1...limit).contains(maximumConnections), "maximumConnections", "\(maximumConnections) must be 1...\(limit)")
-        try require(maximumConnections >= minimumConnections, "maximumConnections",
+        try require(
+            (1...limit).contains(minimumConnections), "minimumConnections", "\(minimumConnections) must be 1...\(limit)"
+        )
+        try require(
+            (1...limit).contains(maximumConnections), "maximumConnections", "\(maximumConnections) must be 1...\(limit)"
+        )
+        try require(
+            maximumConnections >= minimumConnections, "maximumConnections",
             "\(maximumConnections) must be at least minimumConnections (\(minimumConnections))")
-        try require(decisionInterval >= .milliseconds(10) && decisionInterval <= .seconds(3600), "decisionInterval",
+        try require(
+            decisionInterval >= .milliseconds(10) && decisionInterval <= .seconds(3600), "decisionInterval",
             "\(decisionInterval) must be 10 ms...1 h")
-        try require(idleTimeout >= .zero && idleTimeout <= ClientConfiguration.Limits.longestDuration, "idleTimeout",
+        try require(
+            idleTimeout >= .zero && idleTimeout <= ClientConfiguration.Limits.longestDuration, "idleTimeout",
             "\(idleTimeout) must be at least 0 and at most \(ClientConfiguration.Limits.longestDuration)")
-        try require((1...limit).contains(maximumNewConnections), "maximumNewConnections", "\(maximumNewConnections) must be 1...\(limit)")
+        try require(
+            (1...limit).contains(maximumNewConnections), "maximumNewConnections",
+            "\(maximumNewConnections) must be 1...\(limit)")
         try require(cpuBoundShare > 0 && cpuBoundShare <= 1, "cpuBoundShare", "\(cpuBoundShare) must be in (0, 1]")
     }
 }

@@ -25,7 +25,9 @@ public final class PushPayload: @unchecked Sendable {
     }
 
     /// Encodes a Live Activity payload (no Codable) and keeps the bytes.
-    public convenience init(liveActivity content: LiveActivityContent, limit: Int = PayloadLimits.liveActivity) throws(PayloadError) {
+    public convenience init(
+        liveActivity content: LiveActivityContent, limit: Int = PayloadLimits.liveActivity
+    ) throws(PayloadError) {
         let scratch = UnsafeMutableRawBufferPointer.allocate(byteCount: PayloadLimits.broadcast + 1, alignment: 16)
         defer { scratch.deallocate() }
         let count = try LiveActivityPayloadEncoder.encode(content, into: scratch, limit: limit)
@@ -163,7 +165,8 @@ public struct PushJob: Sendable {
             return "a broadcast's apns-priority must be 5 or 10, not 1 (APNs answers BadPriority)"
         }
         if payload.count > PayloadLimits.broadcast {
-            return "a broadcast payload of \(payload.count) bytes exceeds APNs' \(PayloadLimits.broadcast)-byte limit (PayloadTooLarge)"
+            return
+                "a broadcast payload of \(payload.count) bytes exceeds APNs' \(PayloadLimits.broadcast)-byte limit (PayloadTooLarge)"
         }
         return nil
     }
@@ -215,7 +218,9 @@ public struct PushIdentifier: Sendable, Equatable, CustomStringConvertible {
     }
 
     mutating func withUnsafeMutableBytes<R>(_ body: (UnsafeMutableRawBufferPointer) -> R) -> R {
-        Swift.withUnsafeMutableBytes(of: &storage) { body(UnsafeMutableRawBufferPointer(rebasing: $0[0..<Self.byteCount])) }
+        Swift.withUnsafeMutableBytes(of: &storage) {
+            body(UnsafeMutableRawBufferPointer(rebasing: $0[0..<Self.byteCount]))
+        }
     }
 
     public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) -> R) -> R {

@@ -113,7 +113,8 @@ public enum PushFailure: Sendable, Equatable, CustomStringConvertible {
         case .deadlineExceeded: return "deadline exceeded before APNs answered"
         case .resendLimitReached(let cause): return "gave up after repeated resends (last: \(cause))"
         case .shutdown: return "client shut down before the push was answered"
-        case .unconfirmed(let cause): return "sent, but no answer came before the connection ended (\(cause)); APNs may have processed it"
+        case .unconfirmed(let cause):
+            return "sent, but no answer came before the connection ended (\(cause)); APNs may have processed it"
         }
     }
 

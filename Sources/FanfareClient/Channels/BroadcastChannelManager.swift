@@ -42,24 +42,30 @@ public final class BroadcastChannelManager: Sendable {
     }
 
     /// Creates a channel (push type LiveActivity) and returns its id.
-    public func create(storagePolicy: ChannelStoragePolicy, requestID: PushIdentifier? = nil) async throws(ChannelManagementError)
+    public func create(
+        storagePolicy: ChannelStoragePolicy, requestID: PushIdentifier? = nil
+    ) async throws(ChannelManagementError)
         -> BroadcastChannelID
     {
         let reply = try await perform(.create(storagePolicy), requestID: requestID)
         guard let channel = reply.createdChannel else {
             // `perform` checks this; a reply without it is not returned.
-            throw ChannelManagementError(operation: reply.operation, kind: .badAnswer("no apns-channel-id"), requestID: reply.requestID)
+            throw ChannelManagementError(
+                operation: reply.operation, kind: .badAnswer("no apns-channel-id"), requestID: reply.requestID)
         }
         return channel
     }
 
     /// A channel's storage policy and push type.
-    public func read(_ channel: BroadcastChannelID, requestID: PushIdentifier? = nil) async throws(ChannelManagementError)
+    public func read(
+        _ channel: BroadcastChannelID, requestID: PushIdentifier? = nil
+    ) async throws(ChannelManagementError)
         -> BroadcastChannelInfo
     {
         let reply = try await perform(.read(channel), requestID: requestID)
         guard let info = reply.info else {
-            throw ChannelManagementError(operation: reply.operation, kind: .badAnswer("no channel settings"), requestID: reply.requestID)
+            throw ChannelManagementError(
+                operation: reply.operation, kind: .badAnswer("no channel settings"), requestID: reply.requestID)
         }
         return info
     }
@@ -70,12 +76,16 @@ public final class BroadcastChannelManager: Sendable {
     }
 
     /// Deletes a channel (its id is never reused).
-    public func delete(_ channel: BroadcastChannelID, requestID: PushIdentifier? = nil) async throws(ChannelManagementError) {
+    public func delete(
+        _ channel: BroadcastChannelID, requestID: PushIdentifier? = nil
+    ) async throws(ChannelManagementError) {
         _ = try await perform(.delete(channel), requestID: requestID)
     }
 
     /// Any call, with the whole reply (status, request id and what the answer carried).
-    public func perform(_ operation: ChannelManagementOperation, requestID: PushIdentifier? = nil) async throws(ChannelManagementError)
+    public func perform(
+        _ operation: ChannelManagementOperation, requestID: PushIdentifier? = nil
+    ) async throws(ChannelManagementError)
         -> ChannelManagementReply
     {
         var identifier = requestID ?? PushIdentifier()
@@ -85,8 +95,11 @@ public final class BroadcastChannelManager: Sendable {
         }
         let sentID = identifier
         let deadline = IOLoop.monotonicNanoseconds() &+ configuration.requestTimeout.nanoseconds
-        let result: Result<ChannelManagementReply, ChannelManagementError> = await withCheckedContinuation { continuation in
-            let call = ChannelManagementCall(operation: operation, requestID: sentID, deadline: deadline) { continuation.resume(returning: $0) }
+        let result: Result<ChannelManagementReply, ChannelManagementError> = await withCheckedContinuation {
+            continuation in
+            let call = ChannelManagementCall(operation: operation, requestID: sentID, deadline: deadline) {
+                continuation.resume(returning: $0)
+            }
             if isShutDown.load(ordering: .acquiring) || !worker.enqueue(call) {
                 call.finish(.failure(ChannelManagementError(operation: operation, kind: .shutDown, requestID: sentID)))
             }
@@ -160,9 +173,13 @@ final class ChannelManagementCall: @unchecked Sendable {
             let parsed = responseBody.withUnsafeBytes { APNsErrorBody.parse($0) }
             let reason = parsed?.knownReason
             var raw: String?
-            if reason == nil, let text = parsed?.reason, !text.isEmpty { raw = PrintableText.escaping(text, limit: 200) }
+            if reason == nil, let text = parsed?.reason, !text.isEmpty {
+                raw = PrintableText.escaping(text, limit: 200)
+            }
             if parsed == nil && !responseBody.isEmpty {
-                raw = "(body is not APNs' error JSON: " + responseBody.withUnsafeBytes { PrintableText.escaping($0, limit: 120) } + ")"
+                raw =
+                    "(body is not APNs' error JSON: "
+                    + responseBody.withUnsafeBytes { PrintableText.escaping($0, limit: 120) } + ")"
             }
             return fail(.rejected(status: status, reason: reason, rawReason: raw))
         }
@@ -171,9 +188,13 @@ final class ChannelManagementCall: @unchecked Sendable {
             operation: operation, status: status, requestID: requestID, createdChannel: nil, info: nil, channels: [])
         switch operation {
         case .create:
-            guard let header = answeredChannel else { return fail(.badAnswer("\(status) without an apns-channel-id header")) }
+            guard let header = answeredChannel else {
+                return fail(.badAnswer("\(status) without an apns-channel-id header"))
+            }
             let parsed = header.withUnsafeBytes { bytes -> Result<BroadcastChannelID, BroadcastChannelIDError> in
-                do throws(BroadcastChannelIDError) { return .success(try BroadcastChannelID(bytes: bytes)) } catch { return .failure(error) }
+                do throws(BroadcastChannelIDError) { return .success(try BroadcastChannelID(bytes: bytes)) } catch {
+                    return .failure(error)
+                }
             }
             switch parsed {
             case .success(let channel): reply.createdChannel = channel
@@ -183,7 +204,9 @@ final class ChannelManagementCall: @unchecked Sendable {
             }
         case .read:
             let parsed = responseBody.withUnsafeBytes { bytes -> Result<BroadcastChannelInfo, ChannelBodyError> in
-                do throws(ChannelBodyError) { return .success(try BroadcastChannelMessages.parseInfo(bytes)) } catch { return .failure(error) }
+                do throws(ChannelBodyError) { return .success(try BroadcastChannelMessages.parseInfo(bytes)) } catch {
+                    return .failure(error)
+                }
             }
             switch parsed {
             case .success(let info): reply.info = info
@@ -191,7 +214,9 @@ final class ChannelManagementCall: @unchecked Sendable {
             }
         case .list:
             let parsed = responseBody.withUnsafeBytes { bytes -> Result<[BroadcastChannelID], ChannelBodyError> in
-                do throws(ChannelBodyError) { return .success(try BroadcastChannelMessages.parseChannelList(bytes)) } catch { return .failure(error) }
+                do throws(ChannelBodyError) {
+                    return .success(try BroadcastChannelMessages.parseChannelList(bytes))
+                } catch { return .failure(error) }
             }
             switch parsed {
             case .success(let channels): reply.channels = channels

@@ -121,7 +121,9 @@ public struct ChannelManagementError: Error, Sendable, Equatable, CustomStringCo
             what = "APNs answered \(status) \(reason?.rawValue ?? raw ?? "(no reason given)")"
         case .badAnswer(let problem): what = "APNs' answer is not usable: \(problem)"
         case .transport(let cause, let processed):
-            what = "no answer from APNs: \(cause)" + (processed ? " (the request was sent; APNs may have processed it)" : "")
+            what =
+                "no answer from APNs: \(cause)"
+                + (processed ? " (the request was sent; APNs may have processed it)" : "")
         case .timedOut: what = "no answer from APNs in time"
         case .shutDown: what = "the channel manager was shut down before the answer"
         }

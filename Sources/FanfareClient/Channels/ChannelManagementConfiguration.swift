@@ -55,14 +55,25 @@ public struct ChannelManagementConfiguration: Sendable {
         try require(
             !bundleID.isEmpty && bundleID.utf8.count <= 255
                 && bundleID.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") },
-            "bundleID", "'\(PrintableText.escaping(bundleID, limit: 64))' must be a bundle id (printable ASCII, no spaces or '/')")
-        for (name, value) in [("requestTimeout", requestTimeout), ("connectTimeout", connectTimeout), ("idleTimeout", idleTimeout)] {
-            try require(value > .zero && value <= ClientConfiguration.Limits.longestDuration, name, "\(value) must be positive and at most a week")
+            "bundleID",
+            "'\(PrintableText.escaping(bundleID, limit: 64))' must be a bundle id (printable ASCII, no spaces or '/')")
+        for (name, value) in [
+            ("requestTimeout", requestTimeout), ("connectTimeout", connectTimeout), ("idleTimeout", idleTimeout),
+        ] {
+            try require(
+                value > .zero && value <= ClientConfiguration.Limits.longestDuration, name,
+                "\(value) must be positive and at most a week")
         }
-        try require((1...(64 << 20)).contains(maximumResponseBody), "maximumResponseBody", "\(maximumResponseBody) must be 1...64 MiB")
-        try require((1...1024).contains(maximumConcurrentCalls), "maximumConcurrentCalls", "\(maximumConcurrentCalls) must be 1...1024")
+        try require(
+            (1...(64 << 20)).contains(maximumResponseBody), "maximumResponseBody",
+            "\(maximumResponseBody) must be 1...64 MiB")
+        try require(
+            (1...1024).contains(maximumConcurrentCalls), "maximumConcurrentCalls",
+            "\(maximumConcurrentCalls) must be 1...1024")
         if let connectAddresses {
-            try require(!addressFamilies.apply(to: connectAddresses).isEmpty, "connectAddresses", "none is of the families asked for")
+            try require(
+                !addressFamilies.apply(to: connectAddresses).isEmpty, "connectAddresses",
+                "none is of the families asked for")
         }
     }
 }

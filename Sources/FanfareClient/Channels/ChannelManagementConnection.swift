@@ -104,12 +104,16 @@ final class ChannelManagementConnection: HTTP2ClientSessionDelegate, SecureTrans
     func transportEstablished(_ transport: SecureTransport) {
         var settings = HTTP2ClientSession.LocalSettings()
         settings.maxConcurrentStreams = calls.count
-        let newSession = HTTP2ClientSession(transport: transport, delegate: self, capacity: calls.count, settings: settings)
+        let newSession = HTTP2ClientSession(
+            transport: transport, delegate: self, capacity: calls.count, settings: settings)
         let configuration = worker.configuration
-        let authorityValue = configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
-        authority = newSession.registerRepeatedField(nameIndex: HPACKStaticTable.authority, name: ":authority", value: authorityValue)
+        let authorityValue =
+            configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
+        authority = newSession.registerRepeatedField(
+            nameIndex: HPACKStaticTable.authority, name: ":authority", value: authorityValue)
         if configuration.providerTokens != nil {
-            authorization = newSession.registerRepeatedField(nameIndex: HPACKStaticTable.authorization, name: "authorization", value: "")
+            authorization = newSession.registerRepeatedField(
+                nameIndex: HPACKStaticTable.authorization, name: "authorization", value: "")
         }
         session = newSession
         newSession.start()
@@ -137,7 +141,9 @@ final class ChannelManagementConnection: HTTP2ClientSessionDelegate, SecureTrans
         let established = session != nil
         isReady = false
         isClosed = true
-        if closeCause == nil || reason != .localClose { closeCause = closeCause.map { "\($0); \(reason)" } ?? reason.description }
+        if closeCause == nil || reason != .localClose {
+            closeCause = closeCause.map { "\($0); \(reason)" } ?? reason.description
+        }
         // Every call still here ends through http2StreamClosed: never written → sent again elsewhere;
         // written → no answer.
         session?.connectionLost()
@@ -146,18 +152,23 @@ final class ChannelManagementConnection: HTTP2ClientSessionDelegate, SecureTrans
             calls[slot]?.fail(.transport(closeCause ?? "connection ended", mayHaveBeenProcessed: false))
             calls[slot] = nil
         }
-        worker.connectionClosed(self, cause: closeCause ?? reason.description, established: established, connectFailed: reason.isConnectFailure)
+        worker.connectionClosed(
+            self, cause: closeCause ?? reason.description, established: established,
+            connectFailed: reason.isConnectFailure)
     }
 
     // MARK: - HTTP2ClientSessionDelegate
 
-    override func http2WriteRequestHeaders(request: Int, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter) {
+    override func http2WriteRequestHeaders(request: Int, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter)
+    {
         guard let call = calls[request], let authority else { preconditionFailure("headers for an empty request slot") }
         switch call.operation {
         case .create: writer.writeIndexed(HPACKStaticTable.methodPOST)
         case .read, .list: writer.writeIndexed(HPACKStaticTable.methodGET)
         case .delete:
-            Self.withBytes("DELETE") { writer.writeLiteralWithoutIndexing(nameIndex: HPACKStaticTable.methodGET, value: $0, huffman: false) }
+            Self.withBytes("DELETE") {
+                writer.writeLiteralWithoutIndexing(nameIndex: HPACKStaticTable.methodGET, value: $0, huffman: false)
+            }
         }
         writer.writeIndexed(HPACKStaticTable.schemeHTTPS)
         Self.withBytes(call.operation.path(bundleID: worker.configuration.bundleID)) {
@@ -166,11 +177,17 @@ final class ChannelManagementConnection: HTTP2ClientSessionDelegate, SecureTrans
         table.write(authority, into: &writer)
         if let authorization { table.write(authorization, into: &writer) }
         if let channel = call.operation.channel {
-            channel.withUnsafeBytes { id in Self.withBytes("apns-channel-id") { writer.writeLiteralWithoutIndexing(name: $0, value: id) } }
+            channel.withUnsafeBytes { id in
+                Self.withBytes("apns-channel-id") { writer.writeLiteralWithoutIndexing(name: $0, value: id) }
+            }
         }
-        call.requestID.withUnsafeBytes { id in Self.withBytes("apns-request-id") { writer.writeLiteralWithoutIndexing(name: $0, value: id) } }
+        call.requestID.withUnsafeBytes { id in
+            Self.withBytes("apns-request-id") { writer.writeLiteralWithoutIndexing(name: $0, value: id) }
+        }
         if call.body.count > 0 {
-            Self.withBytes("application/json") { writer.writeLiteralWithoutIndexing(nameIndex: HPACKStaticTable.contentType, value: $0, huffman: true) }
+            Self.withBytes("application/json") {
+                writer.writeLiteralWithoutIndexing(nameIndex: HPACKStaticTable.contentType, value: $0, huffman: true)
+            }
         }
     }
 
@@ -197,7 +214,9 @@ final class ChannelManagementConnection: HTTP2ClientSessionDelegate, SecureTrans
             if call.status == 0 || (100..<200).contains(call.status) { call.status = status }
         } else if Self.equals(name, "apns-channel-id") {
             call.answeredChannel = Array(value.prefix(BroadcastChannelID.maximumByteCount + 1))
-        } else if Self.equals(name, "apns-request-id"), value.count == PushIdentifier.byteCount, APNsIDGenerator.isValidAPNsID(value) {
+        } else if Self.equals(name, "apns-request-id"), value.count == PushIdentifier.byteCount,
+            APNsIDGenerator.isValidAPNsID(value)
+        {
             var identifier = PushIdentifier()
             identifier.withUnsafeMutableBytes { $0.copyMemory(from: value) }
             identifier.lowercase()
@@ -234,9 +253,12 @@ final class ChannelManagementConnection: HTTP2ClientSessionDelegate, SecureTrans
         } else if !processed {
             worker.requeue(call, cause: "\(closeCause ?? HTTP2ErrorCode.name(errorCode)) (request not processed)")
         } else if isClosed || session?.lost == true {
-            call.fail(.transport("connection ended before the answer: \(closeCause ?? "closed")", mayHaveBeenProcessed: true))
+            call.fail(
+                .transport("connection ended before the answer: \(closeCause ?? "closed")", mayHaveBeenProcessed: true))
         } else {
-            call.fail(.transport("stream reset by the server (\(HTTP2ErrorCode.name(errorCode)))", mayHaveBeenProcessed: true))
+            call.fail(
+                .transport("stream reset by the server (\(HTTP2ErrorCode.name(errorCode)))", mayHaveBeenProcessed: true)
+            )
         }
     }
 

@@ -125,7 +125,8 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
             return
         }
         resolving = true
-        resolver.resolve(host: configuration.host, port: configuration.port, preference: configuration.addressFamilies) { [self] result in
+        resolver.resolve(host: configuration.host, port: configuration.port, preference: configuration.addressFamilies)
+        { [self] result in
             resolvedBox.withLock { $0 = result }
             wakerReference.load()?.wake()
         }
@@ -133,7 +134,12 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
     private let resolvedBox = Mutex<Result<[SocketAddress], IOError>?>(nil)
 
     private func takeResolved() {
-        guard resolving, let result = resolvedBox.withLock({ box in defer { box = nil }; return box }) else { return }
+        guard resolving,
+            let result = resolvedBox.withLock({ box in
+                defer { box = nil }
+                return box
+            })
+        else { return }
         resolving = false
         switch result {
         case .success(let addresses): connect(to: addresses)
@@ -144,7 +150,9 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
     /// Tries `addresses` in order (the next at once when a connect fails).
     private func connect(to addresses: [SocketAddress]) {
         guard !stopping, !addresses.isEmpty else {
-            if addresses.isEmpty { failWaiting(cause: "\(configuration.host) has no address of the families asked for") }
+            if addresses.isEmpty {
+                failWaiting(cause: "\(configuration.host) has no address of the families asked for")
+            }
             return
         }
         let tls: TLSConnection
@@ -154,7 +162,8 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
             failWaiting(cause: "TLS: \(error)")
             return
         }
-        let newConnection = ChannelManagementConnection(worker: self, tls: tls, remainingAddresses: Array(addresses.dropFirst()))
+        let newConnection = ChannelManagementConnection(
+            worker: self, tls: tls, remainingAddresses: Array(addresses.dropFirst()))
         connection = newConnection
         newConnection.start(address: addresses[0])
     }
@@ -195,7 +204,8 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
         if !closing.contains(where: { $0 === draining }) { closing.append(draining) }
     }
 
-    func connectionClosed(_ closed: ChannelManagementConnection, cause: String, established: Bool, connectFailed: Bool) {
+    func connectionClosed(_ closed: ChannelManagementConnection, cause: String, established: Bool, connectFailed: Bool)
+    {
         closing.removeAll { $0 === closed }
         if connection === closed {
             connection = nil
@@ -207,7 +217,9 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
             // one that worked is replaced on demand.
             if !established { failWaiting(cause: cause) }
         }
-        if stopping && connection == nil && closing.isEmpty && !resolving { stoppedFlag.store(true, ordering: .releasing) }
+        if stopping && connection == nil && closing.isEmpty && !resolving {
+            stoppedFlag.store(true, ordering: .releasing)
+        }
         if !stopping { pump() }
     }
 
@@ -231,7 +243,9 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
         }
         connection?.sweep(now: now)
         for old in closing { old.sweep(now: now) }
-        if let connection, connection.isIdle, waiting.isEmpty, now &- max(lastCallAt, connection.lastActivityAt) >= configuration.idleTimeout.nanoseconds {
+        if let connection, connection.isIdle, waiting.isEmpty,
+            now &- max(lastCallAt, connection.lastActivityAt) >= configuration.idleTimeout.nanoseconds
+        {
             retire(connection, reason: "idle for \(configuration.idleTimeout)")
         }
         if !stopping || connection != nil || !closing.isEmpty {

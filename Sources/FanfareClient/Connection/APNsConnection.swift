@@ -156,7 +156,9 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
 
     private func refreshAuthorizationIfNeeded() {
         guard let reference = providerTokensReference else { return }
-        if hasAuthorization && reference._withUnsafeGuaranteedRef({ $0.generation }) == authorizationGeneration { return }
+        if hasAuthorization && reference._withUnsafeGuaranteedRef({ $0.generation }) == authorizationGeneration {
+            return
+        }
         guard let source = providerTokens, let session, let field = repeated?.authorization else { return }
         // Token and generation read together, so a re-mint in between cannot pair them wrongly.
         let (token, generation) = source.snapshot()
@@ -167,7 +169,8 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
 
     // MARK: - Request headers (HTTP2ClientSessionDelegate)
 
-    override func http2WriteRequestHeaders(request: Int, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter) {
+    override func http2WriteRequestHeaders(request: Int, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter)
+    {
         guard let repeated else { preconditionFailure("headers requested before the session started") }
         APNsRequestHeaders.write(slots.job(request), fields: repeated, table: &table, writer: &writer)
     }
@@ -208,10 +211,12 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         let configuration = worker.configuration
         var settings = HTTP2ClientSession.LocalSettings()
         settings.reportsOnlyStatus = true  // the outcome needs :status and the body, nothing else
-        let newSession = HTTP2ClientSession(transport: transport, delegate: self, capacity: slots.capacity, settings: settings)
+        let newSession = HTTP2ClientSession(
+            transport: transport, delegate: self, capacity: slots.capacity, settings: settings)
         let authority = configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
         repeated = APNsRequestHeaders.RepeatedFields(
-            authority: authority, usesProviderTokens: configuration.providerTokens != nil, pushType: configuration.pushType,
+            authority: authority, usesProviderTokens: configuration.providerTokens != nil,
+            pushType: configuration.pushType,
             topic: configuration.topic, broadcastBundleID: configuration.broadcastBundleID,
             broadcastRequestIDHeader: configuration.broadcastRequestIDHeader,
             register: { newSession.registerRepeatedField(nameIndex: $0, name: $1, value: $2) })
@@ -409,7 +414,8 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         case .failed(let status, let reason, let rawReason, let action, let timestamp):
             // An unknown reason is the server's text: kept printable, since callers log and print it.
             return .rejected(
-                status: status, reason: reason, rawReason: reason == nil && !rawReason.isEmpty ? PrintableText.escaping(rawReason) : nil,
+                status: status, reason: reason,
+                rawReason: reason == nil && !rawReason.isEmpty ? PrintableText.escaping(rawReason) : nil,
                 action: action, timestamp: timestamp)
         }
     }
@@ -499,7 +505,8 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         // Cancelling releases the slot (in http2StreamClosed), so no closure may be reading `slots` meanwhile.
         for slotIndex in 0..<slots.capacity where slots.isInUse(slotIndex) {
             let slot = slots[slotIndex]
-            guard !slot.pointee.abandoned, slot.pointee.hasJob, slot.pointee.deadline != 0, now >= slot.pointee.deadline else { continue }
+            guard !slot.pointee.abandoned, slot.pointee.hasJob, slot.pointee.deadline != 0, now >= slot.pointee.deadline
+            else { continue }
             guard let read, read >= slot.pointee.deadline else {
                 waiting = true
                 continue

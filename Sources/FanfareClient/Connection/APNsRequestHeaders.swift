@@ -38,7 +38,8 @@ import FanfareHTTP2
             priorityNormal = register(nil, "apns-priority", "5")
             priorityImmediate = register(nil, "apns-priority", "10")
             broadcastPath = register(HPACKStaticTable.path, ":path", APNsPath.broadcast(bundleID: broadcastBundleID))
-            broadcastPushType = pushType == "liveactivity" ? self.pushType : register(nil, "apns-push-type", "liveactivity")
+            broadcastPushType =
+                pushType == "liveactivity" ? self.pushType : register(nil, "apns-push-type", "liveactivity")
             broadcastIDInAPNsID = broadcastRequestIDHeader == .apnsID
         }
     }
@@ -59,7 +60,8 @@ import FanfareHTTP2
     /// Writes `job`'s request headers (its `apnsID` must be set). Read in place: `job` is not copied.
     @inline(__always)
     public static func write(
-        _ job: UnsafePointer<PushJob>, fields: RepeatedFields, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter
+        _ job: UnsafePointer<PushJob>, fields: RepeatedFields, table: inout HPACKEncoderTable,
+        writer: inout HPACKBlockWriter
     ) {
         writer.writeIndexed(HPACKStaticTable.methodPOST)
         writer.writeIndexed(HPACKStaticTable.schemeHTTPS)
@@ -72,7 +74,8 @@ import FanfareHTTP2
         }
         // :path = /3/device/<lowercase hex token>, Huffman-coded straight from the token's bytes.
         token.withUnsafeBytes { token in
-            writer.writeLiteralWithoutIndexing(nameIndex: HPACKStaticTable.path, valuePrefix: bytes(pathPrefix), hexOf: token)
+            writer.writeLiteralWithoutIndexing(
+                nameIndex: HPACKStaticTable.path, valuePrefix: bytes(pathPrefix), hexOf: token)
         }
         table.write(fields.authority, into: &writer)
         if let authorization = fields.authorization { table.write(authorization, into: &writer) }
@@ -92,7 +95,8 @@ import FanfareHTTP2
             // APNs allows 64 bytes; one more is kept so a longer id reaches APNs as too long (400
             // BadCollapseId) instead of being cut to 64 bytes that might collapse with other pushes.
             collapseID.withUTF8 { utf8 in
-                let kept = UnsafeRawBufferPointer(rebasing: UnsafeRawBufferPointer(utf8)[0..<min(utf8.count, CollapseID.maximumByteCount + 1)])
+                let kept = UnsafeRawBufferPointer(
+                    rebasing: UnsafeRawBufferPointer(utf8)[0..<min(utf8.count, CollapseID.maximumByteCount + 1)])
                 writer.writeRaw(bytes(collapseIDFieldPrefix))
                 writer.writeInteger(kept.count, prefixBits: 7, firstByteFlags: 0)
                 writer.writeRaw(kept)
@@ -104,7 +108,8 @@ import FanfareHTTP2
     /// table indexes; `apns-channel-id`, the request id and `apns-expiration` (always, 0 when unset) as raw
     /// literals without indexing; no `apns-topic` (APNs refuses a topic here).
     static func writeBroadcast(
-        _ job: UnsafePointer<PushJob>, channel: BroadcastChannelID, fields: RepeatedFields, table: inout HPACKEncoderTable,
+        _ job: UnsafePointer<PushJob>, channel: BroadcastChannelID, fields: RepeatedFields,
+        table: inout HPACKEncoderTable,
         writer: inout HPACKBlockWriter
     ) {
         table.write(fields.broadcastPath, into: &writer)
@@ -143,8 +148,10 @@ import FanfareHTTP2
         func literal(_ name: String, _ valueCount: Int) -> Int {
             HPACKBlockWriter.literalBound(nameCount: name.utf8.count, valueCount: valueCount)
         }
-        let tableSizeUpdates = 2 * HPACKBlockWriter.integerLength(HPACKEncoderTable.defaultDecoderMaximum, prefixBits: 5)
-        let broadcast = tableSizeUpdates + 2
+        let tableSizeUpdates =
+            2 * HPACKBlockWriter.integerLength(HPACKEncoderTable.defaultDecoderMaximum, prefixBits: 5)
+        let broadcast =
+            tableSizeUpdates + 2
             + literal(":path", APNsPath.broadcast(bundleID: broadcastBundleID).utf8.count)
             + literal(":authority", authority.utf8.count)
             + (authorizationLength > 0 ? literal("authorization", authorizationLength) : 0)
@@ -153,7 +160,8 @@ import FanfareHTTP2
             + literal("apns-channel-id", BroadcastChannelID.maximumByteCount)
             + requestIDFieldPrefix.utf8CodeUnitCount + PushIdentifier.byteCount
             + literal("apns-expiration", 19)
-        let device = tableSizeUpdates + 2  // :method, :scheme
+        let device =
+            tableSizeUpdates + 2  // :method, :scheme
             + literal(":path", pathPrefix.utf8CodeUnitCount + 2 * DeviceToken.maximumByteCount)
             + literal(":authority", authority.utf8.count)
             + (authorizationLength > 0 ? literal("authorization", authorizationLength) : 0)

@@ -9,7 +9,7 @@ import FanfareCore
 /// slot as plain values. Slot `i` also owns a region of one arena for the response body, so a request
 /// costs no allocation on our side.
 struct RequestSlots: ~Copyable {
-    static let bodyCapacity = 256          // error JSON is tiny; longer bodies are truncated
+    static let bodyCapacity = 256  // error JSON is tiny; longer bodies are truncated
     static let stride = bodyCapacity
 
     struct Slot {

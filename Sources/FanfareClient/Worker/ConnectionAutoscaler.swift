@@ -41,7 +41,8 @@ public struct ConnectionAutoscaler: Sendable {
         public var streamLimit: Int
 
         public init(
-            elapsed: UInt64, creditBound: UInt64, inFlightTime: Double, peakInFlight: Int, completions: Int, cpuTime: UInt64,
+            elapsed: UInt64, creditBound: UInt64, inFlightTime: Double, peakInFlight: Int, completions: Int,
+            cpuTime: UInt64,
             connections: Int, readyConnections: Int, streamLimit: Int
         ) {
             self.elapsed = elapsed
@@ -94,7 +95,9 @@ public struct ConnectionAutoscaler: Sendable {
     /// A connection opened by a scale-up failed before it proved usable.
     public mutating func connectionFailed(now: UInt64) {
         let doubled = backoff.multipliedReportingOverflow(by: 2)
-        backoff = backoff == 0 ? backoffMinimum : min(backoffMaximum, doubled.overflow ? backoffMaximum : doubled.partialValue)
+        backoff =
+            backoff == 0
+            ? backoffMinimum : min(backoffMaximum, doubled.overflow ? backoffMaximum : doubled.partialValue)
         let until = now.addingReportingOverflow(backoff)
         holdUntil = until.overflow ? .max : until.partialValue
         lastReason = "a new connection failed: scale-ups wait \(Self.milliseconds(backoff)) ms"
@@ -125,7 +128,8 @@ public struct ConnectionAutoscaler: Sendable {
             }
             guard sample.readyConnections >= sample.connections else {
                 settled = false
-                lastReason = "credit-bound, waiting for \(sample.connections - sample.readyConnections) connections to come up"
+                lastReason =
+                    "credit-bound, waiting for \(sample.connections - sample.readyConnections) connections to come up"
                 return .hold
             }
             guard settled else {
@@ -146,7 +150,11 @@ public struct ConnectionAutoscaler: Sendable {
                     let first = settings.decisionInterval.nanoseconds.multipliedReportingOverflow(by: 4)
                     let doubled = plateauWait.multipliedReportingOverflow(by: 2)
                     let longest = max(settings.decisionInterval.nanoseconds, settings.idleTimeout.nanoseconds)
-                    let wait = min(longest, plateauWait == 0 ? (first.overflow ? longest : first.partialValue) : (doubled.overflow ? longest : doubled.partialValue))
+                    let wait = min(
+                        longest,
+                        plateauWait == 0
+                            ? (first.overflow ? longest : first.partialValue)
+                            : (doubled.overflow ? longest : doubled.partialValue))
                     plateauWait = wait
                     let until = now.addingReportingOverflow(wait)
                     plateauUntil = until.overflow ? .max : until.partialValue
@@ -174,7 +182,8 @@ public struct ConnectionAutoscaler: Sendable {
             let sendable = rate / max(cpuShare, 0.01)
             let wantedInFlight = sendable * roundTrip
             let wanted = Int(min(Double(settings.maximumConnections), (wantedInFlight / Double(limit)).rounded(.up)))
-            let step = min(settings.maximumNewConnections, settings.maximumConnections - sample.connections,
+            let step = min(
+                settings.maximumNewConnections, settings.maximumConnections - sample.connections,
                 max(1, wanted - sample.connections))
             lastReason =
                 "credit-bound (\(measured), round trip \(Self.milliseconds(UInt64(roundTrip * 1e9))) ms, limit \(limit)): "
@@ -197,7 +206,8 @@ public struct ConnectionAutoscaler: Sendable {
             lastReason = "little used for \(Self.milliseconds(now &- since)) ms (\(measured))"
             return .hold
         }
-        lastReason = "little used for \(Self.milliseconds(now &- since)) ms (\(measured)): letting one of \(sample.connections) go"
+        lastReason =
+            "little used for \(Self.milliseconds(now &- since)) ms (\(measured)): letting one of \(sample.connections) go"
         idleSince = now  // the next one waits a whole idle time again
         return .scaleDown(reason: lastReason)
     }

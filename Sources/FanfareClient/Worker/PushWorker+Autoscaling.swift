@@ -23,7 +23,8 @@ extension PushWorker {
                 streamLimit = max(streamLimit, connection.streamLimit)
             }
         }
-        let completed = counters.delivered.load(ordering: .relaxed) + counters.rejected.load(ordering: .relaxed)
+        let completed =
+            counters.delivered.load(ordering: .relaxed) + counters.rejected.load(ordering: .relaxed)
             + counters.failed.load(ordering: .relaxed)
         let sample = measurement.finish(
             now: now, cpuTime: Self.threadCPUTime(), completed: completed, connections: activeCount, ready: ready,
@@ -45,7 +46,8 @@ extension PushWorker {
             if opened > 0 {
                 counters.scaleUps.add(1, ordering: .relaxed)
                 configuration.logger?.info(
-                    "connections scaled up", metadata: ["worker": "\(index)", "connections": "\(activeCount + opened)", "reason": "\(reason)"])
+                    "connections scaled up",
+                    metadata: ["worker": "\(index)", "connections": "\(activeCount + opened)", "reason": "\(reason)"])
             }
         case .scaleDown(let reason):
             guard let slot = slots.lastIndex(where: \.active) else { break }
@@ -54,7 +56,8 @@ extension PushWorker {
             slots[slot].connection?.beginDraining(reason: "the autoscaler let a surplus connection go")
             counters.scaleDowns.add(1, ordering: .relaxed)
             configuration.logger?.info(
-                "connection scaled down", metadata: ["worker": "\(index)", "connections": "\(activeCount - 1)", "reason": "\(reason)"])
+                "connection scaled down",
+                metadata: ["worker": "\(index)", "connections": "\(activeCount - 1)", "reason": "\(reason)"])
         }
         counters.connectionsTarget.store(activeSlots, ordering: .relaxed)
         if let reason = autoscaler?.lastReason { lastAutoscaleReasonBox.withLock { $0 = reason } }
@@ -72,7 +75,8 @@ extension PushWorker {
         counters.connectionsTarget.store(activeSlots, ordering: .relaxed)
         if let reason = autoscaler?.lastReason {
             lastAutoscaleReasonBox.withLock { $0 = reason }
-            configuration.logger?.info("connection scale-up failed", metadata: ["worker": "\(index)", "reason": "\(reason)"])
+            configuration.logger?.info(
+                "connection scale-up failed", metadata: ["worker": "\(index)", "reason": "\(reason)"])
         }
         return true
     }
@@ -123,7 +127,9 @@ struct AutoscaleMeasurement {
     }
 
     /// The interval's sample; the next interval starts now.
-    mutating func finish(now: UInt64, cpuTime: UInt64, completed: Int, connections: Int, ready: Int, streamLimit: Int)
+    mutating func finish(
+        now: UInt64, cpuTime: UInt64, completed: Int, connections: Int, ready: Int, streamLimit: Int
+    )
         -> ConnectionAutoscaler.Sample
     {
         advance(now: now, inFlight: lastInFlight, creditBound: lastCreditBound)

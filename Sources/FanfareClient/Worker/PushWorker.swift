@@ -94,7 +94,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         slots = (0..<slotCount).map { ConnectionSlot(active: $0 < initial) }
         autoscaler = configuration.autoscaling.map {
             ConnectionAutoscaler(
-                settings: $0, backoffMinimum: configuration.reconnectBackoffMinimum, backoffMaximum: configuration.reconnectBackoffMaximum)
+                settings: $0, backoffMinimum: configuration.reconnectBackoffMinimum,
+                backoffMaximum: configuration.reconnectBackoffMaximum)
         }
         counters.connectionsTarget.store(initial, ordering: .relaxed)
         let timeout = configuration.requestTimeout.nanoseconds
@@ -113,7 +114,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         if let settings = configuration.autoscaling {
             measurement.start(now: loop.now, cpuTime: Self.threadCPUTime())
             loop.schedule(
-                at: loop.now &+ settings.decisionInterval.nanoseconds, handler: handlerID, tag: TimerTag.autoscale.rawValue, cookie: 0)
+                at: loop.now &+ settings.decisionInterval.nanoseconds, handler: handlerID,
+                tag: TimerTag.autoscale.rawValue, cookie: 0)
         }
     }
 
@@ -152,7 +154,9 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             // runs off this thread; `takeResolvedAddresses` continues here.
             guard !slots[slot].resolving else { return }
             slots[slot].resolving = true
-            resolver.resolve(host: configuration.host, port: configuration.port, preference: configuration.addressFamilies) {
+            resolver.resolve(
+                host: configuration.host, port: configuration.port, preference: configuration.addressFamilies
+            ) {
                 [self] result in
                 resolved.withLock { $0.append((slot, result)) }
                 hasResolved.store(true, ordering: .releasing)
@@ -207,14 +211,16 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         let minimum = configuration.reconnectBackoffMinimum.nanoseconds
         let maximum = configuration.reconnectBackoffMaximum.nanoseconds
         let doubled = slots[slot].backoff.multipliedReportingOverflow(by: 2)
-        let current = slots[slot].backoff == 0 ? minimum : min(maximum, doubled.overflow ? maximum : doubled.partialValue)
+        let current =
+            slots[slot].backoff == 0 ? minimum : min(maximum, doubled.overflow ? maximum : doubled.partialValue)
         slots[slot].backoff = current
         let jitter = UInt64.random(in: 0...(current / 4), using: &random)
         slots[slot].reconnectScheduled = true
         let delay = current.addingReportingOverflow(jitter)
         let due = loop.now.addingReportingOverflow(delay.overflow ? UInt64.max : delay.partialValue)
         loop.schedule(
-            at: due.overflow ? UInt64.max : due.partialValue, handler: handlerID, tag: TimerTag.reconnect.rawValue, cookie: UInt64(slot))
+            at: due.overflow ? UInt64.max : due.partialValue, handler: handlerID, tag: TimerTag.reconnect.rawValue,
+            cookie: UInt64(slot))
         // Without any usable connection, pushes that waited past their deadline still end (the sweep does it).
     }
 
@@ -273,7 +279,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     }
     @exclusivity(unchecked) private var retiring: [APNsConnection] = []
 
-    func connectionClosed(_ connection: APNsConnection, reason: TransportCloseReason, cause: String, hadConnected: Bool) {
+    func connectionClosed(_ connection: APNsConnection, reason: TransportCloseReason, cause: String, hadConnected: Bool)
+    {
         counters.connectionsClosed.add(1, ordering: .relaxed)
         if hadConnected { counters.connectionsEstablishedClosed.add(1, ordering: .relaxed) }
         if case .certificateRejected = reason {
@@ -424,9 +431,13 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// The answer APNs would give a broadcast that breaks `PushJob.localProblem`'s rules.
     static func localRejection(_ job: PushJob) -> PushDisposition {
         if job.priority == .powerSaving {
-            return .rejected(status: 400, reason: .badPriority, rawReason: nil, action: APNsReason.badPriority.action, timestamp: nil)
+            return .rejected(
+                status: 400, reason: .badPriority, rawReason: nil, action: APNsReason.badPriority.action, timestamp: nil
+            )
         }
-        return .rejected(status: 413, reason: .payloadTooLarge, rawReason: nil, action: APNsReason.payloadTooLarge.action, timestamp: nil)
+        return .rejected(
+            status: 413, reason: .payloadTooLarge, rawReason: nil, action: APNsReason.payloadTooLarge.action,
+            timestamp: nil)
     }
 
     /// `job` went out and its connection ended before APNs answered: APNs may have processed it. It ends
@@ -503,7 +514,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         }
         let submittedAt = job.pointee.submittedAt
         let completion = PushCompletion(
-            job: job, disposition: disposition, latencyNanoseconds: now >= submittedAt ? now - submittedAt : 0, worker: index)
+            job: job, disposition: disposition, latencyNanoseconds: now >= submittedAt ? now - submittedAt : 0,
+            worker: index)
         resultHandler.pushCompleted(inPlace: completion)
     }
 
@@ -555,19 +567,25 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         switch TimerTag(rawValue: tag) {
         case .reconnect:
             let slot = Int(cookie)
-            if slots[slot].connection == nil && slots[slot].active { openConnection(slot) } else { slots[slot].reconnectScheduled = false }
+            if slots[slot].connection == nil && slots[slot].active {
+                openConnection(slot)
+            } else {
+                slots[slot].reconnectScheduled = false
+            }
         case .autoscale:
             guard !stopping, let settings = configuration.autoscaling else { return }
             autoscale(now: loop.now)
             loop.schedule(
-                at: loop.now &+ settings.decisionInterval.nanoseconds, handler: handlerID, tag: TimerTag.autoscale.rawValue, cookie: 0)
+                at: loop.now &+ settings.decisionInterval.nanoseconds, handler: handlerID,
+                tag: TimerTag.autoscale.rawValue, cookie: 0)
         case .producer:
             producerWaitUntil = 0
         case .sweep:
             sweepPending(now: loop.now)
             checkProviderToken(now: loop.now)
             if !stopping {
-                loop.schedule(at: loop.now &+ sweepInterval, handler: handlerID, tag: TimerTag.sweep.rawValue, cookie: 0)
+                loop.schedule(
+                    at: loop.now &+ sweepInterval, handler: handlerID, tag: TimerTag.sweep.rawValue, cookie: 0)
             }
         case nil:
             assertionFailure("unknown worker timer")
@@ -578,7 +596,9 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         ownership.claim("PushWorker")
         if !stopping && stopRequested.load(ordering: .acquiring) { beginStop() }
         if let sendingLease { followLease(sendingLease) }
-        if hasResolved.load(ordering: .relaxed) && hasResolved.exchange(false, ordering: .acquiring) { takeResolvedAddresses() }
+        if hasResolved.load(ordering: .relaxed) && hasResolved.exchange(false, ordering: .acquiring) {
+            takeResolvedAddresses()
+        }
         drainInbox()
         if let producer, !producerFinished, !stopping {
             if producerKicked.load(ordering: .relaxed) && producerKicked.exchange(false, ordering: .acquiring) {
@@ -601,12 +621,15 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         counters.inFlight.store(inFlight, ordering: .relaxed)
         if inFlight > measurement.peakInFlight {
             measurement.peakInFlight = inFlight
-            if inFlight > counters.inFlightPeak.load(ordering: .relaxed) { counters.inFlightPeak.store(inFlight, ordering: .relaxed) }
+            if inFlight > counters.inFlightPeak.load(ordering: .relaxed) {
+                counters.inFlightPeak.store(inFlight, ordering: .relaxed)
+            }
         }
         if autoscaler != nil {
             // Work waits while no connection has a free stream: the credits are the limit (until the next tick).
             let producerHasMore = producer != nil && !producerFinished && producerWaitUntil <= loop.now
-            measurement.advance(now: loop.now, inFlight: inFlight, creditBound: credits == 0 && (!pending.isEmpty || producerHasMore))
+            measurement.advance(
+                now: loop.now, inFlight: inFlight, creditBound: credits == 0 && (!pending.isEmpty || producerHasMore))
         }
         if stopping && isIdle && retiring.isEmpty && !stoppedFlag.load(ordering: .relaxed) {
             assert(pending.isEmpty)

@@ -25,7 +25,10 @@ public struct ChannelCommand: AsyncParsableCommand {
         @OptionGroup var connection: ConnectionOptions
         @OptionGroup var call: CallOptions
 
-        @Option(help: "message-storage-policy: 0 (no message stored; publishes need --expiration 0) or 1 (the most recent message is stored).")
+        @Option(
+            help:
+                "message-storage-policy: 0 (no message stored; publishes need --expiration 0) or 1 (the most recent message is stored)."
+        )
         var storagePolicy: Int
 
         func validate() throws {
@@ -35,7 +38,8 @@ public struct ChannelCommand: AsyncParsableCommand {
         }
 
         func run() async throws {
-            let reply = try await call.perform(.create(ChannelStoragePolicy(rawValue: storagePolicy) ?? .noMessageStored), connection)
+            let reply = try await call.perform(
+                .create(ChannelStoragePolicy(rawValue: storagePolicy) ?? .noMessageStored), connection)
             guard let channel = reply.createdChannel else { throw ExitCode(2) }
             print(channel)
         }
@@ -59,7 +63,8 @@ public struct ChannelCommand: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Print the id of every channel of the app, one per line.")
+        static let configuration = CommandConfiguration(
+            abstract: "Print the id of every channel of the app, one per line.")
 
         @OptionGroup var connection: ConnectionOptions
         @OptionGroup var call: CallOptions
@@ -93,7 +98,9 @@ public struct ChannelCommand: AsyncParsableCommand {
         var showRequestId = false
 
         /// Runs one call; on failure prints the status, reason, request id and what to do, and exits 1 or 2.
-        func perform(_ operation: ChannelManagementOperation, _ connection: ConnectionOptions) async throws -> ChannelManagementReply {
+        func perform(
+            _ operation: ChannelManagementOperation, _ connection: ConnectionOptions
+        ) async throws -> ChannelManagementReply {
             let manager: BroadcastChannelManager
             var requestID: PushIdentifier?
             do {

@@ -14,7 +14,8 @@ import Foundation
 public struct DemoCommand: ParsableCommand {
     public static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Play a match to a million Live Activity tokens through the fan-out engine and the built-in APNs simulator.",
+        abstract:
+            "Play a match to a million Live Activity tokens through the fan-out engine and the built-in APNs simulator.",
         discussion: """
             Everything is local: the simulator listens on 127.0.0.1 with realistic latency and a few injected \
             failures, the registry is a fresh SQLite file (also the engine's wave store: waves are durable and \
@@ -29,7 +30,10 @@ public struct DemoCommand: ParsableCommand {
         case match, wave, soak
     }
 
-    @Option(help: "What to play: match (kick-off, goals, a burst of overlapping goals, full time), wave (one update to every token) or soak (a long run with churn, sampling memory).")
+    @Option(
+        help:
+            "What to play: match (kick-off, goals, a burst of overlapping goals, full time), wave (one update to every token) or soak (a long run with churn, sampling memory)."
+    )
     var scenario: Scenario = .match
 
     @Option(help: "Tokens to register (80 bytes each); default 1,000,000 (soak: 50,000, one push each per second).")
@@ -70,7 +74,10 @@ public struct DemoCommand: ParsableCommand {
     @Option(help: "Minimum seconds between two pushes to one activity (0 turns it off).")
     var minimumInterval: Double = 1
 
-    @Option(help: "match: share of the activities started with their match's broadcast channel (iOS 18+): they get each update through one broadcast, the rest per token (0 plays per-token only).")
+    @Option(
+        help:
+            "match: share of the activities started with their match's broadcast channel (iOS 18+): they get each update through one broadcast, the rest per token (0 plays per-token only)."
+    )
     var broadcastShare: Double = 0.4
 
     @OptionGroup var checkpoints: CheckpointOptions
@@ -82,7 +89,9 @@ public struct DemoCommand: ParsableCommand {
             throw ValidationError("--tokens, --matches, --workers and --streams must be positive")
         }
         guard minimumInterval >= 0 else { throw ValidationError("--minimum-interval must be 0 or more") }
-        guard broadcastShare >= 0 && broadcastShare <= 1 else { throw ValidationError("--broadcast-share must be in 0...1") }
+        guard broadcastShare >= 0 && broadcastShare <= 1 else {
+            throw ValidationError("--broadcast-share must be in 0...1")
+        }
         guard minutes > 0, minutes <= 7 * 24 * 60 else { throw ValidationError("--minutes must be in (0, 10080]") }
         guard churn >= 0, churn <= 0.5 else { throw ValidationError("--churn must be in 0...0.5") }
         guard sampleSeconds >= 1 else { throw ValidationError("--sample-seconds must be at least 1") }
@@ -104,17 +113,22 @@ public struct DemoCommand: ParsableCommand {
         let cpus = CPUAffinity.cpuCount
         let channels = scenario == .wave ? ["final"] : (1...matches).map { "match-\($0)" }
         // The soak keeps its injected faults low: it measures memory over a long run, not failure handling.
-        let faults = scenario == .soak ? ["Unregistered:0.0002", "TooManyRequests:0.0005", "InternalServerError:0.0002"] : fault
+        let faults =
+            scenario == .soak ? ["Unregistered:0.0002", "TooManyRequests:0.0005", "InternalServerError:0.0002"] : fault
 
         // 1. The simulator on its own core, with a fresh CA, server certificate and provider key.
-        let simulate = try SimulateCommand.parse([
-            "--listen", "127.0.0.1:0", "--state-dir", state, "--latency", latency, "--cpus", cpus > 1 ? "\(cpus - 1)" : "0",
-            "--bundle-id", bundleID, "--management-port", "0",
-        ] + (scenario == .wave ? [] : faults.flatMap { ["--fault", $0] }))
+        let simulate = try SimulateCommand.parse(
+            [
+                "--listen", "127.0.0.1:0", "--state-dir", state, "--latency", latency, "--cpus",
+                cpus > 1 ? "\(cpus - 1)" : "0",
+                "--bundle-id", bundleID, "--management-port", "0",
+            ] + (scenario == .wave ? [] : faults.flatMap { ["--fault", $0] }))
         let simulator = try simulate.start()
         defer { simulator.shutdown() }
         let port = simulator.boundAddress.port
-        print("simulator   https://127.0.0.1:\(port)  latency \(latency)\(scenario == .wave ? "" : "  faults \(faults.joined(separator: " "))")")
+        print(
+            "simulator   https://127.0.0.1:\(port)  latency \(latency)\(scenario == .wave ? "" : "  faults \(faults.joined(separator: " "))")"
+        )
         let managementPort = simulator.managementAddress?.port ?? 0
         let planned = scenario == .match && broadcastShare > 0
         phases.end("simulator")
@@ -127,7 +141,8 @@ public struct DemoCommand: ParsableCommand {
                 tokens: tokens, minutes: minutes, churn: churn, sampleSeconds: sampleSeconds,
                 warmupMinutes: warmupMinutes ?? max(1, minutes / 6), bundleID: bundleID)
             let client = try clientConfiguration(state: state, port: port, bundleID: bundleID, cpus: cpus)
-            let balanced = try soak.run(store: store, client: client, minimumInterval: minimumInterval, simulator: simulator)
+            let balanced = try soak.run(
+                store: store, client: client, minimumInterval: minimumInterval, simulator: simulator)
             if !balanced { throw ExitCode(1) }
             return
         }
@@ -137,11 +152,14 @@ public struct DemoCommand: ParsableCommand {
             frequentShare: 0.3, broadcastShare: planned ? broadcastShare : 0)
         let progress = ProgressLine()
         let (rate, subscriptions) = try registry.fill(store, total: tokens) { done, rate in
-            progress.update("registering  \(WaveTable.group(done))/\(WaveTable.group(tokens)) activities  \(WaveTable.group(Int(rate)))/s")
+            progress.update(
+                "registering  \(WaveTable.group(done))/\(WaveTable.group(tokens)) activities  \(WaveTable.group(Int(rate)))/s"
+            )
         }
         progress.finish(
             "registered   \(WaveTable.group(tokens - subscriptions)) tokens"
-                + (subscriptions > 0 ? " and \(WaveTable.group(subscriptions)) broadcast subscriptions (iOS 18+ activities)" : "")
+                + (subscriptions > 0
+                    ? " and \(WaveTable.group(subscriptions)) broadcast subscriptions (iOS 18+ activities)" : "")
                 + " in \(database) at \(WaveTable.group(Int(rate))) registrations/s (durable, WAL + fsync)")
         phases.end("registration")
 
@@ -153,7 +171,8 @@ public struct DemoCommand: ParsableCommand {
         configuration.checkpoints = try checkpoints.configuration()
         if planned {
             configuration.channelManagement = ChannelManagementConfiguration(
-                host: "127.0.0.1", port: managementPort, tls: client.tls, providerTokens: client.providerTokens, bundleID: bundleID)
+                host: "127.0.0.1", port: managementPort, tls: client.tls, providerTokens: client.providerTokens,
+                bundleID: bundleID)
         }
         let invalidated = InvalidationCounter()
         // Reading a million rows into the shards takes seconds: say so before, not only after.
@@ -179,7 +198,9 @@ public struct DemoCommand: ParsableCommand {
         // often), created on the simulator's management port; Fanfare deletes it after full time.
         if planned {
             for channel in channels {
-                let link = try Self.blocking { try await engine.createBroadcastChannel(for: channel, storagePolicy: .noMessageStored) }
+                let link = try Self.blocking {
+                    try await engine.createBroadcastChannel(for: channel, storagePolicy: .noMessageStored)
+                }
                 print(
                     "broadcast   \(channel) → APNs channel \(link.channelID): \(WaveTable.group(engine.broadcastSubscribers(of: channel))) "
                         + "subscribed activities get one broadcast per update, the rest per token")
@@ -188,7 +209,9 @@ public struct DemoCommand: ParsableCommand {
         }
 
         // 4. Play.
-        let script = scenario == .wave ? MatchScript.singleWave(channel: channels[0]) : MatchScript.match(channels: channels, dismissAfter: 2)
+        let script =
+            scenario == .wave
+            ? MatchScript.singleWave(channel: channels[0]) : MatchScript.match(channels: channels, dismissAfter: 2)
         var labels: [UInt64: String] = [:]
         let playStarted = Date()
         var interrupted = false
@@ -204,7 +227,8 @@ public struct DemoCommand: ParsableCommand {
                 do {
                     let wave = try engine.publish(try step.make(Int64(Date().timeIntervalSince1970)))
                     labels[wave.id] = step.label
-                    progress.finish(String(format: "%6.1fs  wave %d  %@: %@", elapsed, Int(wave.id), step.channel, step.label))
+                    progress.finish(
+                        String(format: "%6.1fs  wave %d  %@: %@", elapsed, Int(wave.id), step.channel, step.label))
                 } catch {
                     progress.finish("\(step.channel): \(step.label) refused: \(error)")
                 }
@@ -220,7 +244,8 @@ public struct DemoCommand: ParsableCommand {
             }
             progress.update(
                 String(
-                    format: "%6.1fs  waves done %d/%d  delivered %@  superseded %@  in flight %@  %@ pushes/s  connections %d",
+                    format:
+                        "%6.1fs  waves done %d/%d  delivered %@  superseded %@  in flight %@  %@ pushes/s  connections %d",
                     elapsed, reports.filter(\.isComplete).count, script.steps.count,
                     WaveTable.group(reports.reduce(0) { $0 + $1.delivered }),
                     WaveTable.group(reports.reduce(0) { $0 + $1.superseded }), WaveTable.group(stats.inFlight),
@@ -234,7 +259,8 @@ public struct DemoCommand: ParsableCommand {
         }
         let playSeconds = Date().timeIntervalSince(playStarted)
         phases.end("play")
-        progress.finish(String(format: "%6.1fs  %@", playSeconds, interrupted ? "interrupted: stopping" : "every wave complete"))
+        progress.finish(
+            String(format: "%6.1fs  %@", playSeconds, interrupted ? "interrupted: stopping" : "every wave complete"))
         // The balance is checked while the engine runs: after `shutdown` every open outcome has been counted as
         // Shutdown, so a wave that lost a token would look balanced.
         let beforeShutdown = engine.waves.map(\.report)

@@ -78,13 +78,15 @@ public struct LoadCommand: ParsableCommand {
         let showProgress = progress ?? (isatty(STDERR_FILENO) == 1)
         let report = try LoadRunner.run(
             client: configuration, plan: plan,
-            progress: showProgress ? { sample in
-                let line = String(
-                    format: "[%6.1fs] %d done  %.0f/s  in flight %d  connections %d  errors %d  p99 %.2f ms",
-                    sample.elapsedSeconds, sample.completed, sample.pushesPerSecond, sample.inFlight, sample.connections,
-                    sample.errors, sample.p99Milliseconds)
-                FileHandle.standardError.write(Data((line + "\n").utf8))
-            } : nil,
+            progress: showProgress
+                ? { sample in
+                    let line = String(
+                        format: "[%6.1fs] %d done  %.0f/s  in flight %d  connections %d  errors %d  p99 %.2f ms",
+                        sample.elapsedSeconds, sample.completed, sample.pushesPerSecond, sample.inFlight,
+                        sample.connections,
+                        sample.errors, sample.p99Milliseconds)
+                    FileHandle.standardError.write(Data((line + "\n").utf8))
+                } : nil,
             shouldStop: { SignalWaiter.poll() })
         print(json ? report.json() : report.text())
     }
@@ -92,14 +94,22 @@ public struct LoadCommand: ParsableCommand {
     private func makePlan() throws -> (ClientConfiguration, LoadPlan) {
         typealias Limits = ClientConfiguration.Limits
         guard (1...Limits.streamsPerConnection).contains(streams) else {
-            throw UsageError("--streams \(streams) must be 1...\(Limits.streamsPerConnection) (APNs allows 1000-1500 per connection)")
+            throw UsageError(
+                "--streams \(streams) must be 1...\(Limits.streamsPerConnection) (APNs allows 1000-1500 per connection)"
+            )
         }
-        guard (1...Limits.workers).contains(threads) else { throw UsageError("--threads \(threads) must be 1...\(Limits.workers)") }
+        guard (1...Limits.workers).contains(threads) else {
+            throw UsageError("--threads \(threads) must be 1...\(Limits.workers)")
+        }
         if let rate, !(rate >= LoadPlan.Limits.minimumRate && rate <= LoadPlan.Limits.maximumRate) {
-            throw UsageError("--rate \(rate) must be a number of pushes per second from \(LoadPlan.Limits.minimumRate) to \(Int(LoadPlan.Limits.maximumRate))")
+            throw UsageError(
+                "--rate \(rate) must be a number of pushes per second from \(LoadPlan.Limits.minimumRate) to \(Int(LoadPlan.Limits.maximumRate))"
+            )
         }
         if let duration, !(duration > 0 && duration <= LoadPlan.Limits.longestDurationSeconds) {
-            throw UsageError("--duration \(duration) must be a number of seconds from 0 to \(Int(LoadPlan.Limits.longestDurationSeconds))")
+            throw UsageError(
+                "--duration \(duration) must be a number of seconds from 0 to \(Int(LoadPlan.Limits.longestDurationSeconds))"
+            )
         }
         if let pushes, pushes <= 0 { throw UsageError("--pushes must be positive") }
         var configuration = try connection.makeClientConfiguration()
@@ -115,7 +125,8 @@ public struct LoadCommand: ParsableCommand {
                 throw UsageError("--tokens \(tokens) must be 1...\(LoadPlan.Limits.generatedTokens)")
             }
             guard (DeviceToken.minimumByteCount...DeviceToken.maximumByteCount).contains(tokenBytes) else {
-                throw UsageError("--token-bytes must be \(DeviceToken.minimumByteCount)...\(DeviceToken.maximumByteCount)")
+                throw UsageError(
+                    "--token-bytes must be \(DeviceToken.minimumByteCount)...\(DeviceToken.maximumByteCount)")
             }
             tokenList = TokenList.generate(count: tokens, byteLength: tokenBytes)
         }
@@ -133,7 +144,8 @@ public struct LoadCommand: ParsableCommand {
         }
         guard let priority = PushPriority(rawValue: priority) else { throw UsageError("--priority must be 1, 5 or 10") }
         var plan = LoadPlan(
-            pushes: pushes ?? (duration == nil ? 100_000 : nil), duration: duration.map { .milliseconds(Int64($0 * 1000)) },
+            pushes: pushes ?? (duration == nil ? 100_000 : nil),
+            duration: duration.map { .milliseconds(Int64($0 * 1000)) },
             rate: rate, tokens: tokenList, payload: payload)
         plan.priority = priority
         do {

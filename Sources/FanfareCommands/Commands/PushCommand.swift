@@ -22,7 +22,10 @@ public struct PushCommand: AsyncParsableCommand {
     @Option(help: "The device / activity push token in hex (32 to 100 bytes).")
     var token: String?
 
-    @Option(help: "Publish on this broadcast channel instead of pushing to a token (iOS 18+; --event update or end, priority 5 or 10, --expiration defaults to 0).")
+    @Option(
+        help:
+            "Publish on this broadcast channel instead of pushing to a token (iOS 18+; --event update or end, priority 5 or 10, --expiration defaults to 0)."
+    )
     var channelId: String?
 
     @Option(help: "The header a broadcast's request id goes in: apns-request-id or apns-id (Apple's samples disagree).")
@@ -57,7 +60,9 @@ public struct PushCommand: AsyncParsableCommand {
         } catch let rejection as CertificateRejected {
             await client.shutdown()
             printError("cannot connect to APNs securely: \(rejection.reason)")
-            printError("what to do: check --endpoint and --ca-file (the server's certificate must chain to a trusted CA and name the host)")
+            printError(
+                "what to do: check --endpoint and --ca-file (the server's certificate must chain to a trusted CA and name the host)"
+            )
             throw ExitCode(2)
         }
         let connectionError = client.lastConnectionError
@@ -66,7 +71,8 @@ public struct PushCommand: AsyncParsableCommand {
         case .delivered:
             print("200 delivered \(idLabel): \(result.apnsID)")
         case .rejected(let status, let reason, let rawReason, let action, let timestamp):
-            var line = "\(status) \(reason?.rawValue ?? rawReason ?? "(no reason given)") \(idLabel): \(result.apnsID) action: \(action.rawValue)"
+            var line =
+                "\(status) \(reason?.rawValue ?? rawReason ?? "(no reason given)") \(idLabel): \(result.apnsID) action: \(action.rawValue)"
             if let timestamp { line += " token-inactive-since-ms: \(timestamp)" }
             printError(line)
             printError("what to do: \(Self.advice(for: action))")
@@ -114,7 +120,9 @@ public struct PushCommand: AsyncParsableCommand {
             guard token == nil else { throw UsageError("give --token or --channel-id, not both") }
             return try makeBroadcast(channelId)
         }
-        guard let tokenText = self.token else { throw UsageError("give --token (a push to one activity) or --channel-id (a broadcast)") }
+        guard let tokenText = self.token else {
+            throw UsageError("give --token (a push to one activity) or --channel-id (a broadcast)")
+        }
         let token: DeviceToken
         do {
             token = try DeviceToken(hex: tokenText)
@@ -130,7 +138,9 @@ public struct PushCommand: AsyncParsableCommand {
         }
         var apnsID: PushIdentifier?
         if let text = payload.apnsId {
-            guard let parsed = PushIdentifier(text) else { throw UsageError("--apns-id '\(text)' is not a UUID (8-4-4-4-12 hex)") }
+            guard let parsed = PushIdentifier(text) else {
+                throw UsageError("--apns-id '\(text)' is not a UUID (8-4-4-4-12 hex)")
+            }
             apnsID = parsed
         }
         return PushJob(
@@ -148,7 +158,9 @@ public struct PushCommand: AsyncParsableCommand {
             throw UsageError("--channel-id '\(PrintableText.escaping(text, limit: 120))': \(error)")
         }
         guard payload.event != "start" else {
-            throw UsageError("--event start: a broadcast cannot start a Live Activity; send a push-to-start to a token with --input-push-channel")
+            throw UsageError(
+                "--event start: a broadcast cannot start a Live Activity; send a push-to-start to a token with --input-push-channel"
+            )
         }
         let priority = try payload.makePriority()
         guard priority != .powerSaving else { throw UsageError("--priority 1: a broadcast's priority must be 5 or 10") }
@@ -162,10 +174,14 @@ public struct PushCommand: AsyncParsableCommand {
         }
         var requestID: PushIdentifier?
         if let text = payload.apnsId {
-            guard let parsed = PushIdentifier(text) else { throw UsageError("--apns-id '\(text)' is not a UUID (8-4-4-4-12 hex)") }
+            guard let parsed = PushIdentifier(text) else {
+                throw UsageError("--apns-id '\(text)' is not a UUID (8-4-4-4-12 hex)")
+            }
             requestID = parsed
         }
-        return PushJob(channel: channel, payload: bytes, priority: priority, expiration: payload.expiration ?? 0, apnsID: requestID)
+        return PushJob(
+            channel: channel, payload: bytes, priority: priority, expiration: payload.expiration ?? 0, apnsID: requestID
+        )
     }
 
     static func advice(for action: PushAction) -> String {

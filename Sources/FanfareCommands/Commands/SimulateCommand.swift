@@ -82,20 +82,29 @@ public struct SimulateCommand: ParsableCommand {
     @Option(help: "Inject a failure into valid pushes: Reason:probability (repeatable), e.g. TooManyRequests:0.01.")
     var fault: [String] = []
 
-    @Option(help: ArgumentHelp(
-        "A fault that switches on and off: Reason:probability:LENGTH/PERIOD (repeatable).",
-        discussion: "During the last LENGTH of every PERIOD, both request counts or both durations: ServiceUnavailable:1:200/2000, TooManyRequests:0.5:100ms/1s."))
+    @Option(
+        help: ArgumentHelp(
+            "A fault that switches on and off: Reason:probability:LENGTH/PERIOD (repeatable).",
+            discussion:
+                "During the last LENGTH of every PERIOD, both request counts or both durations: ServiceUnavailable:1:200/2000, TooManyRequests:0.5:100ms/1s."
+        ))
     var faultBurst: [String] = []
 
     @Option(help: "Refuse this share of new streams with RST_STREAM REFUSED_STREAM (0...1).")
     var refuseStreams: Double = 0
 
-    @Option(help: ArgumentHelp(
-        "Reset a share of connections (TCP RST) after N requests: probability:N, e.g. 0.5:1000.",
-        discussion: "The N-th request is decided (logged if accepted) and never answered; requests still in flight are lost."))
+    @Option(
+        help: ArgumentHelp(
+            "Reset a share of connections (TCP RST) after N requests: probability:N, e.g. 0.5:1000.",
+            discussion:
+                "The N-th request is decided (logged if accepted) and never answered; requests still in flight are lost."
+        ))
     var resetConnections: String?
 
-    @Option(help: "Answer a share of requests only after a delay, e.g. past a client's deadline: probability:duration, e.g. 0.001:30s.")
+    @Option(
+        help:
+            "Answer a share of requests only after a delay, e.g. past a client's deadline: probability:duration, e.g. 0.001:30s."
+    )
     var holdResponses: String?
 
     @Option(help: "Send GOAWAY on a connection after this many requests.")
@@ -107,7 +116,10 @@ public struct SimulateCommand: ParsableCommand {
     @Option(help: "Answer for tokens outside --known-tokens: unregistered (410) or badDeviceToken (400).")
     var unknownTokenReply: String = "unregistered"
 
-    @Option(help: "Answer tokens whose hex starts with PREFIX with an APNs reason: PREFIX:Reason (repeatable), e.g. 0410:Unregistered.")
+    @Option(
+        help:
+            "Answer tokens whose hex starts with PREFIX with an APNs reason: PREFIX:Reason (repeatable), e.g. 0410:Unregistered."
+    )
     var tokenReply: [String] = []
 
     @Option(help: "Pushes per token per second before 429 TooManyRequests (0 = no limit).")
@@ -116,19 +128,29 @@ public struct SimulateCommand: ParsableCommand {
     @Flag(help: "After ExpiredProviderToken, reject everything on that connection.")
     var wedgeAfterExpiredToken = false
 
-    @Flag(help: "Provider tokens: accept only a JSON number as iat (APNs also accepts a decimal string, as APNSwift sends).")
+    @Flag(
+        help:
+            "Provider tokens: accept only a JSON number as iat (APNs also accepts a decimal string, as APNSwift sends)."
+    )
     var strictProviderToken = false
 
-    @Option(help: "Most requests one worker thread holds at once; more are refused (default: no limit beyond --max-streams per connection).")
+    @Option(
+        help:
+            "Most requests one worker thread holds at once; more are refused (default: no limit beyond --max-streams per connection)."
+    )
     var maxStreamsPerThread: Int?
 
     @Option(help: "Append every accepted push as a JSON line to this file (written before its 200 is sent).")
     var log: String?
 
-    @Option(help: "Serve the channel-management API on this port of the --listen host (0 picks a free one; APNs uses 2195 sandbox, 2196 production).")
+    @Option(
+        help:
+            "Serve the channel-management API on this port of the --listen host (0 picks a free one; APNs uses 2195 sandbox, 2196 production)."
+    )
     var managementPort: Int?
 
-    @Flag(help: "Keep broadcast channels in memory only (lost when the simulator stops) instead of <state-dir>/channels.")
+    @Flag(
+        help: "Keep broadcast channels in memory only (lost when the simulator stops) instead of <state-dir>/channels.")
     var memoryChannels = false
 
     @Option(help: "Channels one app may have (more → 400 CannotCreateChannelConfig).")
@@ -137,10 +159,16 @@ public struct SimulateCommand: ParsableCommand {
     @Option(help: "The reason a broadcast with aps.event \"start\" gets (a 400 reason), or 'accept'.")
     var broadcastStartReason: String = APNsReason.badRequestPayload.rawValue
 
-    @Option(help: "A provider key restricted to one environment: KEYID=production|sandbox (repeatable; the key is accepted besides --key-id and must verify with the same public key).")
+    @Option(
+        help:
+            "A provider key restricted to one environment: KEYID=production|sandbox (repeatable; the key is accepted besides --key-id and must verify with the same public key)."
+    )
     var keyEnvironment: [String] = []
 
-    @Option(help: "A topic-specific provider key: KEYID=bundle1,bundle2 (repeatable; other apps' requests → 403 UnrelatedKeyIdInToken).")
+    @Option(
+        help:
+            "A topic-specific provider key: KEYID=bundle1,bundle2 (repeatable; other apps' requests → 403 UnrelatedKeyIdInToken)."
+    )
     var keyTopics: [String] = []
 
     @Option(help: "Reason for a key of the other environment: BadEnvironmentKeyIdInToken or BadEnvironmentKeyInToken.")
@@ -173,9 +201,10 @@ public struct SimulateCommand: ParsableCommand {
         if let management = simulator.managementAddress {
             print("channel management on https://\(management)")
         }
-        print(memoryChannels
-            ? "broadcast channels: in memory only (lost when the simulator stops)"
-            : "broadcast channels: kept in \(channelFile) (\(simulator.channels.count) found)")
+        print(
+            memoryChannels
+                ? "broadcast channels: in memory only (lost when the simulator stops)"
+                : "broadcast channels: kept in \(channelFile) (\(simulator.channels.count) found)")
         FileHandle.standardOutput.synchronizeFile()
         SignalWaiter.wait(seconds: duration)
         simulator.shutdown()
@@ -223,7 +252,9 @@ public struct SimulateCommand: ParsableCommand {
             configuration.broadcastStartEventReason = nil
         } else {
             guard let reason = APNsReason(rawValue: broadcastStartReason), reason.status == 400 else {
-                throw UsageError("--broadcast-start-reason '\(broadcastStartReason)' is not a 400 APNs reason (e.g. BadRequestPayload) or 'accept'")
+                throw UsageError(
+                    "--broadcast-start-reason '\(broadcastStartReason)' is not a 400 APNs reason (e.g. BadRequestPayload) or 'accept'"
+                )
             }
             configuration.broadcastStartEventReason = reason
         }
@@ -243,7 +274,9 @@ public struct SimulateCommand: ParsableCommand {
             guard parts.count == 2, let reason = APNsReason(rawValue: String(parts[1])),
                 let rule = TokenPrefixReply(prefix: String(parts[0]), reason: reason)
             else {
-                throw UsageError("--token-reply '\(text)' is not PREFIX:Reason with a hex prefix and an APNs reason, e.g. 0410:Unregistered")
+                throw UsageError(
+                    "--token-reply '\(text)' is not PREFIX:Reason with a hex prefix and an APNs reason, e.g. 0410:Unregistered"
+                )
             }
             return rule
         }
@@ -251,7 +284,9 @@ public struct SimulateCommand: ParsableCommand {
             guard let text = try? String(contentsOfFile: knownTokens, encoding: .utf8) else {
                 throw UsageError("--known-tokens: cannot read '\(knownTokens)'")
             }
-            configuration.knownTokens = Set(text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }.filter { !$0.isEmpty })
+            configuration.knownTokens = Set(
+                text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+                    .filter { !$0.isEmpty })
         }
         do {
             try configuration.validate()
@@ -272,14 +307,17 @@ public struct SimulateCommand: ParsableCommand {
             options.maxStreamsPerWorker = maxStreamsPerThread
         }
         if let managementPort {
-            guard managementPort >= 0 && managementPort <= 65535 else { throw UsageError("--management-port must be in 0...65535") }
+            guard managementPort >= 0 && managementPort <= 65535 else {
+                throw UsageError("--management-port must be in 0...65535")
+            }
             options.managementListen = try SocketAddress(ip: listenAddress.host, port: UInt16(managementPort))
         }
         if !memoryChannels {
             do {
                 try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
             } catch {
-                throw UsageError("--state-dir '\(stateDir)': cannot create it for the channels: \(error.localizedDescription)")
+                throw UsageError(
+                    "--state-dir '\(stateDir)': cannot create it for the channels: \(error.localizedDescription)")
             }
             options.channelStateFile = channelFile
         }
@@ -311,7 +349,9 @@ public struct SimulateCommand: ParsableCommand {
         }
         for text in topics {
             let (keyID, value) = try split(text, "--key-topics")
-            let list = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            let list = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+                !$0.isEmpty
+            }
             guard !list.isEmpty else { throw UsageError("--key-topics '\(text)': list at least one bundle ID") }
             keys[keyID, default: ProviderKeyScope()].topics = Set(list)
         }
@@ -324,7 +364,9 @@ public struct SimulateCommand: ParsableCommand {
     private func stateError(_ error: SimulatorStateError) -> UsageError {
         switch error {
         case .unusable:
-            UsageError("\(error)\n--regenerate-state writes new files (clients then need the new ca.pem / .p8), or pass --cert/--key and --jwt-key")
+            UsageError(
+                "\(error)\n--regenerate-state writes new files (clients then need the new ca.pem / .p8), or pass --cert/--key and --jwt-key"
+            )
         case .cannotGenerate, .badKeyID:
             UsageError("\(error)")
         }
@@ -339,9 +381,11 @@ public struct SimulateCommand: ParsableCommand {
         do {
             let (prepared, origin) = try state.prepareCertificates(regenerate: regenerateState)
             files = prepared
-            print(origin == .generated
-                ? "generated a localhost certificate; clients trust it with --ca-file \(files.caCertificateFile)"
-                : "reusing the localhost certificate in \(stateDir); clients trust it with --ca-file \(files.caCertificateFile)")
+            print(
+                origin == .generated
+                    ? "generated a localhost certificate; clients trust it with --ca-file \(files.caCertificateFile)"
+                    : "reusing the localhost certificate in \(stateDir); clients trust it with --ca-file \(files.caCertificateFile)"
+            )
         } catch {
             throw stateError(error)
         }
@@ -357,8 +401,11 @@ public struct SimulateCommand: ParsableCommand {
         } catch {
             throw stateError(error)
         }
-        print("provider key: --auth-key \(state.providerPrivateKeyFile(keyID: keyId)) --key-id \(keyId) --team-id \(teamId) --bundle-id \(bundleId)")
-        return ES256ProviderTokenVerifier(try ProviderTokenVerifier(publicKeyPEMFile: state.providerPublicKeyFile(keyID: keyId)))
+        print(
+            "provider key: --auth-key \(state.providerPrivateKeyFile(keyID: keyId)) --key-id \(keyId) --team-id \(teamId) --bundle-id \(bundleId)"
+        )
+        return ES256ProviderTokenVerifier(
+            try ProviderTokenVerifier(publicKeyPEMFile: state.providerPublicKeyFile(keyID: keyId)))
     }
 }
 

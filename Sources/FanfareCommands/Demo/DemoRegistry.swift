@@ -19,7 +19,9 @@ struct DemoRegistry {
 
     /// Registers `total` activities (tokens and broadcast subscriptions) in batches of 10,000, printing progress;
     /// returns registrations per second and how many were broadcast subscriptions.
-    func fill(_ store: TokenStore, total: Int, progress: (Int, Double) -> Void) throws -> (rate: Double, subscriptions: Int) {
+    func fill(
+        _ store: TokenStore, total: Int, progress: (Int, Double) -> Void
+    ) throws -> (rate: Double, subscriptions: Int) {
         var random = SplitMix64(seed: 0x00FA_FA4E)
         let batchSize = 10_000
         let started = Date()
@@ -45,15 +47,18 @@ struct DemoRegistry {
                 if iOS18 && !pushToStart {
                     subscriptions.append(
                         BroadcastSubscription(
-                            activityID: "activity-\(index)", deviceID: "device-\(index)", attributesType: "MatchAttributes",
+                            activityID: "activity-\(index)", deviceID: "device-\(index)",
+                            attributesType: "MatchAttributes",
                             bundleID: bundleID, environment: .production, channels: [channel], createdAt: now))
                     continue
                 }
                 batch.append(
                     TokenRegistration(
                         token: try DeviceToken(bytes: bytes), kind: pushToStart ? .pushToStart : .update,
-                        activityID: pushToStart ? nil : "activity-\(index)", deviceID: pushToStart ? "device-\(index)" : nil,
-                        attributesType: pushToStart ? "MatchAttributes" : nil, bundleID: bundleID, environment: .production,
+                        activityID: pushToStart ? nil : "activity-\(index)",
+                        deviceID: pushToStart ? "device-\(index)" : nil,
+                        attributesType: pushToStart ? "MatchAttributes" : nil, bundleID: bundleID,
+                        environment: .production,
                         frequentUpdates: !pushToStart && random.nextUnit() < frequentShare,
                         supportsBroadcast: pushToStart && iOS18, channels: [channel], createdAt: now))
             }

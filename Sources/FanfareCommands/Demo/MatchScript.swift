@@ -18,20 +18,26 @@ struct MatchScript {
     static func match(channels: [String], dismissAfter: Int64) -> MatchScript {
         var steps: [Step] = []
         for channel in channels {
-            steps.append(Step(at: 0, channel: channel, label: "kick-off (push-to-start)") { timestamp in
-                var content = LiveActivityContent(event: .start, timestamp: timestamp)
-                content.contentState = try RawJSON(validating: #"{"home":0,"away":0,"minute":0}"#)
-                content.alert = LiveActivityAlert(title: .plain("Kick-off"), body: .plain("\(channel) has started"))
-                content.attributesType = "MatchAttributes"
-                content.attributes = try RawJSON(validating: #"{"match":"\#(channel)"}"#)
-                return ChannelUpdate(channel: channel, content: content, priority: .auto)
-            })
+            steps.append(
+                Step(at: 0, channel: channel, label: "kick-off (push-to-start)") { timestamp in
+                    var content = LiveActivityContent(event: .start, timestamp: timestamp)
+                    content.contentState = try RawJSON(validating: #"{"home":0,"away":0,"minute":0}"#)
+                    content.alert = LiveActivityAlert(title: .plain("Kick-off"), body: .plain("\(channel) has started"))
+                    content.attributesType = "MatchAttributes"
+                    content.attributes = try RawJSON(validating: #"{"match":"\#(channel)"}"#)
+                    return ChannelUpdate(channel: channel, content: content, priority: .auto)
+                })
         }
-        func score(_ at: Double, _ channel: String, _ label: String, home: Int, away: Int, minute: Int, alert: String?) -> Step {
+        func score(
+            _ at: Double, _ channel: String, _ label: String, home: Int, away: Int, minute: Int, alert: String?
+        ) -> Step {
             Step(at: at, channel: channel, label: label) { timestamp in
                 var content = LiveActivityContent(event: .update, timestamp: timestamp)
-                content.contentState = try RawJSON(validating: #"{"home":\#(home),"away":\#(away),"minute":\#(minute)}"#)
-                if let alert { content.alert = LiveActivityAlert(title: .plain(alert), body: .plain("\(home)-\(away)")) }
+                content.contentState = try RawJSON(
+                    validating: #"{"home":\#(home),"away":\#(away),"minute":\#(minute)}"#)
+                if let alert {
+                    content.alert = LiveActivityAlert(title: .plain(alert), body: .plain("\(home)-\(away)"))
+                }
                 // Clock ticks go at priority 5 and never spend the budget; goals use auto (10 while it lasts).
                 return ChannelUpdate(channel: channel, content: content, priority: alert == nil ? .normal : .auto)
             }
@@ -56,13 +62,14 @@ struct MatchScript {
         for (channel, score) in [(third, (0, 0)), (second, (0, 1)), (featured, (1, 1))] { finals[channel] = score }
         for channel in channels {
             let (home, away) = finals[channel] ?? (0, 0)
-            steps.append(Step(at: 9.0, channel: channel, label: "full time (end)") { timestamp in
-                var content = LiveActivityContent(event: .end, timestamp: timestamp)
-                content.contentState = try RawJSON(validating: #"{"home":\#(home),"away":\#(away),"minute":90}"#)
-                content.alert = LiveActivityAlert(title: .plain("Full time"), body: .plain("\(home)-\(away)"))
-                content.dismissalDate = timestamp + dismissAfter
-                return ChannelUpdate(channel: channel, content: content, priority: .auto)
-            })
+            steps.append(
+                Step(at: 9.0, channel: channel, label: "full time (end)") { timestamp in
+                    var content = LiveActivityContent(event: .end, timestamp: timestamp)
+                    content.contentState = try RawJSON(validating: #"{"home":\#(home),"away":\#(away),"minute":90}"#)
+                    content.alert = LiveActivityAlert(title: .plain("Full time"), body: .plain("\(home)-\(away)"))
+                    content.dismissalDate = timestamp + dismissAfter
+                    return ChannelUpdate(channel: channel, content: content, priority: .auto)
+                })
         }
         return MatchScript(steps: steps.sorted { $0.at < $1.at })
     }

@@ -23,7 +23,9 @@ struct SoakRun {
     static let channelSeconds = 20
 
     /// Runs; returns whether every retained wave was complete and balanced before shutdown.
-    func run(store: SQLiteTokenStore, client: ClientConfiguration, minimumInterval: Double, simulator: APNsSimulator) throws -> Bool {
+    func run(
+        store: SQLiteTokenStore, client: ClientConfiguration, minimumInterval: Double, simulator: APNsSimulator
+    ) throws -> Bool {
         var random = SplitMix64(seed: 0x50A4)
         let started = Date()
         var live: [(token: DeviceToken, channel: Int)] = []  // oldest first
@@ -116,7 +118,8 @@ struct SoakRun {
                 var content = LiveActivityContent(event: .update, timestamp: timestamp)
                 content.contentState = try RawJSON(validating: #"{"second":\#(second),"channel":\#(channel)}"#)
                 do {
-                    _ = try engine.publish(ChannelUpdate(channel: "soak-\(channel)", content: content, priority: .normal))
+                    _ = try engine.publish(
+                        ChannelUpdate(channel: "soak-\(channel)", content: content, priority: .normal))
                 } catch {
                     refused += 1
                 }
@@ -135,7 +138,8 @@ struct SoakRun {
                 unbalanced += waves.filter { $0.isComplete && $0.report.accounted != $0.report.targeted }.count
                 print(
                     String(
-                        format: "%6.0f s  rss %7.1f MB  pushes/s %@  channels %d  waves kept %d  unfinished %d  invalidated %@  refused %d",
+                        format:
+                            "%6.0f s  rss %7.1f MB  pushes/s %@  channels %d  waves kept %d  unfinished %d  invalidated %@  refused %d",
                         elapsed, rss, WaveTable.group(Int(rate)), statistics.channelsInUse, waves.count,
                         statistics.unfinishedWaves, WaveTable.group(statistics.invalidationsPersisted), refused))
                 fflush(nil)
@@ -146,30 +150,38 @@ struct SoakRun {
         let deadline = Date().addingTimeInterval(60)
         while engine.waves.contains(where: { !$0.isComplete }) && Date() < deadline { usleep(10_000) }
         let retained = engine.waves.map(\.report)
-        let balanced = !interrupted && unbalanced == 0 && retained.allSatisfy { $0.isComplete && $0.accounted == $0.targeted }
+        let balanced =
+            !interrupted && unbalanced == 0 && retained.allSatisfy { $0.isComplete && $0.accounted == $0.targeted }
         let statistics = engine.statistics
         let seconds = Date().timeIntervalSince(started)
         engine.shutdown()
 
         let warmup = warmupMinutes * 60
         let afterWarmup = samples.filter { $0.seconds >= warmup }
-        if let baseline = Self.median(afterWarmup.prefix(3).map(\.rss)), let end = Self.median(afterWarmup.suffix(3).map(\.rss)),
+        if let baseline = Self.median(afterWarmup.prefix(3).map(\.rss)),
+            let end = Self.median(afterWarmup.suffix(3).map(\.rss)),
             let peak = afterWarmup.map(\.rss).max(), afterWarmup.count >= 6
         {
-            print(String(format: "warm-up     ends at %.0f s: rss %.1f MB (median of the first 3 samples after it)", warmup, baseline))
             print(
                 String(
-                    format: "soak result rss %.1f MB at the end (median of the last 3 samples): growth %+.1f %% after warm-up; peak %.1f MB (%+.1f %%)",
+                    format: "warm-up     ends at %.0f s: rss %.1f MB (median of the first 3 samples after it)", warmup,
+                    baseline))
+            print(
+                String(
+                    format:
+                        "soak result rss %.1f MB at the end (median of the last 3 samples): growth %+.1f %% after warm-up; peak %.1f MB (%+.1f %%)",
                     end, (end / baseline - 1) * 100, peak, (peak / baseline - 1) * 100))
         } else {
             print("soak result too short to judge memory: \(afterWarmup.count) samples after the warm-up (need 6)")
         }
         print(
             String(
-                format: "soak result %@ pushes in %.0f s (%@ pushes/s); %@ tokens invalidated and replaced; every retained wave balanced: %@",
+                format:
+                    "soak result %@ pushes in %.0f s (%@ pushes/s); %@ tokens invalidated and replaced; every retained wave balanced: %@",
                 WaveTable.group(statistics.client.completed), seconds,
                 WaveTable.group(Int(Double(statistics.client.completed) / max(seconds, 1))),
-                WaveTable.group(statistics.invalidationsPersisted), interrupted ? "not checked (interrupted)" : balanced ? "yes" : "NO"))
+                WaveTable.group(statistics.invalidationsPersisted),
+                interrupted ? "not checked (interrupted)" : balanced ? "yes" : "NO"))
         if let error = statistics.lastRegistryError { print("registry error: \(error)") }
         print("")
         print("simulator saw:")

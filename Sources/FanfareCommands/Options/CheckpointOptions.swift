@@ -10,10 +10,15 @@ public struct CheckpointOptions: ParsableArguments {
     @Option(help: "Pushes between two progress checkpoints of a running wave (per shard), whichever comes first.")
     var checkpointPushes = 10_000
 
-    @Option(help: "Most members a shard sends past a wave's last durable checkpoint: the most a crash can resend per shard.")
+    @Option(
+        help: "Most members a shard sends past a wave's last durable checkpoint: the most a crash can resend per shard."
+    )
     var checkpointWindow = 25_000
 
-    @Flag(help: "Record no progress: waves are still saved at publish and their reports at completion, but a restart sends an unfinished wave again from the start.")
+    @Flag(
+        help:
+            "Record no progress: waves are still saved at publish and their reports at completion, but a restart sends an unfinished wave again from the start."
+    )
     var noCheckpoints = false
 
     /// The engine's setting; the ranges are the engine's own (`FanoutConfiguration` checks them again), said

@@ -32,18 +32,24 @@ public struct ConnectionCountOptions: ParsableArguments {
             throw UsageError("--min-connections \(minConnections) must be \(range.lowerBound)...\(range.upperBound)")
         }
         guard range.contains(maxConnections), maxConnections >= minConnections else {
-            throw UsageError("--max-connections \(maxConnections) must be \(minConnections)...\(range.upperBound) (at least --min-connections)")
+            throw UsageError(
+                "--max-connections \(maxConnections) must be \(minConnections)...\(range.upperBound) (at least --min-connections)"
+            )
         }
         if connections != nil || noAutoscale {
             let fixed = connections ?? Self.fixedDefault
             guard fixed * streams <= Limits.streamsPerWorker else {
-                throw UsageError("--connections \(fixed) × --streams \(streams) exceeds \(Limits.streamsPerWorker) streams per thread")
+                throw UsageError(
+                    "--connections \(fixed) × --streams \(streams) exceeds \(Limits.streamsPerWorker) streams per thread"
+                )
             }
             client.connectionsPerWorker = fixed
             client.autoscaling = nil
         } else {
             guard maxConnections * streams <= Limits.streamsPerWorker else {
-                throw UsageError("--max-connections \(maxConnections) × --streams \(streams) exceeds \(Limits.streamsPerWorker) streams per thread")
+                throw UsageError(
+                    "--max-connections \(maxConnections) × --streams \(streams) exceeds \(Limits.streamsPerWorker) streams per thread"
+                )
             }
             var autoscaling = ConnectionAutoscaling.standard
             autoscaling.minimumConnections = minConnections

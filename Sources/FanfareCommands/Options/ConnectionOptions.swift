@@ -16,7 +16,8 @@ public struct ConnectionOptions: ParsableArguments {
     @Option(help: "A PEM file of extra CA certificates to trust (e.g. the simulator's ca.pem).")
     var caFile: String?
 
-    @Option(help: "The provider key (.p8) used to sign JWTs (token authentication). Or its PEM text in $FANFARE_AUTH_KEY.")
+    @Option(
+        help: "The provider key (.p8) used to sign JWTs (token authentication). Or its PEM text in $FANFARE_AUTH_KEY.")
     var authKey: String?
 
     @Option(help: "The 10-character key ID of --auth-key.")
@@ -37,7 +38,9 @@ public struct ConnectionOptions: ParsableArguments {
     @Option(help: "Seconds to wait for APNs' answer to each push.")
     public var timeout: Double = 30
 
-    @Option(help: "Address families to connect over: system (the resolver's order), prefer-ipv4, prefer-ipv6, ipv4 or ipv6.")
+    @Option(
+        help: "Address families to connect over: system (the resolver's order), prefer-ipv4, prefer-ipv6, ipv4 or ipv6."
+    )
     var addressFamily: String = "system"
 
     public init() {}
@@ -121,7 +124,8 @@ public struct ConnectionOptions: ParsableArguments {
 
     /// Whether any flag that points at APNs or authenticates to it was given (`serve --simulator` takes none).
     public var namesAPNs: Bool {
-        endpoint != nil || sandbox || caFile != nil || authKey != nil || keyId != nil || teamId != nil || clientCert != nil
+        endpoint != nil || sandbox || caFile != nil || authKey != nil || keyId != nil || teamId != nil
+            || clientCert != nil
             || clientKey != nil
     }
 

@@ -18,7 +18,9 @@ func parseLatency(_ text: String) throws(UsageError) -> LatencyModel {
     if text == "0" || text == "none" { return .none }
     if text.hasPrefix("uniform:") {
         let parts = text.dropFirst(8).split(separator: "-")
-        guard parts.count == 2 else { throw UsageError("--latency '\(text)': expected uniform:MIN-MAX, e.g. uniform:10ms-30ms") }
+        guard parts.count == 2 else {
+            throw UsageError("--latency '\(text)': expected uniform:MIN-MAX, e.g. uniform:10ms-30ms")
+        }
         let low = try parseDuration(String(parts[0]), flag: "--latency")
         let high = try parseDuration(String(parts[1]), flag: "--latency")
         guard low <= high else { throw UsageError("--latency '\(text)': MIN must not exceed MAX") }
@@ -26,7 +28,9 @@ func parseLatency(_ text: String) throws(UsageError) -> LatencyModel {
     }
     if text.hasPrefix("longtail:") {
         let parts = text.dropFirst(9).split(separator: ",")
-        guard parts.count == 2 else { throw UsageError("--latency '\(text)': expected longtail:MEDIAN,P99, e.g. longtail:20ms,200ms") }
+        guard parts.count == 2 else {
+            throw UsageError("--latency '\(text)': expected longtail:MEDIAN,P99, e.g. longtail:20ms,200ms")
+        }
         let median = try parseDuration(String(parts[0]), flag: "--latency")
         let p99 = try parseDuration(String(parts[1]), flag: "--latency")
         guard median > 0, p99 >= median else { throw UsageError("--latency '\(text)': need 0 < MEDIAN <= P99") }

@@ -22,11 +22,15 @@ public struct Endpoint: Sendable, CustomStringConvertible {
         var host = rest
         var port: UInt16 = 443
         if rest.hasPrefix("[") {
-            guard let close = rest.firstIndex(of: "]") else { throw UsageError("--endpoint '\(text)': unclosed '[' in an IPv6 address") }
+            guard let close = rest.firstIndex(of: "]") else {
+                throw UsageError("--endpoint '\(text)': unclosed '[' in an IPv6 address")
+            }
             host = rest[rest.index(after: rest.startIndex)..<close]
             let after = rest[rest.index(after: close)...]
             if after.hasPrefix(":") {
-                guard let value = UInt16(after.dropFirst()), value >= minimumPort else { throw UsageError("--endpoint '\(text)': bad port") }
+                guard let value = UInt16(after.dropFirst()), value >= minimumPort else {
+                    throw UsageError("--endpoint '\(text)': bad port")
+                }
                 port = value
             } else if !after.isEmpty {
                 throw UsageError("--endpoint '\(text)': unexpected text after the IPv6 address")
@@ -38,7 +42,9 @@ public struct Endpoint: Sendable, CustomStringConvertible {
             }
             port = value
         }
-        guard !host.isEmpty, !host.contains("/") else { throw UsageError("--endpoint '\(text)': expected https://host[:port]") }
+        guard !host.isEmpty, !host.contains("/") else {
+            throw UsageError("--endpoint '\(text)': expected https://host[:port]")
+        }
         self.host = String(host)
         self.port = port
     }
@@ -48,7 +54,9 @@ public struct Endpoint: Sendable, CustomStringConvertible {
         self.port = port
     }
 
-    public var description: String { port == 443 ? "https://\(host)" : "https://\(host.contains(":") ? "[\(host)]" : host):\(port)" }
+    public var description: String {
+        port == 443 ? "https://\(host)" : "https://\(host.contains(":") ? "[\(host)]" : host):\(port)"
+    }
 }
 
 /// A command-line mistake: printed as one line, exit code 64 (EX_USAGE).

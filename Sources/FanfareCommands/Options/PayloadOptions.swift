@@ -83,10 +83,14 @@ struct PayloadOptions: ParsableArguments {
         content.relevanceScore = relevanceScore
         content.inputPushToken = inputPushToken
         content.inputPushChannel = inputPushChannel
-        if alertTitle != nil && alertTitleLocKey != nil { throw UsageError("give --alert-title or --alert-title-loc-key, not both") }
+        if alertTitle != nil && alertTitleLocKey != nil {
+            throw UsageError("give --alert-title or --alert-title-loc-key, not both")
+        }
         if alertBody != nil && alertLocKey != nil { throw UsageError("give --alert-body or --alert-loc-key, not both") }
         if !alertLocArg.isEmpty && alertLocKey == nil { throw UsageError("--alert-loc-arg needs --alert-loc-key") }
-        if alertTitle != nil || alertSubtitle != nil || alertBody != nil || alertTitleLocKey != nil || alertLocKey != nil || sound != nil {
+        if alertTitle != nil || alertSubtitle != nil || alertBody != nil || alertTitleLocKey != nil
+            || alertLocKey != nil || sound != nil
+        {
             var alert = LiveActivityAlert()
             if let alertTitle { alert.title = .plain(alertTitle) }
             if let alertTitleLocKey { alert.title = .localized(key: alertTitleLocKey, args: []) }

@@ -58,7 +58,9 @@ package struct JSONScanner {
         return fail(.unexpectedEnd(expected: expected))
     }
 
-    package mutating func expect(_ byte: UInt8, _ expected: JSONValidationError.Expectation)
+    package mutating func expect(
+        _ byte: UInt8, _ expected: JSONValidationError.Expectation
+    )
         throws(JSONValidationError)
     {
         guard peek() == byte else { throw mismatch(expected) }
@@ -149,7 +151,9 @@ package struct JSONScanner {
         try expect(UInt8(ascii: ":"), .colon)
     }
 
-    private mutating func scanLiteral(_ literal: StaticString, _ expected: JSONValidationError.Expectation)
+    private mutating func scanLiteral(
+        _ literal: StaticString, _ expected: JSONValidationError.Expectation
+    )
         throws(JSONValidationError)
     {
         let count = literal.utf8CodeUnitCount

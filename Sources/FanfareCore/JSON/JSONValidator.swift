@@ -117,7 +117,9 @@ public struct RawJSON: Sendable, Hashable, CustomStringConvertible {
     public let isObject: Bool
 
     /// Validates `json`; by default it must be an object with no `null` inside.
-    public init(validating json: String, requireObject: Bool = true, allowNull: Bool = false)
+    public init(
+        validating json: String, requireObject: Bool = true, allowNull: Bool = false
+    )
         throws(JSONValidationError)
     {
         try self.init(validatingBytes: Array(json.utf8), requireObject: requireObject, allowNull: allowNull)

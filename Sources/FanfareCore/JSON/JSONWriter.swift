@@ -279,7 +279,8 @@ public struct JSONWriter {
             let byte = text[index]
             if byte >= 0x80 {
                 let length = UTF8Validation.multiByteSequenceLength(text, at: index)
-                let isLineSeparator = length == 3 && byte == 0xE2 && text[index + 1] == 0x80
+                let isLineSeparator =
+                    length == 3 && byte == 0xE2 && text[index + 1] == 0x80
                     && (text[index + 2] == 0xA8 || text[index + 2] == 0xA9)
                 if length > 0 && !isLineSeparator {
                     index += length

@@ -84,7 +84,8 @@ struct ChannelDirectory {
         let used = sweep.usedChannels
         var forgotten = 0
         for id in entries.indices {
-            guard let entry = entries[id], entry.pins == 0, !used.contains(UInt16(id)), entry.lastMention < sweep.sequence
+            guard let entry = entries[id], entry.pins == 0, !used.contains(UInt16(id)),
+                entry.lastMention < sweep.sequence
             else { continue }
             ids[entry.name] = nil
             entries[id] = nil

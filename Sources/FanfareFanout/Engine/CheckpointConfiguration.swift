@@ -14,7 +14,9 @@ public struct CheckpointConfiguration: Sendable, Equatable {
     public var pushes = 10_000
     public var window = 25_000
 
-    public init(isEnabled: Bool = true, interval: Duration = .milliseconds(100), pushes: Int = 10_000, window: Int = 25_000) {
+    public init(
+        isEnabled: Bool = true, interval: Duration = .milliseconds(100), pushes: Int = 10_000, window: Int = 25_000
+    ) {
         self.isEnabled = isEnabled
         self.interval = interval
         self.pushes = pushes
@@ -23,7 +25,9 @@ public struct CheckpointConfiguration: Sendable, Equatable {
 
     /// Why this configuration cannot work, or nil (`FanoutEngine.init` refuses it with this).
     public var problem: String? {
-        if interval < .milliseconds(1) || interval > .seconds(3600) { return "interval must be in 1 ms...1 hour (got \(interval))" }
+        if interval < .milliseconds(1) || interval > .seconds(3600) {
+            return "interval must be in 1 ms...1 hour (got \(interval))"
+        }
         if pushes < 1 || pushes > 100_000_000 { return "pushes must be in 1...100,000,000 (got \(pushes))" }
         if window < pushes || window > 1_000_000_000 {
             return "window must be at least pushes (\(pushes)) and at most 1,000,000,000 (got \(window))"

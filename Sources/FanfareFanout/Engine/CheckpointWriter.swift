@@ -61,11 +61,13 @@ final class CheckpointWriter: @unchecked Sendable {
     func start() {
         let box = Unmanaged.passRetained(self)
         var handle = pthread_t()
-        let status = pthread_create(&handle, nil, { context in
-            let writer = Unmanaged<CheckpointWriter>.fromOpaque(context!).takeRetainedValue()
-            writer.run()
-            return nil
-        }, box.toOpaque())
+        let status = pthread_create(
+            &handle, nil,
+            { context in
+                let writer = Unmanaged<CheckpointWriter>.fromOpaque(context!).takeRetainedValue()
+                writer.run()
+                return nil
+            }, box.toOpaque())
         precondition(status == 0, "could not start the checkpoint thread (errno \(status))")
         thread = handle
     }
@@ -180,7 +182,8 @@ final class CheckpointWriter: @unchecked Sendable {
                             }
                         }
                     case .retirement(let channel, let dueAt):
-                        try store.saveRetirement(bundleID: bundleID, environment: environment, channel: channel, dueAt: dueAt)
+                        try store.saveRetirement(
+                            bundleID: bundleID, environment: environment, channel: channel, dueAt: dueAt)
                     case .checkpoints: break
                     }
                     index += 1

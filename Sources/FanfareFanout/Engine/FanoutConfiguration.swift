@@ -112,26 +112,36 @@ public struct FanoutConfiguration: Sendable {
         }
         try require(retryDelays.count <= Self.maximumRetries, "retryDelays", "at most \(Self.maximumRetries) retries")
         for delay in retryDelays {
-            try require(delay >= .zero && delay <= Self.longestInterval, "retryDelays", "each delay must be in 0...1 hour (got \(delay))")
+            try require(
+                delay >= .zero && delay <= Self.longestInterval, "retryDelays",
+                "each delay must be in 0...1 hour (got \(delay))")
         }
         if let minimumInterval {
             try require(
                 minimumInterval >= .zero && minimumInterval <= Self.longestInterval, "minimumInterval",
                 "must be in 0...1 hour (got \(minimumInterval)), or nil")
         }
-        try require(maintenanceInterval > .zero && maintenanceInterval <= Self.longestRetention, "maintenanceInterval", "must be positive and at most 400 days")
-        try require(activityLifetime > .zero && activityLifetime <= Self.longestRetention, "activityLifetime", "must be positive and at most 400 days")
         try require(
-            defaultDismissalWindow >= .zero && defaultDismissalWindow <= Self.longestRetention, "defaultDismissalWindow",
+            maintenanceInterval > .zero && maintenanceInterval <= Self.longestRetention, "maintenanceInterval",
+            "must be positive and at most 400 days")
+        try require(
+            activityLifetime > .zero && activityLifetime <= Self.longestRetention, "activityLifetime",
+            "must be positive and at most 400 days")
+        try require(
+            defaultDismissalWindow >= .zero && defaultDismissalWindow <= Self.longestRetention,
+            "defaultDismissalWindow",
             "must be in 0...400 days")
         for (name, profile) in [("standardBudget", standardBudget), ("frequentBudget", frequentBudget)] {
             if let problem = profile.problem { throw .invalidConfiguration(field: name, problem: problem) }
         }
-        if let problem = invalidTokenBreaker.problem { throw .invalidConfiguration(field: "invalidTokenBreaker", problem: problem) }
+        if let problem = invalidTokenBreaker.problem {
+            throw .invalidConfiguration(field: "invalidTokenBreaker", problem: problem)
+        }
         if let problem = checkpoints.problem { throw .invalidConfiguration(field: "checkpoints", problem: problem) }
         try require(storedWaveReports >= 1, "storedWaveReports", "must be at least 1")
         try require(
-            shutdownDrainTimeout >= .zero && shutdownDrainTimeout <= Self.longestInterval, "shutdownDrainTimeout", "must be in 0...1 hour")
+            shutdownDrainTimeout >= .zero && shutdownDrainTimeout <= Self.longestInterval, "shutdownDrainTimeout",
+            "must be in 0...1 hour")
         try checkEnvironmentAndTopic()
     }
 

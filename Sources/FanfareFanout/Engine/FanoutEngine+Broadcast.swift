@@ -18,10 +18,12 @@ extension FanoutEngine {
     ) throws(FanoutError) -> BroadcastLink {
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
         guard !channel.isEmpty, channel.utf8.count <= TokenRegistration.maximumChannelNameByteCount else {
-            throw .invalidBroadcastLink("the channel name must be 1 to \(TokenRegistration.maximumChannelNameByteCount) bytes")
+            throw .invalidBroadcastLink(
+                "the channel name must be 1 to \(TokenRegistration.maximumChannelNameByteCount) bytes")
         }
         guard storagePolicy == 0 || storagePolicy == 1 else {
-            throw .invalidBroadcastLink("storage policy \(storagePolicy): APNs knows 0 (no message stored) and 1 (most recent stored)")
+            throw .invalidBroadcastLink(
+                "storage policy \(storagePolicy): APNs knows 0 (no message stored) and 1 (most recent stored)")
         }
         let link = BroadcastLink(
             channel: channel, channelID: channelID.description, storagePolicy: storagePolicy, createdByUs: createdByUs,
@@ -29,28 +31,33 @@ extension FanoutEngine {
         try control.withLock { state throws(FanoutError) in
             if let linkStore {
                 do throws(RegistryError) {
-                    try linkStore.saveBroadcastLink(link, bundleID: configuration.bundleID, environment: configuration.environment)
+                    try linkStore.saveBroadcastLink(
+                        link, bundleID: configuration.bundleID, environment: configuration.environment)
                 } catch {
                     throw .registry(error)
                 }
             }
             state.links[channel] = LinkedChannel(channelID: channelID, storagePolicy: storagePolicy, link: link)
         }
-        configuration.logger.notice("broadcast: channel \(channel) publishes through APNs channel \(channelID) (policy \(storagePolicy))")
+        configuration.logger.notice(
+            "broadcast: channel \(channel) publishes through APNs channel \(channelID) (policy \(storagePolicy))")
         return link
     }
 
     /// Creates an APNs broadcast channel through the management API (`FanoutConfiguration.channelManagement`)
     /// and links `channel` to it; Fanfare deletes it after the channel's `end` and its dismissal window.
     @discardableResult
-    public func createBroadcastChannel(for channel: String, storagePolicy: ChannelStoragePolicy) async throws(FanoutError)
+    public func createBroadcastChannel(
+        for channel: String, storagePolicy: ChannelStoragePolicy
+    ) async throws(FanoutError)
         -> BroadcastLink
     {
         guard let manager = channelManager else { throw .noChannelManagement }
         let channelID: BroadcastChannelID
         do { channelID = try await manager.create(storagePolicy: storagePolicy) } catch { throw .broadcast(error) }
         do {
-            return try linkBroadcastChannel(channel, to: channelID, storagePolicy: storagePolicy.rawValue, createdByUs: true)
+            return try linkBroadcastChannel(
+                channel, to: channelID, storagePolicy: storagePolicy.rawValue, createdByUs: true)
         } catch {
             // Not linked: the channel would only count against the app's 10,000.
             try? await manager.delete(channelID)
@@ -67,7 +74,8 @@ extension FanoutEngine {
             guard let manager = channelManager else { throw .noChannelManagement }
             do {
                 try await manager.delete(linked.channelID)
-            } catch let error where error.kind == .rejected(status: 400, reason: .channelNotRegistered, rawReason: nil) {
+            } catch let error where error.kind == .rejected(status: 400, reason: .channelNotRegistered, rawReason: nil)
+            {
                 // Already gone at APNs: nothing more to delete.
             } catch {
                 throw .broadcast(error)
@@ -98,7 +106,8 @@ extension FanoutEngine {
         try control.withLock { state throws(FanoutError) in
             if let linkStore {
                 do throws(RegistryError) {
-                    try linkStore.removeBroadcastLink(channel: channel, bundleID: configuration.bundleID, environment: configuration.environment)
+                    try linkStore.removeBroadcastLink(
+                        channel: channel, bundleID: configuration.bundleID, environment: configuration.environment)
                 } catch {
                     throw .registry(error)
                 }
@@ -119,7 +128,8 @@ extension FanoutEngine {
         guard scheduled, let linkStore else { return }
         do {
             try linkStore.scheduleBroadcastLinkDeletion(
-                channel: channel, bundleID: configuration.bundleID, environment: configuration.environment, after: dueAt)
+                channel: channel, bundleID: configuration.bundleID, environment: configuration.environment, after: dueAt
+            )
         } catch {
             registryWorker.noteError("broadcast: scheduling the removal of \(channel)'s link: \(error)")
         }
@@ -144,9 +154,11 @@ extension FanoutEngine {
             }
             // Bounded: the management client times out its calls.
             if done.wait(timeout: .now() + .seconds(60)) == .timedOut {
-                registryWorker.noteError("broadcast: removing \(channel)'s link timed out; next maintenance pass tries again")
+                registryWorker.noteError(
+                    "broadcast: removing \(channel)'s link timed out; next maintenance pass tries again")
             } else if let error = outcome.error {
-                registryWorker.noteError("broadcast: removing \(channel)'s link: \(error); next maintenance pass tries again")
+                registryWorker.noteError(
+                    "broadcast: removing \(channel)'s link: \(error); next maintenance pass tries again")
             } else {
                 configuration.logger.notice("broadcast: \(channel) ended; its link is gone")
             }

@@ -24,22 +24,30 @@ extension FanoutEngine {
     /// (monotonic ns). Waves published later reach them through `catchUpWaves`. Shards already held only have
     /// their deadline moved. `loadingFrom` reads the tokens (default: the engine's store; a coordinator passes a
     /// connection of its own, so a long load does not hold up the engine's checkpoints).
-    public func takeShards(_ indices: [Int], sendUntil: UInt64, loadingFrom source: (any TokenStore)? = nil) throws(FanoutError) {
-        guard let sharedStore else { throw .invalidConfiguration(field: "leasedShards", problem: "this engine does not lease its shards") }
+    public func takeShards(
+        _ indices: [Int], sendUntil: UInt64, loadingFrom source: (any TokenStore)? = nil
+    ) throws(FanoutError) {
+        guard let sharedStore else {
+            throw .invalidConfiguration(field: "leasedShards", problem: "this engine does not lease its shards")
+        }
         for index in indices where !shards.indices.contains(index) {
-            throw .invalidConfiguration(field: "shard", problem: "\(index) is not a shard of this engine (0..<\(shards.count))")
+            throw .invalidConfiguration(
+                field: "shard", problem: "\(index) is not a shard of this engine (0..<\(shards.count))")
         }
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
         let taking = try feed.withLock { feed throws(FanoutError) -> [Int] in
             let taking = Array(Set(indices.filter { feed.heldSince[$0] == nil })).sorted()
-            for index in indices where feed.heldSince[index] != nil { shards[index].sendUntil.store(sendUntil, ordering: .releasing) }
+            for index in indices where feed.heldSince[index] != nil {
+                shards[index].sendUntil.store(sendUntil, ordering: .releasing)
+            }
             guard !taking.isEmpty else { return [] }
             // Waves published so far are known first, so that "new on the shard" below is exact.
             try catchUp(&feed)
             try load(shards: Set(taking), from: source ?? store)
             let stored: [UnfinishedWave]
             do throws(RegistryError) {
-                stored = try sharedStore.unfinishedWaves(bundleID: configuration.bundleID, environment: configuration.environment)
+                stored = try sharedStore.unfinishedWaves(
+                    bundleID: configuration.bundleID, environment: configuration.environment)
             } catch {
                 throw .registry(error)
             }
@@ -103,12 +111,15 @@ extension FanoutEngine {
     /// than the channel's newest on any node; then this node starts it on the shards it holds. The other nodes
     /// start it on theirs when their feed reaches it. Returns the wave id; `report(id:)` follows it.
     public func publishShared(_ update: ChannelUpdate) throws(PublishError) -> UInt64 {
-        guard let sharedStore else { throw .storage("this engine does not share its store (leasedShards is off): use publish(_:)") }
+        guard let sharedStore else {
+            throw .storage("this engine does not share its store (leasedShards is off): use publish(_:)")
+        }
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
         let (payload, _) = try validated(update)
         let record = WaveRecord(
             id: 0, bundleID: configuration.bundleID, environment: configuration.environment, channel: update.channel,
-            event: update.content.event.rawValue, timestamp: update.content.timestamp, priority: update.priority.rawValue,
+            event: update.content.event.rawValue, timestamp: update.content.timestamp,
+            priority: update.priority.rawValue,
             hasAlert: update.hasAlert, payload: Array(payload.bytes), freshUntil: update.freshUntil,
             collapseID: update.collapseID, dismissalDate: update.content.dismissalDate,
             publishedAt: Self.wallMilliseconds(), shardCount: shards.count, startKeys: [])
@@ -124,7 +135,8 @@ extension FanoutEngine {
         }
         do { try catchUpWaves() } catch {
             // Durable already: the feed timer starts it here too. Say so, do not fail the publish.
-            configuration.logger.error("shared waves: wave \(id) is published but could not be started here yet: \(error)")
+            configuration.logger.error(
+                "shared waves: wave \(id) is published but could not be started here yet: \(error)")
         }
         return id
     }
@@ -136,8 +148,10 @@ extension FanoutEngine {
         do {
             if let final = try sharedStore.waveReport(id: id) { return WaveReport(record: final) }
             guard let progress = try sharedStore.waveProgress(id: id) else { return nil }
-            return SharedWaveSummary(record: progress.record, checkpoints: progress.checkpoints, logger: configuration.logger)
-                .runningReport()
+            return SharedWaveSummary(
+                record: progress.record, checkpoints: progress.checkpoints, logger: configuration.logger
+            )
+            .runningReport()
         } catch {
             throw .registry(error)
         }
@@ -148,9 +162,14 @@ extension FanoutEngine {
     public func sharedRunningReports() throws(FanoutError) -> [WaveReport] {
         guard sharedStore != nil, let waveStore else { return [] }
         do {
-            return try waveStore.unfinishedWaves(bundleID: configuration.bundleID, environment: configuration.environment)
-                .reversed()
-                .map { SharedWaveSummary(record: $0.record, checkpoints: $0.checkpoints, logger: configuration.logger).runningReport() }
+            return try waveStore.unfinishedWaves(
+                bundleID: configuration.bundleID, environment: configuration.environment
+            )
+            .reversed()
+            .map {
+                SharedWaveSummary(record: $0.record, checkpoints: $0.checkpoints, logger: configuration.logger)
+                    .runningReport()
+            }
         } catch {
             throw .registry(error)
         }
@@ -158,7 +177,9 @@ extension FanoutEngine {
 
     /// Registrations another node wrote (the registry's change feed): into the shards this node holds.
     public func applyRegistered(_ registrations: [TokenRegistration]) throws(FanoutError) {
-        let mine = registrations.filter { $0.bundleID == configuration.bundleID && $0.environment == configuration.environment }
+        let mine = registrations.filter {
+            $0.bundleID == configuration.bundleID && $0.environment == configuration.environment
+        }
         guard !mine.isEmpty else { return }
         try fill(mine, alsoTo: [])
     }
@@ -180,7 +201,8 @@ extension FanoutEngine {
             let records: [WaveRecord]
             do {
                 records = try sharedStore.waves(
-                    after: feed.lastWave, bundleID: configuration.bundleID, environment: configuration.environment, limit: 256)
+                    after: feed.lastWave, bundleID: configuration.bundleID, environment: configuration.environment,
+                    limit: 256)
             } catch {
                 throw .registry(error)
             }
@@ -200,7 +222,8 @@ extension FanoutEngine {
         var failure: FanoutError?
         do throws(RegistryError) {
             try source.forEachRegistration(
-                bundleID: configuration.bundleID, environment: configuration.environment, shards: taking, of: shards.count
+                bundleID: configuration.bundleID, environment: configuration.environment, shards: taking,
+                of: shards.count
             ) { registration in
                 batch.append(registration)
                 if batch.count == 4096 {
@@ -247,17 +270,22 @@ extension FanoutEngine {
         let stored: StoredWaveUpdate
         do {
             stored = try StoredWaveUpdate(
-                record, wallNow: configuration.wallClock(), wallMilliseconds: Self.wallMilliseconds(), monotonicNow: monotonicNow())
+                record, wallNow: configuration.wallClock(), wallMilliseconds: Self.wallMilliseconds(),
+                monotonicNow: monotonicNow())
         } catch {
             configuration.logger.error("shared waves: wave \(record.id) \(error); this node does not send it")
             return
         }
-        let (update, payload, publishedAt, deadline) = (stored.update, stored.payload, stored.publishedAt, stored.deadline)
+        let (update, payload, publishedAt, deadline) = (
+            stored.update, stored.payload, stored.publishedAt, stored.deadline
+        )
         control.withLock { state in
             state.latest[record.channel] = max(state.latest[record.channel] ?? record.timestamp, record.timestamp)
             guard !taking.isEmpty, !isShutDown.load(ordering: .acquiring) else { return }
             guard state.channels.canAdmit(CollectionOfOne(record.channel)) else {
-                configuration.logger.error("shared waves: wave \(record.id): more than \(Self.maximumChannels) channels in use; not sent from here")
+                configuration.logger.error(
+                    "shared waves: wave \(record.id): more than \(Self.maximumChannels) channels in use; not sent from here"
+                )
                 return
             }
             let sequence = state.nextSequence

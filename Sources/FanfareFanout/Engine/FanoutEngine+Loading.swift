@@ -29,14 +29,17 @@ extension FanoutEngine {
     ) throws(FanoutError) {
         let (bundleID, environment) = (configuration.bundleID, configuration.environment)
         do {
-            let links = try (store as? any BroadcastLinkStore)?.broadcastLinks(bundleID: bundleID, environment: environment)
+            let links = try (store as? any BroadcastLinkStore)?.broadcastLinks(
+                bundleID: bundleID, environment: environment)
             for link in links ?? [] {
                 guard let channelID = try? BroadcastChannelID(link.channelID) else {
                     configuration.logger.error(
-                        "broadcast: the stored link of \(link.channel) names channel id '\(link.channelID)', not base64; ignored")
+                        "broadcast: the stored link of \(link.channel) names channel id '\(link.channelID)', not base64; ignored"
+                    )
                     continue
                 }
-                state.links[link.channel] = LinkedChannel(channelID: channelID, storagePolicy: link.storagePolicy, link: link)
+                state.links[link.channel] = LinkedChannel(
+                    channelID: channelID, storagePolicy: link.storagePolicy, link: link)
             }
             state.subscribers = try store.subscriptionCounts(bundleID: bundleID, environment: environment)
         } catch {
@@ -55,7 +58,8 @@ extension FanoutEngine {
             state.latest = try waveStore.latestTimestamps(bundleID: bundleID, environment: environment)
             state.nextWaveID = try waveStore.lastWaveID() + 1
             let retirements = try waveStore.pendingRetirements(bundleID: bundleID, environment: environment)
-            let unfinished = configuration.leasedShards
+            let unfinished =
+                configuration.leasedShards
                 ? [] : try waveStore.unfinishedWaves(bundleID: bundleID, environment: environment)
             return (retirements, unfinished)
         } catch {

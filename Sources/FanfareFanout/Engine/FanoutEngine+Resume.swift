@@ -26,8 +26,11 @@ extension FanoutEngine {
         let oldest = unfinished.first?.record.id ?? 0
         do {
             let reports = try waveStore?.waveReports(
-                bundleID: configuration.bundleID, environment: configuration.environment, limit: Self.supersedingReportsRead)
-            for report in reports ?? [] where report.id > oldest { saw(Self.audienceKey(report.channel, event: report.event), report.id) }
+                bundleID: configuration.bundleID, environment: configuration.environment,
+                limit: Self.supersedingReportsRead)
+            for report in reports ?? [] where report.id > oldest {
+                saw(Self.audienceKey(report.channel, event: report.event), report.id)
+            }
         } catch {
             configuration.logger.error("durable waves: reading recent reports failed (\(error)); resuming without them")
         }
@@ -43,7 +46,8 @@ extension FanoutEngine {
         guard record.shardCount == shards.count else {
             if !wave.checkpoints.isEmpty {
                 configuration.logger.warning(
-                    "durable waves: wave \(record.id) ran on \(record.shardCount) shards, this engine has \(shards.count): it starts over")
+                    "durable waves: wave \(record.id) ran on \(record.shardCount) shards, this engine has \(shards.count): it starts over"
+                )
             }
             return (checkpoints, 0)
         }
@@ -76,7 +80,9 @@ extension FanoutEngine {
                 configuration.logger.error("durable waves: wave \(record.id) \(error); it is not resumed")
                 continue
             }
-            let (update, payload, publishedAt, deadline) = (stored.update, stored.payload, stored.publishedAt, stored.deadline)
+            let (update, payload, publishedAt, deadline) = (
+                stored.update, stored.payload, stored.publishedAt, stored.deadline
+            )
             var mode = Shard.ResumeMode.resume
             if newest[Self.audienceKey(record.channel, event: record.event)] != record.id {
                 mode = .supersede
@@ -86,41 +92,51 @@ extension FanoutEngine {
             let (checkpoints, restarts) = shardCheckpoints(of: wave)
             var channelPayload: PushPayload?
             if let bytes = record.channelPayload {
-                channelPayload = try? bytes.withUnsafeBytes { bytes throws(PayloadError) in try PushPayload(copying: bytes) }
+                channelPayload = try? bytes.withUnsafeBytes { bytes throws(PayloadError) in
+                    try PushPayload(copying: bytes)
+                }
             }
             let broadcastChannel = record.broadcastChannelID.flatMap { try? BroadcastChannelID($0) }
             if record.broadcastChannelID != nil && broadcastChannel == nil {
-                configuration.logger.error("durable waves: wave \(record.id)'s broadcast channel id is not base64; its broadcast is not sent")
+                configuration.logger.error(
+                    "durable waves: wave \(record.id)'s broadcast channel id is not base64; its broadcast is not sent")
             }
             control.withLock { state in
                 let sequence = state.nextSequence
                 state.nextSequence += 1
                 let channel = state.channels.mention(record.channel, sequence: sequence)
-                state.channels.setLatestTimestamp(max(state.latest[record.channel] ?? record.timestamp, record.timestamp), of: channel)
+                state.channels.setLatestTimestamp(
+                    max(state.latest[record.channel] ?? record.timestamp, record.timestamp), of: channel)
                 // The broadcast half as published; its outcome comes from its shard's checkpoint.
                 let broadcast = broadcastChannel.map { channelID in
                     BroadcastPart(
                         channelID: channelID, subscribers: state.subscribers[record.channel] ?? 0,
-                        expiration: state.links[record.channel]?.storagePolicy == 1 ? record.freshUntil ?? 0 : 0, wave: record.id,
+                        expiration: state.links[record.channel]?.storagePolicy == 1 ? record.freshUntil ?? 0 : 0,
+                        wave: record.id,
                         shard: Self.broadcastShard(record.channel, shards: shards.count))
                 }
                 let resumed = Wave(
                     id: record.id, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
-                    publishedAtWall: record.publishedAt, restarts: restarts + 1, broadcast: broadcast, participating: taking,
+                    publishedAtWall: record.publishedAt, restarts: restarts + 1, broadcast: broadcast,
+                    participating: taking,
                     onComplete: { [weak self] wave in self?.waveCompleted(wave) })
                 // Its tallies start from the checkpoints (the shards store them before anything is sent).
                 let published = PublishedUpdate(
-                    wave: resumed, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline,
+                    wave: resumed, update: update, channel: channel, sequence: sequence, payload: payload,
+                    deadline: deadline,
                     channelPayload: channelPayload)
                 published.hasAlert = record.hasAlert
                 unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
                 history.append(resumed)
                 for index in taking ?? Array(shards.indices) {
-                    enqueueWaiting(.resumeWave(ResumedWave(update: published, checkpoint: checkpoints[index], mode: mode)), shard: index)
+                    enqueueWaiting(
+                        .resumeWave(ResumedWave(update: published, checkpoint: checkpoints[index], mode: mode)),
+                        shard: index)
                 }
             }
             configuration.logger.notice(
-                "durable waves: wave \(record.id) on \(record.channel) \(mode == .resume ? "resumes" : mode == .supersede ? "ends superseded" : "ends expired") after a restart")
+                "durable waves: wave \(record.id) on \(record.channel) \(mode == .resume ? "resumes" : mode == .supersede ? "ends superseded" : "ends expired") after a restart"
+            )
         }
     }
 }

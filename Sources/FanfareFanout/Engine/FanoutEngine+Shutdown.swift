@@ -62,7 +62,8 @@ extension FanoutEngine {
         // Then what the shards' last service handed over (a wave that completed there) and the last checkpoints.
         if !checkpointWriter.writeRemaining(final) {
             configuration.logger.error(
-                "durable waves: the last checkpoints could not be written (\(checkpointWriter.lastError ?? "?")); the next start resumes from earlier ones")
+                "durable waves: the last checkpoints could not be written (\(checkpointWriter.lastError ?? "?")); the next start resumes from earlier ones"
+            )
         }
         for wave in history.recent where !wave.isComplete { wave.interrupt() }
         registryWorker.stop()

@@ -41,10 +41,13 @@ public enum FanoutError: Error, Sendable, CustomStringConvertible {
         case .invalidConfiguration(let field, let problem): return "fan-out configuration: \(field): \(problem)"
         case .invalidBroadcastLink(let problem): return "broadcast link: \(problem)"
         case .noChannelManagement:
-            return "no channel management configured (FanoutConfiguration.channelManagement): the engine cannot create or delete APNs broadcast channels"
+            return
+                "no channel management configured (FanoutConfiguration.channelManagement): the engine cannot create or delete APNs broadcast channels"
         case .broadcast(let error): return "APNs channel management: \(error)"
         case .environmentMismatch(let host, let hostEnvironment, let environment):
-            let right = FanoutConfiguration.apnsHosts.first { $0.value == environment && !$0.key.contains("development") }?.key ?? "?"
+            let right =
+                FanoutConfiguration.apnsHosts.first { $0.value == environment && !$0.key.contains("development") }?.key
+                ?? "?"
             return "client.host \(host) is APNs \(hostEnvironment), but the engine serves \(environment) tokens: "
                 + "APNs would answer BadDeviceToken for every one. Use host \(right), or environment .\(hostEnvironment) "
                 + "if the tokens really are \(hostEnvironment) tokens"
@@ -136,10 +139,12 @@ public final class FanoutEngine: Sendable {
         let breaker = InvalidTokenBreaker(
             configuration: configuration.invalidTokenBreaker, logger: configuration.logger,
             metrics: configuration.metricsFactory, host: configuration.client.host,
-            topic: configuration.client.topic, environment: configuration.environment, wallClock: configuration.wallClock)
+            topic: configuration.client.topic, environment: configuration.environment,
+            wallClock: configuration.wallClock)
         self.breaker = breaker
         history = WaveHistory(
-            retained: configuration.retainedWaves, maximumAge: configuration.retainedWaveAge.map { Self.nanoseconds($0) })
+            retained: configuration.retainedWaves,
+            maximumAge: configuration.retainedWaveAge.map { Self.nanoseconds($0) })
         let retirement = RetirementBox()
         let registryWorker = RegistryWorker(
             store: store, maintenanceInterval: configuration.maintenanceInterval, onInvalidation: onInvalidation,
@@ -150,7 +155,8 @@ public final class FanoutEngine: Sendable {
         self.shards = shards
         if configuration.leasedShards {
             guard let shared = waveStore as? any SharedWaveStore else {
-                throw .invalidConfiguration(field: "leasedShards", problem: "needs a wave store shared by the nodes (a SharedWaveStore)")
+                throw .invalidConfiguration(
+                    field: "leasedShards", problem: "needs a wave store shared by the nodes (a SharedWaveStore)")
             }
             sharedStore = shared
             // Nothing is held yet: shards fill when this node takes their leases.
@@ -158,7 +164,8 @@ public final class FanoutEngine: Sendable {
         } else {
             sharedStore = nil
         }
-        let channels = configuration.leasedShards
+        let channels =
+            configuration.leasedShards
             ? ChannelDirectory(limit: Self.maximumChannels)
             : try Self.load(from: store, into: shards, configuration: configuration)
         var controlState = ControlState(channels: channels)
@@ -166,7 +173,9 @@ public final class FanoutEngine: Sendable {
         linkStore = store as? any BroadcastLinkStore
         try Self.loadBroadcastState(from: store, configuration: configuration, into: &controlState)
         if let management = configuration.channelManagement {
-            do { channelManager = try BroadcastChannelManager(configuration: management) } catch { throw .client("channel management: \(error)") }
+            do { channelManager = try BroadcastChannelManager(configuration: management) } catch {
+                throw .client("channel management: \(error)")
+            }
         } else {
             channelManager = nil
         }
@@ -180,17 +189,20 @@ public final class FanoutEngine: Sendable {
             }
             checkpointWriter = writer
             let pending: [String: Int64]
-            (pending, unfinished) = try Self.loadWaveState(from: waveStore, configuration: configuration, into: &controlState)
+            (pending, unfinished) = try Self.loadWaveState(
+                from: waveStore, configuration: configuration, into: &controlState)
             retirements.withLock { $0 = pending }
         } else {
             checkpointWriter = nil
         }
-        feed = Mutex(WaveFeedState(lastWave: controlState.nextWaveID - 1, heldSince: Array(repeating: nil, count: shards.count)))
+        feed = Mutex(
+            WaveFeedState(lastWave: controlState.nextWaveID - 1, heldSince: Array(repeating: nil, count: shards.count)))
         control = Mutex(controlState)
         router = ResultRouter(shards: shards, observer: configuration.onPushResult)
         do {
             var clientConfiguration = configuration.client
-            if clientConfiguration.logger == nil { clientConfiguration.logger = configuration.logger }  // the autoscaler's decisions
+            // The autoscaler logs its decisions.
+            if clientConfiguration.logger == nil { clientConfiguration.logger = configuration.logger }
             client = try APNsClient(configuration: clientConfiguration, resultHandler: router, producers: shards)
         } catch {
             throw .client("\(error)")
@@ -228,7 +240,9 @@ public final class FanoutEngine: Sendable {
     /// of the same device and type, update tokens of an activity now subscribed to a broadcast) leave the
     /// shards at once, so no wave sends to them again.
     @discardableResult
-    public func register(_ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription])
+    public func register(
+        _ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription]
+    )
         throws(FanoutError) -> RegistrationResult
     {
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
@@ -239,7 +253,8 @@ public final class FanoutEngine: Sendable {
         for (index, subscription) in subscriptions.enumerated()
         where subscription.bundleID != configuration.bundleID || subscription.environment != configuration.environment {
             throw .wrongApp(
-                index: registrations.count + index, bundleID: subscription.bundleID, environment: subscription.environment)
+                index: registrations.count + index, bundleID: subscription.bundleID,
+                environment: subscription.environment)
         }
         // Channel ids are taken (and pinned) before the durable write, so a concurrent registration cannot fill
         // the channel table in between.
@@ -248,7 +263,9 @@ public final class FanoutEngine: Sendable {
             let sequence = state.nextSequence
             var pinned: [UInt16] = []
             for registration in registrations {
-                for name in registration.channels { pinned.append(state.channels.mention(name, sequence: sequence, pin: true)) }
+                for name in registration.channels {
+                    pinned.append(state.channels.mention(name, sequence: sequence, pin: true))
+                }
             }
             return pinned
         }
@@ -360,7 +377,8 @@ public final class FanoutEngine: Sendable {
             let publishedAtWall = Self.wallMilliseconds()
             let broadcast = broadcastPart(for: update, wave: state.nextWaveID, in: state)
             // The kick-off variant only if the link did not change since it was encoded.
-            let publishedChannelPayload = kickOffLink != nil && kickOffLink == state.links[update.channel]?.channelID ? channelPayload : nil
+            let publishedChannelPayload =
+                kickOffLink != nil && kickOffLink == state.links[update.channel]?.channelID ? channelPayload : nil
             if let waveStore {
                 // Durable before anything is sent or `publish` returns (one transaction; under the lock so ids,
                 // sequences and the store agree).
@@ -380,8 +398,10 @@ public final class FanoutEngine: Sendable {
             state.channels.setLatestTimestamp(update.content.timestamp, of: channel)
             state.latest[update.channel] = max(state.latest[update.channel] ?? .min, update.content.timestamp)
             let wave = Wave(
-                id: state.nextWaveID, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
-                publishedAtWall: publishedAtWall, broadcast: broadcast, onComplete: { [weak self] wave in self?.waveCompleted(wave) })
+                id: state.nextWaveID, update: update, shardCount: shards.count, publishedAt: publishedAt,
+                breaker: breaker,
+                publishedAtWall: publishedAtWall, broadcast: broadcast,
+                onComplete: { [weak self] wave in self?.waveCompleted(wave) })
             state.nextWaveID += 1
             let published = PublishedUpdate(
                 wave: wave, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline,
@@ -461,7 +481,8 @@ public final class FanoutEngine: Sendable {
         let payload: PushPayload
         do { payload = try PushPayload(liveActivity: content) } catch { throw .invalidPayload(error) }
         let shard = shards[APNsClient.workerIndex(for: token, workerCount: shards.count)]
-        let job = PushJob(token: token, payload: payload, priority: priority, expiration: expiration, collapseID: collapseID)
+        let job = PushJob(
+            token: token, payload: payload, priority: priority, expiration: expiration, collapseID: collapseID)
         let outcome: PushResult? = await withCheckedContinuation { continuation in
             let single = SinglePush(job: job) { continuation.resume(returning: $0) }
             // The singles' own queue: full is back-pressure, whatever the publishers do.
@@ -499,8 +520,10 @@ public final class FanoutEngine: Sendable {
     public func storedReports(limit: Int) throws(FanoutError) -> [WaveReport] {
         guard let waveStore, limit > 0 else { return [] }
         do {
-            return try waveStore.waveReports(bundleID: configuration.bundleID, environment: configuration.environment, limit: limit)
-                .map(WaveReport.init(record:))
+            return try waveStore.waveReports(
+                bundleID: configuration.bundleID, environment: configuration.environment, limit: limit
+            )
+            .map(WaveReport.init(record:))
         } catch {
             throw .registry(error)
         }
@@ -521,7 +544,8 @@ public final class FanoutEngine: Sendable {
         guard wave.event == .end else { return }
         // The activities of an ended channel go away after their dismissal window: retire its update tokens.
         // iOS removes an ended activity within the window even if `dismissal-date` is later.
-        let latest = configuration.wallClock() + Int64(Self.nanoseconds(configuration.defaultDismissalWindow) / 1_000_000_000)
+        let latest =
+            configuration.wallClock() + Int64(Self.nanoseconds(configuration.defaultDismissalWindow) / 1_000_000_000)
         let at = min(wave.dismissalDate ?? latest, latest)
         retirements.withLock { $0[wave.channel] = at }
         checkpointWriter?.saveRetirement(channel: wave.channel, dueAt: at)
@@ -557,7 +581,9 @@ public final class FanoutEngine: Sendable {
                 let retired = try store.retire(following: channel)
                 control.withLock { state in
                     Self.apply(retired.subscriptionDeltas, to: &state.subscribers)
-                    guard !isShutDown.load(ordering: .acquiring), let id = state.channels.id(of: channel) else { return }
+                    guard !isShutDown.load(ordering: .acquiring), let id = state.channels.id(of: channel) else {
+                        return
+                    }
                     let sequence = state.nextSequence
                     state.nextSequence += 1
                     _ = state.channels.mention(channel, sequence: sequence)
@@ -572,7 +598,8 @@ public final class FanoutEngine: Sendable {
         if let waveStore {
             do {
                 if !due.isEmpty {
-                    try waveStore.removeRetirements(bundleID: configuration.bundleID, environment: configuration.environment, channels: due)
+                    try waveStore.removeRetirements(
+                        bundleID: configuration.bundleID, environment: configuration.environment, channels: due)
                 }
                 try waveStore.pruneWaveReports(keeping: configuration.storedWaveReports)
             } catch {
@@ -582,7 +609,9 @@ public final class FanoutEngine: Sendable {
         let lifetime = Int64(Self.nanoseconds(configuration.activityLifetime) / 1_000_000)
         do {
             let old = try store.retire(createdBefore: now * 1000 - lifetime)
-            if !old.subscriptionDeltas.isEmpty { control.withLock { Self.apply(old.subscriptionDeltas, to: &$0.subscribers) } }
+            if !old.subscriptionDeltas.isEmpty {
+                control.withLock { Self.apply(old.subscriptionDeltas, to: &$0.subscribers) }
+            }
             if !old.tokens.isEmpty { applyRemoval(old.tokens) }
         } catch {
             registryWorker.noteError("retiring old activities: \(error)")
@@ -625,14 +654,17 @@ public final class FanoutEngine: Sendable {
     }
 
     private func channelSummaries(of requested: [String]?, timeout: Duration) async -> [ChannelSummary]? {
-        let asked: (summaries: [ChannelSummary], census: ChannelCensus?, positions: [Int])? = control.withLock { state in
+        let asked: (summaries: [ChannelSummary], census: ChannelCensus?, positions: [Int])? = control.withLock {
+            state in
             guard !isShutDown.load(ordering: .acquiring) else { return nil }
             let names = requested ?? state.channels.names
             var summaries: [ChannelSummary] = []
             var ids: [UInt16] = []
             var positions: [Int] = []
             for name in names {
-                summaries.append(ChannelSummary(channel: name, latestTimestamp: state.latest[name] ?? state.channels.latestTimestamp(of: name)))
+                summaries.append(
+                    ChannelSummary(
+                        channel: name, latestTimestamp: state.latest[name] ?? state.channels.latestTimestamp(of: name)))
                 if let id = state.channels.id(of: name) {
                     ids.append(id)
                     positions.append(summaries.count - 1)
@@ -673,7 +705,9 @@ public final class FanoutEngine: Sendable {
         guard breaker.close(pruneHeldTokens: pruneHeldTokens) else { return false }
         control.withLock { _ in
             guard !isShutDown.load(ordering: .acquiring) else { return }
-            for shard in shards { enqueueWaiting(.resumeAfterBreaker(pruneHeldTokens: pruneHeldTokens), shard: shard.index) }
+            for shard in shards {
+                enqueueWaiting(.resumeAfterBreaker(pruneHeldTokens: pruneHeldTokens), shard: shard.index)
+            }
         }
         return true
     }

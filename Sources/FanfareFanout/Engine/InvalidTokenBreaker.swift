@@ -95,7 +95,8 @@ final class InvalidTokenBreaker: Sendable {
     @discardableResult
     func open(shard: Int, results: Int, badDeviceToken: Int, deviceTokenNotForTopic: Int) -> Bool {
         let details = InvalidTokenBreakerTrip(
-            shard: shard, results: results, badDeviceToken: badDeviceToken, deviceTokenNotForTopic: deviceTokenNotForTopic,
+            shard: shard, results: results, badDeviceToken: badDeviceToken,
+            deviceTokenNotForTopic: deviceTokenNotForTopic,
             at: wallClock(), host: host, topic: topic, environment: environment)
         let opened = trip.withLock { current -> Bool in
             guard current == nil else { return false }
@@ -110,7 +111,8 @@ final class InvalidTokenBreaker: Sendable {
             "invalid-token breaker open: \(details)",
             metadata: [
                 "shard": "\(details.shard)", "results": "\(details.results)",
-                "badDeviceToken": "\(details.badDeviceToken)", "deviceTokenNotForTopic": "\(details.deviceTokenNotForTopic)",
+                "badDeviceToken": "\(details.badDeviceToken)",
+                "deviceTokenNotForTopic": "\(details.deviceTokenNotForTopic)",
             ])
         return true
     }
@@ -127,7 +129,8 @@ final class InvalidTokenBreaker: Sendable {
         openGauge.record(0)
         resumes.increment()
         logger.warning(
-            "invalid-token breaker reset by the operator: held tokens are \(pruneHeldTokens ? "pruned" : "kept"); waves resume")
+            "invalid-token breaker reset by the operator: held tokens are \(pruneHeldTokens ? "pruned" : "kept"); waves resume"
+        )
         return true
     }
 }

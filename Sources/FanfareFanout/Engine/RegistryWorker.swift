@@ -57,11 +57,13 @@ final class RegistryWorker: InvalidationSink, @unchecked Sendable {
     func start() {
         let box = Unmanaged.passRetained(self)
         var handle = pthread_t()
-        let status = pthread_create(&handle, nil, { context in
-            let worker = Unmanaged<RegistryWorker>.fromOpaque(context!).takeRetainedValue()
-            worker.run()
-            return nil
-        }, box.toOpaque())
+        let status = pthread_create(
+            &handle, nil,
+            { context in
+                let worker = Unmanaged<RegistryWorker>.fromOpaque(context!).takeRetainedValue()
+                worker.run()
+                return nil
+            }, box.toOpaque())
         precondition(status == 0, "could not start the registry thread (errno \(status))")
         thread = handle
     }
@@ -107,7 +109,9 @@ final class RegistryWorker: InvalidationSink, @unchecked Sendable {
     /// one cannot keep the others.
     private func write(_ batch: [Invalidation]) {
         // The reason goes into the token's ledger history.
-        let items = batch.map { TokenInvalidation(token: $0.token, invalidSince: $0.invalidSince, reason: $0.reason?.rawValue) }
+        let items = batch.map {
+            TokenInvalidation(token: $0.token, invalidSince: $0.invalidSince, reason: $0.reason?.rawValue)
+        }
         do {
             let removed = try store.invalidate(items)
             for (item, wasRemoved) in zip(batch, removed) { report(item, removed: wasRemoved) }
@@ -133,7 +137,9 @@ final class RegistryWorker: InvalidationSink, @unchecked Sendable {
             keptAfterReRegistration.add(1, ordering: .relaxed)
             keptCounter.increment()
         }
-        onInvalidation?(InvalidationReport(token: item.token, reason: item.reason, invalidSince: item.invalidSince, removed: removed))
+        onInvalidation?(
+            InvalidationReport(
+                token: item.token, reason: item.reason, invalidSince: item.invalidSince, removed: removed))
     }
 
     func noteError(_ message: String) {

@@ -61,7 +61,8 @@ public final class ShardProbe: InvalidationSink, @unchecked Sendable {
             for job in jobs {
                 shard.pushCompleted(
                     PushResult(
-                        cookie: job.cookie, token: job.token, disposition: .delivered, apnsID: job.apnsID ?? PushIdentifier(),
+                        cookie: job.cookie, token: job.token, disposition: .delivered,
+                        apnsID: job.apnsID ?? PushIdentifier(),
                         resends: 0, latencyNanoseconds: 0, worker: 0),
                     now: now)
             }

@@ -28,7 +28,8 @@ struct StoredWaveUpdate {
     init(_ record: WaveRecord, wallNow: Int64, wallMilliseconds: Int64, monotonicNow: UInt64) throws(Unusable) {
         guard let event = LiveActivityEvent(rawValue: record.event) else { throw .event(record.event) }
         do {
-            payload = try record.payload.withUnsafeBytes { bytes throws(PayloadError) in try PushPayload(copying: bytes) }
+            payload = try record.payload.withUnsafeBytes { bytes throws(PayloadError) in try PushPayload(copying: bytes)
+            }
         } catch {
             throw .payload("\(error)")
         }
@@ -39,9 +40,10 @@ struct StoredWaveUpdate {
             freshUntil: record.freshUntil, collapseID: record.collapseID)
         let age = UInt64(max(0, wallMilliseconds - record.publishedAt)) &* 1_000_000
         publishedAt = monotonicNow > age ? monotonicNow - age : 1
-        deadline = record.freshUntil.map { freshUntil -> UInt64 in
-            let ahead = max(0, min(freshUntil - wallNow, FanoutEngine.longestFreshness))
-            return monotonicNow &+ UInt64(ahead) * 1_000_000_000
-        } ?? 0
+        deadline =
+            record.freshUntil.map { freshUntil -> UInt64 in
+                let ahead = max(0, min(freshUntil - wallNow, FanoutEngine.longestFreshness))
+                return monotonicNow &+ UInt64(ahead) * 1_000_000_000
+            } ?? 0
     }
 }

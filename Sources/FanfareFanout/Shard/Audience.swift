@@ -181,7 +181,8 @@ struct Audience {
     }
 
     var bytesUsed: Int {
-        slots.bytesUsed + states.bytesUsed + owed.bytesUsed + attempts.bytesUsed + walk.members.bytesUsed + walk.hashes.bytesUsed
+        slots.bytesUsed + states.bytesUsed + owed.bytesUsed + attempts.bytesUsed + walk.members.bytesUsed
+            + walk.hashes.bytesUsed
     }
 }
 

@@ -57,7 +57,8 @@ struct BreakerWindow {
     /// the configuration tolerates.
     func isAbnormal(results: Int, _ configuration: InvalidTokenBreakerConfiguration) -> Bool {
         let suspects = badDeviceToken + deviceTokenNotForTopic
-        return suspects >= configuration.minimumSuspects && Double(suspects) > configuration.maximumShare * Double(results)
+        return suspects >= configuration.minimumSuspects
+            && Double(suspects) > configuration.maximumShare * Double(results)
     }
 
     /// Forgets what was held (its outcomes given); keeps the lists' memory unless they grew large.

@@ -26,7 +26,8 @@ extension Shard {
     }
 
     var nothingToSend: Bool {
-        activeAudiences.isEmpty && nextReadySingle == readySingles.count && lanes.allSatisfy(\.isEmpty) && broadcastLanes.waitingCount == 0
+        activeAudiences.isEmpty && nextReadySingle == readySingles.count && lanes.allSatisfy(\.isEmpty)
+            && broadcastLanes.waitingCount == 0
     }
 
     func startWindow() {

@@ -59,7 +59,9 @@ extension Shard {
         let savedAt = Int64(time(nil)) * 1000
         for slot in waves.indices where waves[slot] != nil {
             let checkpoint = progress(of: slot)
-            items.append(WaveCheckpoint(waveID: waves[slot]!.update.wave.id, shard: index, data: checkpoint.encoded(), savedAt: savedAt))
+            items.append(
+                WaveCheckpoint(
+                    waveID: waves[slot]!.update.wave.id, shard: index, data: checkpoint.encoded(), savedAt: savedAt))
         }
         guard !items.isEmpty else { return }
         checkpoints.submit(shard: index, generation: checkpointGeneration, items)
@@ -78,7 +80,11 @@ extension Shard {
         checkpointGeneration &+= 1
         checkpoints.submit(
             shard: index, generation: checkpointGeneration,
-            [WaveCheckpoint(waveID: wave.update.wave.id, shard: index, data: checkpoint.encoded(), savedAt: Int64(time(nil)) * 1000)])
+            [
+                WaveCheckpoint(
+                    waveID: wave.update.wave.id, shard: index, data: checkpoint.encoded(),
+                    savedAt: Int64(time(nil)) * 1000)
+            ])
     }
 
     /// One wave's progress on this shard now, and the permit it asks for. `final`: the shard sends nothing

@@ -20,7 +20,8 @@ extension Shard {
         var carriedBudget: UInt32 = 0
         if let existing = tokenIndex.find(entry.token, in: tokens) {
             let slot = Int(existing)
-            let sameShape = tokens.channelSet[slot] == set && tokens.flags[slot].contains(.pushToStart) == entry.pushToStart
+            let sameShape =
+                tokens.channelSet[slot] == set && tokens.flags[slot].contains(.pushToStart) == entry.pushToStart
             if sameShape {
                 // Same channels and kind: refresh in place (the common re-registration).
                 tokens.flags[slot] = flags.union(.alive)
@@ -90,7 +91,9 @@ extension Shard {
     func retireChannel(_ channel: Int) {
         guard 2 * channel + 1 < audiences.count else { return }
         let audience = audiences[Self.audienceIndex(channel, .update)]
-        for member in audience.slots.indices where tokens.isAlive(audience.slots[member]) { remove(audience.slots[member]) }
+        for member in audience.slots.indices where tokens.isAlive(audience.slots[member]) {
+            remove(audience.slots[member])
+        }
     }
 
     /// Drops the members of dead tokens from one audience (not under a cursor) and frees their token slots
@@ -120,7 +123,9 @@ extension Shard {
             for kind in [Audience.Kind.update, .pushToStart] {
                 let audienceIndex = Self.audienceIndex(channel, kind)
                 let audience = audiences[audienceIndex]
-                if !audience.cursorActive && audience.deadCount > 0 && (audience.alive == 0 || worthCompacting(audienceIndex)) {
+                if !audience.cursorActive && audience.deadCount > 0
+                    && (audience.alive == 0 || worthCompacting(audienceIndex))
+                {
                     compact(audienceIndex)
                 }
                 if audiences[audienceIndex].isEmpty {

@@ -46,7 +46,9 @@ extension Shard {
     }
 
     @inline(__always)
-    func memberCompleted(cookie: UInt64, disposition: PushDisposition, possibleDuplicate: Bool, waveSlot: Int, now: UInt64) {
+    func memberCompleted(
+        cookie: UInt64, disposition: PushDisposition, possibleDuplicate: Bool, waveSlot: Int, now: UInt64
+    ) {
         let ref = FanoutCookie.member(cookie)
         let audienceIndex = Self.audienceIndex(ref.channel, ref.kind)
         let member = ref.member

@@ -40,7 +40,9 @@ extension Shard {
         switch mode {
         case .resume:
             // Pending members whose token is gone (invalidated or unregistered while down) end invalidated.
-            if missing > 0 { tally.invalidated.store(tally.invalidated.load(ordering: .relaxed) + missing, ordering: .relaxed) }
+            if missing > 0 {
+                tally.invalidated.store(tally.invalidated.load(ordering: .relaxed) + missing, ordering: .relaxed)
+            }
             let permit = checkpoints == nil ? Int.max : walk.explicitPossiblySent
             // Without a checkpoint that says otherwise, the broadcast may have gone out before the restart.
             let broadcastPossiblySent = checkpoint?.broadcast?.possiblySent ?? true

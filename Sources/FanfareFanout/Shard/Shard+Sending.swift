@@ -126,7 +126,8 @@ extension Shard {
 
     func park(_ member: Int, of audienceIndex: Int, lane: Int, now: UInt64) {
         audiences[audienceIndex].startWaiting(member)
-        let ref = MemberRef(channel: audienceIndex >> 1, kind: audienceIndex & 1 == 0 ? .update : .pushToStart, member: member)
+        let ref = MemberRef(
+            channel: audienceIndex >> 1, kind: audienceIndex & 1 == 0 ? .update : .pushToStart, member: member)
         lanes[lane].push(ref.raw, at: now &+ lanes[lane].delay)
     }
 
@@ -170,7 +171,9 @@ extension Shard {
 
     /// Writes the push into `job` (the worker's stream slot): shared payload bytes, this token, the priority its
     /// budget allows.
-    func send(_ waveSlot: Int, to member: Int, of audienceIndex: Int, now: UInt64, into job: UnsafeMutablePointer<PushJob>) {
+    func send(
+        _ waveSlot: Int, to member: Int, of audienceIndex: Int, now: UInt64, into job: UnsafeMutablePointer<PushJob>
+    ) {
         let wave = waves[waveSlot]!
         let update = wave.update
         let tokenSlot = Int(audiences[audienceIndex].slots[member])
@@ -192,7 +195,8 @@ extension Shard {
             WaveTally.bump(wave.tally.resentAfterRestart)
         }
         audiences[audienceIndex].startSending(member)
-        let ref = MemberRef(channel: audienceIndex >> 1, kind: audienceIndex & 1 == 0 ? .update : .pushToStart, member: member)
+        let ref = MemberRef(
+            channel: audienceIndex >> 1, kind: audienceIndex & 1 == 0 ? .update : .pushToStart, member: member)
         let token = tokens.token(UInt32(tokenSlot))
         let payload: PushPayload
         if let channelPayload = update.channelPayload, tokens.flags[tokenSlot].contains(.supportsBroadcast) {

@@ -35,7 +35,9 @@ extension Shard {
         let savedAt = Int64(time(nil)) * 1000
         for slot in waves.indices where waves[slot] != nil {
             items.append(
-                WaveCheckpoint(waveID: waves[slot]!.update.wave.id, shard: index, data: progress(of: slot, final: true).encoded(), savedAt: savedAt))
+                WaveCheckpoint(
+                    waveID: waves[slot]!.update.wave.id, shard: index, data: progress(of: slot, final: true).encoded(),
+                    savedAt: savedAt))
         }
         return items
     }
@@ -46,7 +48,8 @@ extension Shard {
             single.completion(
                 PushResult(
                     cookie: single.job.cookie, token: single.job.token, disposition: .failed(.shutdown),
-                    apnsID: single.job.apnsID ?? PushIdentifier(), resends: 0, latencyNanoseconds: 0, worker: self.index))
+                    apnsID: single.job.apnsID ?? PushIdentifier(), resends: 0, latencyNanoseconds: 0, worker: self.index
+                ))
         }
         readySingles.removeAll()
         nextReadySingle = 0

@@ -12,7 +12,8 @@ extension Shard {
         let channel = Int(update.channel)
         ensureChannel(channel)
         let audienceIndex = Self.audienceIndex(channel, update.kind)
-        precondition(update.sequence > audiences[audienceIndex].lastSequence, "updates of a channel arrived out of order")
+        precondition(
+            update.sequence > audiences[audienceIndex].lastSequence, "updates of a channel arrived out of order")
         audiences[audienceIndex].lastSequence = update.sequence
 
         // The running wave, if any, stops here: its unvisited members get only the newer state, starting where
@@ -45,7 +46,8 @@ extension Shard {
     /// Starts a wave on this shard over `walk` (positions still to visit); `counted` members already have their
     /// outcome in the tally (a resumed wave's checkpoint).
     func begin(
-        _ update: PublishedUpdate, audienceIndex: Int, walk: WaveWalk, permit: Int, counted: Int, possiblySent: Bool = false
+        _ update: PublishedUpdate, audienceIndex: Int, walk: WaveWalk, permit: Int, counted: Int,
+        possiblySent: Bool = false
     ) {
         let tally = update.wave.tallies[index]
         epoch &+= 1

@@ -105,7 +105,8 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
         inbox = ShardInbox(commandCapacity: commandCapacity)
         self.invalidations = invalidations
         self.breaker = breaker
-        lanes = [DueLane(delay: 0), DueLane(delay: settings.minimumInterval)]
+        lanes =
+            [DueLane(delay: 0), DueLane(delay: settings.minimumInterval)]
             + settings.retryDelays.map { DueLane(delay: $0) }
         clockOrigin = monotonicNow()
         startWindow()

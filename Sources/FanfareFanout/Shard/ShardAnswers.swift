@@ -7,7 +7,8 @@ import Synchronization
 final class ShardAnswers: Sendable {
     private let unanswered: Atomic<Int>
     private let lastAnswer = ThreadSignal()
-    private let suspended = Mutex<(continuation: CheckedContinuation<Bool, Never>?, timer: Task<Void, Never>?)>((nil, nil))
+    private let suspended = Mutex<(continuation: CheckedContinuation<Bool, Never>?, timer: Task<Void, Never>?)>(
+        (nil, nil))
 
     init(shards: Int) { unanswered = Atomic(shards) }
 

@@ -9,7 +9,9 @@ enum TokenHash {
         var hash: UInt64 = 0x243F_6A88_85A3_08D3 ^ UInt64(bytes.count)
         var offset = 0
         while offset + 8 <= bytes.count {
-            hash = (hash ^ UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self))) &* 0x9E37_79B9_7F4A_7C15
+            hash =
+                (hash ^ UInt64(littleEndian: bytes.loadUnaligned(fromByteOffset: offset, as: UInt64.self)))
+                &* 0x9E37_79B9_7F4A_7C15
             hash ^= hash >> 29
             offset += 8
         }

@@ -105,7 +105,8 @@ struct TokenTable {
             let index = Int(slot)
             freeHeads[token.byteCount] = budget[index]
             token.withUnsafeBytes { bytes in
-                UnsafeMutableRawPointer(arena.base + Int(offsets[index])).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+                UnsafeMutableRawPointer(arena.base + Int(offsets[index])).copyMemory(
+                    from: bytes.baseAddress!, byteCount: bytes.count)
             }
             self.flags[index] = flags.union(.alive)
             registeredOrDiedAt[index] = registeredAt
@@ -196,7 +197,8 @@ struct TokenTable {
     /// Bytes held per token (columns only), for the memory figures.
     var bytesUsed: Int {
         arena.bytesUsed + offsets.bytesUsed + lengths.bytesUsed + flags.bytesUsed + registeredOrDiedAt.bytesUsed
-            + budget.bytesUsed + lastSentAt.bytesUsed + channelSet.bytesUsed + memberships.bytesUsed + freeHeads.bytesUsed
+            + budget.bytesUsed + lastSentAt.bytesUsed + channelSet.bytesUsed + memberships.bytesUsed
+            + freeHeads.bytesUsed
     }
 }
 

@@ -28,7 +28,8 @@ enum WaveRecovery {
         let visited = audience.visited
         var progress = Progress(lowWater: audience.lowWater)
         func possiblySent(_ member: Int) -> Bool {
-            audience.states[member] == .inFlight || audience.attempts[member] & (Shard.unconfirmedBit | Shard.restartBit) != 0
+            audience.states[member] == .inFlight
+                || audience.attempts[member] & (Shard.unconfirmedBit | Shard.restartBit) != 0
         }
         if audience.walkValid {
             var low = audience.lowWater
@@ -55,14 +56,16 @@ enum WaveRecovery {
             } else {
                 progress.from = audience.cursorKey(tokens: tokens)
                 progress.to = walk.to
-                progress.highWater = highPosition >= walk.count ? nil : walk.key(at: highPosition, slots: audience.slots, tokens: tokens)
+                progress.highWater =
+                    highPosition >= walk.count ? nil : walk.key(at: highPosition, slots: audience.slots, tokens: tokens)
                 progress.proposedPermit = highPosition
             }
         } else {
             // The cursor is done and compaction moved members: every busy member is one this wave still owes.
             progress.rangeDone = true
             for member in 0..<audience.count where audience.states[member] != .idle {
-                progress.pending.append(.init(hash: TokenHash.of(tokens.bytes(audience.slots[member])), possiblySent: possiblySent(member)))
+                progress.pending.append(
+                    .init(hash: TokenHash.of(tokens.bytes(audience.slots[member])), possiblySent: possiblySent(member)))
             }
         }
         return progress
@@ -79,7 +82,8 @@ enum WaveRecovery {
         var walk = WaveWalk()
         guard let checkpoint else {
             walk.appendRange(sorted, from: 0, count: sorted.count)
-            walk.rangePossiblySent = everythingSent ? sorted.count : min(sorted.count, window == Int.max ? sorted.count : window)
+            walk.rangePossiblySent =
+                everythingSent ? sorted.count : min(sorted.count, window == Int.max ? sorted.count : window)
             return (walk, 0)
         }
         // The range still to visit, as positions of `sorted`.
@@ -115,7 +119,8 @@ enum WaveRecovery {
         var sentHashes: [UInt64] = []
         var otherHashes: [UInt64] = []
         for item in checkpoint.pending {
-            var position = WalkSorter.lowerBound(WalkKey(hash: item.hash, token: nil), in: sorted, slots: slots, tokens: tokens)
+            var position = WalkSorter.lowerBound(
+                WalkKey(hash: item.hash, token: nil), in: sorted, slots: slots, tokens: tokens)
             var found = false
             while position < sorted.count && sorted[position].hash == item.hash {
                 found = true

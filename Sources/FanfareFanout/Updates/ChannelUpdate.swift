@@ -99,7 +99,8 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
         case .alreadyExpired(let freshUntil, let now):
             return "freshUntil \(freshUntil) is in the past (now \(now))"
         case .freshUntilTooFar(let freshUntil, let now, let limit):
-            return "freshUntil \(freshUntil) is more than \(limit / 86_400) days after now (\(now)), longer than APNs keeps a "
+            return
+                "freshUntil \(freshUntil) is more than \(limit / 86_400) days after now (\(now)), longer than APNs keeps a "
                 + "push: it must be UNIX seconds (not milliseconds)"
         case .channelNameTooLong(let bytes, let limit):
             return "the channel name is \(bytes) bytes long; at most \(limit) allowed"
@@ -113,7 +114,8 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
         case .shutDown: return "the engine is shut down"
         case .storage(let message): return "the wave could not be recorded, so it was not published: \(message)"
         case .sharedStore:
-            return "this engine shares its store with other nodes: publish with publishShared(_:) and follow the wave with report(id:)"
+            return
+                "this engine shares its store with other nodes: publish with publishShared(_:) and follow the wave with report(id:)"
         }
     }
 }

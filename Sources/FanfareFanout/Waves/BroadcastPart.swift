@@ -41,7 +41,9 @@ public final class BroadcastPart: Sendable {
         apnsID = PushIdentifier(String(decoding: text, as: UTF8.self)) ?? PushIdentifier()
     }
 
-    public var outcome: BroadcastOutcome { BroadcastOutcome(rawValue: outcomeStorage.load(ordering: .acquiring)) ?? .pending }
+    public var outcome: BroadcastOutcome {
+        BroadcastOutcome(rawValue: outcomeStorage.load(ordering: .acquiring)) ?? .pending
+    }
     /// Why it failed (APNs' reason, or DeadlineExceeded / ResendLimitReached / Shutdown / Unconfirmed).
     public var failureReason: String? {
         let reason = reasonStorage.load(ordering: .relaxed)

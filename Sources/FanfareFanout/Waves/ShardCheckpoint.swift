@@ -136,7 +136,8 @@ struct ShardCheckpoint: Equatable {
         var reader = Reader(bytes: bytes)
         let version = try reader.byte()
         guard version == Self.version || version == Self.broadcastVersion else {
-            throw DecodingError(problem: "version \(version), this engine reads \(Self.version) and \(Self.broadcastVersion)")
+            throw DecodingError(
+                problem: "version \(version), this engine reads \(Self.version) and \(Self.broadcastVersion)")
         }
         let flags = try reader.byte()
         finished = flags & 1 != 0
@@ -175,7 +176,9 @@ struct ShardCheckpoint: Equatable {
         }
         if version == Self.broadcastVersion {
             let outcome = try reader.byte()
-            guard BroadcastOutcome(rawValue: outcome) != nil else { throw DecodingError(problem: "broadcast outcome \(outcome)") }
+            guard BroadcastOutcome(rawValue: outcome) != nil else {
+                throw DecodingError(problem: "broadcast outcome \(outcome)")
+            }
             let flags = try reader.byte()
             let requests = try reader.count()
             let priority = try reader.count(limit: 10)
@@ -185,7 +188,9 @@ struct ShardCheckpoint: Equatable {
                 outcome: outcome, reason: reason.isEmpty ? nil : reason, requests: requests, priority: priority,
                 downgraded: flags & 1 != 0, resent: flags & 2 != 0, possiblySent: flags & 4 != 0)
         }
-        guard reader.offset == bytes.count else { throw DecodingError(problem: "\(bytes.count - reader.offset) bytes after the end") }
+        guard reader.offset == bytes.count else {
+            throw DecodingError(problem: "\(bytes.count - reader.offset) bytes after the end")
+        }
         guard counters.accounted <= counters.targeted else {
             throw DecodingError(problem: "\(counters.accounted) outcomes for \(counters.targeted) targeted")
         }
@@ -212,7 +217,9 @@ struct ShardCheckpoint: Equatable {
         /// A count or counter: at most `limit` (counters: what an Int holds on any platform we run on).
         mutating func count(limit: Int = 1 << 48) throws(DecodingError) -> Int {
             let value = try word()
-            guard value <= UInt64(limit) else { throw DecodingError(problem: "value \(value) at byte \(offset - 8) is out of range") }
+            guard value <= UInt64(limit) else {
+                throw DecodingError(problem: "value \(value) at byte \(offset - 8) is out of range")
+            }
             return Int(value)
         }
 

@@ -52,7 +52,8 @@ struct SharedWaveSummary {
             if let broadcast = part.broadcast, let channelID = record.broadcastChannelID {
                 report.broadcast = BroadcastPartRecord(
                     channelID: channelID, subscribers: 0, requests: broadcast.requests,
-                    outcome: (BroadcastOutcome(rawValue: broadcast.outcome) ?? .failed).description, reason: broadcast.reason,
+                    outcome: (BroadcastOutcome(rawValue: broadcast.outcome) ?? .failed).description,
+                    reason: broadcast.reason,
                     priority: broadcast.priority == 0 ? nil : broadcast.priority)
             }
         }

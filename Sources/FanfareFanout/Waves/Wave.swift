@@ -64,7 +64,9 @@ public final class Wave: Sendable {
             // Several nodes: this engine's view covers the shards it holds; the others' parts are theirs.
             precondition(!participating.isEmpty, "a wave view over no shard would never complete")
             let taking = Set(participating)
-            for shard in 0..<shardCount where !taking.contains(shard) { tallies[shard].finished.store(true, ordering: .relaxed) }
+            for shard in 0..<shardCount where !taking.contains(shard) {
+                tallies[shard].finished.store(true, ordering: .relaxed)
+            }
             unfinishedShards = Atomic(taking.count)
         } else {
             unfinishedShards = Atomic(shardCount)
@@ -121,7 +123,8 @@ public final class Wave: Sendable {
     /// Blocks the calling thread until the wave completes or `timeout` passes; returns whether it completed.
     public func waitUntilComplete(timeout: Duration) -> Bool {
         let (seconds, attoseconds) = timeout.components
-        let deadline = monotonicNow() &+ UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds) / 1_000_000_000)
+        let deadline =
+            monotonicNow() &+ UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds) / 1_000_000_000)
         let signal = ThreadSignal()
         let waiting = waiters.withLock { list -> Bool in
             if isComplete { return false }

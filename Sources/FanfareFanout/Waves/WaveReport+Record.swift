@@ -27,13 +27,16 @@ extension WaveReport {
         broadcast = record.broadcast.map { part in
             BroadcastReport(
                 channelID: part.channelID, subscribers: part.subscribers,
-                outcome: BroadcastOutcome(name: part.outcome) ?? .failed, failureReason: part.reason, requests: part.requests,
+                outcome: BroadcastOutcome(name: part.outcome) ?? .failed, failureReason: part.reason,
+                requests: part.requests,
                 priority: part.priority)
         }
     }
 
     /// The record the wave store keeps for a complete wave.
-    func record(bundleID: String, environment: APNsEnvironment, publishedAt: Int64, completedAt: Int64) -> WaveReportRecord {
+    func record(
+        bundleID: String, environment: APNsEnvironment, publishedAt: Int64, completedAt: Int64
+    ) -> WaveReportRecord {
         var record = WaveReportRecord(
             id: id, bundleID: bundleID, environment: environment, channel: channel, event: event.rawValue,
             timestamp: timestamp, publishedAt: publishedAt, completedAt: completedAt)

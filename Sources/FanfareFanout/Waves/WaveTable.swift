@@ -11,7 +11,8 @@ public enum WaveTable {
             rows.append([
                 "\(report.id)\(marker(report.state))", report.channel, labels[report.id] ?? report.event.rawValue,
                 group(report.targeted), group(report.delivered), group(report.superseded), group(report.downgraded),
-                group(report.invalidated), group(report.failed), group(report.expired), milliseconds(report.timeToFirstAck),
+                group(report.invalidated), group(report.failed), group(report.expired),
+                milliseconds(report.timeToFirstAck),
                 milliseconds(report.makespan), report.pushesPerSecond > 0 ? group(Int(report.pushesPerSecond)) : "-",
                 broadcast(report.broadcast),
             ])
@@ -36,7 +37,8 @@ public enum WaveTable {
         if reports.contains(where: { $0.broadcast != nil }) {
             lines.append(
                 "broadcast: one request to the channel's APNs broadcast channel for its subscribed activities "
-                    + "(outcome, subscribed activities it reaches, requests, priority); the other columns count per-token pushes")
+                    + "(outcome, subscribed activities it reaches, requests, priority); the other columns count per-token pushes"
+            )
         }
         if reports.contains(where: { $0.state == .paused }) {
             lines.append("! paused: the invalid-token breaker is open (FanoutEngine.breakerState)")

@@ -331,9 +331,12 @@ public final class HTTP2ClientSession {
         let reportsHeaders = request.map { streams[$0].pointee.reportsHeaders } ?? false
         let reportsOnlyStatus = local.reportsOnlyStatus && !reportsHeaders
         do {
-            try decoder.decode(block, wantsValue: { name in
-                !reportsOnlyStatus || Self.isStatus(name)
-            }) { name, value in
+            try decoder.decode(
+                block,
+                wantsValue: { name in
+                    !reportsOnlyStatus || Self.isStatus(name)
+                }
+            ) { name, value in
                 if let request { delegate.with({ $0.http2ResponseHeader(request: request, name: name, value: value) }) }
             }
         } catch {

@@ -16,7 +16,7 @@ protocol HTTP2StreamEntry {
 struct HTTP2StreamTable<Entry: HTTP2StreamEntry>: ~Copyable {
     let capacity: Int
     private let entries: UnsafeMutablePointer<Entry>
-    private let mapKeys: UnsafeMutablePointer<Int32>    // 0 = empty bucket
+    private let mapKeys: UnsafeMutablePointer<Int32>  // 0 = empty bucket
     private let mapValues: UnsafeMutablePointer<Int32>
     private let mapMask: Int
     private let mapShift: UInt32
@@ -187,7 +187,10 @@ extension HTTP2StreamTable {
         var overflow = false
         forEachStream { _, entry in
             let window = Int(entry.pointee.sendWindow) + delta
-            if window > HTTP2Limits.maxWindowSize { overflow = true; return }
+            if window > HTTP2Limits.maxWindowSize {
+                overflow = true
+                return
+            }
             entry.pointee.sendWindow = Int32(window)
         }
         if overflow { throw HTTP2ConnectionError(HTTP2ErrorCode.flowControlError, "a stream window passed 2^31-1") }

@@ -112,11 +112,15 @@ public enum HTTP2FrameHeader {
     /// Length, type byte, flags and stream id (reserved bit cleared) of the header at `source`.
     @inline(__always)
     public static func read(_ source: UnsafeRawPointer) -> (length: Int, type: UInt8, flags: UInt8, streamID: Int32) {
-        let length = Int(source.load(fromByteOffset: 0, as: UInt8.self)) << 16
+        let length =
+            Int(source.load(fromByteOffset: 0, as: UInt8.self)) << 16
             | Int(source.load(fromByteOffset: 1, as: UInt8.self)) << 8
             | Int(source.load(fromByteOffset: 2, as: UInt8.self))
         let stream = Int32(bitPattern: readUInt32(source + 5) & 0x7fff_ffff)
-        return (length, source.load(fromByteOffset: 3, as: UInt8.self), source.load(fromByteOffset: 4, as: UInt8.self), stream)
+        return (
+            length, source.load(fromByteOffset: 3, as: UInt8.self), source.load(fromByteOffset: 4, as: UInt8.self),
+            stream
+        )
     }
 }
 

@@ -94,7 +94,8 @@ public struct HPACKBlockWriter {
         writeString(value, huffman: true)
     }
 
-    /// A literal-without-indexing whose value is the Huffman code of `prefix` followed by the lowercase hex of `hexBytes` (for ":path" = "/3/device/" + hex token): no hex text is materialized.
+    /// A literal-without-indexing whose value is the Huffman code of `prefix` followed by the lowercase hex of
+    /// `hexBytes` (for ":path" = "/3/device/" + hex token): no hex text is materialized.
     public mutating func writeLiteralWithoutIndexing(
         nameIndex: Int, valuePrefix: UnsafeRawBufferPointer, hexOf hexBytes: UnsafeRawBufferPointer
     ) {

@@ -59,7 +59,9 @@ public struct HPACKDecoder: ~Copyable {
         table.entry(position)
     }
 
-    /// Decodes one complete header block, calling `field(name, value)` for each field in order. The buffers passed to `field` are valid only during the call. Throws on any malformed input; after a throw the decoder is unusable (connection error).
+    /// Decodes one complete header block, calling `field(name, value)` for each field in order. The buffers passed to
+    /// `field` are valid only during the call. Throws on any malformed input; after a throw the decoder is unusable
+    /// (connection error).
     public mutating func decode(
         _ block: UnsafeRawBufferPointer,
         _ field: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(HPACKError) -> Void
@@ -122,7 +124,9 @@ public struct HPACKDecoder: ~Copyable {
                     }
                 }
                 if !indexing && !wantsValue(name) {
-                    listSize += name.count + (try reader.skipString(maximumLength: stringLimit)) + HPACKEncoderTable.entryOverhead
+                    listSize +=
+                        name.count + (try reader.skipString(maximumLength: stringLimit))
+                        + HPACKEncoderTable.entryOverhead
                     guard listSize <= maximumHeaderListSize else { throw .headerListTooLarge }
                     continue
                 }
@@ -134,7 +138,8 @@ public struct HPACKDecoder: ~Copyable {
                     value = try repeatedValues.decode(encoded)
                     guard value.count <= stringLimit else { throw .stringTooLong(encoded.count) }
                 } else {
-                    value = try HPACKBlockReader.decodeHuffman(encoded, scratch: valueScratch, maximumLength: stringLimit)
+                    value = try HPACKBlockReader.decodeHuffman(
+                        encoded, scratch: valueScratch, maximumLength: stringLimit)
                 }
             }
 
@@ -150,7 +155,9 @@ public struct HPACKDecoder: ~Copyable {
 
     /// The entry at a 1-based index into the static then the dynamic table.
     @inline(__always)
-    private func lookup(_ index: Int) throws(HPACKError) -> (name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
+    private func lookup(
+        _ index: Int
+    ) throws(HPACKError) -> (name: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer) {
         if index >= 1 && index <= HPACKStaticTable.count {
             let entry = HPACKStaticTable.entry(index)
             return (entry.name, entry.value)

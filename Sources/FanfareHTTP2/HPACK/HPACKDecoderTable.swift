@@ -98,7 +98,9 @@ struct HPACKDecoderTable: ~Copyable {
             assert(tail + dataCount <= arenaSize)
         }
         if let source = name.baseAddress { (arena + tail).copyMemory(from: source, byteCount: name.count) }
-        if let source = value.baseAddress { (arena + tail + name.count).copyMemory(from: source, byteCount: value.count) }
+        if let source = value.baseAddress {
+            (arena + tail + name.count).copyMemory(from: source, byteCount: value.count)
+        }
         newestSlot = (newestSlot + 1) & ringMask
         entries[newestSlot] = Entry(
             offset: Int32(tail), nameCount: Int32(name.count), valueCount: Int32(value.count))

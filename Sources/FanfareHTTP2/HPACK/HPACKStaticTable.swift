@@ -102,7 +102,9 @@ public enum HPACKStaticTable {
             func copy(_ text: String) -> UnsafeRawBufferPointer {
                 let utf8 = Array(text.utf8)
                 let start = bytes + offset
-                for (position, byte) in utf8.enumerated() { start.storeBytes(of: byte, toByteOffset: position, as: UInt8.self) }
+                for (position, byte) in utf8.enumerated() {
+                    start.storeBytes(of: byte, toByteOffset: position, as: UInt8.self)
+                }
                 offset += utf8.count
                 return UnsafeRawBufferPointer(start: start, count: utf8.count)
             }

@@ -104,7 +104,8 @@ public struct HuffmanBitWriter {
             let p2 = hexPairs[Int(bytes[position + 2])], p3 = hexPairs[Int(bytes[position + 3])]
             let l1 = p1 & 0xFF, l2 = p2 & 0xFF, l3 = p3 & 0xFF
             // Four codes of at most 12 bits each, combined independently of the accumulator.
-            let code = UInt64(p0 >> 8) &<< UInt64(l1 + l2 + l3) | UInt64(p1 >> 8) &<< UInt64(l2 + l3)
+            let code =
+                UInt64(p0 >> 8) &<< UInt64(l1 + l2 + l3) | UInt64(p1 >> 8) &<< UInt64(l2 + l3)
                 | UInt64(p2 >> 8) &<< UInt64(l3) | UInt64(p3 >> 8)
             let length = Int(truncatingIfNeeded: (p0 & 0xFF) + l1 + l2 + l3)
             accumulator = accumulator &<< UInt64(length) | code

@@ -401,7 +401,8 @@ public final class HTTP2ServerSession {
 
     /// Opens the client's new stream, or refuses it (REFUSED_STREAM) and returns nil.
     private func openStream(_ streamID: Int32) -> Int? {
-        let refused = connection.goAwaySent && streamID > goAwayLastStreamID || streams.openCount >= streamLimit
+        let refused =
+            connection.goAwaySent && streamID > goAwayLastStreamID || streams.openCount >= streamLimit
             || freeCount == 0
         if refused {
             writeReset(streamID: streamID, errorCode: HTTP2ErrorCode.refusedStream)

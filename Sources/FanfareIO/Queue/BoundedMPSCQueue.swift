@@ -120,6 +120,9 @@ public final class BoundedMPSCQueue<Element>: @unchecked Sendable {
 
     /// Approximate number of queued elements (for stats and back-pressure checks). Any thread.
     public var approximateCount: Int {
-        max(0, (enqueuePosition.pointee.load(ordering: .relaxed) & ~Self.closedBit) - dequeuePosition.pointee.load(ordering: .relaxed))
+        max(
+            0,
+            (enqueuePosition.pointee.load(ordering: .relaxed) & ~Self.closedBit)
+                - dequeuePosition.pointee.load(ordering: .relaxed))
     }
 }

@@ -55,7 +55,9 @@ public final class PostgresNotificationListener: Sendable {
                         try? await connection.close().get()
                     } catch {
                         if stopped.isSet || Task.isCancelled { return }
-                        logger.warning("postgres: listening for notifications failed (\(PostgresTokenStore.describe(error))); again in 1 s")
+                        logger.warning(
+                            "postgres: listening for notifications failed (\(PostgresTokenStore.describe(error))); again in 1 s"
+                        )
                     }
                     if stopped.isSet || Task.isCancelled { return }
                     try? await Task.sleep(for: .seconds(1))

@@ -21,11 +21,13 @@ extension PostgresTokenStore {
     /// The newest feed position (0: nothing logged yet): a node that loads its shards after reading it, then
     /// follows the feed from it, misses nothing (what it reads twice, it applies twice: the same outcome).
     public func lastTokenChange() throws(RegistryError) -> Int64 {
-        try inTransaction("reading the registry's change feed position", begin: Self.beginSnapshotRead) { connection, logger in
+        try inTransaction("reading the registry's change feed position", begin: Self.beginSnapshotRead) {
+            connection, logger in
             var last: Int64 = 0
-            for try await value in try await connection.query("SELECT coalesce(max(seq), 0) FROM token_changes", logger: logger)
-                .decode(Int64.self)
-            {
+            for try await value in try await connection.query(
+                "SELECT coalesce(max(seq), 0) FROM token_changes", logger: logger
+            )
+            .decode(Int64.self) {
                 last = value
             }
             return last
@@ -47,20 +49,25 @@ extension PostgresTokenStore {
             var rows = 0
             var seen = Set<ByteBuffer>()
             // One pass: each logged token with its row as it is now (NULLs: no longer registered in this app).
-            for try await (seq, token, kind, activityID, deviceID, attributesType, frequent, supportsBroadcast, channels,
-                createdAt, lastSeenAt) in try await connection.query(
+            for try await (
+                seq, token, kind, activityID, deviceID, attributesType, frequent, supportsBroadcast, channels,
+                createdAt, lastSeenAt
+            ) in try await connection.query(
                 """
                 SELECT c.seq, c.token, t.kind, t.activity_id, t.device_id, t.attributes_type, t.frequent,
                        t.supports_broadcast, t.channels, t.created_at, t.last_seen_at
                 FROM token_changes AS c JOIN apps AS a ON a.id = c.app_id
                      LEFT JOIN tokens AS t ON t.token = c.token AND t.app_id = c.app_id
-                WHERE c.seq > \(position) AND a.bundle_id = \(bundleID) AND a.environment = \(Int16(environment.rawValue))
+                WHERE c.seq > \(position) AND a.bundle_id = \(bundleID) AND a.environment =
+                    \(Int16(environment.rawValue))
                   AND (\(wanted)::bigint[] IS NULL OR c.shard_hash IS NULL OR
                        ((c.shard_hash::numeric + CASE WHEN c.shard_hash < 0 THEN 18446744073709551616 ELSE 0 END)
                          % \(count))::bigint = ANY(\(wanted)::bigint[]))
                 ORDER BY c.seq LIMIT \(Int64(limit))
                 """, logger: logger
-            ).decode((Int64, ByteBuffer, Int16?, String?, String?, String?, Bool?, Bool?, [String]?, Int64?, Int64?).self) {
+            ).decode(
+                (Int64, ByteBuffer, Int16?, String?, String?, String?, Bool?, Bool?, [String]?, Int64?, Int64?).self)
+            {
                 rows += 1
                 page.last = seq
                 guard seen.insert(token).inserted else { continue }
@@ -109,7 +116,8 @@ extension PostgresTokenStore {
                     WHERE logged_at < now() - make_interval(secs => \(seconds))
                       AND (\(liveSeconds)::float8 IS NULL OR seq <= coalesce(
                           (SELECT min(feed_position) FROM cluster_nodes
-                           WHERE seen_at > now() - make_interval(secs => \(liveSeconds)::float8) AND feed_position IS NOT NULL),
+                           WHERE seen_at > now() - make_interval(secs => \(liveSeconds)::float8) AND feed_position IS
+                               NOT NULL),
                           9223372036854775807))
                     RETURNING 1)
                 SELECT count(*) FROM gone
@@ -135,7 +143,9 @@ extension PostgresTokenStore {
         var callbackError: (any Error)?
         scan: while true {
             let cursor = after
-            let page = try inTransaction("loading shards \(wanted) of \(bundleID) (\(environment))", begin: Self.beginSnapshotRead) {
+            let page = try inTransaction(
+                "loading shards \(wanted) of \(bundleID) (\(environment))", begin: Self.beginSnapshotRead
+            ) {
                 connection, logger -> [TokenRegistration] in
                 var page: [TokenRegistration] = []
                 // The unsigned hash modulo the shard count, from its signed bit pattern.

@@ -31,7 +31,9 @@ extension PostgresTokenStore {
     /// the database's clock) is older than `silence`, except `own`'s; returns those that had sessions. A session
     /// names its incarnation in `application_name` (`NodeIncarnation.sessionName`); `pg_terminate_backend`
     /// ends it (allowed on the sessions of one's own role, docs/deployment.md), rolling back its transaction.
-    public func fenceStalledNodes(sparing own: NodeIncarnation, silentLongerThan silence: Duration)
+    public func fenceStalledNodes(
+        sparing own: NodeIncarnation, silentLongerThan silence: Duration
+    )
         throws(RegistryError) -> [FencedNode]
     {
         let seconds = Self.seconds(silence)
@@ -49,7 +51,8 @@ extension PostgresTokenStore {
                 ), sessions AS (
                     SELECT s.node, s.incarnation, a.pid,
                            (NOT r.rolsuper OR (SELECT rolsuper FROM pg_roles WHERE rolname = current_user))
-                           AND (pg_has_role(a.usesysid, 'USAGE') OR pg_has_role('pg_signal_backend', 'USAGE')) AS allowed
+                           AND (pg_has_role(a.usesysid, 'USAGE') OR pg_has_role('pg_signal_backend', 'USAGE')) AS
+                               allowed
                     FROM stale AS s
                     JOIN pg_stat_activity AS a ON a.application_name = \(prefix) || s.incarnation
                     JOIN pg_roles AS r ON r.oid = a.usesysid
@@ -61,8 +64,9 @@ extension PostgresTokenStore {
                 FROM sessions GROUP BY node, incarnation ORDER BY node, incarnation
                 """, logger: logger
             ).decode((String, String, Int64, Int64).self) {
-                fenced.append(FencedNode(
-                    node: node, incarnation: incarnation, sessionsEnded: Int(ended), sessionsRefused: Int(refused)))
+                fenced.append(
+                    FencedNode(
+                        node: node, incarnation: incarnation, sessionsEnded: Int(ended), sessionsRefused: Int(refused)))
             }
             return fenced
         }

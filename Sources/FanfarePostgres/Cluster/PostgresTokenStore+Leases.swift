@@ -23,7 +23,8 @@ extension PostgresTokenStore {
             throw .storage("the shard count must be in 1...4096 (got \(shardCount))")
         }
         let stored = try inTransaction("joining the cluster with \(shardCount) shards") { connection, logger -> Int in
-            try await connection.query("SELECT pg_advisory_xact_lock(\(PostgresSchema.changeLockSpace), -3)", logger: logger)
+            try await connection.query(
+                "SELECT pg_advisory_xact_lock(\(PostgresSchema.changeLockSpace), -3)", logger: logger)
             try await connection.query(
                 "INSERT INTO cluster_config (shard_count) VALUES (\(Int32(shardCount))) ON CONFLICT (singleton) DO NOTHING",
                 logger: logger)
@@ -68,7 +69,8 @@ extension PostgresTokenStore {
                 """, logger: logger)
             var live = 1
             for try await count in try await connection.query(
-                "SELECT count(*) FROM cluster_nodes WHERE seen_at > now() - make_interval(secs => \(seconds))", logger: logger
+                "SELECT count(*) FROM cluster_nodes WHERE seen_at > now() - make_interval(secs => \(seconds))",
+                logger: logger
             ).decode(Int64.self) {
                 live = Int(count)
             }
@@ -85,7 +87,8 @@ extension PostgresTokenStore {
             var taken: [ShardLease] = []
             for try await (shard, epoch) in try await connection.query(
                 """
-                UPDATE shard_leases SET node = \(node), epoch = epoch + 1, expires_at = now() + make_interval(secs => \(seconds))
+                UPDATE shard_leases SET node = \(node), epoch = epoch + 1, expires_at = now() + make_interval(secs =>
+                    \(seconds))
                 WHERE shard IN (
                     SELECT shard FROM shard_leases WHERE expires_at <= now() ORDER BY shard LIMIT \(Int64(limit))
                     FOR UPDATE SKIP LOCKED)
@@ -100,12 +103,15 @@ extension PostgresTokenStore {
 
     /// Renews the leases this node holds at these epochs for `duration` from the database's now; returns the
     /// ones still held (a lease missing from the answer went to another node).
-    public func renewLeases(node: String, _ leases: [ShardLease], duration: Duration) throws(RegistryError) -> [ShardLease] {
+    public func renewLeases(
+        node: String, _ leases: [ShardLease], duration: Duration
+    ) throws(RegistryError) -> [ShardLease] {
         guard !leases.isEmpty else { return [] }
         let seconds = Self.seconds(duration)
         let shards = leases.map { Int32($0.shard) }
         let epochs = leases.map(\.epoch)
-        return try inTransaction("renewing \(leases.count) shard leases of \(node)") { connection, logger -> [ShardLease] in
+        return try inTransaction("renewing \(leases.count) shard leases of \(node)") {
+            connection, logger -> [ShardLease] in
             var kept: [ShardLease] = []
             for try await (shard, epoch) in try await connection.query(
                 """

@@ -21,11 +21,15 @@ extension PostgresTokenStore: SharedWaveStore {
             outcome = try inTransaction("publishing a wave on channel '\(record.channel)'", app: app) {
                 connection, logger, appID in
                 // One publish of this app at a time until commit: ids commit in order, and the latest check holds.
-                try await connection.query("SELECT pg_advisory_xact_lock(\(Self.publishLockSpace), \(Int32(truncatingIfNeeded: appID)))", logger: logger)
+                try await connection.query(
+                    "SELECT pg_advisory_xact_lock(\(Self.publishLockSpace), \(Int32(truncatingIfNeeded: appID)))",
+                    logger: logger)
                 for try await latest in try await connection.query(
-                    "SELECT timestamp FROM channel_latest WHERE app_id = \(appID) AND channel = \(record.channel)", logger: logger
+                    "SELECT timestamp FROM channel_latest WHERE app_id = \(appID) AND channel = \(record.channel)",
+                    logger: logger
                 ).decode(Int64.self) where latest > record.timestamp {
-                    return .failure(.olderThanLatest(channel: record.channel, timestamp: record.timestamp, latest: latest))
+                    return .failure(
+                        .olderThanLatest(channel: record.channel, timestamp: record.timestamp, latest: latest))
                 }
                 var id: Int64 = 1
                 for try await last in try await connection.query(
@@ -44,14 +48,18 @@ extension PostgresTokenStore: SharedWaveStore {
                     INSERT INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload, fresh_until,
                                        collapse_id, dismissal_date, published_at, shard_count, start_keys,
                                        broadcast_channel_id, channel_payload)
-                    VALUES (\(id), \(appID), \(record.channel), \(record.event), \(record.timestamp), \(record.priority),
-                            \(record.hasAlert), \(payload), \(record.freshUntil), \(record.collapseID), \(record.dismissalDate),
-                            \(record.publishedAt), \(Int64(record.shardCount)), \(startKeys), \(record.broadcastChannelID),
+                    VALUES (\(id), \(appID), \(record.channel), \(record.event), \(record.timestamp),
+                        \(record.priority),
+                            \(record.hasAlert), \(payload), \(record.freshUntil), \(record.collapseID),
+                                \(record.dismissalDate),
+                            \(record.publishedAt), \(Int64(record.shardCount)), \(startKeys),
+                                \(record.broadcastChannelID),
                             \(channelPayload))
                     """, logger: logger)
                 try await connection.query(
                     """
-                    INSERT INTO channel_latest (app_id, channel, timestamp) VALUES (\(appID), \(record.channel), \(record.timestamp))
+                    INSERT INTO channel_latest (app_id, channel, timestamp) VALUES (\(appID), \(record.channel),
+                        \(record.timestamp))
                     ON CONFLICT (app_id, channel) DO UPDATE
                     SET timestamp = greatest(channel_latest.timestamp, EXCLUDED.timestamp)
                     """, logger: logger)
@@ -65,7 +73,9 @@ extension PostgresTokenStore: SharedWaveStore {
         return try outcome.get()
     }
 
-    public func waves(after id: UInt64, bundleID: String, environment: APNsEnvironment, limit: Int) throws(RegistryError)
+    public func waves(
+        after id: UInt64, bundleID: String, environment: APNsEnvironment, limit: Int
+    ) throws(RegistryError)
         -> [WaveRecord]
     {
         guard let after = Int64(exactly: id), limit > 0 else { return [] }
@@ -87,19 +97,24 @@ extension PostgresTokenStore: SharedWaveStore {
 
     public func waveProgress(id: UInt64) throws(RegistryError) -> UnfinishedWave? {
         guard let rowID = Int64(exactly: id) else { return nil }
-        return try inTransaction("reading the progress of wave \(id)", begin: Self.beginSnapshotRead) { connection, logger in
+        return try inTransaction("reading the progress of wave \(id)", begin: Self.beginSnapshotRead) {
+            connection, logger in
             try await Self.progress(rowID, lock: false, connection, logger)
         }
     }
 
-    public func completeIfFinished(waveID: UInt64, summarize: (WaveRecord, [WaveCheckpoint]) -> WaveReportRecord?)
+    public func completeIfFinished(
+        waveID: UInt64, summarize: (WaveRecord, [WaveCheckpoint]) -> WaveReportRecord?
+    )
         throws(RegistryError) -> Bool
     {
         guard let rowID = Int64(exactly: waveID) else { throw .unknownWave(id: waveID) }
         // The wave row locked FOR UPDATE: of two nodes finishing their last parts at once, the second to get here
         // sees both final checkpoints (each committed its own before asking).
         let read = try inTransaction("checking whether wave \(waveID) is finished") { connection, logger in
-            guard let progress = try await Self.progress(rowID, lock: true, connection, logger) else { return nil as (UnfinishedWave, Bool)? }
+            guard let progress = try await Self.progress(rowID, lock: true, connection, logger) else {
+                return nil as (UnfinishedWave, Bool)?
+            }
             return (progress, try await Self.isComplete(rowID, connection, logger))
         }
         guard let (progress, complete) = read else { throw .unknownWave(id: waveID) }
@@ -127,14 +142,17 @@ extension PostgresTokenStore: SharedWaveStore {
             channel: try columns.text(1, "channel"), event: try columns.text(2, "event"),
             timestamp: try columns.integer(3, "timestamp"), priority: try columns.text(4, "priority"),
             hasAlert: try columns.flag(5, "has_alert"), payload: try columns.bytes(6, "payload"),
-            freshUntil: try columns.optionalInteger(7, "fresh_until"), collapseID: try columns.optionalText(8, "collapse_id"),
-            dismissalDate: try columns.optionalInteger(9, "dismissal_date"), publishedAt: try columns.integer(10, "published_at"),
+            freshUntil: try columns.optionalInteger(7, "fresh_until"),
+            collapseID: try columns.optionalText(8, "collapse_id"),
+            dismissalDate: try columns.optionalInteger(9, "dismissal_date"),
+            publishedAt: try columns.integer(10, "published_at"),
             shardCount: try columns.count(11, "shard_count"), startKeys: try columns.startKeys(12),
             broadcastChannelID: try columns.optionalText(13, "broadcast_channel_id"),
             channelPayload: try columns.optionalBytes(14, "channel_payload"))
     }
 
-    private static func isComplete(_ id: Int64, _ connection: PostgresConnection, _ logger: Logger) async throws -> Bool {
+    private static func isComplete(_ id: Int64, _ connection: PostgresConnection, _ logger: Logger) async throws -> Bool
+    {
         for try await completed in try await connection.query(
             "SELECT completed_at IS NOT NULL FROM waves WHERE id = \(id)", logger: logger
         ).decode(Bool.self) {
@@ -144,18 +162,22 @@ extension PostgresTokenStore: SharedWaveStore {
     }
 
     /// The wave (locked FOR UPDATE when `lock`) and its checkpoints; nil when unknown.
-    private static func progress(_ id: Int64, lock: Bool, _ connection: PostgresConnection, _ logger: Logger) async throws
+    private static func progress(
+        _ id: Int64, lock: Bool, _ connection: PostgresConnection, _ logger: Logger
+    ) async throws
         -> UnfinishedWave?
     {
         var found: UnfinishedWave?
         for try await row in try await connection.query(
             """
             SELECT \(unescaped: waveColumns), a.bundle_id, a.environment
-            FROM waves AS w JOIN apps AS a ON a.id = w.app_id WHERE w.id = \(id) \(unescaped: lock ? "FOR UPDATE OF w" : "")
+            FROM waves AS w JOIN apps AS a ON a.id = w.app_id WHERE w.id = \(id)
+                \(unescaped: lock ? "FOR UPDATE OF w" : "")
             """, logger: logger)
         {
             let columns = PostgresWaveColumns(row, name: PostgresWaveColumns.waveName)
-            let record = try waveRecord(row, bundleID: try columns.text(15, "bundle_id"), environment: try columns.environment(16))
+            let record = try waveRecord(
+                row, bundleID: try columns.text(15, "bundle_id"), environment: try columns.environment(16))
             found = UnfinishedWave(record: record, checkpoints: [])
         }
         guard var wave = found else { return nil }

@@ -22,24 +22,26 @@ extension PostgresTokenStore: WaveStore {
             let startKeys = ByteBuffer(bytes: WaveColumnEncoding.startKeys(wave.startKeys))
             let channelPayload = wave.channelPayload.map { ByteBuffer(bytes: $0) }
             // DO NOTHING, then a check: an id saved before is the caller's mistake, not a storage fault.
-            let inserted = try await connection.query(
-                """
-                INSERT INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload, fresh_until,
-                                   collapse_id, dismissal_date, published_at, shard_count, start_keys,
-                                   broadcast_channel_id, channel_payload)
-                VALUES (\(id), \(appID), \(wave.channel), \(wave.event), \(wave.timestamp), \(wave.priority),
-                        \(wave.hasAlert), \(payload), \(wave.freshUntil), \(wave.collapseID), \(wave.dismissalDate),
-                        \(wave.publishedAt), \(Int64(wave.shardCount)), \(startKeys), \(wave.broadcastChannelID),
-                        \(channelPayload))
-                ON CONFLICT (id) DO NOTHING
-                """, logger: logger
-            ).get().metadata.rows ?? 0
+            let inserted =
+                try await connection.query(
+                    """
+                    INSERT INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload, fresh_until,
+                                       collapse_id, dismissal_date, published_at, shard_count, start_keys,
+                                       broadcast_channel_id, channel_payload)
+                    VALUES (\(id), \(appID), \(wave.channel), \(wave.event), \(wave.timestamp), \(wave.priority),
+                            \(wave.hasAlert), \(payload), \(wave.freshUntil), \(wave.collapseID), \(wave.dismissalDate),
+                            \(wave.publishedAt), \(Int64(wave.shardCount)), \(startKeys), \(wave.broadcastChannelID),
+                            \(channelPayload))
+                    ON CONFLICT (id) DO NOTHING
+                    """, logger: logger
+                ).get().metadata.rows ?? 0
             guard inserted == 1 else {
                 throw RegistryError.invalidWave(id: wave.id, reason: "a wave with this id is already saved")
             }
             try await connection.query(
                 """
-                INSERT INTO channel_latest (app_id, channel, timestamp) VALUES (\(appID), \(wave.channel), \(wave.timestamp))
+                INSERT INTO channel_latest (app_id, channel, timestamp) VALUES (\(appID), \(wave.channel),
+                    \(wave.timestamp))
                 ON CONFLICT (app_id, channel) DO UPDATE
                 SET timestamp = greatest(channel_latest.timestamp, EXCLUDED.timestamp)
                 """, logger: logger)
@@ -56,7 +58,8 @@ extension PostgresTokenStore: WaveStore {
         }
         let written = rows
         let fence = checkpointFence?.leases
-        let fenced = try inTransaction("saving \(checkpoints.count) wave checkpoints") { connection, logger -> Set<Int64> in
+        let fenced = try inTransaction("saving \(checkpoints.count) wave checkpoints") {
+            connection, logger -> Set<Int64> in
             // The unfinished ones among the batch's waves, locked until the commit: a completion waits for it,
             // and a checkpoint of a wave complete or never saved is left out.
             let ids = Array(Set(written.map(\.waveID))).sorted()
@@ -75,7 +78,8 @@ extension PostgresTokenStore: WaveStore {
                 for try await shard in try await connection.query(
                     """
                     SELECT l.shard FROM shard_leases AS l
-                    JOIN unnest(\(fence.shards.map(Int32.init))::integer[], \(fence.epochs)::bigint[]) AS mine (shard, epoch)
+                    JOIN unnest(\(fence.shards.map(Int32.init))::integer[], \(fence.epochs)::bigint[]) AS mine (shard,
+                        epoch)
                       ON l.shard = mine.shard AND l.epoch = mine.epoch
                     WHERE l.node = \(fence.node) ORDER BY l.shard FOR SHARE OF l
                     """, logger: logger
@@ -130,7 +134,9 @@ extension PostgresTokenStore: WaveStore {
         }
     }
 
-    public func saveRetirement(bundleID: String, environment: APNsEnvironment, channel: String, dueAt: Int64)
+    public func saveRetirement(
+        bundleID: String, environment: APNsEnvironment, channel: String, dueAt: Int64
+    )
         throws(RegistryError)
     {
         let app = AppKey(bundleID: bundleID, environment: environment)
@@ -143,7 +149,9 @@ extension PostgresTokenStore: WaveStore {
         }
     }
 
-    public func removeRetirements(bundleID: String, environment: APNsEnvironment, channels: [String])
+    public func removeRetirements(
+        bundleID: String, environment: APNsEnvironment, channels: [String]
+    )
         throws(RegistryError)
     {
         guard !channels.isEmpty else { return }
@@ -195,7 +203,9 @@ extension PostgresTokenStore: WaveStore {
 
     // MARK: - Reads
 
-    public func unfinishedWaves(bundleID: String, environment: APNsEnvironment) throws(RegistryError)
+    public func unfinishedWaves(
+        bundleID: String, environment: APNsEnvironment
+    ) throws(RegistryError)
         -> [UnfinishedWave]
     {
         // Both queries read one snapshot.
@@ -267,7 +277,9 @@ extension PostgresTokenStore: WaveStore {
         }
     }
 
-    public func waveReports(bundleID: String, environment: APNsEnvironment, limit: Int) throws(RegistryError)
+    public func waveReports(
+        bundleID: String, environment: APNsEnvironment, limit: Int
+    ) throws(RegistryError)
         -> [WaveReportRecord]
     {
         guard limit > 0 else { return [] }
@@ -275,10 +287,11 @@ extension PostgresTokenStore: WaveStore {
             "reading the wave reports of \(bundleID) (\(environment))", begin: Self.beginSnapshotRead
         ) { connection, logger in
             var reports: [WaveReportRecord] = []
-            var query = PostgresQuery(unsafeSQL: Self.selectReports + """
-                 WHERE a.bundle_id = $1 AND a.environment = $2 AND w.completed_at IS NOT NULL
-                ORDER BY w.id DESC LIMIT $3
-                """)
+            var query = PostgresQuery(
+                unsafeSQL: Self.selectReports + """
+                     WHERE a.bundle_id = $1 AND a.environment = $2 AND w.completed_at IS NOT NULL
+                    ORDER BY w.id DESC LIMIT $3
+                    """)
             query.binds.append(bundleID, context: .default)
             query.binds.append(Int16(environment.rawValue), context: .default)
             query.binds.append(Int64(limit), context: .default)
@@ -289,7 +302,9 @@ extension PostgresTokenStore: WaveStore {
         }
     }
 
-    public func latestTimestamps(bundleID: String, environment: APNsEnvironment) throws(RegistryError)
+    public func latestTimestamps(
+        bundleID: String, environment: APNsEnvironment
+    ) throws(RegistryError)
         -> [String: Int64]
     {
         try channelValues(
@@ -297,7 +312,9 @@ extension PostgresTokenStore: WaveStore {
             column: "timestamp", bundleID: bundleID, environment: environment)
     }
 
-    public func pendingRetirements(bundleID: String, environment: APNsEnvironment) throws(RegistryError)
+    public func pendingRetirements(
+        bundleID: String, environment: APNsEnvironment
+    ) throws(RegistryError)
         -> [String: Int64]
     {
         try channelValues(
@@ -362,7 +379,8 @@ extension PostgresTokenStore: WaveStore {
         if let channelID = try columns.optionalText(23, "report_broadcast_channel_id") {
             report.broadcast = BroadcastPartRecord(
                 channelID: channelID, subscribers: try columns.count(24, "broadcast_subscribers"),
-                requests: try columns.count(25, "broadcast_requests"), outcome: try columns.text(26, "broadcast_outcome"),
+                requests: try columns.count(25, "broadcast_requests"),
+                outcome: try columns.text(26, "broadcast_outcome"),
                 reason: try columns.optionalText(27, "broadcast_reason"),
                 priority: try columns.optionalInteger(28, "broadcast_priority").map { Int(truncatingIfNeeded: $0) })
         }
@@ -407,10 +425,11 @@ extension PostgresTokenStore: WaveStore {
     ) throws(RegistryError) -> [String: Int64] {
         try inTransaction(operation, begin: Self.beginSnapshotRead) { connection, logger in
             var values: [String: Int64] = [:]
-            var query = PostgresQuery(unsafeSQL: """
-                SELECT t.channel, t.\(column) FROM \(table) AS t JOIN apps AS a ON a.id = t.app_id
-                WHERE a.bundle_id = $1 AND a.environment = $2
-                """)
+            var query = PostgresQuery(
+                unsafeSQL: """
+                    SELECT t.channel, t.\(column) FROM \(table) AS t JOIN apps AS a ON a.id = t.app_id
+                    WHERE a.bundle_id = $1 AND a.environment = $2
+                    """)
             query.binds.append(bundleID, context: .default)
             query.binds.append(Int16(environment.rawValue), context: .default)
             for try await row in try await connection.query(query, logger: logger) {
@@ -433,7 +452,9 @@ extension PostgresTokenStore {
     ) throws(RegistryError) -> T {
         let logger = self.logger
         return try serialised(operation, retry: begin == Self.beginSnapshotRead) { connection throws(RegistryError) in
-            try run { try await Self.transaction(connection, logger, begin: begin) { try await body(connection, logger) } }
+            try run {
+                try await Self.transaction(connection, logger, begin: begin) { try await body(connection, logger) }
+            }
         }
     }
 

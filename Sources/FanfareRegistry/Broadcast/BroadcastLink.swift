@@ -32,22 +32,31 @@ public struct BroadcastLink: Sendable, Equatable {
 /// `SQLiteTokenStore` implements it on the registry's file (table `broadcast_links`); a server database can too.
 public protocol BroadcastLinkStore: AnyObject, Sendable {
     /// Inserts or replaces the link of `link.channel`.
-    func saveBroadcastLink(_ link: BroadcastLink, bundleID: String, environment: APNsEnvironment)
+    func saveBroadcastLink(
+        _ link: BroadcastLink, bundleID: String, environment: APNsEnvironment)
         throws(RegistryError)
     /// The link of one channel, or nil.
-    func broadcastLink(channel: String, bundleID: String, environment: APNsEnvironment) throws(RegistryError)
+    func broadcastLink(
+        channel: String, bundleID: String, environment: APNsEnvironment
+    ) throws(RegistryError)
         -> BroadcastLink?
     /// Every link of one app, by channel name.
     func broadcastLinks(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [BroadcastLink]
     /// Sets when the link's APNs channel may be deleted (UNIX s). Returns false if the channel has no link.
     @discardableResult
-    func scheduleBroadcastLinkDeletion(channel: String, bundleID: String, environment: APNsEnvironment, after: Int64)
+    func scheduleBroadcastLinkDeletion(
+        channel: String, bundleID: String, environment: APNsEnvironment, after: Int64
+    )
         throws(RegistryError) -> Bool
     /// Links whose deletion time has come (`deleteAfter <= now`, UNIX s), oldest due first.
-    func dueBroadcastLinkDeletions(now: Int64, bundleID: String, environment: APNsEnvironment)
+    func dueBroadcastLinkDeletions(
+        now: Int64, bundleID: String, environment: APNsEnvironment
+    )
         throws(RegistryError) -> [BroadcastLink]
     /// Forgets a link. Returns false if there was none.
     @discardableResult
-    func removeBroadcastLink(channel: String, bundleID: String, environment: APNsEnvironment)
+    func removeBroadcastLink(
+        channel: String, bundleID: String, environment: APNsEnvironment
+    )
         throws(RegistryError) -> Bool
 }

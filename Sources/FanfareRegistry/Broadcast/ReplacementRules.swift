@@ -18,13 +18,15 @@ struct ReplacementRules {
         self.history = history
         subscriptions = try SubscriptionTable(db)
         deleteOtherPushToStart = try RawStatement(
-            db, sql: """
+            db,
+            sql: """
                 DELETE FROM tokens
                 WHERE app_id = ? AND device_id = ? AND attributes_type = ? AND kind = \(TokenKind.pushToStart.rawValue)
                   AND token != ?
                 """ + " " + EndedRegistration.returningTokenColumns)
         deleteActivityTokens = try RawStatement(
-            db, sql: "DELETE FROM tokens WHERE app_id = ? AND activity_id = ? AND kind = \(TokenKind.update.rawValue) "
+            db,
+            sql: "DELETE FROM tokens WHERE app_id = ? AND activity_id = ? AND kind = \(TokenKind.update.rawValue) "
                 + EndedRegistration.returningTokenColumns)
     }
 
@@ -35,13 +37,17 @@ struct ReplacementRules {
     }
 
     /// The rules for the batch's tokens (`appIDs[i]` is registration i's app).
-    mutating func apply(_ registrations: [TokenRegistration], appIDs: [Int64], _ memory: inout RegistryMemoryState)
+    mutating func apply(
+        _ registrations: [TokenRegistration], appIDs: [Int64], _ memory: inout RegistryMemoryState
+    )
         throws
     {
         // The last push-to-start token of each device and type wins (earlier ones in the batch are replaced too).
         var latest: [DeviceKey: Int] = [:]
         for (index, registration) in registrations.enumerated() where registration.kind == .pushToStart {
-            guard let deviceID = registration.deviceID, let attributesType = registration.attributesType else { continue }
+            guard let deviceID = registration.deviceID, let attributesType = registration.attributesType else {
+                continue
+            }
             latest[DeviceKey(appID: appIDs[index], deviceID: deviceID, attributesType: attributesType)] = index
         }
         for (key, index) in latest.sorted(by: { $0.value < $1.value }) {
@@ -59,7 +65,9 @@ struct ReplacementRules {
         for (index, registration) in registrations.enumerated() where registration.kind == .update {
             guard let activityID = registration.activityID else { continue }
             let appID = appIDs[index]
-            if appsWithSubscriptions[appID] == nil { appsWithSubscriptions[appID] = try subscriptions.exist(appID: appID) }
+            if appsWithSubscriptions[appID] == nil {
+                appsWithSubscriptions[appID] = try subscriptions.exist(appID: appID)
+            }
             guard appsWithSubscriptions[appID] == true else { continue }
             guard let ended = try subscriptions.remove(appID: appID, activityID: activityID, &result.subscriptionDeltas)
             else { continue }
@@ -69,7 +77,9 @@ struct ReplacementRules {
     }
 
     /// The rules for one subscription, then the subscription itself.
-    mutating func apply(_ subscription: BroadcastSubscription, appID: Int64, _ memory: inout RegistryMemoryState)
+    mutating func apply(
+        _ subscription: BroadcastSubscription, appID: Int64, _ memory: inout RegistryMemoryState
+    )
         throws
     {
         deleteActivityTokens.bind(1, appID)

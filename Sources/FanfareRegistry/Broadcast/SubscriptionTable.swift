@@ -23,19 +23,24 @@ struct SubscriptionTable {
             db, sql: "INSERT OR IGNORE INTO subscription_channels (channel, app_id, activity_id) VALUES (?, ?, ?)")
         deleteChannels = try RawStatement(
             db, sql: "DELETE FROM subscription_channels WHERE app_id = ? AND activity_id = ?")
-        deleteSubscription = try RawStatement(db, sql: """
-            DELETE FROM broadcast_subscriptions WHERE app_id = ? AND activity_id = ?
-            RETURNING device_id, attributes_type, created_at
-            """)
+        deleteSubscription = try RawStatement(
+            db,
+            sql: """
+                DELETE FROM broadcast_subscriptions WHERE app_id = ? AND activity_id = ?
+                RETURNING device_id, attributes_type, created_at
+                """)
         // Registering again keeps `created_at`; `last_seen_at` only moves forward (as for tokens).
-        upsertSubscription = try RawStatement(db, sql: """
-            INSERT INTO broadcast_subscriptions (app_id, activity_id, device_id, attributes_type, frequent, created_at,
-                                                 last_seen_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT (app_id, activity_id) DO UPDATE
-            SET device_id = excluded.device_id, attributes_type = excluded.attributes_type,
-                frequent = excluded.frequent, last_seen_at = max(last_seen_at, excluded.last_seen_at)
-            """)
+        upsertSubscription = try RawStatement(
+            db,
+            sql: """
+                INSERT INTO broadcast_subscriptions (app_id, activity_id, device_id, attributes_type, frequent,
+                    created_at,
+                                                     last_seen_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (app_id, activity_id) DO UPDATE
+                SET device_id = excluded.device_id, attributes_type = excluded.attributes_type,
+                    frequent = excluded.frequent, last_seen_at = max(last_seen_at, excluded.last_seen_at)
+                """)
     }
 
     /// Whether the app has any subscription (so registering update tokens can skip the one-path check).

@@ -17,7 +17,9 @@ public protocol SharedWaveStore: WaveStore {
 
     /// Waves of one app with an id above `id`, in id order, at most `limit` (complete ones included: a node that
     /// missed a wave still learns its channel's newest timestamp).
-    func waves(after id: UInt64, bundleID: String, environment: APNsEnvironment, limit: Int) throws(RegistryError)
+    func waves(
+        after id: UInt64, bundleID: String, environment: APNsEnvironment, limit: Int
+    ) throws(RegistryError)
         -> [WaveRecord]
 
     /// A wave and the newest checkpoint of every shard that saved one (nil: unknown wave).
@@ -26,7 +28,9 @@ public protocol SharedWaveStore: WaveStore {
     /// With the wave locked against other nodes: hands `summarize` the wave and every shard's newest
     /// checkpoint; a report it returns (every shard finished) completes the wave in the same transaction. Returns
     /// whether the wave is complete now (also when another node completed it first). Unknown id: `.unknownWave`.
-    func completeIfFinished(waveID: UInt64, summarize: (WaveRecord, [WaveCheckpoint]) -> WaveReportRecord?)
+    func completeIfFinished(
+        waveID: UInt64, summarize: (WaveRecord, [WaveCheckpoint]) -> WaveReportRecord?
+    )
         throws(RegistryError) -> Bool
 }
 

@@ -50,11 +50,13 @@ struct LedgerHistoryWriter {
     let now: Int64
 
     init(_ db: Database, now: Int64) throws {
-        insert = try RawStatement(db, sql: """
-            INSERT INTO token_history (app_id, token, kind, activity_id, device_id, attributes_type, registered_at,
-                                       event, at, channel, reason, invalid_since, replaced_by)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """)
+        insert = try RawStatement(
+            db,
+            sql: """
+                INSERT INTO token_history (app_id, token, kind, activity_id, device_id, attributes_type, registered_at,
+                                           event, at, channel, reason, invalid_since, replaced_by)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
         self.now = now
     }
 

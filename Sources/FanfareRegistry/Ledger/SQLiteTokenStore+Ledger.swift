@@ -28,10 +28,12 @@ extension SQLiteTokenStore {
                     entry.pendingRetirements = try Self.pendingRetirements(of: registration.channels, appID: appID, db)
                 }
             }
-            let history = try RawStatement(db, sql: """
-                SELECT kind, activity_id, registered_at, event, at, channel, reason, invalid_since, replaced_by
-                FROM token_history WHERE token = ? AND app_id = ? ORDER BY id DESC
-                """)
+            let history = try RawStatement(
+                db,
+                sql: """
+                    SELECT kind, activity_id, registered_at, event, at, channel, reason, invalid_since, replaced_by
+                    FROM token_history WHERE token = ? AND app_id = ? ORDER BY id DESC
+                    """)
             token.withUnsafeBytes { history.bind(1, blob: $0) }
             history.bind(2, appID)
             try Self.readHistory(history, into: &entry.history)
@@ -44,16 +46,20 @@ extension SQLiteTokenStore {
 
     /// What the registry knows about one activity of one app: its update tokens or broadcast subscription, and
     /// the history of registrations of that activity that ended. Nil when it knows nothing.
-    public func ledger(activityID: String, bundleID: String, environment: APNsEnvironment)
+    public func ledger(
+        activityID: String, bundleID: String, environment: APNsEnvironment
+    )
         throws(RegistryError) -> ActivityLedgerEntry?
     {
         try access("reading the ledger of activity \(activityID)") { db in
             guard let appID = memory.withLock({ $0.appIDs[AppKey(bundleID, environment)] }) else { return nil }
             var entry = ActivityLedgerEntry(activityID: activityID)
-            let tokens = try RawStatement(db, sql: """
-                SELECT id, token FROM tokens
-                WHERE app_id = ? AND activity_id = ? AND kind = \(TokenKind.update.rawValue) ORDER BY id
-                """)
+            let tokens = try RawStatement(
+                db,
+                sql: """
+                    SELECT id, token FROM tokens
+                    WHERE app_id = ? AND activity_id = ? AND kind = \(TokenKind.update.rawValue) ORDER BY id
+                    """)
             tokens.bind(1, appID)
             tokens.bind(2, activityID)
             do {
@@ -63,10 +69,13 @@ extension SQLiteTokenStore {
                 }
             }
             entry.subscription = try Self.subscription(activityID: activityID, appID: appID, bundleID, environment, db)
-            let history = try RawStatement(db, sql: """
-                SELECT kind, activity_id, registered_at, event, at, channel, reason, invalid_since, replaced_by, token
-                FROM token_history WHERE app_id = ? AND activity_id = ? ORDER BY id DESC
-                """)
+            let history = try RawStatement(
+                db,
+                sql: """
+                    SELECT kind, activity_id, registered_at, event, at, channel, reason, invalid_since, replaced_by,
+                        token
+                    FROM token_history WHERE app_id = ? AND activity_id = ? ORDER BY id DESC
+                    """)
             history.bind(1, appID)
             history.bind(2, activityID)
             try Self.readHistory(history, into: &entry.history)
@@ -77,7 +86,9 @@ extension SQLiteTokenStore {
     }
 
     /// One broadcast subscription, or nil.
-    public func subscription(activityID: String, bundleID: String, environment: APNsEnvironment)
+    public func subscription(
+        activityID: String, bundleID: String, environment: APNsEnvironment
+    )
         throws(RegistryError) -> BroadcastSubscription?
     {
         try access("reading broadcast subscription \(activityID)") { db in
@@ -86,7 +97,9 @@ extension SQLiteTokenStore {
         }
     }
 
-    public func subscriptionCounts(bundleID: String, environment: APNsEnvironment) throws(RegistryError)
+    public func subscriptionCounts(
+        bundleID: String, environment: APNsEnvironment
+    ) throws(RegistryError)
         -> [String: Int]
     {
         try access("counting the broadcast subscriptions of \(bundleID) (\(environment))") { db in
@@ -126,25 +139,31 @@ extension SQLiteTokenStore {
         guard let deviceID = registration.deviceID, let attributesType = registration.attributesType else { return }
         switch registration.kind {
         case .update:
-            let select = try RawStatement(db, sql: """
-                SELECT id, token FROM tokens
-                WHERE app_id = ? AND device_id = ? AND attributes_type = ? AND kind = \(TokenKind.pushToStart.rawValue)
-                ORDER BY id DESC LIMIT 1
-                """)
+            let select = try RawStatement(
+                db,
+                sql: """
+                    SELECT id, token FROM tokens
+                    WHERE app_id = ? AND device_id = ? AND attributes_type = ? AND kind =
+                        \(TokenKind.pushToStart.rawValue)
+                    ORDER BY id DESC LIMIT 1
+                    """)
             select.bind(1, appID)
             select.bind(2, deviceID)
             select.bind(3, attributesType)
             defer { select.reset() }
             if try select.step() { entry.startedBy = try RegistrationReader.token(select.blob(1), id: select.int64(0)) }
         case .pushToStart:
-            let tokens = try RawStatement(db, sql: """
-                SELECT t.id, t.token, t.activity_id, t.created_at,
-                       (SELECT group_concat(c.name, char(10)) FROM token_channels AS m JOIN channels AS c
-                        ON c.id = m.channel_id WHERE m.token_id = t.id)
-                FROM tokens AS t
-                WHERE t.app_id = ? AND t.device_id = ? AND t.attributes_type = ? AND t.kind = \(TokenKind.update.rawValue)
-                ORDER BY t.id
-                """)
+            let tokens = try RawStatement(
+                db,
+                sql: """
+                    SELECT t.id, t.token, t.activity_id, t.created_at,
+                           (SELECT group_concat(c.name, char(10)) FROM token_channels AS m JOIN channels AS c
+                            ON c.id = m.channel_id WHERE m.token_id = t.id)
+                    FROM tokens AS t
+                    WHERE t.app_id = ? AND t.device_id = ? AND t.attributes_type = ? AND t.kind =
+                        \(TokenKind.update.rawValue)
+                    ORDER BY t.id
+                    """)
             tokens.bind(1, appID)
             tokens.bind(2, deviceID)
             tokens.bind(3, attributesType)
@@ -158,14 +177,16 @@ extension SQLiteTokenStore {
                             channels: channelList(tokens.string(4)), createdAt: tokens.int64(3)))
                 }
             }
-            let subscriptions = try RawStatement(db, sql: """
-                SELECT s.activity_id, s.created_at,
-                       (SELECT group_concat(m.channel, char(10)) FROM subscription_channels AS m
-                        WHERE m.app_id = s.app_id AND m.activity_id = s.activity_id)
-                FROM broadcast_subscriptions AS s
-                WHERE s.app_id = ? AND s.device_id = ? AND s.attributes_type = ?
-                ORDER BY s.created_at
-                """)
+            let subscriptions = try RawStatement(
+                db,
+                sql: """
+                    SELECT s.activity_id, s.created_at,
+                           (SELECT group_concat(m.channel, char(10)) FROM subscription_channels AS m
+                            WHERE m.app_id = s.app_id AND m.activity_id = s.activity_id)
+                    FROM broadcast_subscriptions AS s
+                    WHERE s.app_id = ? AND s.device_id = ? AND s.attributes_type = ?
+                    ORDER BY s.created_at
+                    """)
             subscriptions.bind(1, appID)
             subscriptions.bind(2, deviceID)
             subscriptions.bind(3, attributesType)
@@ -185,10 +206,13 @@ extension SQLiteTokenStore {
         return text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init).sorted()
     }
 
-    private static func pendingRetirements(of channels: [String], appID: Int64, _ db: Database) throws
+    private static func pendingRetirements(
+        of channels: [String], appID: Int64, _ db: Database
+    ) throws
         -> [String: Int64]
     {
-        let select = try RawStatement(db, sql: "SELECT due_at FROM pending_retirements WHERE app_id = ? AND channel = ?")
+        let select = try RawStatement(
+            db, sql: "SELECT due_at FROM pending_retirements WHERE app_id = ? AND channel = ?")
         var due: [String: Int64] = [:]
         for channel in channels {
             select.bind(1, appID)
@@ -234,7 +258,8 @@ extension SQLiteTokenStore {
     ) throws -> BroadcastSubscription? {
         guard
             let row = try Row.fetchOne(
-                db, sql: """
+                db,
+                sql: """
                     SELECT device_id, attributes_type, frequent, created_at, last_seen_at
                     FROM broadcast_subscriptions WHERE app_id = ? AND activity_id = ?
                     """, arguments: [appID, activityID])

@@ -10,12 +10,14 @@ extension SQLiteTokenStore: WaveStore {
         try transaction("saving wave \(wave.id)") { db, memory in
             let appID = try Self.appID(AppKey(wave.bundleID, wave.environment), db, &memory)
             // OR IGNORE, then a check: an id saved before is the caller's mistake, not a storage fault.
-            let insert = try RawStatement(db, sql: """
-                INSERT OR IGNORE INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload,
-                                             fresh_until, collapse_id, dismissal_date, published_at, shard_count,
-                                             start_keys, broadcast_channel_id, channel_payload)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """)
+            let insert = try RawStatement(
+                db,
+                sql: """
+                    INSERT OR IGNORE INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload,
+                                                 fresh_until, collapse_id, dismissal_date, published_at, shard_count,
+                                                 start_keys, broadcast_channel_id, channel_payload)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
             insert.bind(1, id)
             insert.bind(2, appID)
             insert.bind(3, wave.channel)
@@ -40,10 +42,12 @@ extension SQLiteTokenStore: WaveStore {
             guard insert.changes == 1 else {
                 throw RegistryError.invalidWave(id: wave.id, reason: "a wave with this id is already saved")
             }
-            let raise = try RawStatement(db, sql: """
-                INSERT INTO channel_latest (app_id, channel, timestamp) VALUES (?, ?, ?)
-                ON CONFLICT (app_id, channel) DO UPDATE SET timestamp = max(timestamp, excluded.timestamp)
-                """)
+            let raise = try RawStatement(
+                db,
+                sql: """
+                    INSERT INTO channel_latest (app_id, channel, timestamp) VALUES (?, ?, ?)
+                    ON CONFLICT (app_id, channel) DO UPDATE SET timestamp = max(timestamp, excluded.timestamp)
+                    """)
             raise.bind(1, appID)
             raise.bind(2, wave.channel)
             raise.bind(3, wave.timestamp)
@@ -57,11 +61,13 @@ extension SQLiteTokenStore: WaveStore {
         try transaction("saving \(checkpoints.count) wave checkpoints") { db, _ in
             // One statement per row: the EXISTS keeps a checkpoint that arrives after its wave completed (or of
             // a wave never saved) out, within the same transaction as the write.
-            let upsert = try RawStatement(db, sql: """
-                INSERT INTO wave_checkpoints (wave_id, shard, data, saved_at)
-                SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM waves WHERE id = ?1 AND completed_at IS NULL)
-                ON CONFLICT (wave_id, shard) DO UPDATE SET data = excluded.data, saved_at = excluded.saved_at
-                """)
+            let upsert = try RawStatement(
+                db,
+                sql: """
+                    INSERT INTO wave_checkpoints (wave_id, shard, data, saved_at)
+                    SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM waves WHERE id = ?1 AND completed_at IS NULL)
+                    ON CONFLICT (wave_id, shard) DO UPDATE SET data = excluded.data, saved_at = excluded.saved_at
+                    """)
             for checkpoint in checkpoints {
                 guard let waveID = Int64(exactly: checkpoint.waveID) else { continue }  // no such wave
                 upsert.bind(1, waveID)
@@ -80,15 +86,18 @@ extension SQLiteTokenStore: WaveStore {
             try Self.checkReportMatchesWave(
                 report, id: id, appID: memory.appIDs[AppKey(report.bundleID, report.environment)], db)
             // Completing again replaces the report (the same wave, a later count).
-            let update = try RawStatement(db, sql: """
-                UPDATE waves
-                SET completed_at = ?, targeted = ?, sent = ?, delivered = ?, failed = ?, superseded = ?,
-                    downgraded = ?, expired = ?, invalidated = ?, retried = ?, possible_duplicates = ?,
-                    resent_after_restart = ?, restarts = ?, failed_by_reason = ?, time_to_first_ack = ?, makespan = ?,
-                    report_broadcast_channel_id = ?, broadcast_subscribers = ?, broadcast_requests = ?,
-                    broadcast_outcome = ?, broadcast_reason = ?, broadcast_priority = ?
-                WHERE id = ?
-                """)
+            let update = try RawStatement(
+                db,
+                sql: """
+                    UPDATE waves
+                    SET completed_at = ?, targeted = ?, sent = ?, delivered = ?, failed = ?, superseded = ?,
+                        downgraded = ?, expired = ?, invalidated = ?, retried = ?, possible_duplicates = ?,
+                        resent_after_restart = ?, restarts = ?, failed_by_reason = ?, time_to_first_ack = ?, makespan
+                            = ?,
+                        report_broadcast_channel_id = ?, broadcast_subscribers = ?, broadcast_requests = ?,
+                        broadcast_outcome = ?, broadcast_reason = ?, broadcast_priority = ?
+                    WHERE id = ?
+                    """)
             update.bind(1, report.completedAt)
             let counters = [
                 report.targeted, report.sent, report.delivered, report.failed, report.superseded, report.downgraded,
@@ -114,15 +123,19 @@ extension SQLiteTokenStore: WaveStore {
         }
     }
 
-    public func saveRetirement(bundleID: String, environment: APNsEnvironment, channel: String, dueAt: Int64)
+    public func saveRetirement(
+        bundleID: String, environment: APNsEnvironment, channel: String, dueAt: Int64
+    )
         throws(RegistryError)
     {
         try transaction("saving the retirement of channel '\(channel)'") { db, memory in
             let appID = try Self.appID(AppKey(bundleID, environment), db, &memory)
-            let upsert = try RawStatement(db, sql: """
-                INSERT INTO pending_retirements (app_id, channel, due_at) VALUES (?, ?, ?)
-                ON CONFLICT (app_id, channel) DO UPDATE SET due_at = excluded.due_at
-                """)
+            let upsert = try RawStatement(
+                db,
+                sql: """
+                    INSERT INTO pending_retirements (app_id, channel, due_at) VALUES (?, ?, ?)
+                    ON CONFLICT (app_id, channel) DO UPDATE SET due_at = excluded.due_at
+                    """)
             upsert.bind(1, appID)
             upsert.bind(2, channel)
             upsert.bind(3, dueAt)
@@ -130,7 +143,9 @@ extension SQLiteTokenStore: WaveStore {
         }
     }
 
-    public func removeRetirements(bundleID: String, environment: APNsEnvironment, channels: [String])
+    public func removeRetirements(
+        bundleID: String, environment: APNsEnvironment, channels: [String]
+    )
         throws(RegistryError)
     {
         guard !channels.isEmpty else { return }
@@ -150,14 +165,16 @@ extension SQLiteTokenStore: WaveStore {
         // Keeping none (or fewer) deletes every report; unfinished waves are never touched.
         let keeping = Int64(max(0, keeping))
         return try transaction("pruning wave reports") { db, _ in
-            let delete = try RawStatement(db, sql: """
-                DELETE FROM waves WHERE id IN (
-                    SELECT id FROM (
-                        SELECT id, row_number() OVER (PARTITION BY app_id ORDER BY id DESC) AS newness
-                        FROM waves WHERE completed_at IS NOT NULL
-                    ) WHERE newness > ?
-                )
-                """)
+            let delete = try RawStatement(
+                db,
+                sql: """
+                    DELETE FROM waves WHERE id IN (
+                        SELECT id FROM (
+                            SELECT id, row_number() OVER (PARTITION BY app_id ORDER BY id DESC) AS newness
+                            FROM waves WHERE completed_at IS NOT NULL
+                        ) WHERE newness > ?
+                    )
+                    """)
             delete.bind(1, keeping)
             try delete.run()
             return delete.changes
@@ -166,16 +183,20 @@ extension SQLiteTokenStore: WaveStore {
 
     // MARK: - Reads
 
-    public func unfinishedWaves(bundleID: String, environment: APNsEnvironment) throws(RegistryError)
+    public func unfinishedWaves(
+        bundleID: String, environment: APNsEnvironment
+    ) throws(RegistryError)
         -> [UnfinishedWave]
     {
         try access("loading the unfinished waves of \(bundleID) (\(environment))") { db in
             guard let appID = memory.withLock({ $0.appIDs[AppKey(bundleID, environment)] }) else { return [] }
-            let rows = try RawStatement(db, sql: """
-                SELECT id, channel, event, timestamp, priority, has_alert, payload, fresh_until, collapse_id,
-                       dismissal_date, published_at, shard_count, start_keys, broadcast_channel_id, channel_payload
-                FROM waves WHERE app_id = ? AND completed_at IS NULL ORDER BY id
-                """)
+            let rows = try RawStatement(
+                db,
+                sql: """
+                    SELECT id, channel, event, timestamp, priority, has_alert, payload, fresh_until, collapse_id,
+                           dismissal_date, published_at, shard_count, start_keys, broadcast_channel_id, channel_payload
+                    FROM waves WHERE app_id = ? AND completed_at IS NULL ORDER BY id
+                    """)
             rows.bind(1, appID)
             var waves: [UnfinishedWave] = []
             var positions: [Int64: Int] = [:]
@@ -203,12 +224,14 @@ extension SQLiteTokenStore: WaveStore {
             }
             guard !waves.isEmpty else { return [] }
 
-            let checkpoints = try RawStatement(db, sql: """
-                SELECT c.wave_id, c.shard, c.data, c.saved_at
-                FROM waves AS w JOIN wave_checkpoints AS c ON c.wave_id = w.id
-                WHERE w.app_id = ? AND w.completed_at IS NULL
-                ORDER BY c.wave_id, c.shard
-                """)
+            let checkpoints = try RawStatement(
+                db,
+                sql: """
+                    SELECT c.wave_id, c.shard, c.data, c.saved_at
+                    FROM waves AS w JOIN wave_checkpoints AS c ON c.wave_id = w.id
+                    WHERE w.app_id = ? AND w.completed_at IS NULL
+                    ORDER BY c.wave_id, c.shard
+                    """)
             checkpoints.bind(1, appID)
             defer { checkpoints.reset() }
             while try checkpoints.step() {
@@ -228,7 +251,8 @@ extension SQLiteTokenStore: WaveStore {
     public func waveReport(id: UInt64) throws(RegistryError) -> WaveReportRecord? {
         guard let rowID = Int64(exactly: id) else { return nil }
         return try access("reading the report of wave \(id)") { db in
-            let select = try RawStatement(db, sql: Self.selectReports + " WHERE w.id = ? AND w.completed_at IS NOT NULL")
+            let select = try RawStatement(
+                db, sql: Self.selectReports + " WHERE w.id = ? AND w.completed_at IS NOT NULL")
             select.bind(1, rowID)
             defer { select.reset() }
             guard try select.step() else { return nil }
@@ -236,14 +260,18 @@ extension SQLiteTokenStore: WaveStore {
         }
     }
 
-    public func waveReports(bundleID: String, environment: APNsEnvironment, limit: Int) throws(RegistryError)
+    public func waveReports(
+        bundleID: String, environment: APNsEnvironment, limit: Int
+    ) throws(RegistryError)
         -> [WaveReportRecord]
     {
         guard limit > 0 else { return [] }
         return try access("reading the wave reports of \(bundleID) (\(environment))") { db in
             guard let appID = memory.withLock({ $0.appIDs[AppKey(bundleID, environment)] }) else { return [] }
             let select = try RawStatement(
-                db, sql: Self.selectReports + " WHERE w.app_id = ? AND w.completed_at IS NOT NULL ORDER BY w.id DESC LIMIT ?")
+                db,
+                sql: Self.selectReports
+                    + " WHERE w.app_id = ? AND w.completed_at IS NOT NULL ORDER BY w.id DESC LIMIT ?")
             select.bind(1, appID)
             select.bind(2, Int64(limit))
             defer { select.reset() }
@@ -253,22 +281,28 @@ extension SQLiteTokenStore: WaveStore {
         }
     }
 
-    public func latestTimestamps(bundleID: String, environment: APNsEnvironment) throws(RegistryError)
+    public func latestTimestamps(
+        bundleID: String, environment: APNsEnvironment
+    ) throws(RegistryError)
         -> [String: Int64]
     {
         try access("reading the latest timestamps of \(bundleID) (\(environment))") { db in
             guard let appID = memory.withLock({ $0.appIDs[AppKey(bundleID, environment)] }) else { return [:] }
-            return try Self.channelValues(db, sql: "SELECT channel, timestamp FROM channel_latest WHERE app_id = ?",
+            return try Self.channelValues(
+                db, sql: "SELECT channel, timestamp FROM channel_latest WHERE app_id = ?",
                 appID: appID, table: "channel_latest")
         }
     }
 
-    public func pendingRetirements(bundleID: String, environment: APNsEnvironment) throws(RegistryError)
+    public func pendingRetirements(
+        bundleID: String, environment: APNsEnvironment
+    ) throws(RegistryError)
         -> [String: Int64]
     {
         try access("reading the pending retirements of \(bundleID) (\(environment))") { db in
             guard let appID = memory.withLock({ $0.appIDs[AppKey(bundleID, environment)] }) else { return [:] }
-            return try Self.channelValues(db, sql: "SELECT channel, due_at FROM pending_retirements WHERE app_id = ?",
+            return try Self.channelValues(
+                db, sql: "SELECT channel, due_at FROM pending_retirements WHERE app_id = ?",
                 appID: appID, table: "pending_retirements")
         }
     }
@@ -277,15 +311,18 @@ extension SQLiteTokenStore: WaveStore {
         try access("reading the last wave id") { db in
             // sqlite_sequence remembers the highest id ever inserted (AUTOINCREMENT), even once pruned; max(id)
             // as well, in case the sequence row was lost.
-            let select = try RawStatement(db, sql: """
-                SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'waves'), 0),
-                           coalesce((SELECT max(id) FROM waves), 0))
-                """)
+            let select = try RawStatement(
+                db,
+                sql: """
+                    SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'waves'), 0),
+                               coalesce((SELECT max(id) FROM waves), 0))
+                    """)
             defer { select.reset() }
             guard try select.step() else { return 0 }
             let last = try StoredWaveColumns(row: select, name: "the last wave id").integer(0, "value")
             guard let id = UInt64(exactly: last) else {
-                throw RegistryError.storage("the last wave id in the database is negative (\(last)); the file is corrupt")
+                throw RegistryError.storage(
+                    "the last wave id in the database is negative (\(last)); the file is corrupt")
             }
             return id
         }
@@ -328,7 +365,8 @@ extension SQLiteTokenStore: WaveStore {
         if let channelID = try columns.optionalText(23, "report_broadcast_channel_id") {
             report.broadcast = BroadcastPartRecord(
                 channelID: channelID, subscribers: try columns.count(24, "broadcast_subscribers"),
-                requests: try columns.count(25, "broadcast_requests"), outcome: try columns.text(26, "broadcast_outcome"),
+                requests: try columns.count(25, "broadcast_requests"),
+                outcome: try columns.text(26, "broadcast_outcome"),
                 reason: try columns.optionalText(27, "broadcast_reason"),
                 priority: try columns.optionalInteger(28, "broadcast_priority").map { Int(truncatingIfNeeded: $0) })
         }
@@ -341,7 +379,9 @@ extension SQLiteTokenStore: WaveStore {
     }
 
     /// `channel -> value` rows of one app (`SELECT channel, value ... WHERE app_id = ?`).
-    private static func channelValues(_ db: Database, sql: String, appID: Int64, table: String) throws
+    private static func channelValues(
+        _ db: Database, sql: String, appID: Int64, table: String
+    ) throws
         -> [String: Int64]
     {
         let select = try RawStatement(db, sql: sql)

@@ -64,7 +64,9 @@ struct StoredWaveColumns {
 
     func environment(_ column: Int32) throws -> APNsEnvironment {
         let value = try integer(column, "environment")
-        guard let raw = UInt8(exactly: value), let environment = APNsEnvironment(rawValue: raw) else { throw corrupt("environment", "is unknown (\(value))") }
+        guard let raw = UInt8(exactly: value), let environment = APNsEnvironment(rawValue: raw) else {
+            throw corrupt("environment", "is unknown (\(value))")
+        }
         return environment
     }
 

@@ -51,7 +51,9 @@ public struct BroadcastPartRecord: Sendable, Equatable {
     /// The apns-priority sent (5 or 10).
     public var priority: Int?
 
-    public init(channelID: String, subscribers: Int, requests: Int, outcome: String, reason: String? = nil, priority: Int? = nil) {
+    public init(
+        channelID: String, subscribers: Int, requests: Int, outcome: String, reason: String? = nil, priority: Int? = nil
+    ) {
         self.channelID = channelID
         self.subscribers = subscribers
         self.requests = requests

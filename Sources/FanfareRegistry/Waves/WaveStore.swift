@@ -19,14 +19,17 @@ public protocol WaveStore: AnyObject, Sendable {
     /// The final report of a complete wave; nil if the wave is unknown or not complete.
     func waveReport(id: UInt64) throws(RegistryError) -> WaveReportRecord?
     /// The newest `limit` complete reports of one app, newest (highest id) first.
-    func waveReports(bundleID: String, environment: APNsEnvironment, limit: Int) throws(RegistryError)
+    func waveReports(
+        bundleID: String, environment: APNsEnvironment, limit: Int
+    ) throws(RegistryError)
         -> [WaveReportRecord]
     /// The latest timestamp published per channel of one app.
     func latestTimestamps(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [String: Int64]
     /// The highest wave id ever saved (any app); 0 if none. New ids continue after it.
     func lastWaveID() throws(RegistryError) -> UInt64
     /// Records (insert or replace) that `channel`'s update tokens retire at `dueAt` (UNIX s).
-    func saveRetirement(bundleID: String, environment: APNsEnvironment, channel: String, dueAt: Int64)
+    func saveRetirement(
+        bundleID: String, environment: APNsEnvironment, channel: String, dueAt: Int64)
         throws(RegistryError)
     /// Forgets pending retirements (after they were applied).
     func removeRetirements(bundleID: String, environment: APNsEnvironment, channels: [String]) throws(RegistryError)

@@ -58,7 +58,8 @@ package enum WaveValidation {
         for (reason, count) in report.failedByReason where count < 0 {
             throw .invalidWave(id: report.id, reason: "the report's failedByReason['\(reason)'] is negative (\(count))")
         }
-        try checkLength(report.id, "failedByReason", report.failedByReason.reduce(0) { $0 + $1.key.utf8.count * 3 + 21 })
+        try checkLength(
+            report.id, "failedByReason", report.failedByReason.reduce(0) { $0 + $1.key.utf8.count * 3 + 21 })
         for (name, value) in [("timeToFirstAck", report.timeToFirstAck), ("makespan", report.makespan)] {
             if let value, value > UInt64(Int64.max) {
                 throw .invalidWave(id: report.id, reason: "the report's \(name) is above \(Int64.max) ns")
@@ -77,7 +78,8 @@ package enum WaveValidation {
 
     private static func checkLength(_ id: UInt64, _ field: String, _ bytes: Int) throws(RegistryError) {
         guard bytes <= maximumValueBytes else {
-            throw .invalidWave(id: id, reason: "\(field) is \(bytes) bytes, over the \(maximumValueBytes) a store keeps")
+            throw .invalidWave(
+                id: id, reason: "\(field) is \(bytes) bytes, over the \(maximumValueBytes) a store keeps")
         }
     }
 }

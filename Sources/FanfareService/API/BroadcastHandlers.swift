@@ -7,12 +7,16 @@ internal import OpenAPIRuntime
 /// `/v1/channels/{channel}/broadcast`: a channel's link to an APNs broadcast channel (docs/fanout.md, "the
 /// audience planner"). Channel ids are base64 (`/ + =`): they travel in JSON bodies, never in paths.
 extension FanfareAPI {
-    package func linkBroadcastChannel(_ input: Operations.LinkBroadcastChannel.Input) async throws
+    package func linkBroadcastChannel(
+        _ input: Operations.LinkBroadcastChannel.Input
+    ) async throws
         -> Operations.LinkBroadcastChannel.Output
     {
         let channel = input.path.channel
         try Validation.channel(channel)
-        guard case .json(let body) = input.body else { throw ServiceProblem.badRequest(.invalidRequest, "expected JSON") }
+        guard case .json(let body) = input.body else {
+            throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
+        }
         guard body.storagePolicy == 0 || body.storagePolicy == 1 else {
             throw ServiceProblem.badRequest(
                 .invalidRequest,
@@ -20,7 +24,8 @@ extension FanfareAPI {
                 field: "storage_policy")
         }
         guard !lifecycle.isDraining else {
-            throw ServiceProblem.unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+            throw ServiceProblem.unavailable(
+                .shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
         }
         guard !engine.configuration.leasedShards else {
             // Waves of several nodes carry no broadcast part yet, and links would live in one node's memory only.
@@ -38,7 +43,8 @@ extension FanfareAPI {
                 throw ServiceProblem.badRequest(
                     .invalidChannelId,
                     "channel_id is not an APNs broadcast channel id (\(error)): it is the base64 text APNs answered in "
-                        + "apns-channel-id, 1 to \(BroadcastChannelID.maximumByteCount) characters", field: "channel_id")
+                        + "apns-channel-id, 1 to \(BroadcastChannelID.maximumByteCount) characters", field: "channel_id"
+                )
             }
         }
         let existing = engine.broadcastLink(of: channel)
@@ -65,7 +71,8 @@ extension FanfareAPI {
             }
         } else {
             guard let policy = ChannelStoragePolicy(rawValue: body.storagePolicy) else {
-                throw ServiceProblem.badRequest(.invalidRequest, "storage_policy must be 0 or 1", field: "storage_policy")
+                throw ServiceProblem.badRequest(
+                    .invalidRequest, "storage_policy must be 0 or 1", field: "storage_policy")
             }
             do {
                 link = try await engine.createBroadcastChannel(for: channel, storagePolicy: policy)
@@ -76,20 +83,25 @@ extension FanfareAPI {
         return .ok(.init(body: .json(Self.link(link))))
     }
 
-    package func getBroadcastLink(_ input: Operations.GetBroadcastLink.Input) async throws -> Operations.GetBroadcastLink.Output {
+    package func getBroadcastLink(
+        _ input: Operations.GetBroadcastLink.Input
+    ) async throws -> Operations.GetBroadcastLink.Output {
         let channel = input.path.channel
         try Validation.channel(channel)
         guard let link = engine.broadcastLink(of: channel) else { throw Self.noLink(channel) }
         return .ok(.init(body: .json(Self.link(link))))
     }
 
-    package func unlinkBroadcastChannel(_ input: Operations.UnlinkBroadcastChannel.Input) async throws
+    package func unlinkBroadcastChannel(
+        _ input: Operations.UnlinkBroadcastChannel.Input
+    ) async throws
         -> Operations.UnlinkBroadcastChannel.Output
     {
         let channel = input.path.channel
         try Validation.channel(channel)
         guard !lifecycle.isDraining else {
-            throw ServiceProblem.unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+            throw ServiceProblem.unavailable(
+                .shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
         }
         let removed: BroadcastLink?
         do {
@@ -104,7 +116,8 @@ extension FanfareAPI {
     static func noLink(_ channel: String) -> ServiceProblem {
         ServiceProblem(
             .notFound, .notFound,
-            "channel \(channel) is not linked to an APNs broadcast channel (PUT /v1/channels/\(channel)/broadcast links it)")
+            "channel \(channel) is not linked to an APNs broadcast channel (PUT /v1/channels/\(channel)/broadcast links it)"
+        )
     }
 
     static func link(_ link: BroadcastLink) -> Components.Schemas.BroadcastLink {

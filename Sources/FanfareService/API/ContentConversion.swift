@@ -26,8 +26,12 @@ package struct ContentFields {
         try Validation.length(attributesType, field: "attributes_type", min: 1, max: 256)
         try Validation.length(inputPushChannel, field: "input_push_channel", min: 1, max: 256)
         var content = LiveActivityContent(event: event, timestamp: timestamp ?? now)
-        content.contentState = try contentState.map { container throws(ServiceProblem) in try Self.json(container, field: "content_state") }
-        content.attributes = try attributes.map { container throws(ServiceProblem) in try Self.json(container, field: "attributes") }
+        content.contentState = try contentState.map { container throws(ServiceProblem) in
+            try Self.json(container, field: "content_state")
+        }
+        content.attributes = try attributes.map { container throws(ServiceProblem) in
+            try Self.json(container, field: "attributes")
+        }
         content.staleDate = staleDate
         content.dismissalDate = dismissalDate
         if let relevanceScore, !relevanceScore.isFinite {
@@ -66,12 +70,16 @@ package struct ContentFields {
         try Validation.length(alert.sound, field: "alert.sound", min: 1, max: 256)
         return LiveActivityAlert(
             title: try alert.title.map { text throws(ServiceProblem) in try Self.text(text, field: "alert.title") },
-            subtitle: try alert.subtitle.map { text throws(ServiceProblem) in try Self.text(text, field: "alert.subtitle") },
+            subtitle: try alert.subtitle.map { text throws(ServiceProblem) in
+                try Self.text(text, field: "alert.subtitle")
+            },
             body: try alert.body.map { text throws(ServiceProblem) in try Self.text(text, field: "alert.body") },
             sound: alert.sound)
     }
 
-    private static func text(_ text: Components.Schemas.AlertText, field: String) throws(ServiceProblem) -> LiveActivityAlert.AlertText {
+    private static func text(
+        _ text: Components.Schemas.AlertText, field: String
+    ) throws(ServiceProblem) -> LiveActivityAlert.AlertText {
         switch text {
         case .case1(let plain):
             try Validation.length(plain, field: field, max: 4096)
@@ -80,7 +88,9 @@ package struct ContentFields {
             try Validation.length(localized.locKey, field: "\(field).loc_key", min: 1, max: 4096)
             let args = localized.locArgs ?? []
             if args.count > 64 {
-                throw .badRequest(.invalidRequest, "\(field).loc_args has \(args.count) items; at most 64", field: "\(field).loc_args")
+                throw .badRequest(
+                    .invalidRequest, "\(field).loc_args has \(args.count) items; at most 64", field: "\(field).loc_args"
+                )
             }
             for (position, argument) in args.enumerated() {
                 try Validation.length(argument, field: "\(field).loc_args[\(position)]", max: 4096)

@@ -89,7 +89,9 @@ package struct FanfareAPI: APIProtocol {
         .ok(.init(body: .html(HTTPBody(OperatorPage.bytes))))
     }
 
-    package func getOpenAPIDocument(_ input: Operations.GetOpenAPIDocument.Input) async throws
+    package func getOpenAPIDocument(
+        _ input: Operations.GetOpenAPIDocument.Input
+    ) async throws
         -> Operations.GetOpenAPIDocument.Output
     {
         .ok(.init(body: .yaml(HTTPBody(OpenAPIDocument.yaml))))

@@ -4,9 +4,12 @@ import FanfareFanout
 
 extension FanfareAPI {
     package func sendPush(_ input: Operations.SendPush.Input) async throws -> Operations.SendPush.Output {
-        guard case .json(let body) = input.body else { throw ServiceProblem.badRequest(.invalidRequest, "expected JSON") }
+        guard case .json(let body) = input.body else {
+            throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
+        }
         guard !lifecycle.isDraining else {
-            throw ServiceProblem.unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+            throw ServiceProblem.unavailable(
+                .shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
         }
         let token = try Validation.token(body.token, field: "token")
         try Validation.unixSeconds(body.expiration, field: "expiration")
@@ -37,10 +40,12 @@ extension FanfareAPI {
                     body: .json(
                         .init(
                             status: status, apnsId: result.apnsID.description, reason: reason?.rawValue ?? rawReason,
-                            action: .init(rawValue: action.rawValue) ?? .fixConfiguration, inactiveSinceMs: timestamp))))
+                            action: .init(rawValue: action.rawValue) ?? .fixConfiguration, inactiveSinceMs: timestamp)))
+            )
         case .failed(.shutdown):
             metrics.pushFailed(reason: "Shutdown")
-            throw ServiceProblem.unavailable(.shuttingDown, "the service shut down before APNs answered", retryAfter: retryAfter)
+            throw ServiceProblem.unavailable(
+                .shuttingDown, "the service shut down before APNs answered", retryAfter: retryAfter)
         case .failed(let failure):
             metrics.pushFailed(reason: Self.failureReason(failure))
             throw ServiceProblem(.gatewayTimeout, .apnsNoAnswer, "APNs did not answer: \(failure)")

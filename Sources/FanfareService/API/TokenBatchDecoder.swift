@@ -23,7 +23,8 @@ package struct TokenBatchDecoder {
     }
 
     private mutating func batch() -> [RegistrationFields]? {
-        guard take(UInt8(ascii: "{")), let key = string(), key == "tokens", take(UInt8(ascii: ":")), take(UInt8(ascii: "["))
+        guard take(UInt8(ascii: "{")), let key = string(), key == "tokens", take(UInt8(ascii: ":")),
+            take(UInt8(ascii: "["))
         else { return nil }
         var items: [RegistrationFields] = []
         if !take(UInt8(ascii: "]")) {

@@ -7,7 +7,9 @@ internal import Foundation
 package enum TokenBatchReader {
     /// Every item of `body`, checked; the first problem is the error, as the API would answer it (without the
     /// API's per-request item limit: a file may hold any number).
-    package static func read(_ body: [UInt8], bundleID: String, environment: APNsEnvironment, now: Int64)
+    package static func read(
+        _ body: [UInt8], bundleID: String, environment: APNsEnvironment, now: Int64
+    )
         throws(ServiceProblem) -> RegistrationItems
     {
         let fields: [RegistrationFields]
@@ -22,7 +24,9 @@ package enum TokenBatchReader {
                 throw .badRequest(.invalidRequest, "not a token batch ({\"tokens\": [...]}): \(Self.describe(error))")
             }
         }
-        guard !fields.isEmpty else { throw .badRequest(.invalidRequest, "tokens must list at least one token", field: "tokens") }
+        guard !fields.isEmpty else {
+            throw .badRequest(.invalidRequest, "tokens must list at least one token", field: "tokens")
+        }
         return try RegistrationItems(checking: fields, bundleID: bundleID, environment: environment, now: now)
     }
 

@@ -3,8 +3,12 @@ import FanfareFanout
 import FanfareRegistry
 
 extension FanfareAPI {
-    package func registerTokens(_ input: Operations.RegisterTokens.Input) async throws -> Operations.RegisterTokens.Output {
-        guard case .json(let batch) = input.body else { throw ServiceProblem.badRequest(.invalidRequest, "expected JSON") }
+    package func registerTokens(
+        _ input: Operations.RegisterTokens.Input
+    ) async throws -> Operations.RegisterTokens.Output {
+        guard case .json(let batch) = input.body else {
+            throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
+        }
         let items = try makeItems(batch.tokens)
         let result = try await register(items)
         return .ok(.init(body: .json(.init(registered: batch.tokens.count, replaced: result.replacedCount))))
@@ -16,10 +20,13 @@ extension FanfareAPI {
     }
 
     func checkBatchSize(_ count: Int) throws(ServiceProblem) {
-        guard count >= 1 else { throw .badRequest(.invalidRequest, "tokens must list at least one token", field: "tokens") }
+        guard count >= 1 else {
+            throw .badRequest(.invalidRequest, "tokens must list at least one token", field: "tokens")
+        }
         guard count <= configuration.maxBatchItems else {
             var problem = ServiceProblem.badRequest(
-                .batchTooLarge, "tokens has \(count) items; at most \(configuration.maxBatchItems) per request", field: "tokens")
+                .batchTooLarge, "tokens has \(count) items; at most \(configuration.maxBatchItems) per request",
+                field: "tokens")
             problem.size = count
             problem.limit = configuration.maxBatchItems
             throw problem
@@ -55,7 +62,9 @@ extension FanfareAPI {
     }
 
     package func deleteTokens(_ input: Operations.DeleteTokens.Input) async throws -> Operations.DeleteTokens.Output {
-        guard case .json(let deletion) = input.body else { throw ServiceProblem.badRequest(.invalidRequest, "expected JSON") }
+        guard case .json(let deletion) = input.body else {
+            throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
+        }
         try checkBatchSize(deletion.tokens.count)
         var tokens: [DeviceToken] = []
         tokens.reserveCapacity(deletion.tokens.count)
@@ -74,7 +83,8 @@ extension FanfareAPI {
             try store.ledger(token: token, bundleID: bundleID, environment: environment, activityLifetime: lifetime)
         }
         guard let entry else {
-            throw ServiceProblem(.notFound, .notFound, "the registry knows nothing of token \(token.hexString.prefix(16))…")
+            throw ServiceProblem(
+                .notFound, .notFound, "the registry knows nothing of token \(token.hexString.prefix(16))…")
         }
         return .ok(.init(body: .json(Self.ledgerBody(entry))))
     }
@@ -95,7 +105,9 @@ extension FanfareAPI {
                     token: activity.token?.hexString, channels: activity.channels, createdAt: activity.createdAt)
             },
             retiresAt: entry.retiresByLifetimeAt,
-            pendingRetirements: entry.pendingRetirements.sorted { $0.key < $1.key }.map { .init(channel: $0.key, dueAt: $0.value) },
+            pendingRetirements: entry.pendingRetirements.sorted { $0.key < $1.key }.map {
+                .init(channel: $0.key, dueAt: $0.value)
+            },
             history: entry.history.map { event in
                 .init(
                     event: eventName(event.kind), at: event.at, kind: kindName(event.registrationKind),
@@ -132,7 +144,9 @@ package struct RegistrationItems: Sendable {
     init() {}
 
     /// Each item checked against the schema's rules and the registry's, in order: the first bad one is the error.
-    init(checking items: [RegistrationFields], bundleID: String, environment: APNsEnvironment, now: Int64)
+    init(
+        checking items: [RegistrationFields], bundleID: String, environment: APNsEnvironment, now: Int64
+    )
         throws(ServiceProblem)
     {
         tokens.reserveCapacity(items.count)
@@ -208,7 +222,8 @@ package struct RegistrationFields: Equatable, Sendable {
         let prefix = "tokens[\(index)]"
         guard !channels.isEmpty && channels.count <= 64 else {
             throw .badRequest(
-                .invalidRegistration, "\(prefix).channels must list 1 to 64 channels (got \(channels.count))", index: index,
+                .invalidRegistration, "\(prefix).channels must list 1 to 64 channels (got \(channels.count))",
+                index: index,
                 field: "\(prefix).channels")
         }
         for (position, channel) in channels.enumerated() {
@@ -216,7 +231,8 @@ package struct RegistrationFields: Equatable, Sendable {
         }
         if Set(channels).count != channels.count {
             throw .badRequest(
-                .invalidRegistration, "\(prefix).channels lists a channel twice", index: index, field: "\(prefix).channels")
+                .invalidRegistration, "\(prefix).channels lists a channel twice", index: index,
+                field: "\(prefix).channels")
         }
         try Validation.length(activityID, field: "\(prefix).activity_id", min: 1, max: 256, index: index)
         try Validation.length(deviceID, field: "\(prefix).device_id", min: 1, max: 256, index: index)
@@ -230,20 +246,24 @@ package struct RegistrationFields: Equatable, Sendable {
         switch kind {
         case .update:
             guard activityID != nil else {
-                throw .badRequest(.invalidRegistration, "\(prefix): an update token needs activity_id", index: index, field: "\(prefix).activity_id")
+                throw .badRequest(
+                    .invalidRegistration, "\(prefix): an update token needs activity_id", index: index,
+                    field: "\(prefix).activity_id")
             }
             tokenKind = .update
         case .pushToStart:
             guard deviceID != nil, attributesType != nil else {
                 throw .badRequest(
-                    .invalidRegistration, "\(prefix): a push-to-start token needs device_id and attributes_type", index: index,
+                    .invalidRegistration, "\(prefix): a push-to-start token needs device_id and attributes_type",
+                    index: index,
                     field: deviceID == nil ? "\(prefix).device_id" : "\(prefix).attributes_type")
             }
             tokenKind = .pushToStart
         case .broadcast:
             guard token == nil else {
                 throw .badRequest(
-                    .invalidRegistration, "\(prefix): a broadcast subscription has no token", index: index, field: "\(prefix).token")
+                    .invalidRegistration, "\(prefix): a broadcast subscription has no token", index: index,
+                    field: "\(prefix).token")
             }
             guard let activityID else {
                 throw .badRequest(
@@ -257,12 +277,14 @@ package struct RegistrationFields: Equatable, Sendable {
                     lastSeenAt: now))
         }
         guard let token else {
-            throw .badRequest(.invalidRegistration, "\(prefix): token is missing", index: index, field: "\(prefix).token")
+            throw .badRequest(
+                .invalidRegistration, "\(prefix): token is missing", index: index, field: "\(prefix).token")
         }
         let device = try Validation.token(token, field: "\(prefix).token", index: index)
         return .token(
             TokenRegistration(
-                token: device, kind: tokenKind, activityID: activityID, deviceID: deviceID, attributesType: attributesType,
+                token: device, kind: tokenKind, activityID: activityID, deviceID: deviceID,
+                attributesType: attributesType,
                 bundleID: bundleID, environment: environment, frequentUpdates: frequentUpdates,
                 supportsBroadcast: supportsBroadcast, channels: channels, createdAt: now, lastSeenAt: now))
     }

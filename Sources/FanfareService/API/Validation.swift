@@ -44,7 +44,8 @@ package enum Validation {
         let count = value.unicodeScalars.count
         guard count >= min && count <= max else {
             throw .badRequest(
-                .invalidRequest, "\(field) must be \(min) to \(max) characters long (got \(count))", index: index, field: field)
+                .invalidRequest, "\(field) must be \(min) to \(max) characters long (got \(count))", index: index,
+                field: field)
         }
     }
 
@@ -54,7 +55,9 @@ package enum Validation {
     package static func unixSeconds(_ value: Int64?, field: String) throws(ServiceProblem) {
         guard let value else { return }
         guard value >= 0 && value <= latestUnixSeconds else {
-            throw .badRequest(.invalidRequest, "\(field) must be UNIX seconds in 0...\(latestUnixSeconds) (got \(value))", field: field)
+            throw .badRequest(
+                .invalidRequest, "\(field) must be UNIX seconds in 0...\(latestUnixSeconds) (got \(value))",
+                field: field)
         }
     }
 }

@@ -5,12 +5,16 @@ internal import Foundation
 internal import OpenAPIRuntime
 
 extension FanfareAPI {
-    package func publishUpdate(_ input: Operations.PublishUpdate.Input) async throws -> Operations.PublishUpdate.Output {
+    package func publishUpdate(_ input: Operations.PublishUpdate.Input) async throws -> Operations.PublishUpdate.Output
+    {
         let channel = input.path.channel
         try Validation.channel(channel)
-        guard case .json(let body) = input.body else { throw ServiceProblem.badRequest(.invalidRequest, "expected JSON") }
+        guard case .json(let body) = input.body else {
+            throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
+        }
         guard !lifecycle.isDraining else {
-            throw ServiceProblem.unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+            throw ServiceProblem.unavailable(
+                .shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
         }
         try Validation.unixSeconds(body.freshUntil, field: "fresh_until")
         try Validation.length(body.collapseId, field: "collapse_id", min: 1, max: 64)
@@ -22,19 +26,23 @@ extension FanfareAPI {
         let content = try fields.content(now: nowSeconds)
         let priority = UpdatePriority(body.priority)
         let update = ChannelUpdate(
-            channel: channel, content: content, priority: priority, freshUntil: body.freshUntil, collapseID: body.collapseId)
+            channel: channel, content: content, priority: priority, freshUntil: body.freshUntil,
+            collapseID: body.collapseId)
         if engine.configuration.leasedShards {
             // Several nodes: the wave is sent by the nodes holding its shards; any node answers its status.
             let id: UInt64
             do {
                 id = try await offPool { [engine] () throws -> UInt64 in
-                    do throws(PublishError) { return try engine.publishShared(update) } catch { throw PublishFailure(error: error) }
+                    do throws(PublishError) { return try engine.publishShared(update) } catch {
+                        throw PublishFailure(error: error)
+                    }
                 }
             } catch let failure as PublishFailure {
                 throw ErrorMapping.fromPublish(failure.error, retryAfter: retryAfter)
             }
             monitor.publishedShared(
-                id: id, channel: channel, event: content.event.rawValue, timestamp: content.timestamp, priority: priority)
+                id: id, channel: channel, event: content.event.rawValue, timestamp: content.timestamp,
+                priority: priority)
             return .accepted(
                 .init(
                     headers: .init(location: "/v1/waves/\(id)"),
@@ -67,7 +75,9 @@ extension FanfareAPI {
     /// A wave the engine keeps in memory, else the final report the wave store kept (a wave that completed
     /// before a restart, or one no longer retained in memory).
     func waveSource(_ id: Int64) async throws -> WaveEventStream.Source {
-        guard id >= 1 else { throw ServiceProblem.badRequest(.invalidParameter, "wave_id must be at least 1", field: "wave_id") }
+        guard id >= 1 else {
+            throw ServiceProblem.badRequest(.invalidParameter, "wave_id must be at least 1", field: "wave_id")
+        }
         // Several nodes: this node's memory has only its shards' parts; the store has every shard's progress.
         if !engine.configuration.leasedShards, let wave = engine.wave(id: UInt64(id)) { return .live(wave) }
         let stored = try await offPool { [engine] in try engine.report(id: UInt64(id)) }
@@ -79,7 +89,8 @@ extension FanfareAPI {
         }
         if engine.configuration.leasedShards && !stored.isComplete {
             let engine = self.engine
-            return .shared(stored) { [blocking] in try? await blocking.run { try engine.report(id: UInt64(id)) } ?? nil }
+            return .shared(stored) { [blocking] in try? await blocking.run { try engine.report(id: UInt64(id)) } ?? nil
+            }
         }
         return .stored(stored)
     }
@@ -92,15 +103,18 @@ extension FanfareAPI {
         if let channel = query.channel { try Validation.channel(channel) }
         let limit = query.limit ?? 50
         guard (1...1000).contains(limit) else {
-            throw ServiceProblem.badRequest(.invalidParameter, "limit must be in 1...1000 (got \(limit))", field: "limit")
+            throw ServiceProblem.badRequest(
+                .invalidParameter, "limit must be in 1...1000 (got \(limit))", field: "limit")
         }
         if let before = query.before, before < 1 {
-            throw ServiceProblem.badRequest(.invalidParameter, "before must be at least 1 (got \(before))", field: "before")
+            throw ServiceProblem.badRequest(
+                .invalidParameter, "before must be at least 1 (got \(before))", field: "before")
         }
         // Memory first (running waves and the newest complete ones), then the stored final reports of waves not
         // in memory (from before a restart), merged newest first. Several nodes: no node's memory has a whole
         // wave, so the running ones are the store's, summed over every node's shards.
-        let memory = engine.configuration.leasedShards
+        let memory =
+            engine.configuration.leasedShards
             ? try await offPool { [engine] in try engine.sharedRunningReports() }
             : engine.waves.map(\.report)
         let known = Set(memory.map(\.id))
@@ -127,7 +141,8 @@ extension FanfareAPI {
         return .ok(.init(body: .json(.init(waves: page.map { Self.report($0) }, nextBefore: next))))
     }
 
-    package func getWaveEvents(_ input: Operations.GetWaveEvents.Input) async throws -> Operations.GetWaveEvents.Output {
+    package func getWaveEvents(_ input: Operations.GetWaveEvents.Input) async throws -> Operations.GetWaveEvents.Output
+    {
         let stream = WaveEventStream(
             source: try await waveSource(input.path.waveId), interval: configuration.eventInterval,
             stopping: lifecycle.stopping, encode: { Self.reportJSON($0) })
@@ -153,10 +168,13 @@ extension FanfareAPI {
     /// A channel's summary with its broadcast link and subscribers (the engine's control state).
     func channel(_ summary: ChannelSummary) -> Components.Schemas.ChannelSummary {
         Self.channel(
-            summary, link: engine.broadcastLink(of: summary.channel), subscribers: engine.broadcastSubscribers(of: summary.channel))
+            summary, link: engine.broadcastLink(of: summary.channel),
+            subscribers: engine.broadcastSubscribers(of: summary.channel))
     }
 
-    static func channel(_ summary: ChannelSummary, link: BroadcastLink?, subscribers: Int) -> Components.Schemas.ChannelSummary {
+    static func channel(
+        _ summary: ChannelSummary, link: BroadcastLink?, subscribers: Int
+    ) -> Components.Schemas.ChannelSummary {
         .init(
             channel: summary.channel,
             audience: .init(update: summary.updateTokens, pushToStart: summary.pushToStartTokens),
@@ -175,7 +193,8 @@ extension FanfareAPI {
             case .interrupted: .interrupted
             }
         return Components.Schemas.WaveReport(
-            id: Int64(clamping: report.id), channel: report.channel, event: .init(report.event), timestamp: report.timestamp,
+            id: Int64(clamping: report.id), channel: report.channel, event: .init(report.event),
+            timestamp: report.timestamp,
             state: state, targeted: report.targeted, accounted: report.accounted, sent: report.sent,
             delivered: report.delivered, failed: report.failed, superseded: report.superseded,
             downgraded: report.downgraded, expired: report.expired, invalidated: report.invalidated,

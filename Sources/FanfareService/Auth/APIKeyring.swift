@@ -68,14 +68,18 @@ public struct APIKeyring: Sendable {
             guard fields.count == 2 else {
                 throw APIKeyFileError(
                     path: path, line: lineNumber,
-                    problem: "expected a key and its scopes (comma-separated: register, publish, read, admin), found \(fields.count) fields")
+                    problem:
+                        "expected a key and its scopes (comma-separated: register, publish, read, admin), found \(fields.count) fields"
+                )
             }
             let key = fields[0]
             let keyBytes = Array(key.utf8)
             guard keyBytes.count >= Self.minimumKeyLength && keyBytes.count <= Self.maximumKeyLength else {
                 throw APIKeyFileError(
                     path: path, line: lineNumber,
-                    problem: "a key must be \(Self.minimumKeyLength) to \(Self.maximumKeyLength) characters long (this one has \(keyBytes.count))")
+                    problem:
+                        "a key must be \(Self.minimumKeyLength) to \(Self.maximumKeyLength) characters long (this one has \(keyBytes.count))"
+                )
             }
             guard keyBytes.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
                 throw APIKeyFileError(path: path, line: lineNumber, problem: "a key must be visible ASCII characters")
@@ -108,7 +112,8 @@ public struct APIKeyring: Sendable {
         do {
             text = try String(contentsOfFile: path, encoding: .utf8)
         } catch {
-            throw APIKeyFileError(path: path, line: nil, problem: "cannot read it (\((error as NSError).localizedDescription))")
+            throw APIKeyFileError(
+                path: path, line: nil, problem: "cannot read it (\((error as NSError).localizedDescription))")
         }
         try self.init(parsing: text, path: path)
     }

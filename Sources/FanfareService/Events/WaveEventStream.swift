@@ -71,7 +71,9 @@ package struct WaveEventStream: AsyncSequence, Sendable {
             return ArraySlice(event("progress", stream.encode(wave.report)))
         }
 
-        private mutating func nextShared(_ first: WaveReport, _ read: @Sendable () async -> WaveReport?) async -> ArraySlice<UInt8>? {
+        private mutating func nextShared(
+            _ first: WaveReport, _ read: @Sendable () async -> WaveReport?
+        ) async -> ArraySlice<UInt8>? {
             var report = first
             if sent > 0 {
                 let step = Duration.milliseconds(20)

@@ -19,7 +19,9 @@ package final class IdempotencyGate: Sendable {
 
     package static let maximumKeyLength = 255
 
-    package init(store: any StoredResponseStore, lifetime: Duration, wallClockMilliseconds: @escaping @Sendable () -> Int64) {
+    package init(
+        store: any StoredResponseStore, lifetime: Duration, wallClockMilliseconds: @escaping @Sendable () -> Int64
+    ) {
         self.store = store
         let (seconds, attoseconds) = lifetime.components
         self.lifetime = seconds * 1000 + attoseconds / 1_000_000_000_000_000
@@ -79,7 +81,9 @@ package final class IdempotencyGate: Sendable {
 
     /// Stores the answer (unless it is a 5xx: those may be retried with the same key) and releases the key.
     /// Blocking (writes the registry file).
-    package func finish(_ claim: Claim, status: Int, headers: [StoredResponse.Header], body: [UInt8]) throws(RegistryError) {
+    package func finish(
+        _ claim: Claim, status: Int, headers: [StoredResponse.Header], body: [UInt8]
+    ) throws(RegistryError) {
         defer { release(claim.slot) }
         guard status < 500 else { return }
         try store.store(

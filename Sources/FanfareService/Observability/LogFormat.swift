@@ -85,7 +85,8 @@ public struct LineLogHandler: LogHandler {
             return plain && !string.isEmpty ? string : quoted(string)
         case .stringConvertible(let convertible): return text(.string(convertible.description), bare: bare)
         case .array(let values): return "[" + values.map { text($0) }.joined(separator: ",") + "]"
-        case .dictionary(let values): return "{" + values.keys.sorted().map { "\($0)=\(text(values[$0]!))" }.joined(separator: ",") + "}"
+        case .dictionary(let values):
+            return "{" + values.keys.sorted().map { "\($0)=\(text(values[$0]!))" }.joined(separator: ",") + "}"
         }
     }
 
@@ -159,7 +160,9 @@ public final class LogSink: Sendable {
         lock.withLock { _ in
             var offset = 0
             while offset < bytes.count {
-                let written = bytes.withUnsafeMutableBytes { Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset) }
+                let written = bytes.withUnsafeMutableBytes {
+                    Glibc.write(descriptor, $0.baseAddress! + offset, $0.count - offset)
+                }
                 if written < 0 && errno == EINTR { continue }
                 guard written > 0 else { return }
                 offset += written

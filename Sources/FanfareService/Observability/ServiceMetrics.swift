@@ -54,7 +54,9 @@ package final class ServiceMetrics: Sendable {
         .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
         .milliseconds(500), .seconds(1), .seconds(2), .seconds(5), .seconds(10),
     ]
-    package static let waveSecondsBuckets: [Double] = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600]
+    package static let waveSecondsBuckets: [Double] = [
+        0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
+    ]
 
     package init(registry: PrometheusCollectorRegistry) {
         self.registry = registry
@@ -75,11 +77,15 @@ package final class ServiceMetrics: Sendable {
 
     package func requestServed(route: String, method: String, status: Int, duration: Duration) {
         CoreMetrics.Counter(
-            label: "fanfare_http_requests_total", dimensions: [("route", route), ("method", method), ("status", "\(status)")],
+            label: "fanfare_http_requests_total",
+            dimensions: [("route", route), ("method", method), ("status", "\(status)")],
             factory: factory
         ).increment()
-        Metrics.Timer(label: "fanfare_http_request_duration_seconds", dimensions: [("route", route), ("method", method)], factory: factory)
-            .recordNanoseconds(Self.nanoseconds(duration))
+        Metrics.Timer(
+            label: "fanfare_http_request_duration_seconds", dimensions: [("route", route), ("method", method)],
+            factory: factory
+        )
+        .recordNanoseconds(Self.nanoseconds(duration))
     }
 
     package func waveStarted() { wavesPublished.increment() }
@@ -95,13 +101,17 @@ package final class ServiceMetrics: Sendable {
             ("delivered", report.delivered), ("failed", report.failed), ("superseded", report.superseded),
             ("expired", report.expired), ("invalidated", report.invalidated),
         ] where count > 0 {
-            CoreMetrics.Counter(label: "fanfare_wave_outcomes_total", dimensions: [("outcome", outcome)], factory: factory)
-                .increment(by: Int64(count))
+            CoreMetrics.Counter(
+                label: "fanfare_wave_outcomes_total", dimensions: [("outcome", outcome)], factory: factory
+            )
+            .increment(by: Int64(count))
         }
         for (reason, count) in report.failedByReason where count > 0 { pushFailed(reason: reason, count: count) }
         if let broadcast = report.broadcast {
-            CoreMetrics.Counter(label: "fanfare_broadcasts_total", dimensions: [("outcome", "\(broadcast.outcome)")], factory: factory)
-                .increment()
+            CoreMetrics.Counter(
+                label: "fanfare_broadcasts_total", dimensions: [("outcome", "\(broadcast.outcome)")], factory: factory
+            )
+            .increment()
         }
     }
 
@@ -112,7 +122,9 @@ package final class ServiceMetrics: Sendable {
     }
 
     package func refused(_ operation: String) {
-        CoreMetrics.Counter(label: "fanfare_backpressure_refusals_total", dimensions: [("operation", operation)], factory: factory).increment()
+        CoreMetrics.Counter(
+            label: "fanfare_backpressure_refusals_total", dimensions: [("operation", operation)], factory: factory
+        ).increment()
     }
 
     // MARK: - At scrape time
@@ -125,7 +137,9 @@ package final class ServiceMetrics: Sendable {
         package var takeovers: Int
         package var fencedSessions: Int
         package init(heldShards: Int, shardTokens: Int, lostShards: Int, takeovers: Int, fencedSessions: Int) {
-            (self.heldShards, self.shardTokens, self.lostShards, self.takeovers) = (heldShards, shardTokens, lostShards, takeovers)
+            (self.heldShards, self.shardTokens, self.lostShards, self.takeovers) = (
+                heldShards, shardTokens, lostShards, takeovers
+            )
             self.fencedSessions = fencedSessions
         }
     }
@@ -162,7 +176,9 @@ package final class ServiceMetrics: Sendable {
             totals.append(("fanfare_cluster_takeovers_total", [], cluster.takeovers))
             totals.append(("fanfare_cluster_sessions_fenced_total", [], cluster.fencedSessions))
         }
-        for (outcome, count) in [("delivered", client.delivered), ("rejected", client.rejected), ("failed", client.failed)] {
+        for (outcome, count) in [
+            ("delivered", client.delivered), ("rejected", client.rejected), ("failed", client.failed),
+        ] {
             totals.append(("fanfare_pushes_total", [("outcome", outcome)], count))
         }
         exported.withLock { exported in

@@ -40,7 +40,8 @@ package final class WaveMonitor: Sendable {
     }
 
     /// Several nodes: a wave this node published into the shared store.
-    package func publishedShared(id: UInt64, channel: String, event: String, timestamp: Int64, priority: UpdatePriority) {
+    package func publishedShared(id: UInt64, channel: String, event: String, timestamp: Int64, priority: UpdatePriority)
+    {
         state.withLock { $0.shared[id] = channel }
         metrics.waveStarted()
         logger.info(
@@ -56,7 +57,9 @@ package final class WaveMonitor: Sendable {
 
     /// A shared wave's report from the store: once complete, logged and counted (once).
     package func sharedProgress(_ report: WaveReport) {
-        guard report.state == .complete, state.withLock({ $0.shared.removeValue(forKey: report.id) }) != nil else { return }
+        guard report.state == .complete, state.withLock({ $0.shared.removeValue(forKey: report.id) }) != nil else {
+            return
+        }
         completed(report)
     }
 
@@ -83,7 +86,8 @@ package final class WaveMonitor: Sendable {
                 "wave interrupted: it resumes at the next start",
                 metadata: [
                     "wave": "\(report.id)", "channel": "\(report.channel)", "state": "\(report.state.rawValue)",
-                    "targeted": "\(report.targeted)", "accounted": "\(report.accounted)", "delivered": "\(report.delivered)",
+                    "targeted": "\(report.targeted)", "accounted": "\(report.accounted)",
+                    "delivered": "\(report.delivered)",
                 ])
         }
     }
@@ -132,7 +136,9 @@ package final class WaveMonitor: Sendable {
             logger.info("apns connection up", metadata: ["open": "\(client.connectionsOpen)"])
         }
         for _ in 0..<max(0, min(newlyClosed, 100)) {
-            var metadata: Logger.Metadata = ["open": "\(client.connectionsOpen)", "draining": "\(client.connectionsDraining)"]
+            var metadata: Logger.Metadata = [
+                "open": "\(client.connectionsOpen)", "draining": "\(client.connectionsDraining)",
+            ]
             if let error = statistics.lastConnectionError { metadata["last_error"] = "\(error)" }
             logger.notice("apns connection closed", metadata: metadata)
         }

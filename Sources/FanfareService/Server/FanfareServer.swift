@@ -80,8 +80,10 @@ public final class FanfareServer: Sendable {
         let shared = store as? PostgresTokenStore
         var clusterConfiguration: ClusterConfiguration?
         if shared != nil {
-            let cluster = configuration.cluster ?? ClusterConfiguration(
-                nodeID: ClusterConfiguration.defaultNodeID(), shardCount: fanout.client.workerCount)
+            let cluster =
+                configuration.cluster
+                ?? ClusterConfiguration(
+                    nodeID: ClusterConfiguration.defaultNodeID(), shardCount: fanout.client.workerCount)
             fanout.leasedShards = true
             fanout.client.workerCount = cluster.shardCount
             clusterConfiguration = cluster
@@ -205,7 +207,11 @@ public final class FanfareServer: Sendable {
             listening.resolve(nil)
         }
         do {
-            try await withTaskCancellationHandler { try await serving.value } onCancel: { serving.cancel() }
+            try await withTaskCancellationHandler {
+                try await serving.value
+            } onCancel: {
+                serving.cancel()
+            }
         } catch {
             lifecycle.stopping.set()
             await finish()

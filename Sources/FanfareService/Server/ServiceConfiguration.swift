@@ -55,7 +55,9 @@ public struct ServiceConfiguration: Sendable {
         return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
     }
 
-    public init(host: String = "127.0.0.1", port: Int = 8080, databasePath: String = "fanfare.db", fanout: FanoutConfiguration) {
+    public init(
+        host: String = "127.0.0.1", port: Int = 8080, databasePath: String = "fanfare.db", fanout: FanoutConfiguration
+    ) {
         self.host = host
         self.port = port
         self.databasePath = databasePath
@@ -71,7 +73,9 @@ public struct ServiceConfiguration: Sendable {
     /// A `postgres://` or `postgresql://` URL is PostgreSQL; anything else is a SQLite file's path.
     public var database: Database {
         let lowered = databasePath.lowercased()
-        if lowered.hasPrefix("postgres://") || lowered.hasPrefix("postgresql://") { return .postgres(url: databasePath) }
+        if lowered.hasPrefix("postgres://") || lowered.hasPrefix("postgresql://") {
+            return .postgres(url: databasePath)
+        }
         return .sqlite(path: databasePath)
     }
 
@@ -101,7 +105,9 @@ public struct ServiceConfiguration: Sendable {
         if !(0...65535).contains(port) { return "port \(port) is not in 0...65535" }
         switch database {
         case .sqlite(let path):
-            if path.isEmpty { return "--database is empty: give a SQLite file's path or a postgres://user@host:port/db URL" }
+            if path.isEmpty {
+                return "--database is empty: give a SQLite file's path or a postgres://user@host:port/db URL"
+            }
             if path.contains("://") {
                 return "--database \(PostgresTokenStore.redacted(path)): only postgres:// (or postgresql://) URLs are "
                     + "known; give a postgres://user@host:port/db URL or a SQLite file's path"
@@ -111,14 +117,20 @@ public struct ServiceConfiguration: Sendable {
         }
         if maxBodyBytes < 1024 || maxBodyBytes > 1 << 30 { return "--max-body must be in 1 KiB...1 GiB" }
         if maxBatchItems < 1 || maxBatchItems > 1_000_000 { return "the batch limit must be in 1...1,000,000" }
-        if shutdownTimeout < .zero || shutdownTimeout > .seconds(24 * 3600) { return "--shutdown-timeout must be in 0...86400 seconds" }
-        if eventInterval < .milliseconds(10) || eventInterval > .seconds(60) { return "the event interval must be in 10 ms...60 s" }
+        if shutdownTimeout < .zero || shutdownTimeout > .seconds(24 * 3600) {
+            return "--shutdown-timeout must be in 0...86400 seconds"
+        }
+        if eventInterval < .milliseconds(10) || eventInterval > .seconds(60) {
+            return "the event interval must be in 10 ms...60 s"
+        }
         if ledgerRetention < .seconds(86_400) || ledgerRetention > .seconds(3650 * 86_400) {
             return "--ledger-retention-days must be in 1...3650"
         }
         if retryAfterSeconds < 1 || retryAfterSeconds > 3600 { return "Retry-After must be in 1...3600 seconds" }
         if blockingThreads < 1 || blockingThreads > 64 { return "blocking threads must be in 1...64" }
-        if storedWaveReportsListed < 0 || storedWaveReportsListed > 100_000 { return "stored wave reports listed must be in 0...100,000" }
+        if storedWaveReportsListed < 0 || storedWaveReportsListed > 100_000 {
+            return "stored wave reports listed must be in 0...100,000"
+        }
         return nil
     }
 }

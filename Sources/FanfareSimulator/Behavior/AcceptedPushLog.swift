@@ -35,7 +35,8 @@ public enum AcceptedPushLogError: Error, Equatable, CustomStringConvertible {
 /// ```
 /// (shown wrapped; each record is a single line). `time` is milliseconds since the epoch; `priority` is 10
 /// when the header was absent; absent headers are `null`; a broadcast push has `"token":null` and an extra
-/// `"channel-id"` and `"apns-request-id"` (the request's, or null). `payload` is the body re-emitted without insignificant whitespace; a body that is not
+/// `"channel-id"` and `"apns-request-id"` (the request's, or null). `payload` is the body re-emitted without
+/// insignificant whitespace; a body that is not
 /// valid JSON (when the simulator's JSON check is off) is `"payload":null` plus `"payload-text":"…"`.
 ///
 /// `apns-id` is the response's: the request's own when it sent a valid one (lower-cased), so a push sent
@@ -68,7 +69,8 @@ public final class AcceptedPushLog {
     /// Records appended so far.
     @exclusivity(unchecked) public private(set) var recordCount = 0
 
-    public init(path: String, bufferCapacity: Int = AcceptedPushLog.defaultBufferCapacity) throws(AcceptedPushLogError) {
+    public init(path: String, bufferCapacity: Int = AcceptedPushLog.defaultBufferCapacity) throws(AcceptedPushLogError)
+    {
         precondition(bufferCapacity >= Self.minimumBufferCapacity, "log buffer too small")
         let descriptor = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw .cannotOpen(path: path, errno: errno) }
@@ -112,7 +114,9 @@ public final class AcceptedPushLog {
     }
 
     /// Adds one accepted push. `apnsID` is the `apns-id` of the response (echoed or generated).
-    public func append(_ head: borrowing RequestHead, apnsID: UnsafeRawBufferPointer, now: SimulatorInstant) throws(AcceptedPushLogError) {
+    public func append(
+        _ head: borrowing RequestHead, apnsID: UnsafeRawBufferPointer, now: SimulatorInstant
+    ) throws(AcceptedPushLogError) {
         precondition(descriptor >= 0, "log is closed")
         let bound = Self.recordBound(head, apnsID: apnsID)
         // Size the buffer with worstCaseRecordBytes for the heads it logs; this is a programming error.
@@ -202,8 +206,10 @@ public final class AcceptedPushLog {
 
     /// An upper bound of one record's size: fixed keys plus 6 bytes per value byte (the `\u00XX` escape).
     static func recordBound(_ head: borrowing RequestHead, apnsID: UnsafeRawBufferPointer) -> Int {
-        let valueBytes = apnsID.count + head.body.count + (head.value(.path)?.count ?? 0)
-            + (head.value(.apnsChannelID)?.count ?? 0) + (head.value(.apnsRequestID)?.count ?? 0) + (head.value(.apnsTopic)?.count ?? 0)
+        let valueBytes =
+            apnsID.count + head.body.count + (head.value(.path)?.count ?? 0)
+            + (head.value(.apnsChannelID)?.count ?? 0) + (head.value(.apnsRequestID)?.count ?? 0)
+            + (head.value(.apnsTopic)?.count ?? 0)
             + (head.value(.apnsPushType)?.count ?? 0) + (head.value(.apnsCollapseID)?.count ?? 0)
         return 256 + 6 * valueBytes
     }

@@ -21,8 +21,12 @@ public struct FaultRule: Sendable, Equatable, CustomStringConvertible {
         try self.init(reasonText: parts[0], probabilityText: parts[1], whole: text)
     }
 
-    fileprivate init(reasonText: Substring, probabilityText: Substring, whole text: String) throws(SimulatorConfigurationError) {
-        guard let reason = APNsReason(rawValue: String(reasonText)) else { throw .unknownFaultReason(String(reasonText)) }
+    fileprivate init(
+        reasonText: Substring, probabilityText: Substring, whole text: String
+    ) throws(SimulatorConfigurationError) {
+        guard let reason = APNsReason(rawValue: String(reasonText)) else {
+            throw .unknownFaultReason(String(reasonText))
+        }
         guard let probability = parseProbability(probabilityText) else { throw .badFaultRule(text) }
         self.init(reason: reason, probability: probability)
     }
@@ -58,7 +62,8 @@ public struct FaultBurst: Sendable, Equatable, CustomStringConvertible {
     /// Parses `Reason:probability:LENGTH/PERIOD`, both counts of requests (`ServiceUnavailable:1:200/2000`)
     /// or both durations (`TooManyRequests:0.5:100ms/1s`).
     public init(parsing text: String) throws(SimulatorConfigurationError) {
-        let expected = "Reason:probability:LENGTH/PERIOD with LENGTH and PERIOD both request counts or both durations (e.g. ServiceUnavailable:1:200/2000 or TooManyRequests:0.5:100ms/1s)"
+        let expected =
+            "Reason:probability:LENGTH/PERIOD with LENGTH and PERIOD both request counts or both durations (e.g. ServiceUnavailable:1:200/2000 or TooManyRequests:0.5:100ms/1s)"
         let bad = SimulatorConfigurationError.badSpelling(what: "fault burst", text: text, expected: expected)
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw bad }
@@ -132,7 +137,8 @@ public struct ConnectionResetRule: Sendable, Equatable, CustomStringConvertible 
     /// Parses `probability:requests`, e.g. `0.5:1000`.
     public init(parsing text: String) throws(SimulatorConfigurationError) {
         let parts = text.split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 2, let probability = parseProbability(parts[0]), let after = Int(parts[1]), after >= 1 else {
+        guard parts.count == 2, let probability = parseProbability(parts[0]), let after = Int(parts[1]), after >= 1
+        else {
             throw .badSpelling(
                 what: "connection reset", text: text,
                 expected: "probability:requests with a probability in 0...1 and at least 1 request (e.g. 0.5:1000)")

@@ -88,7 +88,11 @@ extension LatencyModel {
     }
 
     private static func badSpelling(_ text: String) -> SimulatorConfigurationError {
-        .invalid(field: "latency", problem: "'\(text)' is not none, fixed:<d>, uniform:<min>-<max> or longtail:<median>-<p99> (e.g. longtail:2ms-40ms)")
+        .invalid(
+            field: "latency",
+            problem:
+                "'\(text)' is not none, fixed:<d>, uniform:<min>-<max> or longtail:<median>-<p99> (e.g. longtail:2ms-40ms)"
+        )
     }
 
     /// `250us` → 250 000 ns. Nil for a missing or unknown unit or a negative/non-numeric amount.

@@ -4,7 +4,9 @@ public enum MessageIDWriter {
     public static let byteCount = 36
 
     /// Writes 36 bytes at the start of `buffer`.
-    public static func writeRandomUUID<R: RandomNumberGenerator>(into buffer: UnsafeMutableRawBufferPointer, using random: inout R) {
+    public static func writeRandomUUID<R: RandomNumberGenerator>(
+        into buffer: UnsafeMutableRawBufferPointer, using random: inout R
+    ) {
         precondition(buffer.count >= byteCount, "a UUID needs 36 bytes")
         var high = random.next()
         var low = random.next()

@@ -193,7 +193,9 @@ public final class ConnectionAuthState {
         if isWedged { return .expiredProviderToken }
         guard let authorization, let jwt = Self.bearerToken(authorization) else { return .missingProviderToken }
 
-        if currentTokenCount > 0, jwt.equals(UnsafeRawBufferPointer(currentToken).slice(from: 0, count: currentTokenCount)) {
+        if currentTokenCount > 0,
+            jwt.equals(UnsafeRawBufferPointer(currentToken).slice(from: 0, count: currentTokenCount))
+        {
             assert(current != nil)
             return checkAge(issuedAt: currentIssuedAt, now: now)
         }
@@ -252,7 +254,9 @@ public final class ConnectionAuthState {
     }
 
     private func isAllowedByPolicy(_ identity: VerifiedProviderToken) -> Bool {
-        if let keyID = policy.keyID, identity.keyID != keyID, !policy.additionalKeyIDs.contains(identity.keyID) { return false }
+        if let keyID = policy.keyID, identity.keyID != keyID, !policy.additionalKeyIDs.contains(identity.keyID) {
+            return false
+        }
         if let teamID = policy.teamID, identity.teamID != teamID { return false }
         if policy.requireNumericIssuedAt && identity.issuedAtIsString { return false }
         return true

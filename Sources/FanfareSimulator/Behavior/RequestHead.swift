@@ -58,7 +58,8 @@ public enum RequestHeaderField: Int, Sendable, CaseIterable {
             }
         case 10: candidate = name[0] == UInt8(ascii: ":") ? .authority : .apnsTopic
         case 12: candidate = .contentType
-        case 13: candidate = name[0] == UInt8(ascii: "a") && name[1] == UInt8(ascii: "u") ? .authorization : .apnsPriority
+        case 13:
+            candidate = name[0] == UInt8(ascii: "a") && name[1] == UInt8(ascii: "u") ? .authorization : .apnsPriority
         case 14: candidate = name[0] == UInt8(ascii: "c") ? .contentLength : .apnsPushType
         case 15:
             guard name.count > 5 else { return nil }
@@ -127,7 +128,9 @@ public struct RequestHead: ~Copyable {
     public private(set) var bodyByteCount = 0
     private var bodyStoredCount = 0
 
-    public init(arenaCapacity: Int = RequestHead.defaultArenaCapacity, bodyCapacity: Int = RequestHead.defaultBodyCapacity) {
+    public init(
+        arenaCapacity: Int = RequestHead.defaultArenaCapacity, bodyCapacity: Int = RequestHead.defaultBodyCapacity
+    ) {
         precondition(arenaCapacity > 0 && arenaCapacity <= Int(Int32.max), "arena capacity must be positive")
         precondition(bodyCapacity >= 0 && bodyCapacity <= Int(Int32.max), "body capacity must not be negative")
         self.arenaCapacity = arenaCapacity

@@ -100,7 +100,8 @@ public struct RequestValidator {
     ///     `knownTokens`, this validator builds its own.
     ///   - channels: the broadcast channels broadcasts are checked against; nil checks only the id's syntax.
     public init(
-        configuration: SimulatorConfiguration, worker: Int = 0, knownTokens: DeviceTokenSet? = nil, channels: BroadcastChannels? = nil
+        configuration: SimulatorConfiguration, worker: Int = 0, knownTokens: DeviceTokenSet? = nil,
+        channels: BroadcastChannels? = nil
     ) {
         self.configuration = configuration
         self.channels = channels
@@ -110,8 +111,10 @@ public struct RequestValidator {
         } else {
             self.knownTokens = configuration.knownTokens.map { DeviceTokenSet(hexTokens: $0) }
         }
-        rateLimiter = configuration.perTokenRateLimit > 0
-            ? PerTokenRateLimiter(limit: configuration.perTokenRateLimit, capacity: configuration.perTokenRateTableCapacity)
+        rateLimiter =
+            configuration.perTokenRateLimit > 0
+            ? PerTokenRateLimiter(
+                limit: configuration.perTokenRateLimit, capacity: configuration.perTokenRateTableCapacity)
             : nil
         var reasons: [APNsReason] = []
         var bounds: [Double] = []
@@ -131,7 +134,9 @@ public struct RequestValidator {
     public var rateLimiterOverflows: Int { rateLimiter?.overflows ?? 0 }
 
     /// The answer to one complete request (headers and END_STREAM seen).
-    public mutating func decide(_ head: borrowing RequestHead, auth: ConnectionAuthState, now: SimulatorInstant) -> SimulatorDecision {
+    public mutating func decide(
+        _ head: borrowing RequestHead, auth: ConnectionAuthState, now: SimulatorInstant
+    ) -> SimulatorDecision {
         decidedRequests &+= 1
         if firstRequestTime < 0 { firstRequestTime = now.nanosecondsSinceEpoch }
         lastWasBroadcast = false
@@ -216,7 +221,9 @@ public struct RequestValidator {
         }
         // 16. known tokens (and token prefixes with a fixed reply)
         if !configuration.tokenPrefixReplies.isEmpty {
-            for rule in configuration.tokenPrefixReplies where rule.matches(token) { return .reject(rule.reason, now: now) }
+            for rule in configuration.tokenPrefixReplies where rule.matches(token) {
+                return .reject(rule.reason, now: now)
+            }
         }
         if let knownTokens, !knownTokens.contains(token) {
             return .reject(configuration.unknownTokenReply.reason, now: now)
@@ -287,7 +294,9 @@ public struct RequestValidator {
             guard let policy = channels.storagePolicy(ofChannel: channelID, bundle: pathBundle) else {
                 return .reject(.channelNotRegistered, now: now)
             }
-            if policy == 0, let expiration = head.value(.apnsExpiration), HeaderSyntax.parseNonNegativeInteger(expiration) != 0 {
+            if policy == 0, let expiration = head.value(.apnsExpiration),
+                HeaderSyntax.parseNonNegativeInteger(expiration) != 0
+            {
                 return .reject(.badExpirationDate, now: now)
             }
         }
@@ -355,7 +364,8 @@ public struct RequestValidator {
         var draw = random.nextUnitInterval()
         if !bursts.isEmpty {
             let elapsed = now.nanosecondsSinceEpoch &- firstRequestTime
-            for index in 0..<bursts.count where bursts[index].isActive(requests: decidedRequests - 1, elapsed: elapsed) {
+            for index in 0..<bursts.count where bursts[index].isActive(requests: decidedRequests - 1, elapsed: elapsed)
+            {
                 let probability = bursts[index].rule.probability
                 if draw < probability { return bursts[index].rule.reason }
                 draw -= probability

@@ -224,40 +224,56 @@ public struct SimulatorConfiguration: Sendable, Equatable {
         let bundleIsValid = bundleBytes.withUnsafeBytes { HeaderSyntax.isTopicSyntax($0) }
         try require(bundleIsValid, "bundleID", "'\(bundleID)' must be non-empty and use only A-Z a-z 0-9 . -")
         try require(initialMaxConcurrentStreams >= 1, "initialMaxConcurrentStreams", "must be at least 1")
-        try require(maxConcurrentStreams >= initialMaxConcurrentStreams, "maxConcurrentStreams",
+        try require(
+            maxConcurrentStreams >= initialMaxConcurrentStreams, "maxConcurrentStreams",
             "must be at least initialMaxConcurrentStreams (\(initialMaxConcurrentStreams))")
         // Each connection keeps a response queue of this size.
         try require(maxConcurrentStreams <= 1 << 20, "maxConcurrentStreams", "must be at most \(1 << 20)")
-        try require(headerTableSize >= 0 && headerTableSize <= Int(UInt32.max), "headerTableSize", "must be in 0...2^32-1")
-        try require(maxHeaderListSize > 0 && maxHeaderListSize <= Int(UInt32.max), "maxHeaderListSize", "must be in 1...2^32-1")
-        try require(initialWindowSize > 0 && initialWindowSize <= Int(Int32.max), "initialWindowSize", "must be in 1...2^31-1")
-        try require(maxFrameSize >= 16384 && maxFrameSize <= 16_777_215, "maxFrameSize", "must be in 16384...16777215 (RFC 9113)")
+        try require(
+            headerTableSize >= 0 && headerTableSize <= Int(UInt32.max), "headerTableSize", "must be in 0...2^32-1")
+        try require(
+            maxHeaderListSize > 0 && maxHeaderListSize <= Int(UInt32.max), "maxHeaderListSize", "must be in 1...2^32-1")
+        try require(
+            initialWindowSize > 0 && initialWindowSize <= Int(Int32.max), "initialWindowSize", "must be in 1...2^31-1")
+        try require(
+            maxFrameSize >= 16384 && maxFrameSize <= 16_777_215, "maxFrameSize",
+            "must be in 16384...16777215 (RFC 9113)")
         if let goAwayAfterStreams {
             try require(goAwayAfterStreams >= 1, "goAwayAfterStreams", "must be at least 1 (or unset)")
         }
         if let problem = latency.problem { throw .invalid(field: "latency", problem: problem) }
         var total = 0.0
         for rule in faults {
-            try require(rule.probability >= 0 && rule.probability <= 1, "faults", "probability of \(rule.reason.rawValue) must be in 0...1")
+            try require(
+                rule.probability >= 0 && rule.probability <= 1, "faults",
+                "probability of \(rule.reason.rawValue) must be in 0...1")
             total += rule.probability
         }
         try require(total <= 1.000_000_1, "faults", "probabilities add up to \(total); they must add up to at most 1")
-        try require(refusedStreamProbability >= 0 && refusedStreamProbability <= 1, "refusedStreamProbability", "must be in 0...1")
+        try require(
+            refusedStreamProbability >= 0 && refusedStreamProbability <= 1, "refusedStreamProbability",
+            "must be in 0...1")
         for burst in faultBursts {
             if let problem = burst.problem { throw .invalid(field: "faultBursts", problem: "\(burst): \(problem)") }
         }
         if let connectionReset {
-            try require(connectionReset.probability >= 0 && connectionReset.probability <= 1, "connectionReset", "probability must be in 0...1")
+            try require(
+                connectionReset.probability >= 0 && connectionReset.probability <= 1, "connectionReset",
+                "probability must be in 0...1")
             try require(connectionReset.afterRequests >= 1, "connectionReset", "afterRequests must be at least 1")
         }
         if let heldResponses {
-            try require(heldResponses.probability >= 0 && heldResponses.probability <= 1, "heldResponses", "probability must be in 0...1")
+            try require(
+                heldResponses.probability >= 0 && heldResponses.probability <= 1, "heldResponses",
+                "probability must be in 0...1")
             try require(heldResponses.delayNanoseconds > 0, "heldResponses", "delay must be positive")
         }
         try require(perTokenRateLimit >= 0, "perTokenRateLimit", "must not be negative (0 turns it off)")
-        try require(perTokenRateTableCapacity > 0 && perTokenRateTableCapacity & (perTokenRateTableCapacity - 1) == 0,
+        try require(
+            perTokenRateTableCapacity > 0 && perTokenRateTableCapacity & (perTokenRateTableCapacity - 1) == 0,
             "perTokenRateTableCapacity", "must be a power of two")
-        try require(maxPayloadBytes > 0 && voipMaxPayloadBytes > 0 && broadcastMaxPayloadBytes > 0,
+        try require(
+            maxPayloadBytes > 0 && voipMaxPayloadBytes > 0 && broadcastMaxPayloadBytes > 0,
             "maxPayloadBytes", "payload limits must be positive")
         try require(tokenMaxAge > 0, "tokenMaxAge", "must be positive")
         try require(maxTokenClockSkew >= 0, "maxTokenClockSkew", "must not be negative")
@@ -269,13 +285,19 @@ public struct SimulatorConfiguration: Sendable, Equatable {
         if let keyID { try require(!keyID.isEmpty, "keyID", "must not be empty (unset it to accept any key)") }
         try require(maxChannelsPerApp >= 0, "maxChannelsPerApp", "must not be negative")
         if let broadcastStartEventReason {
-            try require(broadcastStartEventReason.status == 400, "broadcastStartEventReason", "must be a 400 reason (or unset to accept start events)")
+            try require(
+                broadcastStartEventReason.status == 400, "broadcastStartEventReason",
+                "must be a 400 reason (or unset to accept start events)")
         }
-        try require(environmentKeyReason == .badEnvironmentKeyIdInToken || environmentKeyReason == .badEnvironmentKeyInToken,
+        try require(
+            environmentKeyReason == .badEnvironmentKeyIdInToken || environmentKeyReason == .badEnvironmentKeyInToken,
             "environmentKeyReason", "must be BadEnvironmentKeyIdInToken or BadEnvironmentKeyInToken")
         for (keyID, scope) in providerKeys {
             try require(!keyID.isEmpty, "providerKeys", "a key id must not be empty")
-            if let topics = scope.topics { try require(!topics.isEmpty, "providerKeys", "key \(keyID): a topic-specific key needs at least one topic") }
+            if let topics = scope.topics {
+                try require(
+                    !topics.isEmpty, "providerKeys", "key \(keyID): a topic-specific key needs at least one topic")
+            }
         }
         if let teamID { try require(!teamID.isEmpty, "teamID", "must not be empty (unset it to accept any team)") }
     }
@@ -304,7 +326,10 @@ public struct TokenPrefixReply: Sendable, Equatable {
     public init?(prefix: String, reason: APNsReason) {
         let bytes = Array(prefix.lowercased().utf8)
         guard !bytes.isEmpty, bytes.count <= 200,
-            bytes.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) })
+            bytes.allSatisfy({
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+                    || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+            })
         else { return nil }
         self.prefix = bytes
         self.reason = reason

@@ -10,7 +10,9 @@ public struct BroadcastChannel: Sendable, Equatable {
     /// `message-storage-policy`: 0 no message stored (`apns-expiration` must be 0), 1 most recent stored.
     public var storagePolicy: Int
 
-    public init(id: BroadcastChannelID, environment: SimulatorConfiguration.Environment, bundleID: String, storagePolicy: Int) {
+    public init(
+        id: BroadcastChannelID, environment: SimulatorConfiguration.Environment, bundleID: String, storagePolicy: Int
+    ) {
         self.id = id
         self.environment = environment
         self.bundleID = bundleID
@@ -41,7 +43,8 @@ public enum BroadcastChannelError: Error, Equatable, CustomStringConvertible {
 /// the management worker calls `persist()` before any answer leaves (one atomic file replace for every change
 /// decided since the last one), and a failed save puts the table back to the file's state (the answers then
 /// never leave: the worker resets its connections). One replace per change cost O(channels) each: 10,001
-/// creates over one connection took 9 minutes that way; grouped they take seconds. Ids are 16 random bytes in standard base64 (24 characters with `/`, `+`
+/// creates over one connection took 9 minutes that way; grouped they take seconds. Ids are 16 random bytes in standard
+/// base64 (24 characters with `/`, `+`
 /// and `=`), as APNs' are.
 public final class BroadcastChannels: Sendable {
     private struct State {
@@ -125,7 +128,8 @@ public final class BroadcastChannels: Sendable {
             guard count < maxChannelsPerApp else { return .failure(.limitReached(maxChannelsPerApp)) }
             var id = makeID()
             while state.issued.contains(id) { id = makeID() }
-            let channel = BroadcastChannel(id: id, environment: environment, bundleID: bundleID, storagePolicy: storagePolicy)
+            let channel = BroadcastChannel(
+                id: id, environment: environment, bundleID: bundleID, storagePolicy: storagePolicy)
             state.insert(channel)
             if file != nil { unsaved.store(true, ordering: .releasing) }
             return .success(channel)
@@ -136,7 +140,8 @@ public final class BroadcastChannels: Sendable {
     /// The channel with `id` if it exists for `bundleID` in this environment.
     public func channel(_ id: BroadcastChannelID, bundleID: String) -> BroadcastChannel? {
         state.withLock { state in
-            guard let channel = state.channels[id], channel.environment == environment, channel.bundleID == bundleID else { return nil }
+            guard let channel = state.channels[id], channel.environment == environment, channel.bundleID == bundleID
+            else { return nil }
             return channel
         }
     }
@@ -155,7 +160,8 @@ public final class BroadcastChannels: Sendable {
     /// Deletes channel `id`; false when there is no such channel for the app here. The id stays issued.
     public func delete(_ id: BroadcastChannelID, bundleID: String) -> Bool {
         state.withLock { state in
-            guard let channel = state.channels[id], channel.environment == environment, channel.bundleID == bundleID else {
+            guard let channel = state.channels[id], channel.environment == environment, channel.bundleID == bundleID
+            else {
                 return false
             }
             state.remove(channel)
@@ -176,7 +182,8 @@ public final class BroadcastChannels: Sendable {
         return state.withLock { state -> String? in
             guard unsaved.exchange(false, ordering: .acquiringAndReleasing) else { return nil }
             do {
-                try file.save(SavedChannels(channels: state.order.compactMap { state.channels[$0] }, issued: state.issued))
+                try file.save(
+                    SavedChannels(channels: state.order.compactMap { state.channels[$0] }, issued: state.issued))
                 return nil
             } catch {
                 var restored = State()

@@ -74,7 +74,9 @@ public struct ChannelStateFile: Sendable {
 
     func parse(_ bytes: [UInt8]) throws(ChannelStateFileError) -> SavedChannels {
         guard bytes.last == UInt8(ascii: "\n") else {
-            throw .damaged(path: path, line: 1 + bytes.count(where: { $0 == UInt8(ascii: "\n") }), problem: "the last line is cut short")
+            throw .damaged(
+                path: path, line: 1 + bytes.count(where: { $0 == UInt8(ascii: "\n") }),
+                problem: "the last line is cut short")
         }
         let lines = bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false).dropLast()
         var saved = SavedChannels()
@@ -99,23 +101,33 @@ public struct ChannelStateFile: Sendable {
             switch fields.first {
             case "channel":
                 guard fields.count == 5 else {
-                    throw .damaged(path: path, line: number, problem: "a channel line is 'channel ENVIRONMENT POLICY ID BUNDLE'")
+                    throw .damaged(
+                        path: path, line: number, problem: "a channel line is 'channel ENVIRONMENT POLICY ID BUNDLE'")
                 }
                 guard let environment = SimulatorConfiguration.Environment(rawValue: String(fields[1])) else {
-                    throw .damaged(path: path, line: number, problem: "environment '\(fields[1])' is not production or sandbox")
+                    throw .damaged(
+                        path: path, line: number, problem: "environment '\(fields[1])' is not production or sandbox")
                 }
                 guard let policy = Int(fields[2]), policy == 0 || policy == 1 else {
                     throw .damaged(path: path, line: number, problem: "storage policy '\(fields[2])' is not 0 or 1")
                 }
                 let id = try channelID(fields[3])
                 guard !fields[4].isEmpty else { throw .damaged(path: path, line: number, problem: "empty bundle id") }
-                guard !saved.issued.contains(id) else { throw .damaged(path: path, line: number, problem: "channel \(id) twice") }
-                saved.channels.append(BroadcastChannel(id: id, environment: environment, bundleID: String(fields[4]), storagePolicy: policy))
+                guard !saved.issued.contains(id) else {
+                    throw .damaged(path: path, line: number, problem: "channel \(id) twice")
+                }
+                saved.channels.append(
+                    BroadcastChannel(
+                        id: id, environment: environment, bundleID: String(fields[4]), storagePolicy: policy))
                 saved.issued.insert(id)
             case "deleted":
-                guard fields.count == 2 else { throw .damaged(path: path, line: number, problem: "a deleted line is 'deleted ID'") }
+                guard fields.count == 2 else {
+                    throw .damaged(path: path, line: number, problem: "a deleted line is 'deleted ID'")
+                }
                 let id = try channelID(fields[1])
-                guard !saved.issued.contains(id) else { throw .damaged(path: path, line: number, problem: "channel \(id) twice") }
+                guard !saved.issued.contains(id) else {
+                    throw .damaged(path: path, line: number, problem: "channel \(id) twice")
+                }
                 saved.issued.insert(id)
             default:
                 throw .damaged(path: path, line: number, problem: "unknown record '\(fields.first ?? "")'")
@@ -129,7 +141,8 @@ public struct ChannelStateFile: Sendable {
         var text = header + "\n"
         var live = Set<BroadcastChannelID>()
         for channel in saved.channels {
-            text += "channel \(channel.environment.rawValue) \(channel.storagePolicy) \(channel.id) \(channel.bundleID)\n"
+            text +=
+                "channel \(channel.environment.rawValue) \(channel.storagePolicy) \(channel.id) \(channel.bundleID)\n"
             live.insert(channel.id)
         }
         // Sorted so the same state always gives the same bytes.

@@ -172,7 +172,8 @@ struct ManagementRequestValidator {
             case .rejected(let reason): return .reject(reason)
             }
             do {
-                let channel = try channels.create(bundleID: configuration.bundleID, storagePolicy: request.storagePolicy)
+                let channel = try channels.create(
+                    bundleID: configuration.bundleID, storagePolicy: request.storagePolicy)
                 return ManagementDecision(status: 201, reason: nil, channelID: channel.id, body: [])
             } catch {
                 return .reject(.cannotCreateChannelConfig)
@@ -225,7 +226,9 @@ struct ChannelCreateRequest: Equatable {
             }
         }
         guard let isObject else { return .rejected(.badRequestPayload) }
-        guard isObject, !unknownAttribute, !repeated, policyValid, let policy else { return .rejected(.badRequestParams) }
+        guard isObject, !unknownAttribute, !repeated, policyValid, let policy else {
+            return .rejected(.badRequestParams)
+        }
         guard let pushType else { return .rejected(.missingPushType) }
         guard body.slice(from: pushType.lowerBound, count: pushType.count).equals("\"LiveActivity\"") else {
             return .rejected(.invalidPushType)

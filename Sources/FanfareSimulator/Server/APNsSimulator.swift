@@ -100,11 +100,13 @@ public final class APNsSimulator: @unchecked Sendable {
                 // Room for two of the largest records this configuration's heads can hold.
                 let record = AcceptedPushLog.worstCaseRecordBytes(
                     arenaCapacity: configuration.requestHeadArenaBytes, bodyCapacity: configuration.requestBodyCapacity)
-                log = try AcceptedPushLog(path: path, bufferCapacity: max(AcceptedPushLog.defaultBufferCapacity, 2 * record))
+                log = try AcceptedPushLog(
+                    path: path, bufferCapacity: max(AcceptedPushLog.defaultBufferCapacity, 2 * record))
             }
             workers.append(
                 SimulatorWorker(
-                    index: index, configuration: configuration, options: options, listenerFD: listeners[index], log: log,
+                    index: index, configuration: configuration, options: options, listenerFD: listeners[index],
+                    log: log,
                     channels: channels))
         }
         self.workers = workers
@@ -119,9 +121,10 @@ public final class APNsSimulator: @unchecked Sendable {
         for worker in workers + (managementWorker.map { [$0] } ?? []) {
             let cpu = options.cpuAffinity.map { $0[worker.index % $0.count] }
             let name = worker.role == .management ? "fanfare-sim-mgmt" : "fanfare-sim\(worker.index)"
-            threads.append(try IOThread(name: name, cpu: cpu) { loop in
-                worker.attach(to: loop)
-            })
+            threads.append(
+                try IOThread(name: name, cpu: cpu) { loop in
+                    worker.attach(to: loop)
+                })
         }
         self.threads = threads
     }
@@ -161,7 +164,8 @@ public final class APNsSimulator: @unchecked Sendable {
         for worker in workers {
             let seen = worker.publishedStreamConcurrency()
             total.maxOpenStreams = max(total.maxOpenStreams, seen.maxOpenStreams)
-            total.maxOpenStreamsBeforeFirstAccept = max(total.maxOpenStreamsBeforeFirstAccept, seen.maxOpenStreamsBeforeFirstAccept)
+            total.maxOpenStreamsBeforeFirstAccept = max(
+                total.maxOpenStreamsBeforeFirstAccept, seen.maxOpenStreamsBeforeFirstAccept)
         }
         return total
     }

@@ -12,7 +12,8 @@ public struct ES256ProviderTokenVerifier: ProviderTokenVerifying {
         switch verifier.verify(jwt) {
         case .success(let claims):
             return VerifiedProviderToken(
-                keyID: claims.keyID, teamID: claims.teamID, issuedAt: claims.issuedAt, issuedAtIsString: claims.issuedAtIsString)
+                keyID: claims.keyID, teamID: claims.teamID, issuedAt: claims.issuedAt,
+                issuedAtIsString: claims.issuedAtIsString)
         case .failure:
             return nil
         }

@@ -53,7 +53,8 @@ final class SimulatorConnection: HTTP2ServerSessionDelegate, SecureTransportDele
         transport = SecureTransport(loop: worker.loop, tls: tls, buffers: worker.bufferSizes)
         auth = worker.makeAuthState()
         // A connection never has more streams open than the most it advertises (the session refuses the rest).
-        streamCapacity = max(1, worker.configuration.maxConcurrentStreams, worker.configuration.initialMaxConcurrentStreams)
+        streamCapacity = max(
+            1, worker.configuration.maxConcurrentStreams, worker.configuration.initialMaxConcurrentStreams)
         delayed = DelayHeap(capacity: streamCapacity)
         slotOfStream = .allocate(capacity: streamCapacity)
         slotOfStream.initialize(repeating: -1, count: streamCapacity)
@@ -81,8 +82,10 @@ final class SimulatorConnection: HTTP2ServerSessionDelegate, SecureTransportDele
         settings.maxConcurrentStreams = configuration.initialMaxConcurrentStreams
         settings.headerTableSize = configuration.headerTableSize
         settings.maxHeaderListSize = configuration.maxHeaderListSize
-        let newSession = HTTP2ServerSession(transport: transport, delegate: self, capacity: streamCapacity, settings: settings)
-        contentTypeField = newSession.registerRepeatedField(nameIndex: 31, name: "content-type", value: "application/json")
+        let newSession = HTTP2ServerSession(
+            transport: transport, delegate: self, capacity: streamCapacity, settings: settings)
+        contentTypeField = newSession.registerRepeatedField(
+            nameIndex: 31, name: "content-type", value: "application/json")
         session = newSession
         newSession.start()
         worker.stats.connectionsOpened += 1
@@ -165,9 +168,12 @@ final class SimulatorConnection: HTTP2ServerSessionDelegate, SecureTransportDele
         requestComplete(stream: stream, slot: Int(slotOfStream[stream]))
     }
 
-    override func http2WriteResponseHeaders(stream: Int, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter) {
+    override func http2WriteResponseHeaders(stream: Int, table: inout HPACKEncoderTable, writer: inout HPACKBlockWriter)
+    {
         let slot = Int(slotOfStream[stream])
-        workerRef._withUnsafeGuaranteedRef { $0.writeResponseHeaders(slot: slot, contentType: contentTypeField!, table: &table, writer: &writer) }
+        workerRef._withUnsafeGuaranteedRef {
+            $0.writeResponseHeaders(slot: slot, contentType: contentTypeField!, table: &table, writer: &writer)
+        }
     }
 
     override func http2ResponseBody(stream: Int) -> UnsafeRawBufferPointer {
@@ -205,7 +211,9 @@ final class SimulatorConnection: HTTP2ServerSessionDelegate, SecureTransportDele
             transport.setNeedsFlush()
             return
         }
-        let (now, decision) = workerRef._withUnsafeGuaranteedRef { ($0.loop.now, $0.decide(slot: slot, connection: self)) }
+        let (now, decision) = workerRef._withUnsafeGuaranteedRef {
+            ($0.loop.now, $0.decide(slot: slot, connection: self))
+        }
         highestDecidedStreamID = max(highestDecidedStreamID, streamID)
         // APNs raises the stream limit after the first valid push (and optionally drops it after a rejection).
         if let limit = streamPolicy.record(decision) {

@@ -64,7 +64,8 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     private let wakerReference = AtomicLazyReference<IOWaker>()
 
     init(
-        index: Int, role: Role = .push, configuration: SimulatorConfiguration, options: APNsSimulator.Options, listenerFD: Int32,
+        index: Int, role: Role = .push, configuration: SimulatorConfiguration, options: APNsSimulator.Options,
+        listenerFD: Int32,
         log: AcceptedPushLog?, channels: BroadcastChannels? = nil
     ) {
         self.index = index
@@ -76,7 +77,8 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         bufferSizes = TransportBufferSizes()
         // One connection's worth of heads to start with; more as connections fill up (see acquireStream).
         maxStreams = options.maxStreamsPerWorker ?? Int(Int32.max)
-        let capacity = min(maxStreams, StreamSlots.rounded(options.preallocatedStreamsPerWorker ?? configuration.maxConcurrentStreams))
+        let capacity = min(
+            maxStreams, StreamSlots.rounded(options.preallocatedStreamsPerWorker ?? configuration.maxConcurrentStreams))
         // Heads sized by the configuration: payload limits above the defaults still get their JSON checked.
         headPool = RequestHeadPool(
             capacity: capacity, arenaCapacity: configuration.requestHeadArenaBytes,
@@ -84,7 +86,9 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         slots = StreamSlots(capacity: capacity)
         validator = RequestValidator(configuration: configuration, worker: index, channels: channels)
         self.channels = role == .management ? channels : nil
-        management = role == .management ? channels.map { ManagementRequestValidator(configuration: configuration, channels: $0) } : nil
+        management =
+            role == .management
+            ? channels.map { ManagementRequestValidator(configuration: configuration, channels: $0) } : nil
         random = SimulatorRandom(seed: configuration.seed ^ 0x5EED, stream: UInt64(index) + 1000)
         verifier = options.verifier ?? RejectAllVerifier()
     }
@@ -287,7 +291,9 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     /// The response body prepared by `decide` (empty: none).
     func responseBody(slot: Int) -> UnsafeRawBufferPointer {
         let count = Int(slots.state(slot).pointee.bodyCount)
-        if role == .management, let body = overflowBodies[slot] { return UnsafeRawBufferPointer(start: body.baseAddress, count: count) }
+        if role == .management, let body = overflowBodies[slot] {
+            return UnsafeRawBufferPointer(start: body.baseAddress, count: count)
+        }
         return UnsafeRawBufferPointer(start: slots.response(slot) + StreamSlots.bodyOffset, count: count)
     }
 
@@ -356,7 +362,8 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
             state.pointee.bodyCount = 0
             if configuration.environment == .sandbox && !isBroadcast {
                 MessageIDWriter.writeRandomUUID(
-                    into: UnsafeMutableRawBufferPointer(start: base + StreamSlots.uniqueIDOffset, count: 36), using: &random)
+                    into: UnsafeMutableRawBufferPointer(start: base + StreamSlots.uniqueIDOffset, count: 36),
+                    using: &random)
             }
             // Buffered here; written (flushAcceptedLog) before this 200 can leave.
             if let log {
@@ -376,14 +383,20 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     }
     @exclusivity(unchecked) private var lastClockTick: UInt64 = 0
 
-    private static func copyLowercased(_ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer) {
+    private static func copyLowercased(
+        _ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer
+    ) {
         destination.copyMemory(from: source)
-        for index in 0..<destination.count where destination[index] >= 0x41 && destination[index] <= 0x46 { destination[index] += 0x20 }
+        for index in 0..<destination.count where destination[index] >= 0x41 && destination[index] <= 0x46 {
+            destination[index] += 0x20
+        }
     }
 
     /// A management request (create, read, list, delete): decided against the shared channels; the answer
     /// carries `apns-request-id`, `apns-channel-id` on a 201, and a JSON body on a 200 or an error.
-    private func decideManagement(slot: Int, connection: SimulatorConnection, validator: ManagementRequestValidator) -> SimulatorDecision {
+    private func decideManagement(
+        slot: Int, connection: SimulatorConnection, validator: ManagementRequestValidator
+    ) -> SimulatorDecision {
         let head = headPool.head(at: slot)
         let decision = validator.decide(head.pointee, auth: connection.auth, now: wallClock)
         let simulated = decision.simulatorDecision
@@ -413,7 +426,9 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
             state.pointee.bodyCount = Int32(ErrorResponseBodies.shared.write(simulated, into: body))
         } else if decision.body.count <= room {
             decision.body.withUnsafeBytes { bytes in
-                if bytes.count > 0 { (base + StreamSlots.bodyOffset).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count) }
+                if bytes.count > 0 {
+                    (base + StreamSlots.bodyOffset).copyMemory(from: bytes.baseAddress!, byteCount: bytes.count)
+                }
             }
             state.pointee.bodyCount = Int32(decision.body.count)
         } else {
@@ -435,7 +450,8 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         if let index = HPACKStaticTable.statusIndex(Int(state.status)) {
             writer.writeIndexed(index)
         } else {
-            writer.writeLiteralWithoutIndexing(nameIndex: HPACKStaticTable.statusNameIndex, value: StatusText.bytes(Int(state.status)), huffman: false)
+            writer.writeLiteralWithoutIndexing(
+                nameIndex: HPACKStaticTable.statusNameIndex, value: StatusText.bytes(Int(state.status)), huffman: false)
         }
         let id = UnsafeRawBufferPointer(start: base + StreamSlots.apnsIDOffset, count: 36)
         switch state.kind {
@@ -443,18 +459,22 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
             writer.writeLiteralNeverIndexed(name: Self.apnsIDName, value: id)
             if state.accepted && configuration.environment == .sandbox {
                 writer.writeLiteralNeverIndexed(
-                    name: Self.uniqueIDName, value: UnsafeRawBufferPointer(start: base + StreamSlots.uniqueIDOffset, count: 36))
+                    name: Self.uniqueIDName,
+                    value: UnsafeRawBufferPointer(start: base + StreamSlots.uniqueIDOffset, count: 36))
             }
         case .broadcast:
             writer.writeLiteralNeverIndexed(name: Self.apnsIDName, value: id)
             writer.writeLiteralNeverIndexed(
-                name: Self.requestIDName, value: UnsafeRawBufferPointer(start: base + StreamSlots.requestIDOffset, count: 36))
+                name: Self.requestIDName,
+                value: UnsafeRawBufferPointer(start: base + StreamSlots.requestIDOffset, count: 36))
         case .management:
             // Management answers name the request apns-request-id, not apns-id (§7.5).
             writer.writeLiteralNeverIndexed(name: Self.requestIDName, value: id)
             if state.channelIDCount > 0 {
                 writer.writeLiteralNeverIndexed(
-                    name: Self.channelIDName, value: UnsafeRawBufferPointer(start: base + StreamSlots.channelIDOffset, count: Int(state.channelIDCount)))
+                    name: Self.channelIDName,
+                    value: UnsafeRawBufferPointer(
+                        start: base + StreamSlots.channelIDOffset, count: Int(state.channelIDCount)))
             }
         }
         if state.bodyCount > 0 { table.write(contentType, into: &writer) }
@@ -470,7 +490,8 @@ extension HPACKBlockWriter {
     /// A literal never indexed (§6.2.3) with a new name: how the simulator sends per-response ids.
     @inline(__always)
     mutating func writeLiteralNeverIndexed(name: StaticString, value: UnsafeRawBufferPointer) {
-        writeLiteralNeverIndexed(name: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), value: value)
+        writeLiteralNeverIndexed(
+            name: UnsafeRawBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount), value: value)
     }
 }
 

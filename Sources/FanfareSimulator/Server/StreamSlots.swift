@@ -6,7 +6,7 @@
 /// chunk at a time, together with the head pool; never shrinks.
 struct StreamSlots: ~Copyable {
     struct State {
-        var owner: UInt32 = 0       // serial of the connection the stream belongs to (0 = free)
+        var owner: UInt32 = 0  // serial of the connection the stream belongs to (0 = free)
         var streamID: Int32 = 0
         var accepted = false
         /// What the response is for (`Kind`).
@@ -76,7 +76,8 @@ struct StreamSlots: ~Copyable {
                 chunks = larger
                 chunkTableCapacity *= 2
             }
-            let chunk = UnsafeMutableRawPointer.allocate(byteCount: Self.slotsPerChunk * Self.entryStride, alignment: 64)
+            let chunk = UnsafeMutableRawPointer.allocate(
+                byteCount: Self.slotsPerChunk * Self.entryStride, alignment: 64)
             for entry in 0..<Self.slotsPerChunk {
                 (chunk + entry * Self.entryStride).initializeMemory(as: State.self, to: State())
             }

@@ -36,7 +36,9 @@ public struct SimulatorStateDirectory: Sendable {
     public func prepareCertificates(regenerate: Bool) throws(SimulatorStateError) -> (GeneratedCertificates, Origin) {
         if !regenerate {
             do {
-                if let existing = try CertificateAuthority.existingLocalhostChain(in: path) { return (existing, .reused) }
+                if let existing = try CertificateAuthority.existingLocalhostChain(in: path) {
+                    return (existing, .reused)
+                }
             } catch {
                 throw .unusable(error.description)
             }
@@ -80,8 +82,10 @@ public struct SimulatorStateDirectory: Sendable {
     }
 
     private static func isFileNameByte(_ byte: UInt8) -> Bool {
-        (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z")) || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
-            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+        (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))
+            || (byte >= UInt8(ascii: "a") && byte <= UInt8(ascii: "z"))
+            || (byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9")) || byte == UInt8(ascii: "-")
+            || byte == UInt8(ascii: "_")
     }
 
     private static func exists(_ file: String) -> Bool {

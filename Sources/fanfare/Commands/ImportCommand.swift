@@ -22,7 +22,8 @@ struct ImportCommand: ParsableCommand {
             66 a file that cannot be read, 74 the registry failed.
             """)
 
-    @Option(help: "The registry: a SQLite file (created if missing), or postgres://user[:password]@host[:port]/database.")
+    @Option(
+        help: "The registry: a SQLite file (created if missing), or postgres://user[:password]@host[:port]/database.")
     var database = "fanfare.db"
 
     @Option(help: "The app the tokens belong to.")
@@ -44,8 +45,12 @@ struct ImportCommand: ParsableCommand {
     var files: [String]
 
     func validate() throws {
-        guard (1...1_000_000).contains(batch) else { throw ValidationError("--batch must be in 1...1000000 (got \(batch))") }
-        guard (1...16).contains(connections) else { throw ValidationError("--connections must be in 1...16 (got \(connections))") }
+        guard (1...1_000_000).contains(batch) else {
+            throw ValidationError("--batch must be in 1...1000000 (got \(batch))")
+        }
+        guard (1...16).contains(connections) else {
+            throw ValidationError("--connections must be in 1...16 (got \(connections))")
+        }
         guard !bundleId.isEmpty else { throw ValidationError("--bundle-id must not be empty") }
         if database.hasPrefix("postgres://") || database.hasPrefix("postgresql://"),
             let problem = PostgresTokenStore.urlProblem(database)
@@ -83,7 +88,9 @@ struct ImportCommand: ParsableCommand {
                     body, bundleID: bundleId, environment: environment, now: Int64(Date().timeIntervalSince1970 * 1000))
             } catch let problem as ServiceProblem {
                 writer.finish()
-                printError("\(file): \(problem.detail); nothing of it was written (\(progress.summary(writer, files: filesDone)))")
+                printError(
+                    "\(file): \(problem.detail); nothing of it was written (\(progress.summary(writer, files: filesDone)))"
+                )
                 throw ExitCode(65)
             } catch {
                 writer.finish()
@@ -103,7 +110,9 @@ struct ImportCommand: ParsableCommand {
         }
         writer.finish()
         if let failure = writer.failure {
-            printError("the registry failed: \(failure) (\(progress.summary(writer, files: filesDone)); a batch that failed wrote nothing)")
+            printError(
+                "the registry failed: \(failure) (\(progress.summary(writer, files: filesDone)); a batch that failed wrote nothing)"
+            )
             throw ExitCode(74)
         }
         print("fanfare import: \(progress.summary(writer, files: filesDone))")
@@ -188,12 +197,14 @@ private final class ImportProgress {
     func tick(_ writer: BatchWriter) {
         guard !quiet, ContinuousClock.now - lastLine >= .seconds(1) else { return }
         lastLine = ContinuousClock.now
-        FileHandle.standardError.write(Data("fanfare import: \(writer.tokens) tokens so far, \(Self.rate(writer))/s\n".utf8))
+        FileHandle.standardError.write(
+            Data("fanfare import: \(writer.tokens) tokens so far, \(Self.rate(writer))/s\n".utf8))
     }
 
     func summary(_ writer: BatchWriter, files: Int) -> String {
         let seconds = Self.seconds(ContinuousClock.now - writer.started)
-        var text = "\(writer.tokens) tokens registered from \(files) file\(files == 1 ? "" : "s") in "
+        var text =
+            "\(writer.tokens) tokens registered from \(files) file\(files == 1 ? "" : "s") in "
             + String(format: "%.2f", seconds) + " s (\(Self.rate(writer)) tokens/s)"
         if writer.replaced > 0 { text += ", \(writer.replaced) replaced" }
         if writer.subscriptions > 0 { text += ", \(writer.subscriptions) broadcast subscriptions" }

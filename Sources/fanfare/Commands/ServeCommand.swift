@@ -14,7 +14,8 @@ import Logging
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run the fan-out engine as a service behind an HTTP/JSON API (OpenAPI document at GET /openapi.yaml).",
+        abstract:
+            "Run the fan-out engine as a service behind an HTTP/JSON API (OpenAPI document at GET /openapi.yaml).",
         discussion: """
             `--simulator` starts the built-in APNs simulator in the same process (10-30 ms latency; tokens \
             starting with 0410 answer 410 Unregistered, 0400 answer 400 BadDeviceToken) and needs nothing else. \
@@ -32,22 +33,35 @@ struct ServeCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: """
-        The registry: a SQLite file (created if missing), or a PostgreSQL database as \
-        postgres://user[:password]@host[:port]/db (tables created or migrated at start; the server must be reachable).
-        """)
+    @Option(
+        help: """
+            The registry: a SQLite file (created if missing), or a PostgreSQL database as \
+            postgres://user[:password]@host[:port]/db (tables created or migrated at start; the server must be \
+            reachable).
+            """)
     var database = "fanfare.db"
 
-    @Option(help: "PostgreSQL: this node's name in the cluster, unique among the nodes (default: host name and process id).")
+    @Option(
+        help: "PostgreSQL: this node's name in the cluster, unique among the nodes (default: host name and process id)."
+    )
     var nodeId: String?
 
-    @Option(help: "PostgreSQL: the cluster's shard count (the same on every node, fixed by the first; more than nodes). Each is a worker thread here.")
+    @Option(
+        help:
+            "PostgreSQL: the cluster's shard count (the same on every node, fixed by the first; more than nodes). Each is a worker thread here."
+    )
     var shards = 8
 
-    @Option(help: "PostgreSQL: how long a shard lease lasts without renewal, about how long a dead node's shards wait for another node (e.g. 6s).")
+    @Option(
+        help:
+            "PostgreSQL: how long a shard lease lasts without renewal, about how long a dead node's shards wait for another node (e.g. 6s)."
+    )
     var lease = "6s"
 
-    @Option(help: "PostgreSQL: how long a starting node waits for the nodes started with it before taking its share of the shards (default: one lease).")
+    @Option(
+        help:
+            "PostgreSQL: how long a starting node waits for the nodes started with it before taking its share of the shards (default: one lease)."
+    )
     var join: String?
 
     @Option(help: "Address to serve HTTP on (host:port; port 0 picks a free one). Beyond loopback needs --api-keys.")
@@ -74,16 +88,26 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "With --simulator: append every push it accepts to this file, one JSON line each.")
     var simulatorLog: String?
 
-    @Option(help: "APNs' broadcast channel management API as HOST:PORT, for PUT /v1/channels/{channel}/broadcast without a channel_id and for deleting the channels the service created (default: APNs' management host and port of the environment when sending to Apple; with --endpoint, the simulator's management port must be given; --simulator serves its own).")
+    @Option(
+        help:
+            "APNs' broadcast channel management API as HOST:PORT, for PUT /v1/channels/{channel}/broadcast without a channel_id and for deleting the channels the service created (default: APNs' management host and port of the environment when sending to Apple; with --endpoint, the simulator's management port must be given; --simulator serves its own)."
+    )
     var channelManagement: String?
 
-    @Option(help: "API keys: one key per line with its scopes (register,publish,read,admin). Or the file's text in $FANFARE_API_KEYS.")
+    @Option(
+        help:
+            "API keys: one key per line with its scopes (register,publish,read,admin). Or the file's text in $FANFARE_API_KEYS."
+    )
     var apiKeys: String?
 
-    @Option(help: "After SIGTERM/SIGINT, how long answering in-flight pushes and checkpointing waves may take before the service stops anyway (e.g. 30s).")
+    @Option(
+        help:
+            "After SIGTERM/SIGINT, how long answering in-flight pushes and checkpointing waves may take before the service stops anyway (e.g. 30s)."
+    )
     var shutdownTimeout = "30s"
 
-    @Option(help: "How many days the token ledger keeps the history of registrations that ended (GET /v1/tokens/{token}).")
+    @Option(
+        help: "How many days the token ledger keeps the history of registrations that ended (GET /v1/tokens/{token}).")
     var ledgerRetentionDays = 30
 
     @Option(help: "Largest request body (bytes, or with KiB / MiB).")
@@ -111,7 +135,9 @@ struct ServeCommand: AsyncParsableCommand {
             return ExitCode(64)
         }
         guard format != nil else { throw refuse("--log-format '\(logFormat)' must be text or json") }
-        guard level != nil else { throw refuse("--log-level '\(logLevel)' must be trace, debug, info, notice, warning, error or critical") }
+        guard level != nil else {
+            throw refuse("--log-level '\(logLevel)' must be trace, debug, info, notice, warning, error or critical")
+        }
 
         var inProcess: APNsSimulator?
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("fanfare-serve-\(getpid())").path
@@ -126,7 +152,9 @@ struct ServeCommand: AsyncParsableCommand {
             var bundleID: String
             var management: Endpoint?
             if simulator {
-                if channelManagement != nil { throw UsageError("--simulator serves its own channel management: drop --channel-management") }
+                if channelManagement != nil {
+                    throw UsageError("--simulator serves its own channel management: drop --channel-management")
+                }
                 let started = try startSimulator(state: scratch)
                 inProcess = started
                 bundleID = Self.simulatorBundleID
@@ -134,7 +162,9 @@ struct ServeCommand: AsyncParsableCommand {
                 management = started.managementAddress.map { Endpoint(host: "127.0.0.1", port: $0.port) }
                 logger.info(
                     "built-in APNs simulator started",
-                    metadata: ["endpoint": "https://127.0.0.1:\(started.boundAddress.port)", "latency": "\(simulatorLatency)"])
+                    metadata: [
+                        "endpoint": "https://127.0.0.1:\(started.boundAddress.port)", "latency": "\(simulatorLatency)",
+                    ])
             } else {
                 management = try managementEndpoint()
                 client = try connection.makeClientConfiguration()
@@ -145,12 +175,14 @@ struct ServeCommand: AsyncParsableCommand {
             client.workerCount = workers
             try connectionCount.apply(to: &client, streams: streams)
             client.maxConcurrentStreamsPerConnection = streams
-            var fanout = FanoutConfiguration(client: client, bundleID: bundleID, environment: connection.sandbox ? .sandbox : .production)
+            var fanout = FanoutConfiguration(
+                client: client, bundleID: bundleID, environment: connection.sandbox ? .sandbox : .production)
             fanout.checkpoints = try checkpoints.configuration()
             if let management {
                 // The push connection's trust store, provider key and timeout.
                 var channels = ChannelManagementConfiguration(
-                    host: management.host, port: management.port, tls: client.tls, providerTokens: client.providerTokens,
+                    host: management.host, port: management.port, tls: client.tls,
+                    providerTokens: client.providerTokens,
                     bundleID: bundleID)
                 channels.requestTimeout = client.requestTimeout
                 channels.addressFamilies = client.addressFamilies
@@ -160,11 +192,13 @@ struct ServeCommand: AsyncParsableCommand {
             service.apiKeys = try loadAPIKeys()
             service.maxBodyBytes = try Self.parseSize(maxBody, flag: "--max-body")
             service.shutdownTimeout = .nanoseconds(try parseDuration(shutdownTimeout, flag: "--shutdown-timeout"))
-            service.ledgerRetention = .seconds(Int64(clamping: ledgerRetentionDays).multipliedReportingOverflow(by: 86_400).partialValue)
+            service.ledgerRetention = .seconds(
+                Int64(clamping: ledgerRetentionDays).multipliedReportingOverflow(by: 86_400).partialValue)
             service.logger = logger
             if case .postgres = service.database {
                 guard (1...256).contains(shards) else { throw UsageError("--shards must be in 1...256") }
-                var cluster = ClusterConfiguration(nodeID: nodeId ?? ClusterConfiguration.defaultNodeID(), shardCount: shards)
+                var cluster = ClusterConfiguration(
+                    nodeID: nodeId ?? ClusterConfiguration.defaultNodeID(), shardCount: shards)
                 cluster.leaseDuration = .nanoseconds(try parseDuration(lease, flag: "--lease"))
                 if let join { cluster.joinWindow = .nanoseconds(try parseDuration(join, flag: "--join")) }
                 do { try cluster.validate() } catch { throw UsageError("\(error)") }
@@ -172,7 +206,8 @@ struct ServeCommand: AsyncParsableCommand {
                 let leaseLogger = logger
                 service.onLeaseLost = { shards in
                     // Its state for those shards is stale: a fresh process loads them again if it gets them back.
-                    leaseLogger.critical("lost the leases of shards \(shards) to another node: exiting (75) for a fresh restart")
+                    leaseLogger.critical(
+                        "lost the leases of shards \(shards) to another node: exiting (75) for a fresh restart")
                     // At once, without exit handlers: OpenSSL's would tear down under the running workers. Everything
                     // durable is already in the database; the other nodes resume from it.
                     _exit(75)
@@ -205,12 +240,14 @@ struct ServeCommand: AsyncParsableCommand {
         signals.start()
         let serving = Task { try await server.run() }
         if let port = await server.listeningPort() {
-            let scheme = "http://\(configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host):\(port)"
+            let scheme =
+                "http://\(configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host):\(port)"
             logger.notice(
                 "serving",
                 metadata: [
                     "url": "\(scheme)", "database": "\(configuration.databaseDescription)",
-                    "api_keys": "\(configuration.apiKeys?.count ?? 0)", "apns": "\(simulator ? "built-in simulator" : configuration.fanout.client.host)",
+                    "api_keys": "\(configuration.apiKeys?.count ?? 0)",
+                    "apns": "\(simulator ? "built-in simulator" : configuration.fanout.client.host)",
                 ])
             print("fanfare serve: listening on \(scheme)")
         }
@@ -230,7 +267,8 @@ struct ServeCommand: AsyncParsableCommand {
                 return try Endpoint(parsing: channelManagement)
             } catch {
                 throw UsageError(
-                    "--channel-management '\(channelManagement)' is not HOST:PORT (e.g. api-manage-broadcast.push.apple.com:2196, 127.0.0.1:2197)")
+                    "--channel-management '\(channelManagement)' is not HOST:PORT (e.g. api-manage-broadcast.push.apple.com:2196, 127.0.0.1:2197)"
+                )
             }
         }
         guard connection.endpoint == nil else { return nil }
@@ -240,7 +278,8 @@ struct ServeCommand: AsyncParsableCommand {
 
     /// `host:port`, `[v6]:port`.
     static func parseListen(_ text: String) throws(UsageError) -> (host: String, port: Int) {
-        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65535).contains(port)
+        guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]),
+            (0...65535).contains(port)
         else { throw UsageError("--listen '\(text)' is not host:port (e.g. 127.0.0.1:8080, [::1]:8080, 0.0.0.0:8080)") }
         var host = String(text[..<colon])
         if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
@@ -250,8 +289,11 @@ struct ServeCommand: AsyncParsableCommand {
 
     /// `8388608`, `512KiB`, `8MiB`.
     static func parseSize(_ text: String, flag: String) throws(UsageError) -> Int {
-        for (suffix, scale) in [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("", 1)] where text.hasSuffix(suffix) {
-            if let value = Int(text.dropLast(suffix.count)), value >= 0, value <= (1 << 40) / scale { return value * scale }
+        for (suffix, scale) in [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("", 1)]
+        where text.hasSuffix(suffix) {
+            if let value = Int(text.dropLast(suffix.count)), value >= 0, value <= (1 << 40) / scale {
+                return value * scale
+            }
         }
         throw UsageError("\(flag) '\(text)' is not a size like 8MiB, 512KiB or 1048576")
     }
@@ -268,11 +310,14 @@ struct ServeCommand: AsyncParsableCommand {
     /// The simulator with a fresh CA, certificate and provider key in `state`, on a free loopback port.
     private func startSimulator(state: String) throws -> APNsSimulator {
         if connection.namesAPNs {
-            throw UsageError("--simulator runs its own APNs: drop --endpoint, --sandbox, --ca-file and the authentication flags")
+            throw UsageError(
+                "--simulator runs its own APNs: drop --endpoint, --sandbox, --ca-file and the authentication flags")
         }
         var arguments = [
-            "--listen", "127.0.0.1:0", "--state-dir", state, "--latency", simulatorLatency, "--bundle-id", Self.simulatorBundleID,
-            "--threads", "1", "--token-reply", "0410:Unregistered", "--token-reply", "0400:BadDeviceToken", "--management-port", "0",
+            "--listen", "127.0.0.1:0", "--state-dir", state, "--latency", simulatorLatency, "--bundle-id",
+            Self.simulatorBundleID,
+            "--threads", "1", "--token-reply", "0410:Unregistered", "--token-reply", "0400:BadDeviceToken",
+            "--management-port", "0",
         ]
         if let simulatorLog { arguments += ["--log", simulatorLog] }
         let command: SimulateCommand
@@ -287,10 +332,13 @@ struct ServeCommand: AsyncParsableCommand {
         let caPath = (state as NSString).appendingPathComponent("ca.pem")
         let signer = try ProviderTokenSigner(privateKeyPEMFile: keyPath, keyID: "FANFARE001", teamID: "TEAMID0001")
         // --timeout holds for the built-in simulator too (its latency can be set past the default 30 s).
-        guard connection.timeout > 0 && connection.timeout <= 3600 else { throw UsageError("--timeout must be between 0 and 3600 seconds") }
+        guard connection.timeout > 0 && connection.timeout <= 3600 else {
+            throw UsageError("--timeout must be between 0 and 3600 seconds")
+        }
         var configuration = ClientConfiguration(
             host: "127.0.0.1", port: port, tls: try TLSContext.client(caFile: caPath),
-            providerTokens: ProviderTokenSource(signer: signer), topic: Topic.liveActivity(bundleID: Self.simulatorBundleID))
+            providerTokens: ProviderTokenSource(signer: signer),
+            topic: Topic.liveActivity(bundleID: Self.simulatorBundleID))
         configuration.requestTimeout = .milliseconds(Int64(connection.timeout * 1000))
         return configuration
     }

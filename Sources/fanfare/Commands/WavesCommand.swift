@@ -23,7 +23,8 @@ struct WavesCommand: ParsableCommand {
     @Option(help: "The registry file (SQLite) of `fanfare serve` or `fanfare demo`.")
     var database: String
 
-    @Option(help: "The app whose waves to show (`fanfare serve --simulator` and `fanfare demo` use com.example.fanfare).")
+    @Option(
+        help: "The app whose waves to show (`fanfare serve --simulator` and `fanfare demo` use com.example.fanfare).")
     var bundleId = "com.example.fanfare"
 
     @Option(help: "The app's APNs environment: production or sandbox.")
@@ -86,7 +87,10 @@ struct WavesCommand: ParsableCommand {
         if json {
             print(try Self.json(bundleID: bundleId, environment: environment, reports: reports, unfinished: unfinished))
         } else {
-            print(Self.text(database: database, bundleID: bundleId, environment: environment, reports: reports, unfinished: unfinished))
+            print(
+                Self.text(
+                    database: database, bundleID: bundleId, environment: environment, reports: reports,
+                    unfinished: unfinished))
         }
     }
 
@@ -96,7 +100,8 @@ struct WavesCommand: ParsableCommand {
     }
 
     static func text(
-        database: String, bundleID: String, environment: APNsEnvironment, reports: [WaveReport], unfinished: [UnfinishedWave]
+        database: String, bundleID: String, environment: APNsEnvironment, reports: [WaveReport],
+        unfinished: [UnfinishedWave]
     ) -> String {
         var lines = ["\(database): \(bundleID) (\(environment))", ""]
         if reports.isEmpty {
@@ -115,11 +120,13 @@ struct WavesCommand: ParsableCommand {
             lines.append("no unfinished waves")
         } else {
             lines.append("unfinished waves (the next start on this registry resumes them):")
-            let rows = [["wave", "channel", "event", "timestamp", "published", "shards", "checkpoints"]]
+            let rows =
+                [["wave", "channel", "event", "timestamp", "published", "shards", "checkpoints"]]
                 + unfinished.map { wave in
                     let record = wave.record
                     return [
-                        "\(record.id)", record.channel, record.event, "\(record.timestamp)", Self.utc(milliseconds: record.publishedAt),
+                        "\(record.id)", record.channel, record.event, "\(record.timestamp)",
+                        Self.utc(milliseconds: record.publishedAt),
                         "\(record.shardCount)", "\(wave.checkpoints.count)",
                     ]
                 }
@@ -135,8 +142,9 @@ struct WavesCommand: ParsableCommand {
         var lines: [String] = []
         for (index, row) in rows.enumerated() {
             lines.append(
-                row.enumerated().map { column, cell in cell + String(repeating: " ", count: widths[column] - cell.count) }
-                    .joined(separator: "  ").trimmingCharacters(in: .whitespaces))
+                row.enumerated().map { column, cell in cell + String(repeating: " ", count: widths[column] - cell.count)
+                }
+                .joined(separator: "  ").trimmingCharacters(in: .whitespaces))
             if index == 0 { lines.append(String(repeating: "-", count: lines[0].count)) }
         }
         return lines
@@ -156,8 +164,10 @@ struct WavesCommand: ParsableCommand {
             bundleID: bundleID, environment: "\(environment)", waves: reports.map(FanfareAPI.report),
             unfinished: unfinished.map {
                 Listing.Unfinished(
-                    id: $0.record.id, channel: $0.record.channel, event: $0.record.event, timestamp: $0.record.timestamp,
-                    publishedAtMs: $0.record.publishedAt, freshUntil: $0.record.freshUntil, shards: $0.record.shardCount,
+                    id: $0.record.id, channel: $0.record.channel, event: $0.record.event,
+                    timestamp: $0.record.timestamp,
+                    publishedAtMs: $0.record.publishedAt, freshUntil: $0.record.freshUntil,
+                    shards: $0.record.shardCount,
                     checkpoints: $0.checkpoints.count)
             })
         return String(decoding: try ServiceProblem.encoder.encode(listing), as: UTF8.self)

@@ -13,7 +13,10 @@ import Testing
     static func makeChannels(_ harness: TestHarness) async throws -> [BroadcastChannelID] {
         let manager = try harness.channelManager()
         defer { manager.shutdown() }
-        return [try await manager.create(storagePolicy: .noMessageStored), try await manager.create(storagePolicy: .mostRecentMessageStored)]
+        return [
+            try await manager.create(storagePolicy: .noMessageStored),
+            try await manager.create(storagePolicy: .mostRecentMessageStored),
+        ]
     }
 
     static let unknownChannel = try! BroadcastChannelID("a2lja29mZi8rLzEyMzQ1Ng==")
@@ -53,7 +56,8 @@ import Testing
 
         let log = try harness.acceptedLog()
         try #require(log.count == jobs.count)
-        let byID = Dictionary(uniqueKeysWithValues: log.compactMap { record in record.string("apns-id").map { ($0, record) } })
+        let byID = Dictionary(
+            uniqueKeysWithValues: log.compactMap { record in record.string("apns-id").map { ($0, record) } })
         for job in jobs {
             let result = try #require(results[job.cookie])
             #expect(result.target == job.target)
@@ -71,7 +75,8 @@ import Testing
                 #expect(record.int("expiration") == 0)
                 #expect(record.hasPayload(job.payload.text), "\(record.line)")
             } else {
-                let record = try #require(byID[result.apnsID.description], "push \(job.cookie) is not in the accepted log")
+                let record = try #require(
+                    byID[result.apnsID.description], "push \(job.cookie) is not in the accepted log")
                 #expect(result.channel == nil)
                 expectRecord(record, matches: job, payload: tokenPayload, "push \(job.cookie)")
             }
@@ -90,7 +95,9 @@ import Testing
         let client = try harness.startClient(configuration, collector: ResultCollector())
         let id = try #require(PushIdentifier("0f1e2d3c-4b5a-4697-8877-665544332211"))
         let result = try await client.send(
-            PushJob(channel: channels[1], payload: try Self.broadcastPayload(minute: 1), priority: .normal, apnsID: id, cookie: 7))
+            PushJob(
+                channel: channels[1], payload: try Self.broadcastPayload(minute: 1), priority: .normal, apnsID: id,
+                cookie: 7))
         #expect(result.isDelivered)
         #expect(result.cookie == 7)
         #expect(result.apnsID == id)
@@ -106,8 +113,12 @@ import Testing
         defer { harness.shutdown() }
         let client = try harness.startClient(try harness.clientConfiguration(), collector: ResultCollector())
         let payload = try Self.broadcastPayload(minute: 2)
-        #expect(throws: SubmitError.self) { try client.submit(PushJob(channel: Self.unknownChannel, payload: payload, priority: .powerSaving)) }
-        let large = try PushPayload(#"{"aps":{"event":"update","timestamp":1},"pad":""# + String(repeating: "x", count: 5200) + #""}"#, limit: 8192)
+        #expect(throws: SubmitError.self) {
+            try client.submit(PushJob(channel: Self.unknownChannel, payload: payload, priority: .powerSaving))
+        }
+        let large = try PushPayload(
+            #"{"aps":{"event":"update","timestamp":1},"pad":""# + String(repeating: "x", count: 5200) + #""}"#,
+            limit: 8192)
         do {
             try client.submit(PushJob(channel: Self.unknownChannel, payload: large, priority: .immediate))
             Issue.record("a 5,2xx-byte broadcast was taken")
@@ -115,7 +126,8 @@ import Testing
             #expect("\(error)".contains("5120"), "\(error)")
         }
         // A token push of priority 1 still goes (APNs judges it).
-        let token = try await client.send(PushJob(token: makeToken(1), payload: try updatePayload(), priority: .powerSaving))
+        let token = try await client.send(
+            PushJob(token: makeToken(1), payload: try updatePayload(), priority: .powerSaving))
         #expect(token.isDelivered)
         await harness.shutdown()
         #expect(try harness.acceptedLog().count == 1)
@@ -127,7 +139,8 @@ import Testing
         var configuration = try harness.clientConfiguration()
         configuration.bundleID = "com.example.other"
         let client = try harness.startClient(configuration, collector: ResultCollector())
-        let result = try await client.send(PushJob(channel: Self.unknownChannel, payload: try Self.broadcastPayload(minute: 3), priority: .immediate))
+        let result = try await client.send(
+            PushJob(channel: Self.unknownChannel, payload: try Self.broadcastPayload(minute: 3), priority: .immediate))
         guard case .rejected(let status, let reason, _, let action, _) = result.disposition else {
             Issue.record("expected a rejection, got \(result.disposition)")
             return

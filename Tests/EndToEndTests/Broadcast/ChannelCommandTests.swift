@@ -24,7 +24,8 @@ import Testing
 
     static func flags(_ harness: TestHarness, port: UInt16) -> [String] {
         [
-            "--endpoint", "127.0.0.1:\(port)", "--ca-file", harness.keys.caFile, "--auth-key", harness.keys.privateKeyFile,
+            "--endpoint", "127.0.0.1:\(port)", "--ca-file", harness.keys.caFile, "--auth-key",
+            harness.keys.privateKeyFile,
             "--key-id", Fixture.keyID, "--team-id", Fixture.teamID, "--bundle-id", Fixture.bundleID, "--timeout", "30",
         ]
     }
@@ -46,7 +47,8 @@ import Testing
         #expect(read.status == 0, "\(read.stderr)")
         #expect(read.stdout == "message-storage-policy: 0\npush-type: LiveActivity\n")
         // The path-safe (percent-encoded) form names the same channel.
-        let readSafe = try Self.run(["channel", "read", "--channel-id", try BroadcastChannelID(secondID).pathSafe] + management)
+        let readSafe = try Self.run(
+            ["channel", "read", "--channel-id", try BroadcastChannelID(secondID).pathSafe] + management)
         #expect(readSafe.stdout == "message-storage-policy: 1\npush-type: LiveActivity\n", "\(readSafe.stderr)")
 
         let list = try Self.run(["channel", "list"] + management)
@@ -56,7 +58,10 @@ import Testing
         // A broadcast on the push port.
         let push = Self.flags(harness, port: harness.port)
         let published = try Self.run(
-            ["push", "--channel-id", id, "--event", "update", "--content-state", #"{"home":3,"away":1}"#, "--priority", "5"] + push)
+            [
+                "push", "--channel-id", id, "--event", "update", "--content-state", #"{"home":3,"away":1}"#,
+                "--priority", "5",
+            ] + push)
         #expect(published.status == 0, "\(published.stderr)")
         #expect(published.stdout.hasPrefix("200 delivered apns-request-id: "), "\(published.stdout)")
 
@@ -91,9 +96,15 @@ import Testing
         (["channel", "read", "--channel-id", "not base64!"], "not base64"),
         (["channel", "delete", "--channel-id", "abc%2"], "--channel-id"),
         (["channel", "list", "--request-id", "nope"], "--request-id 'nope' is not a UUID"),
-        (["push", "--channel-id", "dHN0LTEyMzQ1Njc4OTAxMg==", "--event", "start"], "a broadcast cannot start a Live Activity"),
+        (
+            ["push", "--channel-id", "dHN0LTEyMzQ1Njc4OTAxMg==", "--event", "start"],
+            "a broadcast cannot start a Live Activity"
+        ),
         (["push", "--channel-id", "dHN0LTEyMzQ1Njc4OTAxMg==", "--priority", "1"], "must be 5 or 10"),
-        (["push", "--channel-id", "dHN0LTEyMzQ1Njc4OTAxMg==", "--token", String(repeating: "ab", count: 32)], "not both"),
+        (
+            ["push", "--channel-id", "dHN0LTEyMzQ1Njc4OTAxMg==", "--token", String(repeating: "ab", count: 32)],
+            "not both"
+        ),
         (["push", "--channel-id", "dHN0LTEyMzQ1Njc4OTAxMg==", "--collapse-id", "x"], "--collapse-id"),
         (["push"], "give --token"),
         (["push", "--channel-id", "dHN0LTEyMzQ1Njc4OTAxMg==", "--request-id-header", "x-id"], "--request-id-header"),

@@ -13,7 +13,9 @@ import Testing
 
 extension TestHarness {
     /// A channel manager aimed at this simulator's management port, with the trusted key (or `signer`).
-    func channelManager(signer: ProviderTokenSigner? = nil, configure: (inout ChannelManagementConfiguration) -> Void = { _ in }) throws
+    func channelManager(
+        signer: ProviderTokenSigner? = nil, configure: (inout ChannelManagementConfiguration) -> Void = { _ in }
+    ) throws
         -> BroadcastChannelManager
     {
         var configuration = ChannelManagementConfiguration(
@@ -34,7 +36,9 @@ extension TestHarness {
         let stored = try await manager.create(storagePolicy: .mostRecentMessageStored)
         let unstored = try await manager.create(storagePolicy: .noMessageStored)
         #expect(stored != unstored)
-        #expect(try await manager.read(stored) == BroadcastChannelInfo(storagePolicy: .mostRecentMessageStored, pushType: "LiveActivity"))
+        #expect(
+            try await manager.read(stored)
+                == BroadcastChannelInfo(storagePolicy: .mostRecentMessageStored, pushType: "LiveActivity"))
         #expect(try await manager.read(unstored).storagePolicy == .noMessageStored)
         #expect(try await manager.list() == [stored, unstored])
         try await manager.delete(stored)
@@ -89,7 +93,10 @@ extension TestHarness {
         defer { manager.shutdown() }
         let created = try await withThrowingTaskGroup(of: BroadcastChannelID.self) { group in
             for index in 0..<40 {
-                group.addTask { try await manager.create(storagePolicy: index % 2 == 0 ? .noMessageStored : .mostRecentMessageStored) }
+                group.addTask {
+                    try await manager.create(
+                        storagePolicy: index % 2 == 0 ? .noMessageStored : .mostRecentMessageStored)
+                }
             }
             var all: [BroadcastChannelID] = []
             for try await channel in group { all.append(channel) }
@@ -127,7 +134,8 @@ extension TestHarness {
         let result = try await client.send(PushJob(channel: channel, payload: payload, priority: .normal))
         #expect(result.isDelivered, "\(result.disposition)")
         // Storage policy 0 takes only apns-expiration 0.
-        let late = try await client.send(PushJob(channel: channel, payload: payload, priority: .normal, expiration: 1_900_000_000))
+        let late = try await client.send(
+            PushJob(channel: channel, payload: payload, priority: .normal, expiration: 1_900_000_000))
         guard case .rejected(400, .badExpirationDate?, _, .fixConfiguration, _) = late.disposition else {
             Issue.record("expected 400 BadExpirationDate, got \(late.disposition)")
             return
@@ -146,7 +154,8 @@ extension TestHarness {
         let port = bound.port
         Sockets.close(socket)
         var configuration = ChannelManagementConfiguration(
-            host: "127.0.0.1", port: port, tls: SharedKeys.shared.clientTLS, providerTokens: nil, bundleID: Fixture.bundleID)
+            host: "127.0.0.1", port: port, tls: SharedKeys.shared.clientTLS, providerTokens: nil,
+            bundleID: Fixture.bundleID)
         configuration.requestTimeout = .seconds(20)
         let manager = try BroadcastChannelManager(configuration: configuration)
         defer { manager.shutdown() }
@@ -168,7 +177,8 @@ extension TestHarness {
         defer { Sockets.close(socket) }
         let port = bound.port
         var configuration = ChannelManagementConfiguration(
-            host: "127.0.0.1", port: port, tls: SharedKeys.shared.clientTLS, providerTokens: nil, bundleID: Fixture.bundleID)
+            host: "127.0.0.1", port: port, tls: SharedKeys.shared.clientTLS, providerTokens: nil,
+            bundleID: Fixture.bundleID)
         configuration.requestTimeout = .milliseconds(300)
         configuration.connectTimeout = .seconds(60)
         let manager = try BroadcastChannelManager(configuration: configuration)
@@ -186,7 +196,8 @@ extension TestHarness {
         defer { Sockets.close(socket) }
         let port = bound.port
         let configuration = ChannelManagementConfiguration(
-            host: "127.0.0.1", port: port, tls: SharedKeys.shared.clientTLS, providerTokens: nil, bundleID: Fixture.bundleID)
+            host: "127.0.0.1", port: port, tls: SharedKeys.shared.clientTLS, providerTokens: nil,
+            bundleID: Fixture.bundleID)
         let manager = try BroadcastChannelManager(configuration: configuration)
         async let listed = manager.list()
         try await Task.sleep(for: .milliseconds(50))

@@ -21,12 +21,16 @@ struct NghttpRun: Sendable {
 
     /// The only answer (a run with one request).
     var response: NghttpResponse {
-        get throws { try #require(responses.count == 1 ? responses[0] : nil, "expected one answer, got \(responses.count)") }
+        get throws {
+            try #require(responses.count == 1 ? responses[0] : nil, "expected one answer, got \(responses.count)")
+        }
     }
 
     /// `reason` of the error body, when the run had one request.
     var reason: String? {
-        guard let data = body.data(using: .utf8), let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+        guard let data = body.data(using: .utf8),
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else {
             return nil
         }
         return object["reason"] as? String
@@ -41,7 +45,8 @@ struct NghttpRun: Sendable {
 /// Runs `nghttp` for `https://127.0.0.1:<port><path>`, `count` times over one connection, on a thread of its
 /// own (the process is waited for; the tests' cooperative threads stay free).
 func nghttp(
-    port: UInt16, path: String, method: String? = nil, headers: [(String, String)] = [], body: String? = nil, count: Int = 1
+    port: UInt16, path: String, method: String? = nil, headers: [(String, String)] = [], body: String? = nil,
+    count: Int = 1
 ) async throws -> NghttpRun {
     let run = try await perform(when: { true }, timeout: .seconds(5)) {
         try runNghttp(port: port, path: path, method: method, headers: headers, body: body, count: count)
@@ -72,10 +77,14 @@ private func runNghttp(
     let log = try #require((try JSONSerialization.jsonObject(with: data) as? [String: Any])?["log"] as? [String: Any])
     let entries = log["entries"] as? [[String: Any]] ?? []
     let responses = entries.compactMap { entry -> NghttpResponse? in
-        guard let response = entry["response"] as? [String: Any], let status = response["status"] as? Int else { return nil }
+        guard let response = entry["response"] as? [String: Any], let status = response["status"] as? Int else {
+            return nil
+        }
         var fields: [String: String] = [:]
         for header in response["headers"] as? [[String: Any]] ?? [] {
-            if let name = header["name"] as? String, let value = header["value"] as? String { fields[name.lowercased()] = value }
+            if let name = header["name"] as? String, let value = header["value"] as? String {
+                fields[name.lowercased()] = value
+            }
         }
         return NghttpResponse(status: status, headers: fields)
     }

@@ -9,7 +9,9 @@ import Foundation
 import Testing
 
 @Suite(.ownThread) struct ProviderKeyScopeTests {
-    private static func configuration(environmentReason: APNsReason = .badEnvironmentKeyIdInToken) -> SimulatorConfiguration {
+    private static func configuration(
+        environmentReason: APNsReason = .badEnvironmentKeyIdInToken
+    ) -> SimulatorConfiguration {
         var configuration = SimulatorConfiguration()
         configuration.providerKeys = [
             "SANDBOXKEY": ProviderKeyScope(environment: .sandbox),
@@ -76,7 +78,8 @@ import Testing
         ] as [(String, Int, APNsReason?)] {
             let jwt = try harness.signer(keyID: keyID).mint(issuedAt: now).jwt
             let run = try await nghttp(
-                port: harness.managementPort, path: "/1/apps/\(Fixture.bundleID)/channels", headers: [("authorization", "bearer \(jwt)")],
+                port: harness.managementPort, path: "/1/apps/\(Fixture.bundleID)/channels",
+                headers: [("authorization", "bearer \(jwt)")],
                 body: #"{"message-storage-policy":0,"push-type":"LiveActivity"}"#)
             #expect(run.responses.first?.status == status, "\(keyID)")
             #expect(run.reason == reason?.rawValue, "\(keyID)")

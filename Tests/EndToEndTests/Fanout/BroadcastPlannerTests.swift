@@ -31,7 +31,9 @@ import Testing
             providerTokens: try ProviderTokenSource(signer: harness.signer()), bundleID: Fixture.bundleID)
         management.requestTimeout = TestTime.scaled(Liveness.condition)
         configuration.channelManagement = management
-        if durable { configuration.checkpoints = CheckpointConfiguration(interval: .milliseconds(20), pushes: 200, window: 1_000) }
+        if durable {
+            configuration.checkpoints = CheckpointConfiguration(interval: .milliseconds(20), pushes: 200, window: 1_000)
+        }
         configure(&configuration)
         return try FanoutEngine(configuration: configuration, store: store, waveStore: durable ? store : nil)
     }
@@ -41,12 +43,15 @@ import Testing
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         return range.map {
             BroadcastSubscription(
-                activityID: "activity-\($0)", deviceID: "device-\($0)", attributesType: "MatchAttributes", bundleID: Fixture.bundleID,
+                activityID: "activity-\($0)", deviceID: "device-\($0)", attributesType: "MatchAttributes",
+                bundleID: Fixture.bundleID,
                 environment: .production, channels: [channel], createdAt: now)
         }
     }
 
-    static func broadcasts(_ log: [AcceptedRecord]) -> [AcceptedRecord] { log.filter { $0.string("channel-id") != nil } }
+    static func broadcasts(_ log: [AcceptedRecord]) -> [AcceptedRecord] {
+        log.filter { $0.string("channel-id") != nil }
+    }
     static func tokenPushes(_ log: [AcceptedRecord]) -> [AcceptedRecord] { log.filter { $0.string("token") != nil } }
 
     @Test func aMixedAudienceGetsOneBroadcastAndPerTokenPushesForExactlyTheRest() async throws {
@@ -65,12 +70,14 @@ import Testing
         #expect(Set(result.replacedTokens) == Set(tokens.prefix(400).map(\.token)))
         #expect(engine.broadcastSubscribers(of: "match") == 400)
 
-        let wave = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0, alert: true))
+        let wave = try engine.publish(
+            scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0, alert: true))
         #expect(wave.waitUntilComplete(timeout: TestTime.scaled(.seconds(60))))
         let report = wave.report
         #expect(report.targeted == 600 && report.delivered == 600 && report.accounted == 600, "\(report)")
         let broadcast = try #require(report.broadcast)
-        #expect(broadcast.outcome == .delivered && broadcast.subscribers == 400 && broadcast.requests == 1, "\(broadcast)")
+        #expect(
+            broadcast.outcome == .delivered && broadcast.subscribers == 400 && broadcast.requests == 1, "\(broadcast)")
         #expect(broadcast.priority == 10 && broadcast.channelID == link.channelID)
         await engine.shutdown()
         await harness.shutdown()
@@ -98,7 +105,8 @@ import Testing
         try engine.register([], subscriptions: Self.subscriptions(0..<300, channel: "derby"))
         // Three goals faster than a wave (2 x 20 streams at 100 ms: 400 pushes/s, 400 tokens take a second).
         let waves = try (1...3).map { home in
-            try engine.publish(scoreUpdate(channel: "derby", timestamp: 1_800_000_000 + Int64(home), home: home, away: 0, alert: true))
+            try engine.publish(
+                scoreUpdate(channel: "derby", timestamp: 1_800_000_000 + Int64(home), home: home, away: 0, alert: true))
         }
         for wave in waves { #expect(wave.waitUntilComplete(timeout: TestTime.scaled(.seconds(60)))) }
         let reports = waves.map(\.report)
@@ -148,7 +156,10 @@ import Testing
         await harness.shutdown()
         let log = try harness.acceptedLog()
         #expect(Self.broadcasts(log).isEmpty)
-        let withChannel = Set(log.filter { $0.line.contains(#""input-push-channel":"\#(link.channelID)""#) }.compactMap { $0.string("token") })
+        let withChannel = Set(
+            log.filter { $0.line.contains(#""input-push-channel":"\#(link.channelID)""#) }.compactMap {
+                $0.string("token")
+            })
         #expect(withChannel == Set(starters.prefix(5).map(\.token.hexString)))
         #expect(log.filter { $0.line.contains("input-push-channel") }.count == 5)
     }
@@ -164,7 +175,9 @@ import Testing
         var reports: [BroadcastReport] = []
         for goal in 1...4 {
             let wave = try engine.publish(
-                scoreUpdate(channel: "budget", timestamp: 1_800_000_000 + Int64(goal), home: goal, away: 0, alert: true, priority: .immediate))
+                scoreUpdate(
+                    channel: "budget", timestamp: 1_800_000_000 + Int64(goal), home: goal, away: 0, alert: true,
+                    priority: .immediate))
             #expect(wave.waitUntilComplete(timeout: TestTime.scaled(.seconds(30))))
             reports.append(try #require(wave.report.broadcast))
             // A maintenance sweep between goals (the channel has no token, only subscribers) keeps what the
@@ -196,7 +209,11 @@ import Testing
         let wave = try engine.publish(ChannelUpdate(channel: "cup", content: end))
         #expect(wave.waitUntilComplete(timeout: TestTime.scaled(.seconds(30))))
         #expect(wave.report.broadcast?.outcome == .delivered)
-        #expect(await eventually { engine.runMaintenance(); return engine.broadcastLink(of: "cup") == nil })
+        #expect(
+            await eventually {
+                engine.runMaintenance()
+                return engine.broadcastLink(of: "cup") == nil
+            })
         #expect(engine.broadcastSubscribers(of: "cup") == 0, "the subscriptions retired with the channel")
         #expect(engine.broadcastLink(of: "other") == given, "another match's link stays")
         let manager = try harness.channelManager()
@@ -241,7 +258,9 @@ import Testing
         #expect(resumed.waitUntilComplete(timeout: TestTime.scaled(.seconds(60))))
         let report = resumed.report
         #expect(report.delivered == 300 && report.resentAfterRestart == 0, "\(report)")
-        #expect(report.broadcast?.outcome == .delivered && report.broadcast?.requests == 1 && report.broadcast?.resentAfterRestart == false)
+        #expect(
+            report.broadcast?.outcome == .delivered && report.broadcast?.requests == 1
+                && report.broadcast?.resentAfterRestart == false)
         await engine.shutdown()
         await harness.shutdown()
         let log = try harness.acceptedLog()
@@ -299,7 +318,9 @@ import Testing
         await harness.shutdown()
         let broadcasts = Self.broadcasts(try harness.acceptedLog())
         #expect(broadcasts.count >= 1 && broadcasts.count <= 2, "at most one duplicate broadcast")
-        #expect(Set(broadcasts.compactMap { $0.string("apns-request-id") }).count == 1, "a resend carries its first attempt's id")
+        #expect(
+            Set(broadcasts.compactMap { $0.string("apns-request-id") }).count == 1,
+            "a resend carries its first attempt's id")
         // The report survives too.
         let stored = try #require(try engine.report(id: wave.id))
         #expect(stored.broadcast?.outcome == .delivered)

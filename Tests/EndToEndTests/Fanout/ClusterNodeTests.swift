@@ -25,7 +25,9 @@ import Testing
         let cluster: ClusterNode
     }
 
-    static func node(_ name: String, _ harness: TestHarness, _ postgres: PostgresServer, lease: Duration = .seconds(3)) throws -> Node {
+    static func node(
+        _ name: String, _ harness: TestHarness, _ postgres: PostgresServer, lease: Duration = .seconds(3)
+    ) throws -> Node {
         // The node's main store names its run, like every session of the node (a live node fences them all).
         let store = try PostgresTokenStore(url: postgres.url, incarnation: NodeIncarnation())
         var client = try harness.clientConfiguration()
@@ -73,24 +75,30 @@ import Testing
         }
         // Each takes half when both heartbeat within the join window; a node that came too late on a loaded
         // machine is a standby (no rebalancing), and the takeover below works either way.
-        #expect(await eventually(timeout: .seconds(60)) {
-            a.cluster.status.heldShards.count + b.cluster.status.heldShards.count == Self.shards
-        }, "every shard held: \(a.cluster.status) \(b.cluster.status)")
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                a.cluster.status.heldShards.count + b.cluster.status.heldShards.count == Self.shards
+            }, "every shard held: \(a.cluster.status) \(b.cluster.status)")
 
         // Registered through A after both hold their shards: B's tokens reach it through the change feed.
         let count = 4_000
         try a.engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
         let bShards = Set(b.cluster.status.heldShards)
-        let bTokens = (0..<count).filter { bShards.contains(APNsClient.workerIndex(for: longToken($0), workerCount: Self.shards)) }.count
-        #expect(await eventually {
-            // The shards' published counts (shardFootprint reads the tables themselves: only once stopped).
-            b.engine.heldShardTokens == bTokens
-        }, "B has its \(bTokens) tokens from the feed")
+        let bTokens = (0..<count).filter {
+            bShards.contains(APNsClient.workerIndex(for: longToken($0), workerCount: Self.shards))
+        }.count
+        #expect(
+            await eventually {
+                // The shards' published counts (shardFootprint reads the tables themselves: only once stopped).
+                b.engine.heldShardTokens == bTokens
+            }, "B has its \(bTokens) tokens from the feed")
 
         let id = try b.engine.publishShared(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
         // A gets it through NOTIFY (or its poll); kill it once a quarter is delivered.
         let abandoning = a
-        let abandoned: Void? = try await perform(when: { ((try? b.engine.report(id: id))??.delivered ?? 0) >= count / 4 }, timeout: .seconds(60)) {
+        let abandoned: Void? = try await perform(
+            when: { ((try? b.engine.report(id: id))??.delivered ?? 0) >= count / 4 }, timeout: .seconds(60)
+        ) {
             abandoning.cluster.abandonForTesting()
             abandoning.engine.abandonForTesting()
         }
@@ -111,9 +119,10 @@ import Testing
 
     /// Sessions in the test database named after `incarnation`.
     static func sessions(_ postgres: PostgresServer, _ incarnation: NodeIncarnation) throws -> Int {
-        Int(try postgres.psql(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'fanfare-node \(incarnation.hex)'"
-        )) ?? -1
+        Int(
+            try postgres.psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'fanfare-node \(incarnation.hex)'"
+            )) ?? -1
     }
 
     /// Issue 22: a node stopped (its heartbeat with it) keeps its sessions and what they lock until a live node's
@@ -146,7 +155,8 @@ import Testing
         }
         #expect(fenced, "the stalled node's session is ended: \(live.cluster.status)")
         // Its own: the main store, the lease and feed stores, the listener (which connects on its own time).
-        #expect(await eventually(timeout: .seconds(60)) { (try? Self.sessions(postgres, live.cluster.incarnation)) == 4 })
+        #expect(
+            await eventually(timeout: .seconds(60)) { (try? Self.sessions(postgres, live.cluster.incarnation)) == 4 })
         #expect(try plain.count() == 0 && plain.connectionsOpened == 1, "a client that is no node keeps its session")
         // Resumed, the stalled node's next call opens a new session.
         #expect(try stalled.count() == 0 && stalled.connectionsOpened == 2)

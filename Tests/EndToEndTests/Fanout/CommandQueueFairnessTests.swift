@@ -17,7 +17,8 @@ import Testing
         let fixture = try FanoutFixture(simulator)
         defer { fixture.harness.shutdown() }
         for publisher in 0..<2 {
-            try fixture.store.register(FanoutFixture.registrations(publisher * 1_000..<publisher * 1_000 + 500, channel: "flood-\(publisher)"))
+            try fixture.store.register(
+                FanoutFixture.registrations(publisher * 1_000..<publisher * 1_000 + 500, channel: "flood-\(publisher)"))
         }
         // A small queue, so the publishers fill their half of it at once.
         let engine = try fixture.engine { $0.commandQueueCapacity = 64 }
@@ -27,15 +28,19 @@ import Testing
         var threads: [Thread] = []
         for publisher in 0..<2 {
             // Flat out: no pause between publishes, a refusal (back-pressure, too many unfinished waves) retried at once.
-            threads.append(Thread {
-                var timestamp: Int64 = 1_800_000_000
-                while !stop.load(ordering: .relaxed) {
-                    timestamp += 1
-                    if (try? engine.publish(try scoreUpdate(channel: "flood-\(publisher)", timestamp: timestamp, home: 0, away: 0))) != nil {
-                        published.add(1, ordering: .relaxed)
+            threads.append(
+                Thread {
+                    var timestamp: Int64 = 1_800_000_000
+                    while !stop.load(ordering: .relaxed) {
+                        timestamp += 1
+                        if (try? engine.publish(
+                            try scoreUpdate(channel: "flood-\(publisher)", timestamp: timestamp, home: 0, away: 0)))
+                            != nil
+                        {
+                            published.add(1, ordering: .relaxed)
+                        }
                     }
-                }
-            })
+                })
         }
         for thread in threads { thread.start() }
         defer {
@@ -51,11 +56,16 @@ import Testing
             let result = try await engine.push(content, to: longToken(100_000 + round))
             #expect(result.isDelivered, "single push \(round): \(result.disposition)")
             try await BlockingHandOff.run(name: "register") {
-                try engine.register(FanoutFixture.registrations(200_000 + round * 10..<200_000 + round * 10 + 10, channel: "late"))
+                try engine.register(
+                    FanoutFixture.registrations(200_000 + round * 10..<200_000 + round * 10 + 10, channel: "late"))
             }
         }
         let summary = await engine.channelSummary("late")
-        #expect(summary?.updateTokens == 200, "registrations applied to the shards: \(String(describing: summary?.updateTokens))")
-        #expect(published.load(ordering: .relaxed) >= 100, "the flood went on meanwhile (\(published.load(ordering: .relaxed)) waves)")
+        #expect(
+            summary?.updateTokens == 200,
+            "registrations applied to the shards: \(String(describing: summary?.updateTokens))")
+        #expect(
+            published.load(ordering: .relaxed) >= 100,
+            "the flood went on meanwhile (\(published.load(ordering: .relaxed)) waves)")
     }
 }

@@ -87,8 +87,9 @@ import Testing
         #expect(duplicates.allSatisfy { Set($0).count == 1 }, "a resend carries its first attempt's apns-id")
         #expect(report.resentAfterRestart >= duplicates.count)
         #expect(report.resentAfterRestart <= 2 * Self.window + 2 * Self.streams)
-        print("durable waves, in-process crash: \(count) tokens, abandoned at \(before.delivered) delivered; "
-            + "\(duplicates.count) duplicates in the log, resentAfterRestart \(report.resentAfterRestart)")
+        print(
+            "durable waves, in-process crash: \(count) tokens, abandoned at \(before.delivered) delivered; "
+                + "\(duplicates.count) duplicates in the log, resentAfterRestart \(report.resentAfterRestart)")
     }
 
     @Test func aGracefulShutdownResumesWithNoDuplicate() async throws {
@@ -157,7 +158,8 @@ import Testing
         let first = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
         let second = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_002, home: 2, away: 0))
         let abandoning = engine
-        let abandoned: Void? = try await perform(when: { second.report.delivered >= count / 4 }, timeout: .seconds(60)) {
+        let abandoned: Void? = try await perform(when: { second.report.delivered >= count / 4 }, timeout: .seconds(60))
+        {
             abandoning.abandonForTesting()
         }
         try #require(abandoned != nil, "a quarter of the newer wave delivered within 60 s")
@@ -171,7 +173,10 @@ import Testing
         }
         // The older wave ended superseded (before the crash, or at the restart); the newer one resumes.
         let newWave = try #require(engine.wave(id: second.id))
-        #expect(await eventually(timeout: .seconds(60)) { newWave.isComplete && (try? engine.report(id: first.id))??.isComplete == true })
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                newWave.isComplete && (try? engine.report(id: first.id))??.isComplete == true
+            })
         let oldReport = try #require(try engine.report(id: first.id))
         #expect(oldReport.accounted == oldReport.targeted && oldReport.targeted == count, "\(oldReport)")
         #expect(newWave.report.delivered == count && newWave.report.accounted == count, "\(newWave.report)")
@@ -200,7 +205,10 @@ import Testing
         // The end wave's retirement is due at once (defaultDismissalWindow 0) but no maintenance ran yet. Crash
         // once the final report and the retirement are on disk (the checkpoint thread writes them).
         #expect(await eventually { (try? store.waveReport(id: wave.id)) != nil })
-        #expect(await eventually { (try? store.pendingRetirements(bundleID: Fixture.bundleID, environment: .production))?.isEmpty == false })
+        #expect(
+            await eventually {
+                (try? store.pendingRetirements(bundleID: Fixture.bundleID, environment: .production))?.isEmpty == false
+            })
         engine.abandonForTesting()
         try store.close()
 
@@ -227,7 +235,9 @@ import Testing
         let bytes = checkpoint.encoded()
         #expect(try ShardCheckpoint(decoding: bytes) == checkpoint)
         for cut in [0, 1, 10, bytes.count - 1] {
-            #expect(throws: ShardCheckpoint.DecodingError.self) { try ShardCheckpoint(decoding: Array(bytes.prefix(cut))) }
+            #expect(throws: ShardCheckpoint.DecodingError.self) {
+                try ShardCheckpoint(decoding: Array(bytes.prefix(cut)))
+            }
         }
         var damaged = bytes
         damaged[0] = 9
@@ -235,13 +245,16 @@ import Testing
 
         // The broadcast shard's checkpoints carry the wave's broadcast (version 2).
         checkpoint.broadcast = ShardCheckpoint.Broadcast(
-            outcome: BroadcastOutcome.failed.rawValue, reason: "TooManyRequests", requests: 4, priority: 10, downgraded: true,
+            outcome: BroadcastOutcome.failed.rawValue, reason: "TooManyRequests", requests: 4, priority: 10,
+            downgraded: true,
             resent: false, possiblySent: true)
         let withBroadcast = checkpoint.encoded()
         #expect(withBroadcast[0] == ShardCheckpoint.broadcastVersion && bytes[0] == ShardCheckpoint.version)
         #expect(try ShardCheckpoint(decoding: withBroadcast) == checkpoint)
         for cut in [bytes.count, withBroadcast.count - 1] {
-            #expect(throws: ShardCheckpoint.DecodingError.self) { try ShardCheckpoint(decoding: Array(withBroadcast.prefix(cut))) }
+            #expect(throws: ShardCheckpoint.DecodingError.self) {
+                try ShardCheckpoint(decoding: Array(withBroadcast.prefix(cut)))
+            }
         }
         var badOutcome = withBroadcast
         badOutcome[bytes.count] = 200
@@ -265,14 +278,18 @@ final class DiskFullWaveStore: WaveStore, @unchecked Sendable {
         try inner.unfinishedWaves(bundleID: bundleID, environment: environment)
     }
     func waveReport(id: UInt64) throws(RegistryError) -> WaveReportRecord? { try inner.waveReport(id: id) }
-    func waveReports(bundleID: String, environment: APNsEnvironment, limit: Int) throws(RegistryError) -> [WaveReportRecord] {
+    func waveReports(
+        bundleID: String, environment: APNsEnvironment, limit: Int
+    ) throws(RegistryError) -> [WaveReportRecord] {
         try inner.waveReports(bundleID: bundleID, environment: environment, limit: limit)
     }
     func latestTimestamps(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [String: Int64] {
         try inner.latestTimestamps(bundleID: bundleID, environment: environment)
     }
     func lastWaveID() throws(RegistryError) -> UInt64 { try inner.lastWaveID() }
-    func saveRetirement(bundleID: String, environment: APNsEnvironment, channel: String, dueAt: Int64) throws(RegistryError) {
+    func saveRetirement(
+        bundleID: String, environment: APNsEnvironment, channel: String, dueAt: Int64
+    ) throws(RegistryError) {
         try inner.saveRetirement(bundleID: bundleID, environment: environment, channel: channel, dueAt: dueAt)
     }
     func removeRetirements(bundleID: String, environment: APNsEnvironment, channels: [String]) throws(RegistryError) {

@@ -31,6 +31,8 @@ import Testing
 
         var bounded = Self.client()
         bounded.autoscaling = ConnectionAutoscaling(minimumConnections: 1, maximumConnections: 4)
-        #expect(FanoutConfiguration(client: bounded, bundleID: Fixture.bundleID).client.autoscaling?.maximumConnections == 4)
+        #expect(
+            FanoutConfiguration(client: bounded, bundleID: Fixture.bundleID).client.autoscaling?.maximumConnections == 4
+        )
     }
 }

@@ -19,7 +19,8 @@ import Testing
         // GOAWAY every 1000 streams.
         simulator.knownTokens = Set(registrations.dropFirst(deadTokens).map(\.token.hexString))
         simulator.faults = [
-            FaultRule(reason: .tooManyRequests, probability: 0.03), FaultRule(reason: .internalServerError, probability: 0.03),
+            FaultRule(reason: .tooManyRequests, probability: 0.03),
+            FaultRule(reason: .internalServerError, probability: 0.03),
         ]
         simulator.goAwayAfterStreams = 1000
         let fixture = try FanoutFixture(simulator)
@@ -27,7 +28,8 @@ import Testing
         try fixture.store.register(registrations)
         let engine = try fixture.engine()
 
-        let wave = try engine.publish(try scoreUpdate(channel: "final", timestamp: 1_800_000_000, home: 1, away: 0, alert: true))
+        let wave = try engine.publish(
+            try scoreUpdate(channel: "final", timestamp: 1_800_000_000, home: 1, away: 0, alert: true))
         #expect(wave.waitUntilComplete(timeout: TestTime.scaled(.seconds(60))), "the wave did not complete")
         let report = wave.report
         #expect(report.targeted == audience)
@@ -275,7 +277,8 @@ import Testing
         #expect(try fixture.store.count() == 0)
 
         var huge = try scoreUpdate(channel: "x", timestamp: 1, home: 0, away: 0)
-        huge.content.contentState = try RawJSON(validating: "{\"blob\":\"" + String(repeating: "a", count: 5000) + "\"}")
+        huge.content.contentState = try RawJSON(
+            validating: "{\"blob\":\"" + String(repeating: "a", count: 5000) + "\"}")
         #expect(throws: PublishError.self) { try engine.publish(huge) }
         var stale = try scoreUpdate(channel: "x", timestamp: 1, home: 0, away: 0)
         stale.freshUntil = Int64(Date().timeIntervalSince1970) - 10

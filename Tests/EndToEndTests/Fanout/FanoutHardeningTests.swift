@@ -57,7 +57,8 @@ import Testing
         let audience = 3_000
         let registrations = FanoutFixture.registrations(0..<audience, channel: "final")
         var simulator = SimulatorConfiguration()
-        simulator.knownTokens = Set(registrations.enumerated().filter { $0.offset % 50 != 0 }.map(\.element.token.hexString))
+        simulator.knownTokens = Set(
+            registrations.enumerated().filter { $0.offset % 50 != 0 }.map(\.element.token.hexString))
         simulator.unknownTokenReply = .badDeviceToken  // 2 %
         let fixture = try FanoutFixture(simulator)
         defer { fixture.harness.shutdown() }
@@ -112,18 +113,23 @@ import Testing
         var client = try fixture.harness.clientConfiguration()
         client.host = "api.push.apple.com"
         #expect {
-            try FanoutEngine(configuration: FanoutConfiguration(client: client, bundleID: Fixture.bundleID, environment: .sandbox), store: fixture.store)
+            try FanoutEngine(
+                configuration: FanoutConfiguration(client: client, bundleID: Fixture.bundleID, environment: .sandbox),
+                store: fixture.store)
         } throws: { error in
             guard case FanoutError.environmentMismatch(_, .production, .sandbox) = error else { return false }
             return "\(error)".contains("api.sandbox.push.apple.com")
         }
         client.host = "API.SANDBOX.PUSH.APPLE.COM."
         #expect(throws: FanoutError.self) {
-            try FanoutEngine(configuration: FanoutConfiguration(client: client, bundleID: Fixture.bundleID, environment: .production), store: fixture.store)
+            try FanoutEngine(
+                configuration: FanoutConfiguration(
+                    client: client, bundleID: Fixture.bundleID, environment: .production), store: fixture.store)
         }
         client = try fixture.harness.clientConfiguration(topic: "com.other.app.push-type.liveactivity")
         #expect {
-            try FanoutEngine(configuration: FanoutConfiguration(client: client, bundleID: Fixture.bundleID), store: fixture.store)
+            try FanoutEngine(
+                configuration: FanoutConfiguration(client: client, bundleID: Fixture.bundleID), store: fixture.store)
         } throws: { error in
             guard case FanoutError.topicMismatch = error else { return false }
             return "\(error)".contains("com.example.fanfare.push-type.liveactivity")
@@ -131,7 +137,8 @@ import Testing
         // A simulator on loopback is not checked; the plain bundle id is an accepted topic.
         client = try fixture.harness.clientConfiguration(topic: Fixture.bundleID)
         let engine = try FanoutEngine(
-            configuration: FanoutConfiguration(client: client, bundleID: Fixture.bundleID, environment: .sandbox), store: fixture.store)
+            configuration: FanoutConfiguration(client: client, bundleID: Fixture.bundleID, environment: .sandbox),
+            store: fixture.store)
         engine.shutdown()
     }
 
@@ -299,36 +306,39 @@ import Testing
             let race = RaceState()
             var threads: [Thread] = []
             for publisher in 0..<2 {
-                threads.append(Thread {
-                    var timestamp: Int64 = 1_800_000_000
+                threads.append(
+                    Thread {
+                        var timestamp: Int64 = 1_800_000_000
+                        while !race.stop.load(ordering: .relaxed) {
+                            timestamp += 1
+                            do {
+                                let wave = try engine.publish(
+                                    try scoreUpdate(
+                                        channel: "race-\(publisher)", timestamp: timestamp, home: 0, away: 0))
+                                race.waves.withLock { $0.append(wave) }
+                            } catch PublishError.shutDown {
+                                return
+                            } catch {}
+                            // Racing, not spinning: two threads publishing flat out on a 2-core machine starved the
+                            // pushers below (and every other test) for minutes.
+                            usleep(100)
+                        }
+                    })
+            }
+            threads.append(
+                Thread {
+                    var next = 1_000 + round * 100_000
                     while !race.stop.load(ordering: .relaxed) {
-                        timestamp += 1
                         do {
-                            let wave = try engine.publish(
-                                try scoreUpdate(channel: "race-\(publisher)", timestamp: timestamp, home: 0, away: 0))
-                            race.waves.withLock { $0.append(wave) }
-                        } catch PublishError.shutDown {
+                            try engine.register(FanoutFixture.registrations(next..<next + 5, channel: "race"))
+                            race.registered.add(5, ordering: .relaxed)
+                            next += 5
+                        } catch {
                             return
-                        } catch {}
-                        // Racing, not spinning: two threads publishing flat out on a 2-core machine starved the
-                        // pushers below (and every other test) for minutes.
+                        }
                         usleep(100)
                     }
                 })
-            }
-            threads.append(Thread {
-                var next = 1_000 + round * 100_000
-                while !race.stop.load(ordering: .relaxed) {
-                    do {
-                        try engine.register(FanoutFixture.registrations(next..<next + 5, channel: "race"))
-                        race.registered.add(5, ordering: .relaxed)
-                        next += 5
-                    } catch {
-                        return
-                    }
-                    usleep(100)
-                }
-            })
             for thread in threads { thread.start() }
             let pushers = Task {
                 await withTaskGroup(of: Void.self) { group in
@@ -356,7 +366,8 @@ import Testing
                 await eventually(timeout: .seconds(300)) {
                     race.waves.withLock { $0.count } >= 20 && race.pushResults.load(ordering: .relaxed) >= 20
                 },
-                "waves \(race.waves.withLock { $0.count }), push results \(race.pushResults.load(ordering: .relaxed)), refusals \(race.pushRefusals.load(ordering: .relaxed)), registered \(race.registered.load(ordering: .relaxed)), stats \(engine.statistics)")
+                "waves \(race.waves.withLock { $0.count }), push results \(race.pushResults.load(ordering: .relaxed)), refusals \(race.pushRefusals.load(ordering: .relaxed)), registered \(race.registered.load(ordering: .relaxed)), stats \(engine.statistics)"
+            )
             await engine.shutdown()
             // Every wave publish returned is complete and balanced the moment shutdown returns.
             let published = race.waves.withLock { $0 }

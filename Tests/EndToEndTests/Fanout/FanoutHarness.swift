@@ -43,7 +43,8 @@ struct FanoutFixture {
         configuration.retryDelays = retryDelays
         configure(&configuration)
         let invalidations = self.invalidations
-        return try FanoutEngine(configuration: configuration, store: store, onInvalidation: { invalidations.record($0) })
+        return try FanoutEngine(
+            configuration: configuration, store: store, onInvalidation: { invalidations.record($0) })
     }
 
     /// Update tokens (80 bytes) following `channel`.
@@ -53,7 +54,8 @@ struct FanoutFixture {
         let now = Int64(Date().timeIntervalSince1970 * 1000)
         return range.map { index in
             TokenRegistration(
-                token: longToken(index, salt: salt), kind: kind, activityID: kind == .update ? "activity-\(index)" : nil,
+                token: longToken(index, salt: salt), kind: kind,
+                activityID: kind == .update ? "activity-\(index)" : nil,
                 deviceID: kind == .pushToStart ? "device-\(index)" : nil,
                 attributesType: kind == .pushToStart ? "MatchAttributes" : nil, bundleID: Fixture.bundleID,
                 environment: .production, frequentUpdates: frequent, channels: [channel], createdAt: now)
@@ -65,12 +67,16 @@ struct FanoutFixture {
 func longToken(_ index: Int, salt: UInt64 = 0) -> DeviceToken {
     var bytes: [UInt8] = []
     for part in 0..<3 {
-        makeToken(index, salt: salt &+ UInt64(part) &* 0x1234_5678_9ABC).withUnsafeBytes { bytes.append(contentsOf: $0) }
+        makeToken(index, salt: salt &+ UInt64(part) &* 0x1234_5678_9ABC).withUnsafeBytes {
+            bytes.append(contentsOf: $0)
+        }
     }
     return try! DeviceToken(bytes: bytes.prefix(80))
 }
 
-func scoreUpdate(channel: String, timestamp: Int64, home: Int, away: Int, alert: Bool = false, priority: UpdatePriority = .auto)
+func scoreUpdate(
+    channel: String, timestamp: Int64, home: Int, away: Int, alert: Bool = false, priority: UpdatePriority = .auto
+)
     throws -> ChannelUpdate
 {
     var content = LiveActivityContent(event: .update, timestamp: timestamp)
@@ -135,7 +141,9 @@ final class MetricsRecorder: MetricsFactory, Sendable {
     subscript(label: String) -> Double? { values.withLock { $0[label]?.current } }
 
     func makeCounter(label: String, dimensions: [(String, String)]) -> CounterHandler { value(label) }
-    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> RecorderHandler { value(label) }
+    func makeRecorder(label: String, dimensions: [(String, String)], aggregate: Bool) -> RecorderHandler {
+        value(label)
+    }
     func makeTimer(label: String, dimensions: [(String, String)]) -> TimerHandler { value(label) }
     func destroyCounter(_ handler: CounterHandler) {}
     func destroyRecorder(_ handler: RecorderHandler) {}

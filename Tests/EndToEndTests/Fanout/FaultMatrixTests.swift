@@ -72,7 +72,8 @@ private final class AttemptLog: Sendable {
             }
             return TokenRegistration(
                 token: try! DeviceToken(bytes: bytes), kind: .update, activityID: "activity-\(index)", deviceID: nil,
-                attributesType: nil, bundleID: SimulatorProcess.bundleID, environment: .production, frequentUpdates: false,
+                attributesType: nil, bundleID: SimulatorProcess.bundleID, environment: .production,
+                frequentUpdates: false,
                 channels: ["final"], createdAt: now)
         }
     }
@@ -87,23 +88,25 @@ private final class AttemptLog: Sendable {
         // Before the kill: bursts of 429, 500 and 503 on different periods (alone, and overlapping), GOAWAY
         // every 7000 requests, 1% of streams refused, a quarter of the connections reset after 4000
         // requests, and a few responses held past the client's deadline.
-        let before = common + [
-            "--listen", "127.0.0.1:0", "--latency", "uniform:0ms-1ms", "--seed", "1",
-            "--refuse-streams", "0.01", "--goaway-after", "7000",
-            "--fault-burst", "TooManyRequests:1:200/5000", "--fault-burst", "InternalServerError:1:150/7000",
-            "--fault-burst", "ServiceUnavailable:1:150/9000",
-            "--reset-connections", "0.25:4000", "--hold-responses", Self.holdResponses,
-        ]
+        let before =
+            common + [
+                "--listen", "127.0.0.1:0", "--latency", "uniform:0ms-1ms", "--seed", "1",
+                "--refuse-streams", "0.01", "--goaway-after", "7000",
+                "--fault-burst", "TooManyRequests:1:200/5000", "--fault-burst", "InternalServerError:1:150/7000",
+                "--fault-burst", "ServiceUnavailable:1:150/9000",
+                "--reset-connections", "0.25:4000", "--hold-responses", Self.holdResponses,
+            ]
         let first = try await SimulatorProcess(before, outputIn: directory.path, name: "before-kill")
         let port = first.port
         // After the restart (same state directory and port): other rates, a 503 burst by requests and a
         // 429 burst in time, more resets and refusals.
-        let after = common + [
-            "--listen", "127.0.0.1:\(port)", "--latency", "uniform:0ms-2ms", "--seed", "2",
-            "--refuse-streams", "0.03", "--goaway-after", "4000",
-            "--fault-burst", "ServiceUnavailable:1:100/3000", "--fault-burst", "TooManyRequests:0.5:50ms/400ms",
-            "--reset-connections", "0.5:2500", "--hold-responses", Self.holdResponses,
-        ]
+        let after =
+            common + [
+                "--listen", "127.0.0.1:\(port)", "--latency", "uniform:0ms-2ms", "--seed", "2",
+                "--refuse-streams", "0.03", "--goaway-after", "4000",
+                "--fault-burst", "ServiceUnavailable:1:100/3000", "--fault-burst", "TooManyRequests:0.5:50ms/400ms",
+                "--reset-connections", "0.5:2500", "--hold-responses", Self.holdResponses,
+            ]
 
         let store = try SQLiteTokenStore(path: directory.path + "/registry.db")
         let registrations = Self.registrations()
@@ -114,9 +117,12 @@ private final class AttemptLog: Sendable {
         client.connectionsPerWorker = 2
         client.requestTimeout = Self.requestTimeout
         client.maxResends = 20
-        var configuration = FanoutConfiguration(client: client, bundleID: SimulatorProcess.bundleID, environment: .production)
+        var configuration = FanoutConfiguration(
+            client: client, bundleID: SimulatorProcess.bundleID, environment: .production)
         configuration.minimumInterval = nil
-        configuration.retryDelays = [.milliseconds(50), .milliseconds(200), .milliseconds(500), .seconds(1), .seconds(2)]
+        configuration.retryDelays = [
+            .milliseconds(50), .milliseconds(200), .milliseconds(500), .seconds(1), .seconds(2),
+        ]
         configuration.onPushResult = { attempts.record($0) }
         // Pushes whose connection died unanswered are sent again (and counted as possible duplicates), so
         // nearly every token is delivered and the duplicate marking is exercised; by default they would end
@@ -126,9 +132,11 @@ private final class AttemptLog: Sendable {
         defer { engine.shutdown() }
 
         let started = clock.now
-        let wave = try engine.publish(try scoreUpdate(channel: "final", timestamp: 1_800_000_000, home: 2, away: 1, alert: true))
+        let wave = try engine.publish(
+            try scoreUpdate(channel: "final", timestamp: 1_800_000_000, home: 2, away: 1, alert: true))
         // Kill the simulator in the middle of the wave and bring it back on the same port and state.
-        let killedAt = try await perform(when: { attempts.count >= Self.audience * 2 / 5 }, timeout: .seconds(120)) { () -> Duration in
+        let killedAt = try await perform(when: { attempts.count >= Self.audience * 2 / 5 }, timeout: .seconds(120)) {
+            () -> Duration in
             first.kill()
             return clock.now - started
         }
@@ -143,7 +151,9 @@ private final class AttemptLog: Sendable {
 
         // The wave is balanced and every token has one final outcome that agrees with it.
         let report = wave.report
-        print("fault matrix: set-up \(started - testStart), wave of \(Self.audience) in \(elapsed) (SIGKILL at \(killedAt ?? .zero)); \(report)")
+        print(
+            "fault matrix: set-up \(started - testStart), wave of \(Self.audience) in \(elapsed) (SIGKILL at \(killedAt ?? .zero)); \(report)"
+        )
         print("fault matrix: simulator before the kill:\n\(first.output)\nafter the restart:\n\(second.output)")
         #expect(report.isComplete)
         #expect(report.targeted == Self.audience)
@@ -160,7 +170,8 @@ private final class AttemptLog: Sendable {
 
         // Delivered ⇒ in the accepted log, under that attempt's apns-id.
         let accepted = try AcceptedLogFile(path: logPath)
-        #expect(accepted.unparsable.count <= 1, "only a line cut by the SIGKILL may fail to parse: \(accepted.unparsable)")
+        #expect(
+            accepted.unparsable.count <= 1, "only a line cut by the SIGKILL may fail to parse: \(accepted.unparsable)")
         #expect(accepted.tokens.count <= Self.audience, "the log holds only this wave's tokens")
         var missing: [String] = []
         for (token, list) in byToken where list.last!.disposition == .delivered {
@@ -174,15 +185,26 @@ private final class AttemptLog: Sendable {
         for (token, count) in accepted.tokens where count > 1 {
             let list = (try? DeviceToken(hex: token)).flatMap { byToken[$0] } ?? []
             if list.contains(where: \.isAmbiguous) { continue }
-            if list.contains(where: { $0.resends > 0 }) { silentlyResent.append(token) } else { unexplained.append(token) }
+            if list.contains(where: { $0.resends > 0 }) {
+                silentlyResent.append(token)
+            } else {
+                unexplained.append(token)
+            }
         }
         let duplicated = accepted.tokens.values.filter { $0 > 1 }.count
-        print("fault matrix: \(accepted.recordCount) accepted lines, \(duplicated) tokens accepted more than once, "
-            + "\(silentlyResent.count) of them re-sent by the client without saying so; "
-            + "\(clock.now - testStart) in all")
-        #expect(unexplained.count == 0, "\(unexplained.count) tokens accepted twice with no attempt that may have been processed unanswered, e.g. \(unexplained.prefix(3))")
+        print(
+            "fault matrix: \(accepted.recordCount) accepted lines, \(duplicated) tokens accepted more than once, "
+                + "\(silentlyResent.count) of them re-sent by the client without saying so; "
+                + "\(clock.now - testStart) in all")
+        #expect(
+            unexplained.count == 0,
+            "\(unexplained.count) tokens accepted twice with no attempt that may have been processed unanswered, e.g. \(unexplained.prefix(3))"
+        )
         // The client re-sends only what provably never reached APNs; an attempt whose connection died before the
         // answer ends `.failed(.unconfirmed)` (or comes back `possibleDuplicate`), so no re-send goes unmarked.
-        #expect(silentlyResent.count == 0, "\(silentlyResent.count) tokens accepted twice after an unmarked client re-send, e.g. \(silentlyResent.prefix(3))")
+        #expect(
+            silentlyResent.count == 0,
+            "\(silentlyResent.count) tokens accepted twice after an unmarked client re-send, e.g. \(silentlyResent.prefix(3))"
+        )
     }
 }

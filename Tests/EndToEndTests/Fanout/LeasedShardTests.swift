@@ -76,10 +76,13 @@ import Testing
         #expect(fromA == fromB, "any node answers the same report")
         #expect(fromA.targeted == count && fromA.delivered == count && fromA.accounted == count, "\(fromA)")
         let log = try Self.accepted(harness)
-        #expect(log.count == count && log.values.allSatisfy { $0.count == 1 }, "every token once, from the node holding it")
+        #expect(
+            log.count == count && log.values.allSatisfy { $0.count == 1 }, "every token once, from the node holding it")
 
         // Latest state wins across nodes: an older update published on the other node is refused.
-        #expect(throws: PublishError.olderThanCurrent(channel: "match", timestamp: 1_800_000_000, current: 1_800_000_001)) {
+        #expect(
+            throws: PublishError.olderThanCurrent(channel: "match", timestamp: 1_800_000_000, current: 1_800_000_001)
+        ) {
             _ = try a.publishShared(scoreUpdate(channel: "match", timestamp: 1_800_000_000, home: 0, away: 0))
         }
     }
@@ -103,7 +106,9 @@ import Testing
         let id = try a.publishShared(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
         try b.catchUpWaves()
         let abandoning = a
-        let abandoned: Void? = try await perform(when: { ((try? abandoning.report(id: id))??.delivered ?? 0) >= count / 4 }, timeout: .seconds(60)) {
+        let abandoned: Void? = try await perform(
+            when: { ((try? abandoning.report(id: id))??.delivered ?? 0) >= count / 4 }, timeout: .seconds(60)
+        ) {
             abandoning.abandonForTesting()
         }
         try #require(abandoned != nil, "a quarter delivered within 60 s")
@@ -116,8 +121,12 @@ import Testing
         let log = try Self.accepted(harness)
         #expect(log.count == count, "every token at least once")
         let duplicates = log.values.filter { $0.count > 1 }
-        #expect(duplicates.count <= 2 * (Self.window + Self.streams), "\(duplicates.count) duplicates: within A's two shards' windows")
+        #expect(
+            duplicates.count <= 2 * (Self.window + Self.streams),
+            "\(duplicates.count) duplicates: within A's two shards' windows")
         #expect(duplicates.allSatisfy { Set($0).count == 1 }, "a resend carries its first attempt's apns-id")
-        print("leased shards, node abandoned: \(count) tokens, \(duplicates.count) duplicates, resentAfterRestart \(report.resentAfterRestart)")
+        print(
+            "leased shards, node abandoned: \(count) tokens, \(duplicates.count) duplicates, resentAfterRestart \(report.resentAfterRestart)"
+        )
     }
 }

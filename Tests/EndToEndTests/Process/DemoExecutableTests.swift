@@ -7,7 +7,8 @@ import Testing
 @Suite(.ownThread) struct DemoExecutableTests {
     private func executable() throws -> String {
         try #require(
-            FanfareExecutable.path(named: "fanfare-demo"), "fanfare-demo is built with the tests (swift build --build-tests)")
+            FanfareExecutable.path(named: "fanfare-demo"),
+            "fanfare-demo is built with the tests (swift build --build-tests)")
     }
 
     @Test func playsAMatchWithoutASubcommandAndEndsWithEachPhasesTime() throws {
@@ -19,7 +20,8 @@ import Testing
             try executable(), ["--tokens", "2000", "--matches", "2"], directory: directory, timeout: .seconds(180))
         #expect(!run.timedOut && run.status == 0, "exit \(run.status): \(run.stderr)\n\(run.stdout)")
         let lines = run.stdout.split(separator: "\n").map(String.init)
-        #expect(lines.contains { $0.hasSuffix("every targeted token accounted for in every wave: yes") }, "\(run.stdout)")
+        #expect(
+            lines.contains { $0.hasSuffix("every targeted token accounted for in every wave: yes") }, "\(run.stdout)")
 
         // The phases that take seconds at a million tokens say so before they start, not only once done.
         let loading = lines.firstIndex { $0.hasPrefix("engine      loading ") }

@@ -49,7 +49,8 @@ final class SimulatorProcess: @unchecked Sendable {
     }
 
     /// Starts `fanfare simulate <arguments>` and waits for the line that says where it listens.
-    init(_ arguments: [String], outputIn directory: String, name: String, timeout: Duration = .seconds(60)) async throws {
+    init(_ arguments: [String], outputIn directory: String, name: String, timeout: Duration = .seconds(60)) async throws
+    {
         outputPath = directory + "/\(name).out"
         errorPath = directory + "/\(name).err"
         process = try ChildProcess(
@@ -109,7 +110,9 @@ final class SimulatorProcess: @unchecked Sendable {
     }
 
     /// Runs `fanfare simulate <arguments>` to its end (for commands that fail at once); a hang guard kills it.
-    static func run(_ arguments: [String], outputIn directory: String, timeout: Duration = .seconds(60)) async throws
+    static func run(
+        _ arguments: [String], outputIn directory: String, timeout: Duration = .seconds(60)
+    ) async throws
         -> (status: Int32, output: String, errors: String)
     {
         let name = "run-" + UUID().uuidString.prefix(8)
@@ -214,7 +217,8 @@ struct AcceptedLogFile {
             offset += 1
         }
         let valueStart = offset + length
-        guard let quote = memchr(line.baseAddress! + valueStart, Int32(UInt8(ascii: "\"")), line.count - valueStart) else { return nil }
+        guard let quote = memchr(line.baseAddress! + valueStart, Int32(UInt8(ascii: "\"")), line.count - valueStart)
+        else { return nil }
         let valueEnd = UnsafeRawPointer(quote) - line.baseAddress!
         return String(decoding: UnsafeRawBufferPointer(rebasing: line[valueStart..<valueEnd]), as: UTF8.self)
     }

@@ -8,7 +8,10 @@ import Testing
 
 @Suite(.ownThread) struct SimulatorProcessTests {
     @Test(arguments: [
-        (["--fault-burst", "ServiceUnavailable:1:200"], "--fault-burst: fault burst 'ServiceUnavailable:1:200' is not Reason:probability:LENGTH/PERIOD"),
+        (
+            ["--fault-burst", "ServiceUnavailable:1:200"],
+            "--fault-burst: fault burst 'ServiceUnavailable:1:200' is not Reason:probability:LENGTH/PERIOD"
+        ),
         (["--fault-burst", "Unavailable:1:1/2"], "--fault-burst: fault reason 'Unavailable' is not an APNs reason"),
         (["--fault-burst", "ServiceUnavailable:1:3/2"], "needs 1 <= length <= period"),
         (["--reset-connections", "0.5"], "--reset-connections: connection reset '0.5' is not probability:requests"),
@@ -22,7 +25,8 @@ import Testing
     func badFlagsAreClearUsageErrors(_ flags: [String], _ message: String) async throws {
         let directory = try ScratchDirectory("process")
         let run = try await SimulatorProcess.run(
-            ["--listen", "127.0.0.1:0", "--state-dir", directory.path + "/state", "--duration", "0"] + flags, outputIn: directory.path)
+            ["--listen", "127.0.0.1:0", "--state-dir", directory.path + "/state", "--duration", "0"] + flags,
+            outputIn: directory.path)
         #expect(run.status == 64, "exit \(run.status)\n\(run.output)\n\(run.errors)")
         #expect(run.errors.contains(message), "\(run.errors)")
     }
@@ -45,10 +49,13 @@ import Testing
         try "not a certificate".write(toFile: state + "/server.pem", atomically: false, encoding: .utf8)
         let damaged = try await SimulatorProcess.run(common, outputIn: directory.path)
         #expect(damaged.status == 64, "\(damaged.output)\n\(damaged.errors)")
-        #expect(damaged.errors.contains("server.pem") && damaged.errors.contains("--regenerate-state"), "\(damaged.errors)")
+        #expect(
+            damaged.errors.contains("server.pem") && damaged.errors.contains("--regenerate-state"), "\(damaged.errors)")
 
         let regenerated = try await SimulatorProcess.run(common + ["--regenerate-state"], outputIn: directory.path)
-        #expect(regenerated.status == 0 && regenerated.output.contains("generated a localhost certificate"), "\(regenerated.errors)")
+        #expect(
+            regenerated.status == 0 && regenerated.output.contains("generated a localhost certificate"),
+            "\(regenerated.errors)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: state + "/ca.pem")) != ca)
     }
 
@@ -62,7 +69,8 @@ import Testing
         let state = directory.path + "/state"
         let log = directory.path + "/accepted.jsonl"
         let flags = ["--state-dir", state, "--log", log, "--latency", "uniform:0ms-2ms"]
-        let first = try await SimulatorProcess(["--listen", "127.0.0.1:0"] + flags, outputIn: directory.path, name: "first")
+        let first = try await SimulatorProcess(
+            ["--listen", "127.0.0.1:0"] + flags, outputIn: directory.path, name: "first")
         let port = first.port
 
         let collector = ResultCollector()
@@ -74,14 +82,18 @@ import Testing
         defer { client.shutdown() }
         let payload = try updatePayload()
         let count = 6000
-        let submitting = Task { try await submitAll(client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) }) }
+        let submitting = Task {
+            try await submitAll(
+                client, (0..<count).map { PushJob(token: makeToken($0), payload: payload, cookie: UInt64($0)) })
+        }
 
         let killedAt = try await perform(when: { collector.count >= 1500 }, timeout: .seconds(120)) { () -> Int in
             first.kill()
             return collector.count
         }
         #expect(killedAt != nil, "the first simulator answered 1500 pushes")
-        let second = try await SimulatorProcess(["--listen", "127.0.0.1:\(port)"] + flags, outputIn: directory.path, name: "second")
+        let second = try await SimulatorProcess(
+            ["--listen", "127.0.0.1:\(port)"] + flags, outputIn: directory.path, name: "second")
         #expect(second.port == port)
         #expect(second.output.contains("reusing the localhost certificate"), "\(second.output)")
         try await submitting.value
@@ -99,10 +111,14 @@ import Testing
         let accepted = try AcceptedLogFile(path: log)
         #expect(accepted.unparsable.count <= 1, "only a line cut by the kill may fail to parse: \(accepted.unparsable)")
         for result in results.values where result.isDelivered {
-            #expect(accepted.lines[result.apnsID.description, default: 0] >= 1, "delivered \(result.apnsID) is not in the log")
+            #expect(
+                accepted.lines[result.apnsID.description, default: 0] >= 1,
+                "delivered \(result.apnsID) is not in the log")
         }
         for result in results.values where accepted.lines[result.apnsID.description, default: 0] > 1 {
-            #expect(result.resends > 0 || result.possibleDuplicate, "\(result.apnsID) is in the log twice but was sent once")
+            #expect(
+                result.resends > 0 || result.possibleDuplicate, "\(result.apnsID) is in the log twice but was sent once"
+            )
         }
         #expect(first.output.contains("reusing") == false && first.output.contains("generated a localhost certificate"))
     }

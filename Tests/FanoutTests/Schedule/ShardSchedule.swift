@@ -146,10 +146,14 @@ final class ShardSchedule {
         if !FanoutCookie.isBroadcast(cookie) && waveSlot != FanoutCookie.singlePush {
             let member = FanoutCookie.member(cookie)
             if !leaseHeld { fail("a wave push went out after the lease was lost: \(job.token)") }
-            if !membersOut.insert(member.raw).inserted { fail("member \(member.member) of channel \(member.channel) got a second push while one is out") }
+            if !membersOut.insert(member.raw).inserted {
+                fail("member \(member.member) of channel \(member.channel) got a second push while one is out")
+            }
             let carried = payloadTimestamp(job)
             let latest = newest[UInt16(member.channel)] ?? -1
-            if carried != latest { fail("a push carried state t=\(carried) of channel \(member.channel) whose newest is t=\(latest)") }
+            if carried != latest {
+                fail("a push carried state t=\(carried) of channel \(member.channel) whose newest is t=\(latest)")
+            }
         }
         outstanding.append(job)
     }
@@ -229,7 +233,8 @@ final class ShardSchedule {
             .register(
                 RegistrationBatch([
                     RegistrationBatch.Entry(
-                        token: token, pushToStart: false, frequentUpdates: random.chance(20), registeredAt: 1_700_000_000,
+                        token: token, pushToStart: false, frequentUpdates: random.chance(20),
+                        registeredAt: 1_700_000_000,
                         channels: chosen.map { driver.channelID($0) })
                 ])))
     }
@@ -301,7 +306,8 @@ final class ShardSchedule {
                 id: wave.id, update: update, shardCount: 1, publishedAt: wave.publishedAt, breaker: driver.breaker,
                 restarts: wave.restarts + 1, onComplete: nil)
             let again = PublishedUpdate(
-                wave: resumed, update: update, channel: old.channel, sequence: driver.nextSequence(), payload: old.payload,
+                wave: resumed, update: update, channel: old.channel, sequence: driver.nextSequence(),
+                payload: old.payload,
                 deadline: old.deadline)
             again.hasAlert = old.hasAlert
             driver.send(.resumeWave(ResumedWave(update: again, checkpoint: checkpoints[wave.id], mode: mode)))
@@ -348,7 +354,9 @@ final class ShardSchedule {
         for wave in waves {
             let report = wave.report
             if !wave.isComplete {
-                fail("wave \(wave.id) never completed: \(report.accounted) of \(report.targeted) accounted; \(shardState)")
+                fail(
+                    "wave \(wave.id) never completed: \(report.accounted) of \(report.targeted) accounted; \(shardState)"
+                )
             }
             if report.accounted != report.targeted {
                 fail("wave \(wave.id): \(report.accounted) outcomes for \(report.targeted) targeted members")

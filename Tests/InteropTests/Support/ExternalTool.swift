@@ -103,9 +103,12 @@ func runTool(
 }
 
 /// Launches a process with stdout and stderr going to the given files (created or truncated).
-func startProcess(_ executable: String, _ arguments: [String], standardOutput: String, standardError: String) throws -> ChildProcess {
+func startProcess(
+    _ executable: String, _ arguments: [String], standardOutput: String, standardError: String
+) throws -> ChildProcess {
     do {
-        return try ChildProcess(executable: executable, arguments: arguments, standardOutput: standardOutput, standardError: standardError)
+        return try ChildProcess(
+            executable: executable, arguments: arguments, standardOutput: standardOutput, standardError: standardError)
     } catch {
         throw InteropTestError.toolDidNotStart("\(error)")
     }

@@ -35,7 +35,8 @@ final class NghttpdServer: @unchecked Sendable {
             if echoUpload { arguments.append("--echo-upload") }
             arguments += [String(port), privateKeyFile, certificateFile]
             let logFile = directory.file("nghttpd-\(port)-\(attempt).log")
-            let process = try startProcess(executable, arguments, standardOutput: logFile, standardError: logFile + ".err")
+            let process = try startProcess(
+                executable, arguments, standardOutput: logFile, standardError: logFile + ".err")
             let server = NghttpdServer(
                 process: process, port: port, logFile: logFile,
                 commandLine: ([executable] + arguments).joined(separator: " "))
@@ -91,7 +92,9 @@ func canConnect(port: UInt16) -> Bool {
     defer { close(fd) }
     var address = loopback(port: port)
     let result = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+        }
     }
     return result == 0
 }

@@ -91,12 +91,17 @@ struct AcceptedLog {
         let length = key.utf8.count
         var offset = 0
         while offset + length <= line.count {
-            guard let comma = memchr(line.baseAddress! + offset, Int32(UInt8(ascii: ",")), line.count - offset) else { return nil }
+            guard let comma = memchr(line.baseAddress! + offset, Int32(UInt8(ascii: ",")), line.count - offset) else {
+                return nil
+            }
             offset = UnsafeRawPointer(comma) - line.baseAddress!
             guard offset + length <= line.count else { return nil }
             if memcmp(comma, key, length) == 0 {
                 let valueStart = offset + length
-                guard let quote = memchr(line.baseAddress! + valueStart, Int32(UInt8(ascii: "\"")), line.count - valueStart) else {
+                guard
+                    let quote = memchr(
+                        line.baseAddress! + valueStart, Int32(UInt8(ascii: "\"")), line.count - valueStart)
+                else {
                     return nil
                 }
                 let valueEnd = UnsafeRawPointer(quote) - line.baseAddress!

@@ -22,7 +22,9 @@ struct HTTPTestResponse: Sendable, CustomStringConvertible {
     /// The body as a JSON object (nil if it is not one).
     var json: [String: Any]? { (try? JSONSerialization.jsonObject(with: Data(body))) as? [String: Any] }
 
-    var description: String { "\(status) \(headers.map { "\($0.name): \($0.value)" }.joined(separator: "; ")) \(text.prefix(600))" }
+    var description: String {
+        "\(status) \(headers.map { "\($0.name): \($0.value)" }.joined(separator: "; ")) \(text.prefix(600))"
+    }
 }
 
 struct HTTPTestError: Error, CustomStringConvertible {
@@ -47,7 +49,8 @@ struct HTTPTestClient: Sendable {
 
     func post(_ path: String, object: Any, headers: [(String, String)] = []) async throws -> HTTPTestResponse {
         let data = try JSONSerialization.data(withJSONObject: object)
-        return try await send("POST", path, headers: [("Content-Type", "application/json")] + headers, body: [UInt8](data))
+        return try await send(
+            "POST", path, headers: [("Content-Type", "application/json")] + headers, body: [UInt8](data))
     }
 
     func put(_ path: String, json: String, headers: [(String, String)] = []) async throws -> HTTPTestResponse {
@@ -79,10 +82,12 @@ struct HTTPTestClient: Sendable {
     /// A GET whose body arrives over time (Server-Sent Events): `onBytes` sees the raw bytes as they come
     /// (headers included) and returns false to hang up; otherwise reads to the end of the stream.
     func stream(_ path: String, onBytes: @escaping @Sendable ([UInt8]) -> Bool) async throws -> HTTPTestResponse {
-        var request = "GET \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\nAccept: text/event-stream\r\n"
+        var request =
+            "GET \(path) HTTP/1.1\r\nHost: \(host):\(port)\r\nConnection: close\r\nAccept: text/event-stream\r\n"
         if let apiKey { request += "Authorization: Bearer \(apiKey)\r\n" }
         request += "\r\n"
-        let received = try await Self.exchange(host: host, port: port, request: Array(request.utf8), timeout: timeout, onChunk: onBytes)
+        let received = try await Self.exchange(
+            host: host, port: port, request: Array(request.utf8), timeout: timeout, onChunk: onBytes)
         return try Self.parse(received)
     }
 
@@ -93,7 +98,11 @@ struct HTTPTestClient: Sendable {
     ) async throws -> [UInt8] {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<[UInt8], any Error>) in
             let thread = Thread {
-                continuation.resume(with: Result { try blockingExchange(host: host, port: port, request: request, timeout: timeout, onChunk: onChunk) })
+                continuation.resume(
+                    with: Result {
+                        try blockingExchange(
+                            host: host, port: port, request: request, timeout: timeout, onChunk: onChunk)
+                    })
             }
             thread.start()
         }
@@ -113,12 +122,16 @@ struct HTTPTestClient: Sendable {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         inet_pton(AF_INET, host, &address.sin_addr)
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else { throw HTTPTestError(description: "connect to \(host):\(port): errno \(errno)") }
         var offset = 0
         while offset < request.count {
-            let sent = request[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            let sent = request[offset...].withUnsafeBytes {
+                Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
             if sent < 0 && errno == EINTR { continue }
             // The server may answer (413) and close before reading everything: read its answer anyway.
             if sent <= 0 { break }
@@ -149,7 +162,10 @@ struct HTTPTestClient: Sendable {
     static func parse(_ bytes: [UInt8]) throws -> HTTPTestResponse {
         let separator: [UInt8] = [13, 10, 13, 10]
         guard let end = bytes.indices.first(where: { bytes[$0...].starts(with: separator) }) else {
-            throw HTTPTestError(description: "no complete response head in \(bytes.count) bytes: \(String(decoding: bytes.prefix(300), as: UTF8.self))")
+            throw HTTPTestError(
+                description:
+                    "no complete response head in \(bytes.count) bytes: \(String(decoding: bytes.prefix(300), as: UTF8.self))"
+            )
         }
         let head = String(decoding: bytes[..<end], as: UTF8.self)
         var lines = head.components(separatedBy: "\r\n")
@@ -203,4 +219,3 @@ func serverSentEvents(_ body: [UInt8]) -> [(event: String, data: String)] {
     }
     return events
 }
-

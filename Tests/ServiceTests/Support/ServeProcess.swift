@@ -19,7 +19,8 @@ final class ServeProcess: @unchecked Sendable {
         let bundle = String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
         let path = (bundle as NSString).deletingLastPathComponent + "/fanfare"
         guard FileManager.default.isExecutableFile(atPath: path) else {
-            throw HTTPTestError(description: "\(path) is missing: build it first (scripts/test and `swift build --build-tests` do)")
+            throw HTTPTestError(
+                description: "\(path) is missing: build it first (scripts/test and `swift build --build-tests` do)")
         }
         return path
     }
@@ -34,7 +35,8 @@ final class ServeProcess: @unchecked Sendable {
         inherited.removeValue(forKey: "FANFARE_AUTH_KEY")
         let process = try ChildProcess(
             executable: try executable(), arguments: [command] + arguments,
-            environment: inherited.merging(environment) { _, new in new }, directory: directory, standardOutput: outputPath,
+            environment: inherited.merging(environment) { _, new in new }, directory: directory,
+            standardOutput: outputPath,
             standardError: errorPath)
         return (process, outputPath, errorPath)
     }
@@ -44,7 +46,8 @@ final class ServeProcess: @unchecked Sendable {
         _ arguments: [String], directory: String, name: String = "serve", environment: [String: String] = [:],
         timeout: Duration = Liveness.process
     ) async throws {
-        (process, outputPath, errorPath) = try Self.launch(arguments, directory: directory, name: name, environment: environment)
+        (process, outputPath, errorPath) = try Self.launch(
+            arguments, directory: directory, name: name, environment: environment)
         let marker = "listening on http://"
         let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         var found: Int?
@@ -97,7 +100,8 @@ final class ServeProcess: @unchecked Sendable {
     /// Runs `fanfare <command> <arguments>` to its end (for refusals that happen at once, or a command that
     /// prints and exits); a hang guard kills it.
     static func run(
-        _ arguments: [String], directory: String, environment: [String: String] = [:], timeout: Duration = Liveness.command,
+        _ arguments: [String], directory: String, environment: [String: String] = [:],
+        timeout: Duration = Liveness.command,
         command: String = "serve"
     ) async throws -> (status: Int32, output: String, errors: String) {
         let name = "run-" + UUID().uuidString.prefix(8)
@@ -134,7 +138,8 @@ final class SimulateProcess: @unchecked Sendable {
         stateDirectory = directory + "/simulator"
         let errorPath: String
         (process, outputPath, errorPath) = try ServeProcess.launch(
-            ["--listen", "127.0.0.1:0", "--state-dir", stateDirectory] + arguments, directory: directory, name: "simulate",
+            ["--listen", "127.0.0.1:0", "--state-dir", stateDirectory] + arguments, directory: directory,
+            name: "simulate",
             environment: [:], command: "simulate")
         let marker = "simulating APNs on https://"
         let deadline = ContinuousClock.now + TestTime.scaled(timeout)
@@ -151,7 +156,8 @@ final class SimulateProcess: @unchecked Sendable {
                 if process.isRunning { kill(process.pid, SIGKILL) }
                 process.waitUntilExit()
                 throw HTTPTestError(
-                    description: "fanfare simulate did not start:\n\(text)\n" + ((try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""))
+                    description: "fanfare simulate did not start:\n\(text)\n"
+                        + ((try? String(contentsOfFile: errorPath, encoding: .utf8)) ?? ""))
             }
             try await Task.sleep(for: .milliseconds(20))
         }
@@ -162,7 +168,8 @@ final class SimulateProcess: @unchecked Sendable {
     var serveArguments: [String] {
         [
             "--endpoint", "https://127.0.0.1:\(port)", "--ca-file", stateDirectory + "/ca.pem",
-            "--auth-key", stateDirectory + "/AuthKey_FANFARE001.p8", "--key-id", "FANFARE001", "--team-id", "TEAMID0001",
+            "--auth-key", stateDirectory + "/AuthKey_FANFARE001.p8", "--key-id", "FANFARE001", "--team-id",
+            "TEAMID0001",
             "--bundle-id", "com.example.fanfare",
         ]
     }

@@ -76,7 +76,8 @@ final class ServiceFixture: @unchecked Sendable {
 
         var client = ClientConfiguration(
             host: "127.0.0.1", port: simulator.boundAddress.port, tls: keys.clientTLS,
-            providerTokens: ProviderTokenSource(signer: keys.signer), topic: Topic.liveActivity(bundleID: ServiceKeys.bundleID))
+            providerTokens: ProviderTokenSource(signer: keys.signer),
+            topic: Topic.liveActivity(bundleID: ServiceKeys.bundleID))
         client.connectionsPerWorker = 2
         client.requestTimeout = TestTime.scaled(Liveness.condition)  // a hang guard
         client.buffers = .small
@@ -90,7 +91,8 @@ final class ServiceFixture: @unchecked Sendable {
             channels.requestTimeout = TestTime.scaled(Liveness.condition)
             fanout.channelManagement = channels
         }
-        var configuration = ServiceConfiguration(host: "127.0.0.1", port: 0, databasePath: self.databasePath, fanout: fanout)
+        var configuration = ServiceConfiguration(
+            host: "127.0.0.1", port: 0, databasePath: self.databasePath, fanout: fanout)
         configuration.eventInterval = .milliseconds(50)
         var logger = Logger(label: "fanfare.service.test")
         logger.logLevel = .warning
@@ -118,7 +120,8 @@ final class ServiceFixture: @unchecked Sendable {
         configuration.keyID = ServiceKeys.keyID
         configuration.latency = latency
         configuration.tokenPrefixReplies = [
-            TokenPrefixReply(prefix: "0410", reason: .unregistered)!, TokenPrefixReply(prefix: "0400", reason: .badDeviceToken)!,
+            TokenPrefixReply(prefix: "0410", reason: .unregistered)!,
+            TokenPrefixReply(prefix: "0400", reason: .badDeviceToken)!,
         ]
         return configuration
     }
@@ -154,7 +157,9 @@ final class ServiceFixture: @unchecked Sendable {
 /// A distinct 32-byte token per index, never starting with the simulator's 0410 / 0400 prefixes.
 func tokenHex(_ index: Int, salt: Int = 0) -> String {
     var hex = "a1"
-    var value = UInt64(truncatingIfNeeded: index) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(truncatingIfNeeded: salt) &* 0xD6E8_FEB8_6659_FD93
+    var value =
+        UInt64(truncatingIfNeeded: index) &* 0x9E37_79B9_7F4A_7C15 ^ UInt64(truncatingIfNeeded: salt)
+        &* 0xD6E8_FEB8_6659_FD93
     while hex.utf8.count < 64 {
         let piece = String(value, radix: 16)
         hex += String(repeating: "0", count: 16 - piece.utf8.count) + piece
@@ -171,7 +176,8 @@ func registrationBody(_ range: Range<Int>, channel: String, salt: Int = 0) -> St
     body.reserveCapacity(range.count * 140)
     for index in range {
         if index != range.lowerBound { body += "," }
-        body += #"{"token":"\#(tokenHex(index, salt: salt))","kind":"update","channels":["\#(channel)"],"activity_id":"act-\#(index)"}"#
+        body +=
+            #"{"token":"\#(tokenHex(index, salt: salt))","kind":"update","channels":["\#(channel)"],"activity_id":"act-\#(index)"}"#
     }
     return body + "]}"
 }
@@ -183,9 +189,12 @@ func updateBody(timestamp: Int64, home: Int, away: Int = 0) -> String {
 var unixNow: Int64 { Int64(Date().timeIntervalSince1970) }
 
 /// The problem document of an error answer, checked for the RFC 9457 shape.
-func problem(_ response: HTTPTestResponse, status: Int, code: String, sourceLocation: SourceLocation = #_sourceLocation) -> [String: Any] {
+func problem(
+    _ response: HTTPTestResponse, status: Int, code: String, sourceLocation: SourceLocation = #_sourceLocation
+) -> [String: Any] {
     #expect(response.status == status, "\(response)", sourceLocation: sourceLocation)
-    #expect(response.header("content-type") == "application/problem+json", "\(response)", sourceLocation: sourceLocation)
+    #expect(
+        response.header("content-type") == "application/problem+json", "\(response)", sourceLocation: sourceLocation)
     let document = response.json ?? [:]
     #expect(document["code"] as? String == code, "\(response)", sourceLocation: sourceLocation)
     #expect(document["status"] as? Int == status, sourceLocation: sourceLocation)

@@ -37,12 +37,17 @@ public final class ChildProcess: @unchecked Sendable {
         defer { if output >= 0 { close(output) } }
         // The same file for both: one descriptor, so the two streams interleave instead of overwriting.
         let error: Int32
-        if standardError != nil && standardError == standardOutput { error = output } else { error = try open(standardError) }
+        if standardError != nil && standardError == standardOutput {
+            error = output
+        } else {
+            error = try open(standardError)
+        }
         defer { if error >= 0 && error != output { close(error) } }
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
-        let variables = (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") } + [nil]
+        let variables =
+            (environment ?? ProcessInfo.processInfo.environment).map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { for pointer in variables { free(pointer) } }
         var child: pid_t = 0
         let result = fanfare_spawn(executable, argv, variables, directory, output, error, &child)

@@ -37,7 +37,9 @@ final class TestTimesLog: @unchecked Sendable {
     static let shared: TestTimesLog? = {
         guard let path = ProcessInfo.processInfo.environment["FANFARE_TEST_TIMES"], !path.isEmpty else { return nil }
         // Appended to: scripts/test runs several test processes into one file.
-        if !FileManager.default.fileExists(atPath: path) { _ = FileManager.default.createFile(atPath: path, contents: nil) }
+        if !FileManager.default.fileExists(atPath: path) {
+            _ = FileManager.default.createFile(atPath: path, contents: nil)
+        }
         guard let handle = FileHandle(forWritingAtPath: path) else { return nil }
         handle.seekToEndOfFile()
         return TestTimesLog(handle: handle)
@@ -55,7 +57,8 @@ final class TestTimesLog: @unchecked Sendable {
         }
         var name = test.id.description
         if testCase?.isParameterized == true { name += " (one of its cases)" }
-        let line = String(format: "%.3f\t%.3f\t", seconds(ended - started), seconds(started - origin))
+        let line =
+            String(format: "%.3f\t%.3f\t", seconds(ended - started), seconds(started - origin))
             + name.replacingOccurrences(of: "\n", with: " ") + "\n"
         lock.lock()
         handle.write(Data(line.utf8))

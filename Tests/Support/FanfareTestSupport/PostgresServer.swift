@@ -48,12 +48,15 @@ public final class PostgresServer: @unchecked Sendable {
             guard let account = getpwnam("postgres") else {
                 try? FileManager.default.removeItem(atPath: dir)
                 throw ChildProcessError(
-                    description: "PostgresServer: running as root needs the 'postgres' user (apt-get install postgresql)")
+                    description:
+                        "PostgresServer: running as root needs the 'postgres' user (apt-get install postgresql)")
             }
             chown(dir, account.pointee.pw_uid, account.pointee.pw_gid)
         }
         let runAs = asRoot ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : []
-        func run(_ program: String, _ arguments: [String], timeout: Duration = Liveness.command) throws -> (Int32, String) {
+        func run(
+            _ program: String, _ arguments: [String], timeout: Duration = Liveness.command
+        ) throws -> (Int32, String) {
             let command = runAs + [bin + "/" + program] + arguments
             let result = try ChildProcess.run(
                 command[0], Array(command.dropFirst()), directory: dir, mergeOutputs: true, timeout: timeout)
@@ -61,9 +64,14 @@ public final class PostgresServer: @unchecked Sendable {
         }
         do {
             let (status, output) = try run(
-                "initdb", ["-D", dir + "/data", "-A", "trust", "-U", Self.user, "--no-sync", "-E", "UTF8",
-                           "--locale=C"])
-            guard status == 0 else { throw ChildProcessError(description: "PostgresServer: initdb failed (\(status)): \(output)") }
+                "initdb",
+                [
+                    "-D", dir + "/data", "-A", "trust", "-U", Self.user, "--no-sync", "-E", "UTF8",
+                    "--locale=C",
+                ])
+            guard status == 0 else {
+                throw ChildProcessError(description: "PostgresServer: initdb failed (\(status)): \(output)")
+            }
         } catch {
             try? FileManager.default.removeItem(atPath: dir)
             throw error
@@ -85,8 +93,11 @@ public final class PostgresServer: @unchecked Sendable {
         port = chosen
         let created = try ChildProcess.run(
             bin + "/psql",
-            ["-h", "127.0.0.1", "-p", String(port), "-U", Self.user, "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-qAt",
-             "-c", "CREATE DATABASE \(Self.database)"],
+            [
+                "-h", "127.0.0.1", "-p", String(port), "-U", Self.user, "-d", "postgres", "-v", "ON_ERROR_STOP=1",
+                "-qAt",
+                "-c", "CREATE DATABASE \(Self.database)",
+            ],
             mergeOutputs: true)
         guard created.status == 0 else {
             stop()
@@ -100,10 +111,14 @@ public final class PostgresServer: @unchecked Sendable {
     public func psql(_ sql: String, database: String = PostgresServer.database) throws -> String {
         let result = try ChildProcess.run(
             binaries + "/psql",
-            ["-h", "127.0.0.1", "-p", String(port), "-U", Self.user, "-d", database, "-v", "ON_ERROR_STOP=1",
-             "-qAt", "-c", sql],
+            [
+                "-h", "127.0.0.1", "-p", String(port), "-U", Self.user, "-d", database, "-v", "ON_ERROR_STOP=1",
+                "-qAt", "-c", sql,
+            ],
             mergeOutputs: true)
-        guard result.status == 0 else { throw ChildProcessError(description: "psql failed (\(result.status)): \(result.stdout)") }
+        guard result.status == 0 else {
+            throw ChildProcessError(description: "psql failed (\(result.status)): \(result.stdout)")
+        }
         return result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
@@ -193,7 +208,8 @@ public final class PostgresServer: @unchecked Sendable {
     /// it again on the same directory and port.
     public func stopKeepingData() throws {
         let result = try ChildProcess.run(
-            serverCommand[0], Array(serverCommand.dropFirst())
+            serverCommand[0],
+            Array(serverCommand.dropFirst())
                 + [binaries + "/pg_ctl", "-D", dataDirectory, "-m", "fast", "-w", "-t", "60", "stop"],
             directory: directory, mergeOutputs: true, timeout: .seconds(90))
         guard result.status == 0 else { throw ChildProcessError(description: "pg_ctl stop failed: \(result.stdout)") }
@@ -202,7 +218,8 @@ public final class PostgresServer: @unchecked Sendable {
     /// Starts the server again after `stopKeepingData()` (pg_ctl start with the options of the first start).
     public func start() throws {
         let result = try ChildProcess.run(
-            serverCommand[0], Array(serverCommand.dropFirst())
+            serverCommand[0],
+            Array(serverCommand.dropFirst())
                 + [binaries + "/pg_ctl", "-D", dataDirectory, "-o", options, "-l", logPath, "-w", "-t", "60", "start"],
             directory: directory, mergeOutputs: true, timeout: .seconds(90))
         guard result.status == 0 else { throw ChildProcessError(description: "pg_ctl start failed: \(result.stdout)") }
@@ -235,7 +252,8 @@ public final class PostgresServer: @unchecked Sendable {
         guard !stopped else { return }
         stopped = true
         let pid = postmasterPID
-        let command = (getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : [])
+        let command =
+            (getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : [])
             + [binaries + "/pg_ctl", "-D", dataDirectory, "-m", "fast", "-w", "-t", "30", "stop"]
         let result = try? ChildProcess.run(
             command[0], Array(command.dropFirst()), directory: directory, mergeOutputs: true, timeout: .seconds(60))
@@ -281,7 +299,8 @@ public final class PostgresServer: @unchecked Sendable {
             if manager.isExecutableFile(atPath: "\(directory)/initdb") { return String(directory) }
         }
         throw ChildProcessError(
-            description: "PostgresServer: no initdb found (install Debian's postgresql: scripts/ensure-system-packages)")
+            description: "PostgresServer: no initdb found (install Debian's postgresql: scripts/ensure-system-packages)"
+        )
     }
 
     /// A port the kernel just handed out on 127.0.0.1 (released again, so the server can bind it).
@@ -301,7 +320,9 @@ public final class PostgresServer: @unchecked Sendable {
         let named = withUnsafeMutablePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
         }
-        guard named == 0 else { throw ChildProcessError(description: "PostgresServer: getsockname failed: errno \(errno)") }
+        guard named == 0 else {
+            throw ChildProcessError(description: "PostgresServer: getsockname failed: errno \(errno)")
+        }
         return Int(UInt16(bigEndian: address.sin_port))
     }
 }
