@@ -6,7 +6,7 @@ import PostgresNIO
 /// Reads the columns of one stored row of the wave tables strictly, as `StoredWaveColumns` does for SQLite: the
 /// database is input (other nodes, other versions, hands with psql), so a NULL where a value belongs, a negative
 /// count or a malformed encoding is a `.storage` error naming the row, never a trap.
-struct PostgresWaveColumns {
+struct PostgresWaveColumns: WaveRowColumns {
     let row: PostgresRandomAccessRow
     /// What the messages call the row, e.g. "wave 7".
     let name: String

@@ -341,36 +341,7 @@ extension SQLiteTokenStore: WaveStore {
         """
 
     private static func report(_ row: RawStatement) throws -> WaveReportRecord {
-        let columns = StoredWaveColumns(row: row, name: "wave \(row.int64(0))")
-        var report = WaveReportRecord(
-            id: try waveID(columns), bundleID: try columns.text(1, "app (bundle id)"),
-            environment: try columns.environment(2), channel: try columns.text(3, "channel"),
-            event: try columns.text(4, "event"), timestamp: try columns.integer(5, "timestamp"),
-            publishedAt: try columns.integer(6, "published_at"), completedAt: try columns.integer(7, "completed_at"))
-        report.targeted = try columns.count(8, "targeted")
-        report.sent = try columns.count(9, "sent")
-        report.delivered = try columns.count(10, "delivered")
-        report.failed = try columns.count(11, "failed")
-        report.superseded = try columns.count(12, "superseded")
-        report.downgraded = try columns.count(13, "downgraded")
-        report.expired = try columns.count(14, "expired")
-        report.invalidated = try columns.count(15, "invalidated")
-        report.retried = try columns.count(16, "retried")
-        report.possibleDuplicates = try columns.count(17, "possible_duplicates")
-        report.resentAfterRestart = try columns.count(18, "resent_after_restart")
-        report.restarts = try columns.count(19, "restarts")
-        report.failedByReason = try columns.failureCounts(20)
-        report.timeToFirstAck = try columns.optionalNanoseconds(21, "time_to_first_ack")
-        report.makespan = try columns.optionalNanoseconds(22, "makespan")
-        if let channelID = try columns.optionalText(23, "report_broadcast_channel_id") {
-            report.broadcast = BroadcastPartRecord(
-                channelID: channelID, subscribers: try columns.count(24, "broadcast_subscribers"),
-                requests: try columns.count(25, "broadcast_requests"),
-                outcome: try columns.text(26, "broadcast_outcome"),
-                reason: try columns.optionalText(27, "broadcast_reason"),
-                priority: try columns.optionalInteger(28, "broadcast_priority").map { Int(truncatingIfNeeded: $0) })
-        }
-        return report
+        try WaveReportRecord(row: StoredWaveColumns(row: row, name: "wave \(row.int64(0))"))
     }
 
     /// Column 0 of a wave row as a wave id.
