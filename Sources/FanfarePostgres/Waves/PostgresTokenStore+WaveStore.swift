@@ -226,19 +226,8 @@ extension PostgresTokenStore: WaveStore {
                 """, logger: logger)
             {
                 let columns = PostgresWaveColumns(row, name: PostgresWaveColumns.waveName)
-                let id = try columns.count(0, "id")
-                let record = WaveRecord(
-                    id: UInt64(id), bundleID: bundleID, environment: environment,
-                    channel: try columns.text(1, "channel"), event: try columns.text(2, "event"),
-                    timestamp: try columns.integer(3, "timestamp"), priority: try columns.text(4, "priority"),
-                    hasAlert: try columns.flag(5, "has_alert"), payload: try columns.bytes(6, "payload"),
-                    freshUntil: try columns.optionalInteger(7, "fresh_until"),
-                    collapseID: try columns.optionalText(8, "collapse_id"),
-                    dismissalDate: try columns.optionalInteger(9, "dismissal_date"),
-                    publishedAt: try columns.integer(10, "published_at"),
-                    shardCount: try columns.count(11, "shard_count"), startKeys: try columns.startKeys(12),
-                    broadcastChannelID: try columns.optionalText(13, "broadcast_channel_id"),
-                    channelPayload: try columns.optionalBytes(14, "channel_payload"))
+                let record = try WaveRecord(row: columns, bundleID: bundleID, environment: environment)
+                let id = Int(record.id)
                 positions[Int64(id)] = waves.count
                 waves.append(UnfinishedWave(record: record, checkpoints: []))
             }

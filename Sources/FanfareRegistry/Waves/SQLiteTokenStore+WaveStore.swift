@@ -205,19 +205,7 @@ extension SQLiteTokenStore: WaveStore {
                 while try rows.step() {
                     let rowID = rows.int64(0)
                     let columns = StoredWaveColumns(row: rows, name: "wave \(rowID)")
-                    let id = try Self.waveID(columns)
-                    let record = WaveRecord(
-                        id: id, bundleID: bundleID, environment: environment,
-                        channel: try columns.text(1, "channel"), event: try columns.text(2, "event"),
-                        timestamp: try columns.integer(3, "timestamp"), priority: try columns.text(4, "priority"),
-                        hasAlert: try columns.flag(5, "has_alert"), payload: try columns.bytes(6, "payload"),
-                        freshUntil: try columns.optionalInteger(7, "fresh_until"),
-                        collapseID: try columns.optionalText(8, "collapse_id"),
-                        dismissalDate: try columns.optionalInteger(9, "dismissal_date"),
-                        publishedAt: try columns.integer(10, "published_at"),
-                        shardCount: try columns.count(11, "shard_count"), startKeys: try columns.startKeys(12),
-                        broadcastChannelID: try columns.optionalText(13, "broadcast_channel_id"),
-                        channelPayload: try columns.optionalBytes(14, "channel_payload"))
+                    let record = try WaveRecord(row: columns, bundleID: bundleID, environment: environment)
                     positions[rowID] = waves.count
                     waves.append(UnfinishedWave(record: record, checkpoints: []))
                 }
@@ -342,11 +330,6 @@ extension SQLiteTokenStore: WaveStore {
 
     private static func report(_ row: RawStatement) throws -> WaveReportRecord {
         try WaveReportRecord(row: StoredWaveColumns(row: row, name: "wave \(row.int64(0))"))
-    }
-
-    /// Column 0 of a wave row as a wave id.
-    private static func waveID(_ columns: StoredWaveColumns) throws -> UInt64 {
-        UInt64(try columns.count(0, "id"))
     }
 
     /// `channel -> value` rows of one app (`SELECT channel, value ... WHERE app_id = ?`).

@@ -13,6 +13,31 @@ package protocol WaveRowColumns {
     func environment(_ column: Int) throws -> APNsEnvironment
     /// The failure counts by reason, as stored.
     func failureCounts(_ column: Int) throws -> [String: Int]
+    func flag(_ column: Int, _ field: String) throws -> Bool
+    func bytes(_ column: Int, _ field: String) throws -> [UInt8]
+    func optionalBytes(_ column: Int, _ field: String) throws -> [UInt8]?
+    /// The start keys, as `WaveColumnEncoding` stores them.
+    func startKeys(_ column: Int) throws -> [UInt64]
+}
+
+extension WaveRecord {
+    /// A published wave from a row of the stores' wave query, whose 15 columns come in this order: id, channel,
+    /// event, timestamp, priority, has_alert, payload, fresh_until, collapse_id, dismissal_date, published_at,
+    /// shard_count, start_keys, broadcast_channel_id, channel_payload.
+    package init(row columns: some WaveRowColumns, bundleID: String, environment: APNsEnvironment) throws {
+        self.init(
+            id: UInt64(try columns.count(0, "id")), bundleID: bundleID, environment: environment,
+            channel: try columns.text(1, "channel"), event: try columns.text(2, "event"),
+            timestamp: try columns.integer(3, "timestamp"), priority: try columns.text(4, "priority"),
+            hasAlert: try columns.flag(5, "has_alert"), payload: try columns.bytes(6, "payload"),
+            freshUntil: try columns.optionalInteger(7, "fresh_until"),
+            collapseID: try columns.optionalText(8, "collapse_id"),
+            dismissalDate: try columns.optionalInteger(9, "dismissal_date"),
+            publishedAt: try columns.integer(10, "published_at"),
+            shardCount: try columns.count(11, "shard_count"), startKeys: try columns.startKeys(12),
+            broadcastChannelID: try columns.optionalText(13, "broadcast_channel_id"),
+            channelPayload: try columns.optionalBytes(14, "channel_payload"))
+    }
 }
 
 extension WaveReportRecord {
