@@ -19,7 +19,8 @@ let package = Package(
         .library(name: "FanfareHTTP2", targets: ["FanfareHTTP2"]),
         .library(name: "FanfareSimulator", targets: ["FanfareSimulator"]),
         .library(name: "FanfareCore", targets: ["FanfareCore"]),
-        .library(name: "FanfareRegistry", targets: ["FanfareRegistry"]),
+        .library(name: "FanfareStorage", targets: ["FanfareStorage"]),
+        .library(name: "FanfareSQLite", targets: ["FanfareSQLite"]),
         .library(name: "FanfareFanout", targets: ["FanfareFanout"]),
         // The registry on PostgreSQL (issue 14: several nodes on one database).
         .library(name: "FanfarePostgres", targets: ["FanfarePostgres"]),
@@ -81,16 +82,23 @@ let package = Package(
             name: "FanfareLoad",
             dependencies: ["FanfareClient", "FanfareCore", "FanfareIO", .product(name: "Histogram", package: "hdrhistogram-swift")]
         ),
-        // The token registry: activities, update and push-to-start tokens, channels. SQLite (GRDB) by default.
+        // What the engine and the service keep, as interfaces and records: tokens, broadcast subscriptions and
+        // links, the ledger, waves, idempotency answers. No database here: FanfareSQLite and FanfarePostgres
+        // implement it, so the engine builds (and links) without either.
+        .target(name: "FanfareStorage", dependencies: ["FanfareCore"]),
+        // The embedded default store: one SQLite file through GRDB (WAL, synchronous=FULL).
         .target(
-            name: "FanfareRegistry",
-            dependencies: ["FanfareCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]
+            name: "FanfareSQLite",
+            dependencies: [
+                "FanfareStorage", "FanfareCore",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ]
         ),
         // The registry on PostgreSQL: the same TokenStore, shared by several nodes (versioned migrations, COPY).
         .target(
             name: "FanfarePostgres",
             dependencies: [
-                "FanfareRegistry", "FanfareCore",
+                "FanfareStorage", "FanfareCore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -99,7 +107,7 @@ let package = Package(
         .target(
             name: "FanfareFanout",
             dependencies: [
-                "FanfareClient", "FanfareRegistry", "FanfareCore", "FanfareIO",
+                "FanfareClient", "FanfareStorage", "FanfareCore", "FanfareIO",
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
@@ -109,14 +117,14 @@ let package = Package(
         .target(
             name: "FanfareCluster",
             dependencies: [
-                "FanfareFanout", "FanfarePostgres", "FanfareRegistry", "FanfareCore", "FanfareIO",
+                "FanfareFanout", "FanfarePostgres", "FanfareStorage", "FanfareCore", "FanfareIO",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
             name: "FanfareService",
             dependencies: [
-                "FanfareFanout", "FanfareRegistry", "FanfarePostgres", "FanfareCluster", "FanfareClient", "FanfareCore", "FanfareTLS",
+                "FanfareFanout", "FanfareStorage", "FanfareSQLite", "FanfarePostgres", "FanfareCluster", "FanfareClient", "FanfareCore", "FanfareTLS",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
@@ -137,7 +145,7 @@ let package = Package(
             name: "FanfareCommands",
             dependencies: [
                 "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareLoad", "FanfareIO", "CURing",
-                "FanfareRegistry", "FanfareFanout",
+                "FanfareStorage", "FanfareSQLite", "FanfareFanout",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -145,7 +153,7 @@ let package = Package(
         .executableTarget(
             name: "fanfare",
             dependencies: [
-                "FanfareCommands", "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareRegistry",
+                "FanfareCommands", "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareStorage", "FanfareSQLite",
                 "FanfareFanout", "FanfareService", "FanfareCluster", "FanfarePostgres",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -179,26 +187,26 @@ let package = Package(
             name: "InteropTests",
             dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareTestSupport"]
         ),
-        .testTarget(name: "FanfareRegistryTests", dependencies: ["FanfareRegistry", "FanfareCore", "FanfareTestSupport"]),
+        .testTarget(name: "FanfareSQLiteTests", dependencies: ["FanfareSQLite", "FanfareStorage", "FanfareCore", "FanfareTestSupport"]),
         // FanfarePostgres against a real PostgreSQL (initdb into a temporary directory, loopback), with the same
         // expectations run against SQLite.
         .testTarget(
             name: "FanfarePostgresTests",
             dependencies: [
-                "FanfarePostgres", "FanfareRegistry", "FanfareCore", "FanfareTestSupport",
+                "FanfarePostgres", "FanfareSQLite", "FanfareStorage", "FanfareCore", "FanfareTestSupport",
                 // Raw statements inside the store's own transactions (a pause, a lock held by a stalled node).
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
         // Fan-out engine parts in isolation (queue under contention, budgets, lanes, tables).
         .testTarget(
-            name: "FanoutTests", dependencies: ["FanfareFanout", "FanfareRegistry", "FanfareClient", "FanfareCore", "FanfareTestSupport"]),
+            name: "FanoutTests", dependencies: ["FanfareFanout", "FanfareStorage", "FanfareClient", "FanfareCore", "FanfareTestSupport"]),
         // `fanfare serve` over real HTTP on loopback: in-process services and the real binary as a child process,
         // the OpenAPI document checked against what the server answers.
         .testTarget(
             name: "ServiceTests",
             dependencies: [
-                "FanfareService", "FanfareFanout", "FanfareRegistry", "FanfareClient", "FanfareSimulator", "FanfareCore",
+                "FanfareService", "FanfareFanout", "FanfareStorage", "FanfareSQLite", "FanfareClient", "FanfareSimulator", "FanfareCore",
                 "FanfareTLS", "FanfareIO", "FanfareTestSupport",
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
@@ -207,7 +215,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareFanout", "FanfareRegistry",
+                "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareFanout", "FanfareStorage", "FanfareSQLite",
                 "FanfarePostgres", "FanfareCluster", "FanfareTestSupport",
             ]
         ),

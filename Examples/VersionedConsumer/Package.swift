@@ -22,7 +22,8 @@ let package = Package(
             dependencies: [
                 .product(name: "FanfareClient", package: "fanfare"),
                 .product(name: "FanfareFanout", package: "fanfare"),
-                .product(name: "FanfareRegistry", package: "fanfare"),
+                .product(name: "FanfareStorage", package: "fanfare"),
+                .product(name: "FanfareSQLite", package: "fanfare"),
                 .product(name: "FanfareTLS", package: "fanfare"),
                 .product(name: "FanfareCore", package: "fanfare"),
                 .product(name: "FanfareIO", package: "fanfare"),

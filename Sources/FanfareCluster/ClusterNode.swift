@@ -2,7 +2,7 @@ import FanfareCore
 import FanfareFanout
 import FanfareIO
 import FanfarePostgres
-import FanfareRegistry
+import FanfareStorage
 import Glibc
 import Logging
 import Synchronization

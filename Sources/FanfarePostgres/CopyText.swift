@@ -1,5 +1,5 @@
 import FanfareCore
-import FanfareRegistry
+import FanfareStorage
 import NIOCore
 
 /// Rows in COPY's text format (tab-separated, `\N` for NULL, backslash escapes), for `incoming`. Written straight

@@ -2,7 +2,7 @@ import Logging
 import PostgresNIO
 
 /// The registry's tables on PostgreSQL, as numbered migrations recorded in `schema_version` (the counterpart of
-/// FanfareRegistry's RegistrySchema). Add a migration for every change; never edit one that has shipped.
+/// FanfareSQLite's RegistrySchema). Add a migration for every change; never edit one that has shipped.
 /// Several nodes may start at once on one database: migrating holds a transaction-scoped advisory lock, so one
 /// node migrates and the others wait for it and then find nothing left to do.
 enum PostgresSchema {

@@ -1,5 +1,5 @@
 @testable import FanfarePostgres
-import FanfareRegistry
+import FanfareStorage
 import Foundation
 import PostgresNIO
 import Synchronization

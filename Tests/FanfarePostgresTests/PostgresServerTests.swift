@@ -1,5 +1,5 @@
 import FanfarePostgres
-import FanfareRegistry
+import FanfareStorage
 import FanfareTestSupport
 import Foundation
 import Glibc

@@ -1,6 +1,6 @@
 import FanfareCore
 import FanfarePostgres
-import FanfareRegistry
+import FanfareStorage
 import FanfareTestSupport
 import Foundation
 import Testing

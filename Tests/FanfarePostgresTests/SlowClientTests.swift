@@ -1,6 +1,6 @@
 import FanfareCore
 @testable import FanfarePostgres
-import FanfareRegistry
+import FanfareStorage
 import Foundation
 import PostgresNIO
 import Testing

@@ -1,6 +1,7 @@
 import FanfareCore
 import FanfarePostgres
-@testable import FanfareRegistry
+@testable import FanfareSQLite
+import FanfareStorage
 import FanfareTestSupport
 import Foundation
 import Testing

@@ -1,5 +1,5 @@
 import FanfareCore
-import FanfareRegistry
+import FanfareStorage
 import Foundation
 import Testing
 
@@ -435,7 +435,7 @@ extension PostgresSuites {
 
 /// Rows changed behind PostgresTokenStore's back (psql; what the column types still allow): each read that meets
 /// one fails with a `.storage` error naming the wave, and nothing traps. (The SQLite counterparts, with wrong
-/// column types too, are in FanfareRegistryTests.)
+/// column types too, are in FanfareSQLiteTests.)
 extension PostgresSuites {
     @Suite("WaveStore: corrupt PostgreSQL rows", .serialized)
     struct PostgresWaveCorruptionTests {

@@ -1,7 +1,8 @@
 // `fanfare import` as a child process: token batch files into a SQLite file and into PostgreSQL, a bad file in
 // the middle (nothing of it written, the files before it kept), and a running cluster node that picks the
 // imported tokens up from the change feed.
-import FanfareRegistry
+import FanfareSQLite
+import FanfareStorage
 import FanfareTestSupport
 import Foundation
 import Glibc

@@ -1,6 +1,6 @@
 import FanfareCore
 import FanfareFanout
-import FanfareRegistry
+import FanfareStorage
 import Foundation
 
 /// Fills a fresh registry with demo tokens: 80-byte tokens (like real Live Activity tokens), split over the

@@ -1,6 +1,6 @@
 import FanfareClient
 import FanfareCore
-import FanfareRegistry
+import FanfareStorage
 import Logging
 import Metrics
 

@@ -1,6 +1,6 @@
 import FanfareClient
 import FanfareCore
-import FanfareRegistry
+import FanfareStorage
 import Foundation
 
 /// The audience planner's links (docs/fanout.md, "Broadcast channels: the audience planner"): which channels

@@ -1,6 +1,6 @@
 import FanfareClient
 import FanfareCore
-import FanfareRegistry
+import FanfareStorage
 import Synchronization
 
 /// Where this node is in the shared store's wave feed, and since when it holds each shard.

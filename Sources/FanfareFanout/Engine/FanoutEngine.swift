@@ -1,7 +1,7 @@
 import FanfareClient
 import FanfareCore
 import FanfareIO
-import FanfareRegistry
+import FanfareStorage
 import Synchronization
 import Glibc
 

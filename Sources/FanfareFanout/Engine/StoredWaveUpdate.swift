@@ -1,6 +1,6 @@
 import FanfareClient
 import FanfareCore
-import FanfareRegistry
+import FanfareStorage
 
 /// A stored wave (`WaveRecord`) made sendable again on this engine: after a restart (`resume`) or on another node
 /// (`startShared`). Its update and payload as published, and its times moved onto this process's monotonic clock.

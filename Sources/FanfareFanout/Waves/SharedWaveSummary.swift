@@ -1,5 +1,5 @@
 import FanfareCore
-import FanfareRegistry
+import FanfareStorage
 import Logging
 
 /// A wave run by several nodes, as the sum of its shards' checkpoints in the shared store: what any node

@@ -1,5 +1,5 @@
 import FanfareCore
-import FanfareRegistry
+import FanfareStorage
 
 extension WaveReport {
     /// A final report the wave store kept.

@@ -1,4 +1,4 @@
-import FanfareRegistry
+import FanfareStorage
 import Logging
 import NIOCore
 import PostgresNIO

@@ -1,5 +1,5 @@
 import FanfareCore
-import FanfareRegistry
+import FanfareStorage
 import Logging
 import NIOCore
 import PostgresNIO

@@ -1,7 +1,7 @@
 import FanfareCluster
 import FanfareCore
 import FanfareFanout
-import FanfareRegistry
+import FanfareStorage
 internal import Foundation
 internal import OpenAPIRuntime
 

@@ -1,5 +1,5 @@
 import FanfareCore
-import FanfareRegistry
+import FanfareStorage
 internal import Foundation
 
 /// A `TokenBatch` (the body `POST /v1/tokens` takes) read outside the HTTP path, for `fanfare import`: the same

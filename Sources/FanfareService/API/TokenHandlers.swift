@@ -1,6 +1,6 @@
 import FanfareCore
 import FanfareFanout
-import FanfareRegistry
+import FanfareStorage
 
 extension FanfareAPI {
     package func registerTokens(

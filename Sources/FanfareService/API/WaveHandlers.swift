@@ -1,6 +1,6 @@
 import FanfareCore
 import FanfareFanout
-import FanfareRegistry
+import FanfareStorage
 internal import Foundation
 internal import OpenAPIRuntime
 

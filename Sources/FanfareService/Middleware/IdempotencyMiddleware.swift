@@ -1,4 +1,4 @@
-import FanfareRegistry
+import FanfareStorage
 import HTTPTypes
 import Hummingbird
 import Logging

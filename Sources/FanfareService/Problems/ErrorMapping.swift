@@ -1,5 +1,5 @@
 import FanfareFanout
-import FanfareRegistry
+import FanfareStorage
 import Hummingbird
 internal import OpenAPIRuntime
 

@@ -2,7 +2,8 @@ import FanfareClient
 import FanfareCluster
 import FanfareFanout
 import FanfarePostgres
-import FanfareRegistry
+import FanfareSQLite
+import FanfareStorage
 internal import Foundation
 import Hummingbird
 import Logging

@@ -1,7 +1,8 @@
 import ArgumentParser
 import FanfareCommands
 import FanfarePostgres
-import FanfareRegistry
+import FanfareSQLite
+import FanfareStorage
 import FanfareService
 import Foundation
 import Synchronization

@@ -1,7 +1,8 @@
 import ArgumentParser
 import FanfareCommands
 import FanfareFanout
-import FanfareRegistry
+import FanfareSQLite
+import FanfareStorage
 import FanfareService
 import Foundation
 

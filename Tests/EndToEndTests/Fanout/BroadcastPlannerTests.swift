@@ -6,7 +6,8 @@
 import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
-import FanfareRegistry
+import FanfareSQLite
+import FanfareStorage
 import FanfareSimulator
 import FanfareTLS
 import FanfareTestSupport

@@ -8,7 +8,7 @@ import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
 import FanfarePostgres
-import FanfareRegistry
+import FanfareStorage
 import FanfareSimulator
 import FanfareTestSupport
 import Foundation

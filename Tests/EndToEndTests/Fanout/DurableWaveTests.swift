@@ -5,7 +5,8 @@
 import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
-import FanfareRegistry
+import FanfareSQLite
+import FanfareStorage
 import FanfareSimulator
 import FanfareTestSupport
 import Foundation

@@ -1,7 +1,8 @@
 import FanfareClient
 import FanfareCore
 import FanfareFanout
-import FanfareRegistry
+import FanfareSQLite
+import FanfareStorage
 import FanfareSimulator
 import FanfareTestSupport
 import Foundation

@@ -1,7 +1,7 @@
 import FanfareClient
 import FanfareCore
 import FanfareFanout
-import FanfareRegistry
+import FanfareStorage
 import FanfareSimulator
 import FanfareTestSupport
 import Foundation

@@ -2,7 +2,8 @@
 import FanfareClient
 import FanfareCore
 import FanfareFanout
-import FanfareRegistry
+import FanfareSQLite
+import FanfareStorage
 import FanfareSimulator
 import Foundation
 import Logging

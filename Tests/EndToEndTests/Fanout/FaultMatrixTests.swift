@@ -11,7 +11,8 @@
 import FanfareClient
 import FanfareCore
 import FanfareFanout
-import FanfareRegistry
+import FanfareSQLite
+import FanfareStorage
 import FanfareTestSupport
 import Foundation
 import Synchronization

@@ -6,7 +6,7 @@ import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
 import FanfarePostgres
-import FanfareRegistry
+import FanfareStorage
 import FanfareSimulator
 import FanfareTestSupport
 import Foundation

@@ -5,7 +5,8 @@ import FanfareClient
 import FanfareCore
 import FanfareFanout
 import FanfareIO
-import FanfareRegistry
+import FanfareSQLite
+import FanfareStorage
 import FanfareSimulator
 import FanfareTLS
 import Foundation

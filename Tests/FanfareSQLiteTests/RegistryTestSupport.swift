@@ -1,0 +1,105 @@
+import FanfareCore
+import Foundation
+
+@testable import FanfareSQLite
+import FanfareStorage
+
+/// A fresh directory under the system temporary directory; `remove()` deletes it with everything inside.
+struct TemporaryDirectory {
+    let url: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("fanfare-registry-tests-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+
+    func remove() { try? FileManager.default.removeItem(at: url) }
+}
+
+/// Runs `body` with a store on a new database file in a temporary directory, then removes the directory.
+func withStore<T>(_ body: (SQLiteTokenStore, TemporaryDirectory) throws -> T) throws -> T {
+    let directory = try TemporaryDirectory()
+    defer { directory.remove() }
+    let store = try SQLiteTokenStore(path: directory.path("fanfare.db"))
+    return try body(store, directory)
+}
+
+/// A deterministic token: `number` big-endian in the first four bytes, then a pattern derived from it.
+func makeToken(_ number: Int, byteCount: Int = 80) -> DeviceToken {
+    var bytes = [UInt8](repeating: 0, count: byteCount)
+    let value = UInt32(truncatingIfNeeded: number)
+    bytes[0] = UInt8(truncatingIfNeeded: value >> 24)
+    bytes[1] = UInt8(truncatingIfNeeded: value >> 16)
+    bytes[2] = UInt8(truncatingIfNeeded: value >> 8)
+    bytes[3] = UInt8(truncatingIfNeeded: value)
+    for index in 4..<byteCount { bytes[index] = UInt8(truncatingIfNeeded: number &* 31 &+ index &* 7) }
+    return try! DeviceToken(bytes: bytes)
+}
+
+let testBundle = "com.example.fanfare"
+
+func updateRegistration(
+    _ number: Int, channels: [String] = ["match-1"], bundleID: String = testBundle,
+    environment: APNsEnvironment = .production, createdAt: Int64 = 1_700_000_000_000, lastSeenAt: Int64? = nil
+) -> TokenRegistration {
+    TokenRegistration(
+        token: makeToken(number), kind: .update, activityID: "activity-\(number)", bundleID: bundleID,
+        environment: environment, channels: channels, createdAt: createdAt, lastSeenAt: lastSeenAt)
+}
+
+func pushToStartRegistration(
+    _ number: Int, channels: [String] = ["match-1"], bundleID: String = testBundle,
+    environment: APNsEnvironment = .production, createdAt: Int64 = 1_700_000_000_000
+) -> TokenRegistration {
+    TokenRegistration(
+        token: makeToken(number), kind: .pushToStart, deviceID: "device-\(number)", attributesType: "MatchAttributes",
+        bundleID: bundleID, environment: environment, channels: channels, createdAt: createdAt)
+}
+
+extension SQLiteTokenStore {
+    /// Every registration of one app, keyed by token, with channel lists sorted (the store keeps no order).
+    func all(
+        bundleID: String = testBundle, environment: APNsEnvironment = .production
+    ) throws
+        -> [DeviceToken: TokenRegistration]
+    {
+        var result: [DeviceToken: TokenRegistration] = [:]
+        try forEachRegistration(bundleID: bundleID, environment: environment) { registration in
+            var registration = registration
+            registration.channels.sort()
+            precondition(result[registration.token] == nil, "token delivered twice")
+            result[registration.token] = registration
+        }
+        return result
+    }
+}
+
+extension TokenRegistration {
+    var sortedChannels: TokenRegistration {
+        var copy = self
+        copy.channels = Array(Set(channels)).sorted()
+        return copy
+    }
+}
+
+extension SQLiteTokenStore {
+    /// Undoes migration v4 on the open file (what a Fanfare of schema v3 left: its tables and columns exactly,
+    /// no v4 row in `grdb_migrations`), so reopening tests the upgrade from v3.
+    func rewindToVersion3() throws {
+        for index in ["tokens_by_device", "tokens_by_activity"] { try execute(sql: "DROP INDEX \(index)") }
+        for table in ["broadcast_subscriptions", "subscription_channels", "token_history", "broadcast_links"] {
+            try execute(sql: "DROP TABLE \(table)")
+        }
+        try execute(sql: "ALTER TABLE tokens DROP COLUMN supports_broadcast")
+        for column in [
+            "broadcast_channel_id", "channel_payload", "report_broadcast_channel_id", "broadcast_subscribers",
+            "broadcast_requests", "broadcast_outcome", "broadcast_reason", "broadcast_priority",
+        ] {
+            try execute(sql: "ALTER TABLE waves DROP COLUMN \(column)")
+        }
+        try execute(sql: "DELETE FROM grdb_migrations WHERE identifier LIKE 'v4:%'")
+    }
+}
