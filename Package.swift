@@ -169,6 +169,17 @@ let package = Package(
         // child processes through posix_spawn, a real PostgreSQL per test process (Tests/Support/FanfareTestSupport/).
         .target(name: "CChildProcess", path: "Tests/Support/CChildProcess"),
         .target(name: "FanfareTestSupport", dependencies: ["CChildProcess"], path: "Tests/Support/FanfareTestSupport"),
+        // What the client, fan-out, cluster and end-to-end tests share: a real APNsSimulator on loopback with the
+        // keys and TLS contexts to reach it (SimulatorHarness), nghttp as a reference client, the engine's fixture.
+        .target(
+            name: "FanfareTestHarness",
+            dependencies: [
+                "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareFanout",
+                "FanfareStorage", "FanfareSQLite", "FanfareTestSupport",
+                .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+            ],
+            path: "Tests/Support/FanfareTestHarness"
+        ),
 
         // The house rules a machine can check (docs/STYLE.md), over Sources/.
         .testTarget(name: "TidyTests", dependencies: ["FanfareTestSupport"]),
@@ -198,9 +209,34 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
-        // Fan-out engine parts in isolation (queue under contention, budgets, lanes, tables).
+        // The fan-out engine: parts in isolation (queue under contention, budgets, lanes, tables, the shard under
+        // random schedules) and, in Engine/, whole engines against the real simulator and a SQLite file.
         .testTarget(
-            name: "FanoutTests", dependencies: ["FanfareFanout", "FanfareStorage", "FanfareClient", "FanfareCore", "FanfareTestSupport"]),
+            name: "FanoutTests",
+            dependencies: [
+                "FanfareFanout", "FanfareStorage", "FanfareSQLite", "FanfareClient", "FanfareSimulator", "FanfareCore",
+                "FanfareIO", "FanfareTLS", "FanfareTestSupport", "FanfareTestHarness",
+                .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
+            ]
+        ),
+        // FanfareClient against the real simulator over loopback TLS + HTTP/2: connections, streams, GOAWAY,
+        // deadlines, autoscaling, faults, broadcast channels and their management API.
+        .testTarget(
+            name: "FanfareClientTests",
+            dependencies: [
+                "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareHTTP2",
+                "FanfareTestSupport", "FanfareTestHarness",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // Several nodes' parts on a real PostgreSQL (initdb on loopback): ClusterNode, the engine's leased shards.
+        .testTarget(
+            name: "FanfareClusterTests",
+            dependencies: [
+                "FanfareCluster", "FanfareFanout", "FanfarePostgres", "FanfareStorage", "FanfareClient",
+                "FanfareSimulator", "FanfareCore", "FanfareTestSupport", "FanfareTestHarness",
+            ]
+        ),
         // `fanfare serve` over real HTTP on loopback: in-process services and the real binary as a child process,
         // the OpenAPI document checked against what the server answers.
         .testTarget(
@@ -216,7 +252,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareFanout", "FanfareStorage", "FanfareSQLite",
-                "FanfarePostgres", "FanfareCluster", "FanfareTestSupport",
+                "FanfareTestSupport", "FanfareTestHarness",
             ]
         ),
     ]

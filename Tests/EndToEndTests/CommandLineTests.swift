@@ -1,6 +1,7 @@
 // The `fanfare` executable itself: configuration errors are reported at once and clearly, flags that would
 // overflow or trap are refused with exit 64 and one line.
 import FanfareSimulator
+import FanfareTestHarness
 import FanfareTestSupport
 import Foundation
 import Glibc

@@ -2,6 +2,7 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestHarness
 import FanfareTestSupport
 import Synchronization
 import Testing
@@ -10,7 +11,7 @@ import Testing
     @Test func tokenChurnReusesSlotsAndTheArenaStaysFlat() throws {
         let driver = ShardDriver()
         let population = 1_000
-        var live = (0..<population).map { makeToken($0) }
+        var live = (0..<population).map { makeToken($0, byteCount: 80) }
         var next = population
         driver.register(live)
         var invalidated = 0
@@ -20,7 +21,7 @@ import Testing
             live.removeFirst(70)
             // A re-registration with another channel set moves the token to a new slot.
             for token in live.prefix(10) { driver.register([token], channel: round % 2 == 0 ? "other" : "match") }
-            let fresh = (next..<next + 70).map { makeToken($0) }
+            let fresh = (next..<next + 70).map { makeToken($0, byteCount: 80) }
             next += 70
             driver.register(fresh)
             live += fresh
@@ -37,7 +38,7 @@ import Testing
             #expect(wave.isComplete && wave.report.balanced)
             invalidated += dead.count
             live.removeAll { dead.contains($0) }
-            let replacements = (next..<next + dead.count).map { makeToken($0) }
+            let replacements = (next..<next + dead.count).map { makeToken($0, byteCount: 80) }
             next += dead.count
             driver.register(replacements)
             live += replacements
@@ -58,7 +59,7 @@ import Testing
 
     @Test func compactionLeavesBusyMembersWhereTheirCookiesPoint() throws {
         let driver = ShardDriver()
-        let tokens = (0..<1_000).map { makeToken($0) }
+        let tokens = (0..<1_000).map { makeToken($0, byteCount: 80) }
         driver.register(tokens)
         let first = try driver.publish(timestamp: 1)
         let jobs = driver.take()
@@ -90,7 +91,7 @@ import Testing
 
         // New tokens take the freed slots: the table does not grow.
         let slotsBefore = driver.shard.tokens.count
-        driver.register((2_000..<2_500).map { makeToken($0) })
+        driver.register((2_000..<2_500).map { makeToken($0, byteCount: 80) })
         #expect(driver.shard.tokens.count == slotsBefore && driver.shard.tokens.freeCount == 0)
         let third = try driver.publish(timestamp: 3)
         driver.deliver(driver.take())
@@ -114,7 +115,7 @@ import Testing
             }
             let id = directory.mention(name, sequence: sequence)
             sequence += 1
-            let token = makeToken(index)
+            let token = makeToken(index, byteCount: 80)
             driver.shard.register(
                 RegistrationBatch.Entry(
                     token: token, pushToStart: false, frequentUpdates: false, registeredAt: 1, channels: [id]))

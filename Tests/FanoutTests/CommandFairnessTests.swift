@@ -4,6 +4,7 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestHarness
 import FanfareTestSupport
 import Testing
 
@@ -11,7 +12,7 @@ import Testing
     @Test func oneIterationTakesSinglePushesFirstAndBoundsItsControlWork() throws {
         let driver = ShardDriver()
         // An audience whose sort takes far longer than an iteration's control budget.
-        driver.register((0..<100_000).map { makeToken($0) })
+        driver.register((0..<100_000).map { makeToken($0, byteCount: 80) })
         var waves: [Wave] = []
         for timestamp in 1...16 {
             let (published, wave) = try driver.update(timestamp: Int64(timestamp))
@@ -21,7 +22,7 @@ import Testing
         let answered = ResultBox()
         let single = SinglePush(
             job: PushJob(
-                token: makeToken(1_000_000),
+                token: makeToken(1_000_000, byteCount: 80),
                 payload: try PushPayload(liveActivity: LiveActivityContent(event: .update, timestamp: 1)))
         ) {
             answered.append($0)
@@ -33,7 +34,7 @@ import Testing
         let left = driver.shard.inbox.controlCount
         #expect(left > 0 && left < 16, "one iteration took \(16 - left) of 16 publishes")
         let first = driver.take(1)
-        #expect(first.first?.token == makeToken(1_000_000), "the single push is the first push out")
+        #expect(first.first?.token == makeToken(1_000_000, byteCount: 80), "the single push is the first push out")
         driver.deliver(first)
         #expect(answered.all.count == 1 && answered.all.first?.isDelivered == true)
 

@@ -2,6 +2,7 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestHarness
 import FanfareTestSupport
 import Testing
 
@@ -29,7 +30,7 @@ import Testing
     @Test(arguments: [APNsReason.badDeviceToken, .deviceTokenNotForTopic])
     func whenEveryTokenIsCalledBadNothingIsDeletedAndTheWavePauses(reason: APNsReason) throws {
         let driver = ShardDriver(breaker: Self.breaker())
-        let tokens = (0..<1_000).map { makeToken($0) }
+        let tokens = (0..<1_000).map { makeToken($0, byteCount: 80) }
         driver.register(tokens)
         let wave = try driver.publish(timestamp: 1)
         let sent = Self.answerAll(driver) { _ in ShardDriver.rejected(reason) }
@@ -57,7 +58,7 @@ import Testing
 
     @Test func aNormalShareOfBadTokensIsStillPruned() throws {
         let driver = ShardDriver(breaker: Self.breaker())
-        let tokens = (0..<1_000).map { makeToken($0) }
+        let tokens = (0..<1_000).map { makeToken($0, byteCount: 80) }
         driver.register(tokens)
         let dead = Set(tokens.enumerated().filter { $0.offset % 50 == 7 }.map(\.element))  // 2 %
         let wave = try driver.publish(timestamp: 1)
@@ -74,7 +75,7 @@ import Testing
     @Test func aSmallWaveOfDeadTokensIsPrunedWhenItsAnswersAreIn() throws {
         // Fewer bad answers than `minimumSuspects` never trip; the window is judged as soon as nothing is out.
         let driver = ShardDriver(breaker: Self.breaker())
-        let tokens = (0..<5).map { makeToken($0) }
+        let tokens = (0..<5).map { makeToken($0, byteCount: 80) }
         driver.register(tokens)
         let wave = try driver.publish(timestamp: 1)
         let jobs = driver.take()
@@ -89,7 +90,7 @@ import Testing
     @Test(arguments: [true, false])
     func anOperatorResetResumesTheWave(prune: Bool) throws {
         let driver = ShardDriver(breaker: Self.breaker())
-        let tokens = (0..<500).map { makeToken($0) }
+        let tokens = (0..<500).map { makeToken($0, byteCount: 80) }
         driver.register(tokens)
         let wave = try driver.publish(timestamp: 1)
         Self.answerAll(driver) { _ in ShardDriver.rejected(.badDeviceToken) }
@@ -113,7 +114,7 @@ import Testing
 
     @Test func aKeptTokenOwedANewerStateGetsItAfterTheReset() throws {
         let driver = ShardDriver(breaker: Self.breaker(window: 20))
-        driver.register((0..<40).map { makeToken($0) })
+        driver.register((0..<40).map { makeToken($0, byteCount: 80) })
         let first = try driver.publish(timestamp: 1)
         let jobs = driver.take(20)
         let second = try driver.publish(timestamp: 2)  // the 20 in flight are owed it
@@ -131,7 +132,7 @@ import Testing
 
     @Test func anotherShardOpeningTheBreakerPausesThisOne() throws {
         let driver = ShardDriver(breaker: Self.breaker())
-        driver.register((0..<100).map { makeToken($0) })
+        driver.register((0..<100).map { makeToken($0, byteCount: 80) })
         let wave = try driver.publish(timestamp: 1)
         driver.deliver(driver.take(10))
         // Shard 1 (not driven here) trips it; this shard sees it at its next loop iteration.
@@ -141,7 +142,7 @@ import Testing
         // Single pushes still go while waves wait.
         let results = ResultBox()
         let job = PushJob(
-            token: makeToken(50),
+            token: makeToken(50, byteCount: 80),
             payload: try PushPayload(#"{"aps":{"timestamp":9,"event":"update","content-state":{}}}"#))
         driver.send(SinglePush(job: job) { results.append($0) })
         let single = driver.take()
@@ -150,7 +151,7 @@ import Testing
         #expect(results.all.count == 1 && driver.invalidations.tokens.isEmpty, "a held token was pruned while open")
         #expect(driver.breaker.close(pruneHeldTokens: true))
         driver.send(.resumeAfterBreaker(pruneHeldTokens: true))
-        #expect(driver.invalidations.tokens == [makeToken(50)])
+        #expect(driver.invalidations.tokens == [makeToken(50, byteCount: 80)])
         driver.deliver(driver.take())
         #expect(wave.isComplete && wave.report.delivered == 99 && wave.report.invalidated == 1)
     }
@@ -159,7 +160,7 @@ import Testing
         var configuration = Self.breaker()
         configuration.isEnabled = false
         let driver = ShardDriver(breaker: configuration)
-        driver.register((0..<200).map { makeToken($0) })
+        driver.register((0..<200).map { makeToken($0, byteCount: 80) })
         let wave = try driver.publish(timestamp: 1)
         Self.answerAll(driver) { _ in ShardDriver.rejected(.badDeviceToken) }
         #expect(driver.breaker.state == .closed)
@@ -172,7 +173,7 @@ import Testing
 
     @Test func byDefaultAnUnconfirmedPushFailsWithItsOwnReason() throws {
         let driver = ShardDriver()
-        driver.register((0..<10).map { makeToken($0) })
+        driver.register((0..<10).map { makeToken($0, byteCount: 80) })
         let wave = try driver.publish(timestamp: 1)
         for job in driver.take() { driver.answer(job, Self.unconfirmed) }
         driver.now += 10_000_000
@@ -186,7 +187,7 @@ import Testing
 
     @Test func aNewerStateOwedAfterAnUnconfirmedPushStillGoes() throws {
         let driver = ShardDriver()
-        driver.register([makeToken(1)])
+        driver.register([makeToken(1, byteCount: 80)])
         let older = try driver.publish(timestamp: 1)
         let jobs = driver.take()
         let newer = try driver.publish(timestamp: 2)
@@ -200,7 +201,7 @@ import Testing
 
     @Test func whenRetriedADeliveryCountsAsAPossibleDuplicate() throws {
         let driver = ShardDriver(retryDelays: [1_000_000], retryUnconfirmed: true)
-        driver.register((0..<10).map { makeToken($0) })
+        driver.register((0..<10).map { makeToken($0, byteCount: 80) })
         let wave = try driver.publish(timestamp: 1)
         let first = driver.take()
         for (position, job) in first.enumerated() { driver.answer(job, position < 4 ? Self.unconfirmed : .delivered) }
@@ -216,7 +217,7 @@ import Testing
             var result = PushResult(
                 cookie: job.cookie, token: job.token, disposition: .delivered, apnsID: PushIdentifier(), resends: 1,
                 latencyNanoseconds: 0, worker: 0)
-            result.possibleDuplicate = job.token == makeToken(0)
+            result.possibleDuplicate = job.token == makeToken(0, byteCount: 80)
             driver.shard.pushCompleted(result, now: driver.now)
         }
         #expect(again.report.possibleDuplicates == 1 && again.isComplete)

@@ -1,13 +1,14 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestHarness
 import FanfareTestSupport
 import Testing
 
 @Suite(.ownThread) struct LatestStateWinsTests {
     @Test func everyTokenGetsTheWaveOnce() throws {
         let driver = ShardDriver()
-        let tokens = (0..<100).map { makeToken($0) }
+        let tokens = (0..<100).map { makeToken($0, byteCount: 80) }
         driver.register(tokens)
         let wave = try driver.publish(timestamp: 1)
         let jobs = driver.take()
@@ -22,7 +23,7 @@ import Testing
 
     @Test func aNewerUpdateReplacesTheOlderForTokensNotYetSent() throws {
         let driver = ShardDriver()
-        driver.register((0..<100).map { makeToken($0) })
+        driver.register((0..<100).map { makeToken($0, byteCount: 80) })
         let older = try driver.publish(timestamp: 1)
         let first = driver.take(30)
         #expect(first.count == 30 && first.allSatisfy { payloadTimestamp($0) == 1 })
@@ -49,7 +50,7 @@ import Testing
 
     @Test func aBurstOfUpdatesSendsOnlyTheNewest() throws {
         let driver = ShardDriver()
-        driver.register((0..<50).map { makeToken($0) })
+        driver.register((0..<50).map { makeToken($0, byteCount: 80) })
         let waves = try (1...5).map { try driver.publish(timestamp: Int64($0)) }
         let jobs = driver.take()
         #expect(jobs.count == 50 && jobs.allSatisfy { payloadTimestamp($0) == 5 })
@@ -63,7 +64,7 @@ import Testing
     @Test func aRetrySendsTheNewestStateNotTheFailedOne() throws {
         for newerSeenFirst in [true, false] {
             let driver = ShardDriver()
-            driver.register((0..<10).map { makeToken($0) })
+            driver.register((0..<10).map { makeToken($0, byteCount: 80) })
             let older = try driver.publish(timestamp: 1)
             let first = driver.take()
             let newer = try driver.publish(timestamp: 2)
@@ -83,7 +84,7 @@ import Testing
 
     @Test func retriesRunOutAndFailWithTheReason() throws {
         let driver = ShardDriver(retryDelays: [1_000_000, 1_000_000])
-        driver.register([makeToken(1)])
+        driver.register([makeToken(1, byteCount: 80)])
         let wave = try driver.publish(timestamp: 1)
         for _ in 0..<3 {
             let jobs = driver.take()
@@ -99,7 +100,7 @@ import Testing
 
     @Test func anExpiredUpdateIsDroppedLocally() throws {
         let driver = ShardDriver()
-        driver.register((0..<20).map { makeToken($0) })
+        driver.register((0..<20).map { makeToken($0, byteCount: 80) })
         let wave = try driver.publish(timestamp: 1, deadline: driver.now + 1_000)
         driver.now += 2_000
         #expect(driver.take().isEmpty)
@@ -109,7 +110,7 @@ import Testing
     @Test func theMinimumIntervalHoldsTheNewestStateBack() throws {
         let second: UInt64 = 1_000_000_000
         let driver = ShardDriver(minimumInterval: second)
-        driver.register([makeToken(7)])
+        driver.register([makeToken(7, byteCount: 80)])
         let first = try driver.publish(timestamp: 1)
         driver.deliver(driver.take())
         let held = try driver.publish(timestamp: 2)
@@ -126,8 +127,8 @@ import Testing
 
     @Test func startEventsGoToPushToStartTokensOnly() throws {
         let driver = ShardDriver()
-        let updates = (0..<5).map { makeToken($0) }
-        let starters = (0..<3).map { makeToken($0, salt: 99) }
+        let updates = (0..<5).map { makeToken($0, byteCount: 80) }
+        let starters = (0..<3).map { makeToken($0, salt: 99, byteCount: 80) }
         driver.register(updates)
         driver.register(starters, pushToStart: true)
         let start = try driver.publish(timestamp: 1, event: .start)
@@ -143,7 +144,7 @@ import Testing
 
     @Test func shutdownAccountsForEverythingStillOpen() throws {
         let driver = ShardDriver(retryDelays: [60_000_000_000])
-        driver.register((0..<10).map { makeToken($0) })
+        driver.register((0..<10).map { makeToken($0, byteCount: 80) })
         let wave = try driver.publish(timestamp: 1)
         let jobs = driver.take(4)
         driver.answer(jobs[0], .delivered)

@@ -1,6 +1,7 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestHarness
 import FanfareTestSupport
 import Testing
 
@@ -24,8 +25,8 @@ import Testing
         let driver = ShardDriver(
             standard: PriorityBudgetProfile(perHour: 12, burst: 4),
             frequent: PriorityBudgetProfile(perHour: 60, burst: 10))
-        let standard = makeToken(1)
-        let frequent = makeToken(2)
+        let standard = makeToken(1, byteCount: 80)
+        let frequent = makeToken(2, byteCount: 80)
         driver.register([standard])
         driver.register([frequent], frequent: true)
         var priorities: [DeviceToken: [PushPriority]] = [:]
@@ -44,7 +45,7 @@ import Testing
 
     @Test func autoSpendsTheBudgetOnAlertsOnly() throws {
         let driver = ShardDriver()
-        driver.register([makeToken(1)])
+        driver.register([makeToken(1, byteCount: 80)])
         let plain = try driver.publish(timestamp: 1, priority: .auto)
         let plainJobs = driver.take()
         #expect(plainJobs.map(\.priority) == [.normal])

@@ -170,21 +170,6 @@ func payloadTimestamp(_ job: PushJob) -> Int64 {
     return Int64(text[range.upperBound...].prefix { $0.isNumber }) ?? -1
 }
 
-/// Distinct deterministic 80-byte tokens (the size Live Activity tokens are seen at).
-func makeToken(_ index: Int, salt: UInt64 = 0) -> DeviceToken {
-    var state = UInt64(truncatingIfNeeded: index) &* 0x9E37_79B9_7F4A_7C15 ^ salt ^ 0xD1B5_4A32_D192_ED03
-    var bytes: [UInt8] = []
-    for _ in 0..<10 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        z ^= z >> 31
-        withUnsafeBytes(of: z.littleEndian) { bytes.append(contentsOf: $0) }
-    }
-    return try! DeviceToken(bytes: bytes)
-}
-
 extension WaveReport {
     /// Every targeted token has exactly one outcome.
     var balanced: Bool { accounted == targeted }

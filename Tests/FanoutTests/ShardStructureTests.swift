@@ -1,6 +1,7 @@
 import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestHarness
 import FanfareTestSupport
 import Synchronization
 import Testing
@@ -28,7 +29,7 @@ import Foundation
         var table = TokenTable()
         defer { table.deallocate() }  // a Shard frees its table in deinit; this test owns one directly
         var index = TokenSlotIndex(capacity: 16)
-        let tokens = (0..<20_000).map { makeToken($0, salt: 3) }
+        let tokens = (0..<20_000).map { makeToken($0, salt: 3, byteCount: 80) }
         var slots: [UInt32] = []
         for token in tokens {
             let slot = table.insert(token, flags: [], registeredAt: 1, channelSet: 0)
@@ -54,7 +55,8 @@ import Foundation
         for index in 0..<count {
             driver.shard.register(
                 RegistrationBatch.Entry(
-                    token: makeToken(index), pushToStart: false, frequentUpdates: false, registeredAt: 1, channels: [0])
+                    token: makeToken(index, byteCount: 80), pushToStart: false, frequentUpdates: false, registeredAt: 1,
+                    channels: [0])
             )
         }
         let perToken = Double(driver.shard.memoryBytes) / Double(count)

@@ -1,6 +1,7 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestHarness
 import FanfareTestSupport
 import Synchronization
 import Testing
@@ -9,7 +10,7 @@ import Testing
     @Test(arguments: [APNsReason.unregistered, .expiredToken, .badDeviceToken, .deviceTokenNotForTopic])
     func deadTokensAreRemovedAndReported(reason: APNsReason) throws {
         let driver = ShardDriver()
-        let tokens = (0..<10).map { makeToken($0) }
+        let tokens = (0..<10).map { makeToken($0, byteCount: 80) }
         driver.register(tokens)
         let wave = try driver.publish(timestamp: 1)
         let jobs = driver.take()
@@ -34,7 +35,7 @@ import Testing
 
     @Test func a410OlderThanTheLatestRegistrationKeepsTheToken() throws {
         let driver = ShardDriver()
-        let token = makeToken(1)
+        let token = makeToken(1, byteCount: 80)
         driver.register([token], at: 1_700_000_100)
         let wave = try driver.publish(timestamp: 1)
         let jobs = driver.take()
@@ -47,7 +48,7 @@ import Testing
 
     @Test func aTokenThatDiesMidWaveIsCountedOnce() throws {
         let driver = ShardDriver()
-        let tokens = (0..<4).map { makeToken($0) }
+        let tokens = (0..<4).map { makeToken($0, byteCount: 80) }
         driver.register(tokens)
         let first = try driver.publish(timestamp: 1)
         let jobs = driver.take(1)
@@ -64,7 +65,7 @@ import Testing
 
     @Test func aChannelNamedTwiceInOneRegistrationSendsOnce() throws {
         let driver = ShardDriver()
-        let token = makeToken(8)
+        let token = makeToken(8, byteCount: 80)
         let match = driver.channelID("match")
         driver.shard.register(
             RegistrationBatch.Entry(
@@ -78,7 +79,7 @@ import Testing
 
     @Test func reRegistrationWithNewChannelsMovesTheToken() throws {
         let driver = ShardDriver()
-        let token = makeToken(5)
+        let token = makeToken(5, byteCount: 80)
         driver.register([token], channel: "a")
         driver.register([token], channel: "b")
         let onA = try driver.publish(channel: "a", timestamp: 1)
@@ -94,8 +95,8 @@ import Testing
 @Suite(.ownThread) struct SinglePushTests {
     @Test func aSinglePushGoesFirstSpendsTheBudgetAndPrunesADeadToken() throws {
         let driver = ShardDriver(standard: PriorityBudgetProfile(perHour: 12, burst: 1))
-        let token = makeToken(1)
-        driver.register([token, makeToken(2)])
+        let token = makeToken(1, byteCount: 80)
+        driver.register([token, makeToken(2, byteCount: 80)])
         _ = try driver.publish(timestamp: 1)
         let results = ResultBox()
         for _ in 0..<2 {

@@ -3,6 +3,7 @@
 // reason, action and request id of a rejection.
 import FanfareCore
 import FanfareIO
+import FanfareTestHarness
 import FanfareTestSupport
 import Foundation
 import Glibc

@@ -13,6 +13,7 @@ import FanfareCore
 import FanfareFanout
 import FanfareSQLite
 import FanfareStorage
+import FanfareTestHarness
 import FanfareTestSupport
 import Foundation
 import Synchronization

@@ -1,5 +1,6 @@
 // `fanfare-demo`, the binary scripts/demo builds: the FanfareCommands subcommands without the service and
 // PostgreSQL, the demo as its default. Run as the README's main job runs it, on a small audience.
+import FanfareTestHarness
 import FanfareTestSupport
 import Foundation
 import Testing

@@ -3,6 +3,7 @@
 // damaged channel file or bad flags refused at start-up.
 import FanfareCore
 import FanfareTLS
+import FanfareTestHarness
 import FanfareTestSupport
 import Foundation
 import Testing

@@ -4,6 +4,7 @@
 import FanfareClient
 import FanfareCore
 import FanfareTLS
+import FanfareTestHarness
 import FanfareTestSupport
 import Foundation
 import Glibc

@@ -2,6 +2,7 @@
 // accepted-push log holds every push a client saw delivered even when the simulator is killed with SIGKILL.
 import FanfareClient
 import FanfareCore
+import FanfareTestHarness
 import FanfareTestSupport
 import Foundation
 import Testing

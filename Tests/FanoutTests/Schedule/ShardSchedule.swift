@@ -7,6 +7,7 @@
 @testable import FanfareClient
 import FanfareCore
 @testable import FanfareFanout
+import FanfareTestHarness
 import Synchronization
 
 final class ShardSchedule {
@@ -74,7 +75,7 @@ final class ShardSchedule {
         driver = makeDriver()
         channels = (0..<random.int(1...3)).map { "c\($0)" }
         for channel in channels { _ = driver.channelID(channel) }  // ids in order: c0 = 0, c1 = 1, ...
-        pool = (0..<random.int(4...48)).map { makeToken($0, salt: seed) }
+        pool = (0..<random.int(4...48)).map { makeToken($0, salt: seed, byteCount: 80) }
         self.random = random
         for token in pool where random.chance(80) { register(token) }
     }

@@ -1,0 +1,165 @@
+// Issue 14: nodes in one process, each a FanoutEngine with a ClusterNode on one real PostgreSQL (initdb into a
+// temporary directory) and the real simulator over TLS loopback: leases shared at start, registrations reach
+// the node holding their shard through the change feed, a wave published on one node is sent by all, a node
+// that stops renewing (what kill -9 leaves) has its shards taken over mid-wave, and a node whose heartbeat stopped
+// has its database sessions ended by a live node (issue 22).
+import FanfareClient
+@testable import FanfareCluster
+import FanfareCore
+@testable import FanfareFanout
+import FanfarePostgres
+import FanfareStorage
+import FanfareSimulator
+import FanfareTestHarness
+import FanfareTestSupport
+import Foundation
+import Testing
+
+@Suite(.serialized, .ownThread) struct ClusterNodeTests {
+    static let shards = 4
+    static let window = 500
+    static let streams = 50
+
+    struct Node {
+        let store: PostgresTokenStore
+        let engine: FanoutEngine
+        let cluster: ClusterNode
+    }
+
+    static func node(
+        _ name: String, _ harness: TestHarness, _ postgres: PostgresServer, lease: Duration = .seconds(3)
+    ) throws -> Node {
+        // The node's main store names its run, like every session of the node (a live node fences them all).
+        let store = try PostgresTokenStore(url: postgres.url, incarnation: NodeIncarnation())
+        var client = try harness.clientConfiguration()
+        client.workerCount = shards
+        client.connectionsPerWorker = 1
+        client.maxConcurrentStreamsPerConnection = streams
+        var configuration = FanoutConfiguration(client: client, bundleID: Fixture.bundleID, environment: .production)
+        configuration.minimumInterval = nil
+        configuration.retryDelays = [.milliseconds(10), .milliseconds(20), .milliseconds(40)]
+        configuration.checkpoints = CheckpointConfiguration(interval: .milliseconds(20), pushes: 200, window: window)
+        configuration.leasedShards = true
+        let engine = try FanoutEngine(configuration: configuration, store: store, waveStore: store)
+        var cluster = ClusterConfiguration(nodeID: name, shardCount: shards)
+        cluster.leaseDuration = lease
+        cluster.safetyMargin = .milliseconds(500)
+        cluster.joinWindow = .seconds(4)
+        cluster.pollInterval = .milliseconds(200)
+        let node = try ClusterNode(url: postgres.url, engine: engine, configuration: cluster, checkpointStore: store)
+        return Node(store: store, engine: engine, cluster: node)
+    }
+
+    static func accepted(_ harness: TestHarness) throws -> [String: [String]] {
+        var byToken: [String: [String]] = [:]
+        for record in try harness.acceptedLog() {
+            guard let token = record.string("token"), let id = record.string("apns-id") else { continue }
+            byToken[token, default: []].append(id)
+        }
+        return byToken
+    }
+
+    @Test func twoNodesShareTheShardsFollowTheFeedsAndTakeOverAFailedNode() async throws {
+        let postgres = try PostgresServer()
+        defer { postgres.stop() }
+        var simulator = SimulatorConfiguration()
+        simulator.latency = .fixed(nanoseconds: 100_000_000)
+        let harness = try TestHarness(simulator)
+        defer { harness.shutdown() }
+        let a = try Self.node("a", harness, postgres)
+        let b = try Self.node("b", harness, postgres)
+        a.cluster.start()
+        b.cluster.start()
+        defer {
+            b.engine.shutdown()
+            b.cluster.stop()
+        }
+        // Each takes half when both heartbeat within the join window; a node that came too late on a loaded
+        // machine is a standby (no rebalancing), and the takeover below works either way.
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                a.cluster.status.heldShards.count + b.cluster.status.heldShards.count == Self.shards
+            }, "every shard held: \(a.cluster.status) \(b.cluster.status)")
+
+        // Registered through A after both hold their shards: B's tokens reach it through the change feed.
+        let count = 4_000
+        try a.engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
+        let bShards = Set(b.cluster.status.heldShards)
+        let bTokens = (0..<count).filter {
+            bShards.contains(APNsClient.workerIndex(for: longToken($0), workerCount: Self.shards))
+        }.count
+        #expect(
+            await eventually {
+                // The shards' published counts (shardFootprint reads the tables themselves: only once stopped).
+                b.engine.heldShardTokens == bTokens
+            }, "B has its \(bTokens) tokens from the feed")
+
+        let id = try b.engine.publishShared(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
+        // A gets it through NOTIFY (or its poll); kill it once a quarter is delivered.
+        let abandoning = a
+        let abandoned: Void? = try await perform(
+            when: { ((try? b.engine.report(id: id))??.delivered ?? 0) >= count / 4 }, timeout: .seconds(60)
+        ) {
+            abandoning.cluster.abandonForTesting()
+            abandoning.engine.abandonForTesting()
+        }
+        try #require(abandoned != nil, "a quarter delivered within 60 s")
+        let killed = ContinuousClock.now
+        #expect(await eventually { b.cluster.status.heldShards.count == Self.shards }, "B takes A's shards")
+        let takeover = ContinuousClock.now - killed
+        #expect(await eventually(timeout: .seconds(60)) { (try? b.engine.report(id: id))??.isComplete == true })
+        let report = try #require(try b.engine.report(id: id))
+        #expect(report.targeted == count && report.delivered == count && report.accounted == count, "\(report)")
+        let log = try Self.accepted(harness)
+        #expect(log.count == count, "every token at least once")
+        let duplicates = log.values.filter { $0.count > 1 }
+        #expect(duplicates.count <= 2 * (Self.window + Self.streams), "\(duplicates.count) duplicates")
+        #expect(duplicates.allSatisfy { Set($0).count == 1 }, "a resend carries its first attempt's apns-id")
+        print("cluster in process: takeover after \(takeover), \(duplicates.count) duplicates, \(report)")
+    }
+
+    /// Sessions in the test database named after `incarnation`.
+    static func sessions(_ postgres: PostgresServer, _ incarnation: NodeIncarnation) throws -> Int {
+        Int(
+            try postgres.psql(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'fanfare-node \(incarnation.hex)'"
+            )) ?? -1
+    }
+
+    /// Issue 22: a node stopped (its heartbeat with it) keeps its sessions and what they lock until a live node's
+    /// lease round ends them, once its heartbeat is older than a lease. The live node's own sessions and a client
+    /// that is no node keep theirs.
+    @Test func aLiveNodeEndsTheSessionsOfANodeWhoseHeartbeatStopped() async throws {
+        let postgres = try PostgresServer()
+        defer { postgres.stop() }
+        let harness = try TestHarness(SimulatorConfiguration())
+        defer { harness.shutdown() }
+        let lease = Duration.seconds(2)
+        // The stalled node: one heartbeat, then nothing; its session stays open.
+        let stalledRun = NodeIncarnation()
+        let stalled = try PostgresTokenStore(url: postgres.url, incarnation: stalledRun)
+        defer { try? stalled.close() }
+        _ = try stalled.heartbeat(node: "stalled", incarnation: stalledRun, window: lease)
+        // `fanfare import`: no node.
+        let plain = try PostgresTokenStore(url: postgres.url)
+        defer { try? plain.close() }
+        #expect(try Self.sessions(postgres, stalledRun) == 1)
+
+        let live = try Self.node("live", harness, postgres, lease: lease)
+        live.cluster.start()
+        defer {
+            live.engine.shutdown()
+            live.cluster.stop()
+        }
+        let fenced = await eventually(timeout: .seconds(60)) {
+            (try? Self.sessions(postgres, stalledRun)) == 0 && live.cluster.status.fencedSessions >= 1
+        }
+        #expect(fenced, "the stalled node's session is ended: \(live.cluster.status)")
+        // Its own: the main store, the lease and feed stores, the listener (which connects on its own time).
+        #expect(
+            await eventually(timeout: .seconds(60)) { (try? Self.sessions(postgres, live.cluster.incarnation)) == 4 })
+        #expect(try plain.count() == 0 && plain.connectionsOpened == 1, "a client that is no node keeps its session")
+        // Resumed, the stalled node's next call opens a new session.
+        #expect(try stalled.count() == 0 && stalled.connectionsOpened == 2)
+    }
+}
