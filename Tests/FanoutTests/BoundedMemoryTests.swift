@@ -118,7 +118,7 @@ import Testing
             let token = makeToken(index, byteCount: 80)
             driver.shard.register(
                 RegistrationBatch.Entry(
-                    token: token, pushToStart: false, frequentUpdates: false, registeredAt: 1, channels: [id]))
+                    token: token, pushToStart: false, frequentUpdates: false, registeredAtSeconds: 1, channels: [id]))
             if index % 50 == 0 {
                 let wave = try driver.publishOnChannel(id, timestamp: 1)
                 driver.deliver(driver.take())

@@ -69,7 +69,7 @@ final class ShardDriver {
         for token in tokens {
             shard.register(
                 RegistrationBatch.Entry(
-                    token: token, pushToStart: pushToStart, frequentUpdates: frequent, registeredAt: at,
+                    token: token, pushToStart: pushToStart, frequentUpdates: frequent, registeredAtSeconds: at,
                     channels: [channelID(channel)]))
         }
     }

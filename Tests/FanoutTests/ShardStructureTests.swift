@@ -32,7 +32,7 @@ import Foundation
         let tokens = (0..<20_000).map { makeToken($0, salt: 3, byteCount: 80) }
         var slots: [UInt32] = []
         for token in tokens {
-            let slot = table.insert(token, flags: [], registeredAt: 1, channelSet: 0)
+            let slot = table.insert(token, flags: [], registeredAtSeconds: 1, channelSet: 0)
             index.insert(token, slot: slot, in: table)
             slots.append(slot)
         }
@@ -55,7 +55,7 @@ import Foundation
         for index in 0..<count {
             driver.shard.register(
                 RegistrationBatch.Entry(
-                    token: makeToken(index, byteCount: 80), pushToStart: false, frequentUpdates: false, registeredAt: 1,
+                    token: makeToken(index, byteCount: 80), pushToStart: false, frequentUpdates: false, registeredAtSeconds: 1,
                     channels: [0])
             )
         }

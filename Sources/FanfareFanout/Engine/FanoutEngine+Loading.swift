@@ -103,7 +103,7 @@ extension FanoutEngine {
             token: registration.token, pushToStart: registration.kind == .pushToStart,
             frequentUpdates: registration.frequentUpdates,
             supportsBroadcast: registration.kind == .pushToStart && registration.supportsBroadcast,
-            registeredAt: UInt32(clamping: registration.lastSeenAt / 1000), channels: channels)
+            registeredAtSeconds: UInt32(clamping: registration.lastSeenAt / 1000), channels: channels)
     }
 
     /// Whole nanoseconds, saturating (durations are checked by `FanoutConfiguration.validate`).

@@ -29,7 +29,7 @@ public final class ShardProbe: InvalidationSink, @unchecked Sendable {
             shard.register(
                 RegistrationBatch.Entry(
                     token: try DeviceToken(bytes: bytes), pushToStart: false, frequentUpdates: index % 3 == 0,
-                    registeredAt: 1_700_000_000, channels: [0]))
+                    registeredAtSeconds: 1_700_000_000, channels: [0]))
         }
         jobs.reserveCapacity(tokens)
     }

@@ -25,7 +25,7 @@ extension Shard {
             if sameShape {
                 // Same channels and kind: refresh in place (the common re-registration).
                 tokens.flags[slot] = flags.union(.alive)
-                tokens.registeredOrDiedAt[slot] = entry.registeredAt
+                tokens.registeredAtSeconds[slot] = entry.registeredAtSeconds
                 channelSets.release(set)
                 return
             }
@@ -39,7 +39,7 @@ extension Shard {
             registrationsRefused.add(1, ordering: .relaxed)
             return
         }
-        let slot = tokens.insert(entry.token, flags: flags, registeredAt: entry.registeredAt, channelSet: set)
+        let slot = tokens.insert(entry.token, flags: flags, registeredAtSeconds: entry.registeredAtSeconds, channelSet: set)
         tokens.budget[Int(slot)] = carriedBudget
         tokenIndex.insert(entry.token, slot: slot, in: tokens)
         let kind: Audience.Kind = entry.pushToStart ? .pushToStart : .update
@@ -75,7 +75,7 @@ extension Shard {
         for channel in channelSets[tokens.channelSet[Int(slot)]] {
             audiences[Self.audienceIndex(Int(channel), kind)].alive -= 1
         }
-        if tokens.kill(slot, epoch: epoch) { slotFreed(slot) }
+        if tokens.kill(slot) { slotFreed(slot) }
     }
 
     /// A dead slot no member points at any more went to the free list: its channel set is no longer used.

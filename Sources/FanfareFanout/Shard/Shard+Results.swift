@@ -176,7 +176,7 @@ extension Shard {
     func invalidate(_ tokenSlot: UInt32, reason: APNsReason?, timestamp: Int64?) {
         guard tokens.isAlive(tokenSlot) else { return }
         // A 410 older than the token's latest registration is stale news: the app registered it again since.
-        if let timestamp, Int64(tokens.registeredOrDiedAt[Int(tokenSlot)]) * 1000 > timestamp { return }
+        if let timestamp, Int64(tokens.registeredAtSeconds[Int(tokenSlot)]) * 1000 > timestamp { return }
         let token = tokens.token(tokenSlot)
         remove(tokenSlot)
         invalidations.tokenInvalidated(token, reason: reason, invalidSince: timestamp)

@@ -119,7 +119,7 @@ extension Shard {
     @inline(__always)
     func heldByInterval(_ tokenSlot: UInt32, now: UInt64) -> Bool {
         guard settings.minimumInterval != 0 else { return false }
-        let last = tokens.lastSentAt[Int(tokenSlot)]
+        let last = tokens.lastSentAtDeciseconds[Int(tokenSlot)]
         let intervalTenths = UInt32(settings.minimumInterval / 100_000_000)
         return tenths(now) &- last < intervalTenths
     }
@@ -187,7 +187,7 @@ extension Shard {
                 WaveTally.bump(wave.tally.downgraded)
             }
         }
-        tokens.lastSentAt[tokenSlot] = nowTenths
+        tokens.lastSentAtDeciseconds[tokenSlot] = nowTenths
         pushesOut &+= 1
         WaveTally.bump(wave.tally.sent)
         if audiences[audienceIndex].attempts[member] & Self.restartBit != 0 {
@@ -236,7 +236,7 @@ extension Shard {
                 let budget = tokens.flags[index].contains(.frequentUpdates) ? frequentBudget : standardBudget
                 if !budget.trySpend(&tokens.budget[index], now: tenths(now)) { job.priority = .normal }
             }
-            tokens.lastSentAt[index] = tenths(now)
+            tokens.lastSentAtDeciseconds[index] = tenths(now)
         }
         single.job.priority = job.priority
         job.cookie = FanoutCookie.single(slot)

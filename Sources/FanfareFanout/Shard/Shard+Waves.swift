@@ -50,13 +50,12 @@ extension Shard {
         possiblySent: Bool = false
     ) {
         let tally = update.wave.tallies[index]
-        epoch &+= 1
         let remaining = walk.count
         tally.targeted.store(counted + remaining, ordering: .relaxed)
         let slot = allocateWaveSlot()
         waveOwners[slot] = update
         waves[slot] = ShardWave(
-            update: update, tally: tally, channel: Int(update.channel), kind: update.kind, epoch: epoch,
+            update: update, tally: tally, channel: Int(update.channel), kind: update.kind,
             outstanding: remaining, unvisited: remaining, cursorDone: remaining == 0)
         if let part = update.wave.broadcast, part.shard == index, part.outcome == .pending {
             // The broadcast is one more outcome this shard owes the wave.

@@ -36,8 +36,6 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     /// Keeps each running wave's update (and through it the wave and its tallies) alive; see `ShardWave`.
     @exclusivity(unchecked) var waveOwners: [PublishedUpdate?] = []
     @exclusivity(unchecked) var freeWaves: [Int] = []
-    /// Increments at every wave start (see `TokenTable.registeredOrDiedAt`).
-    @exclusivity(unchecked) var epoch: UInt32 = 1
     /// Audiences with a running cursor, visited round-robin one push at a time.
     @exclusivity(unchecked) var activeAudiences: [Int] = []
     @exclusivity(unchecked) var nextActive = 0

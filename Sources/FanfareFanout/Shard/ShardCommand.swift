@@ -80,7 +80,7 @@ final class RegistrationBatch: Sendable {
         /// Push-to-start: the device accepts `input-push-channel` (iOS 18+).
         var supportsBroadcast = false
         /// UNIX seconds.
-        let registeredAt: UInt32
+        let registeredAtSeconds: UInt32
         /// The engine's channel ids (`ChannelDirectory`), at least one.
         let channels: [UInt16]
     }
@@ -103,8 +103,6 @@ struct ShardWave {
     unowned(unsafe) var tally: WaveTally
     var channel: Int
     var kind: Audience.Kind
-    /// The shard's wave epoch at the start: tokens that died at or after it were targeted.
-    var epoch: UInt32
     /// Targeted members without an outcome yet (unvisited, in flight, or owed).
     var outstanding: Int
     /// Targeted members the cursor has not reached yet.

@@ -33,13 +33,12 @@ struct TokenTable {
     private(set) var offsets = Column<UInt32>()
     private(set) var lengths = Column<UInt8>()
     var flags = Column<Flags>()
-    /// Alive: when the token was last registered (UNIX seconds), to ignore a 410 older than a re-registration.
-    /// Dead: the shard's wave epoch when it died, so a wave knows whether it had targeted the token.
-    var registeredOrDiedAt = Column<UInt32>()
+    /// When the token was last registered (UNIX seconds), to ignore a 410 older than a re-registration.
+    var registeredAtSeconds = Column<UInt32>()
     /// The priority-10 budget state (GCRA arrival time, deciseconds on the shard clock).
     var budget = Column<UInt32>()
     /// When a push last went to this activity (deciseconds on the shard clock), for the minimum interval.
-    var lastSentAt = Column<UInt32>()
+    var lastSentAtDeciseconds = Column<UInt32>()
     /// The interned channel set the token follows (`ChannelSets`).
     var channelSet = Column<UInt32>()
     /// Audience members pointing at this slot; a dead slot is freed when it reaches 0.
@@ -53,13 +52,13 @@ struct TokenTable {
     private(set) var aliveCount = 0
 
     init() {
-        // The sentinel: no bytes, dead since epoch 0 (waves start at epoch 2, so it is never "targeted").
+        // The sentinel: no bytes, never alive, so nothing targets it.
         offsets.append(0)
         lengths.append(0)
         flags.append([])
-        registeredOrDiedAt.append(0)
+        registeredAtSeconds.append(0)
         budget.append(0)
-        lastSentAt.append(0)
+        lastSentAtDeciseconds.append(0)
         channelSet.append(0)
         memberships.append(0)
     }
@@ -69,9 +68,9 @@ struct TokenTable {
         offsets.reserve(capacity + 1)
         lengths.reserve(capacity + 1)
         flags.reserve(capacity + 1)
-        registeredOrDiedAt.reserve(capacity + 1)
+        registeredAtSeconds.reserve(capacity + 1)
         budget.reserve(capacity + 1)
-        lastSentAt.reserve(capacity + 1)
+        lastSentAtDeciseconds.reserve(capacity + 1)
         channelSet.reserve(capacity + 1)
         memberships.reserve(capacity + 1)
     }
@@ -82,9 +81,9 @@ struct TokenTable {
         offsets.deallocate()
         lengths.deallocate()
         flags.deallocate()
-        registeredOrDiedAt.deallocate()
+        registeredAtSeconds.deallocate()
         budget.deallocate()
-        lastSentAt.deallocate()
+        lastSentAtDeciseconds.deallocate()
         channelSet.deallocate()
         memberships.deallocate()
         freeHeads.deallocate()
@@ -97,7 +96,7 @@ struct TokenTable {
 
     /// Adds a live token, in a freed slot of the same length if there is one; returns its slot. The caller
     /// checked `hasRoom`.
-    mutating func insert(_ token: DeviceToken, flags: Flags, registeredAt: UInt32, channelSet set: UInt32) -> UInt32 {
+    mutating func insert(_ token: DeviceToken, flags: Flags, registeredAtSeconds: UInt32, channelSet set: UInt32) -> UInt32 {
         let slot: UInt32
         if freeHeads[token.byteCount] != 0 {
             slot = freeHeads[token.byteCount]
@@ -109,9 +108,9 @@ struct TokenTable {
                     from: bytes.baseAddress!, byteCount: bytes.count)
             }
             self.flags[index] = flags.union(.alive)
-            registeredOrDiedAt[index] = registeredAt
+            self.registeredAtSeconds[index] = registeredAtSeconds
             budget[index] = 0
-            lastSentAt[index] = 0
+            lastSentAtDeciseconds[index] = 0
             channelSet[index] = set
             assert(memberships[index] == 0)
         } else {
@@ -121,9 +120,9 @@ struct TokenTable {
             lengths.append(UInt8(token.byteCount))
             token.withUnsafeBytes { arena.append(contentsOf: $0) }
             self.flags.append(flags.union(.alive))
-            registeredOrDiedAt.append(registeredAt)
+            self.registeredAtSeconds.append(registeredAtSeconds)
             budget.append(0)
-            lastSentAt.append(0)
+            lastSentAtDeciseconds.append(0)
             channelSet.append(set)
             memberships.append(0)
         }
@@ -134,12 +133,11 @@ struct TokenTable {
     @inline(__always)
     func isAlive(_ slot: UInt32) -> Bool { flags[Int(slot)].contains(.alive) }
 
-    /// Marks a token dead at wave epoch `epoch`. Returns true if the slot became free (no member points at it).
-    mutating func kill(_ slot: UInt32, epoch: UInt32) -> Bool {
+    /// Marks a token dead. Returns true if the slot became free (no member points at it).
+    mutating func kill(_ slot: UInt32) -> Bool {
         let index = Int(slot)
         guard flags[index].contains(.alive) else { return false }
         flags[index].remove(.alive)
-        registeredOrDiedAt[index] = epoch
         aliveCount -= 1
         return freeIfUnused(slot)
     }
@@ -196,8 +194,8 @@ struct TokenTable {
 
     /// Bytes held per token (columns only), for the memory figures.
     var bytesUsed: Int {
-        arena.bytesUsed + offsets.bytesUsed + lengths.bytesUsed + flags.bytesUsed + registeredOrDiedAt.bytesUsed
-            + budget.bytesUsed + lastSentAt.bytesUsed + channelSet.bytesUsed + memberships.bytesUsed
+        arena.bytesUsed + offsets.bytesUsed + lengths.bytesUsed + flags.bytesUsed + registeredAtSeconds.bytesUsed
+            + budget.bytesUsed + lastSentAtDeciseconds.bytesUsed + channelSet.bytesUsed + memberships.bytesUsed
             + freeHeads.bytesUsed
     }
 }

@@ -235,7 +235,7 @@ final class ShardSchedule {
                 RegistrationBatch([
                     RegistrationBatch.Entry(
                         token: token, pushToStart: false, frequentUpdates: random.chance(20),
-                        registeredAt: 1_700_000_000,
+                        registeredAtSeconds: 1_700_000_000,
                         channels: chosen.map { driver.channelID($0) })
                 ])))
     }
@@ -291,7 +291,7 @@ final class ShardSchedule {
         driver.shard.sendUntil.store(leaseHeld ? .max : driver.now, ordering: .relaxed)
         let entries = registered.map { token, channels in
             RegistrationBatch.Entry(
-                token: token, pushToStart: false, frequentUpdates: false, registeredAt: 1_700_000_000,
+                token: token, pushToStart: false, frequentUpdates: false, registeredAtSeconds: 1_700_000_000,
                 channels: channels.map { driver.channelID($0) })
         }
         if !entries.isEmpty { driver.send(.register(RegistrationBatch(entries))) }
