@@ -131,8 +131,8 @@ public final class ClusterNode: @unchecked Sendable {
         } catch {
             logger.error("cluster: reading the change feed position failed (\(error)); following it from the start")
         }
-        threads.append(Self.spawn { [self] in leaseLoop() })
-        threads.append(Self.spawn { [self] in feedLoop() })
+        threads.append(Self.spawn(named: "fanfare-lease") { [self] in leaseLoop() })
+        threads.append(Self.spawn(named: "fanfare-feed") { [self] in feedLoop() })
     }
 
     /// Stops the threads and lets the held leases go at once, so other nodes take the shards without waiting
@@ -141,7 +141,7 @@ public final class ClusterNode: @unchecked Sendable {
         guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         sem_post(leaseWake)
         sem_post(feedWake)
-        for thread in threads { pthread_join(thread, nil) }
+        for thread in threads { PlainThread.join(thread) }
         threads = []
         listener?.stop()
         let held = state.withLock { $0.held }
@@ -164,7 +164,7 @@ public final class ClusterNode: @unchecked Sendable {
         guard !stopping.exchange(true, ordering: .acquiringAndReleasing) else { return }
         sem_post(leaseWake)
         sem_post(feedWake)
-        for thread in threads { pthread_join(thread, nil) }
+        for thread in threads { PlainThread.join(thread) }
         threads = []
         listener?.stop()
     }
@@ -382,20 +382,11 @@ public final class ClusterNode: @unchecked Sendable {
         return UInt64(max(0, seconds)) &* 1_000_000_000 &+ UInt64(max(0, attoseconds) / 1_000_000_000)
     }
 
-    private static func spawn(_ body: @escaping @Sendable () -> Void) -> pthread_t {
-        final class Box: @unchecked Sendable {
-            let body: @Sendable () -> Void
-            init(_ body: @escaping @Sendable () -> Void) { self.body = body }
+    private static func spawn(named name: String, _ body: @escaping @Sendable () -> Void) -> pthread_t {
+        do {
+            return try PlainThread.start(named: name, body)
+        } catch {
+            preconditionFailure("could not start a cluster thread: \(error)")
         }
-        let box = Unmanaged.passRetained(Box(body))
-        var handle = pthread_t()
-        let status = pthread_create(
-            &handle, nil,
-            { context in
-                Unmanaged<Box>.fromOpaque(context!).takeRetainedValue().body()
-                return nil
-            }, box.toOpaque())
-        precondition(status == 0, "could not start a cluster thread (errno \(status))")
-        return handle
     }
 }

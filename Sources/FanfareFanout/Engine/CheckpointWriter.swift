@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareIO
 import FanfareStorage
 import Logging
 import Synchronization
@@ -59,17 +60,11 @@ final class CheckpointWriter: @unchecked Sendable {
     }
 
     func start() {
-        let box = Unmanaged.passRetained(self)
-        var handle = pthread_t()
-        let status = pthread_create(
-            &handle, nil,
-            { context in
-                let writer = Unmanaged<CheckpointWriter>.fromOpaque(context!).takeRetainedValue()
-                writer.run()
-                return nil
-            }, box.toOpaque())
-        precondition(status == 0, "could not start the checkpoint thread (errno \(status))")
-        thread = handle
+        do {
+            thread = try PlainThread.start(named: "fanfare-ckpt") { self.run() }
+        } catch {
+            preconditionFailure("could not start the checkpoint thread: \(error)")
+        }
     }
 
     /// The newest checkpoint generation of `shard` on disk.
@@ -104,7 +99,7 @@ final class CheckpointWriter: @unchecked Sendable {
     func stop() {
         stopRequested.store(true, ordering: .releasing)
         sem_post(wake)
-        if let thread { pthread_join(thread, nil) }
+        if let thread { PlainThread.join(thread) }
         thread = nil
     }
 
@@ -123,7 +118,7 @@ final class CheckpointWriter: @unchecked Sendable {
     func abandon() {
         abandoned.store(true, ordering: .releasing)
         sem_post(wake)
-        if let thread { pthread_join(thread, nil) }
+        if let thread { PlainThread.join(thread) }
         thread = nil
     }
 

@@ -55,17 +55,11 @@ final class RegistryWorker: InvalidationSink, @unchecked Sendable {
     }
 
     func start() {
-        let box = Unmanaged.passRetained(self)
-        var handle = pthread_t()
-        let status = pthread_create(
-            &handle, nil,
-            { context in
-                let worker = Unmanaged<RegistryWorker>.fromOpaque(context!).takeRetainedValue()
-                worker.run()
-                return nil
-            }, box.toOpaque())
-        precondition(status == 0, "could not start the registry thread (errno \(status))")
-        thread = handle
+        do {
+            thread = try PlainThread.start(named: "fanfare-registry") { self.run() }
+        } catch {
+            preconditionFailure("could not start the registry thread: \(error)")
+        }
     }
 
     /// Any thread (a shard's, on its hot path for failures only): never blocks for long, never drops.
@@ -79,7 +73,7 @@ final class RegistryWorker: InvalidationSink, @unchecked Sendable {
     func stop() {
         stopRequested.store(true, ordering: .releasing)
         work.post()
-        if let thread { pthread_join(thread, nil) }
+        if let thread { PlainThread.join(thread) }
         thread = nil
     }
 
