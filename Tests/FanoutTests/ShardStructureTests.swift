@@ -55,7 +55,8 @@ import Foundation
         for index in 0..<count {
             driver.shard.register(
                 RegistrationBatch.Entry(
-                    token: makeToken(index, byteCount: 80), pushToStart: false, frequentUpdates: false, registeredAtSeconds: 1,
+                    token: makeToken(index, byteCount: 80), pushToStart: false, frequentUpdates: false,
+                    registeredAtSeconds: 1,
                     channels: [0])
             )
         }

@@ -69,7 +69,8 @@ import Testing
         let match = driver.channelID("match")
         driver.shard.register(
             RegistrationBatch.Entry(
-                token: token, pushToStart: false, frequentUpdates: false, registeredAtSeconds: 1, channels: [match, match]))
+                token: token, pushToStart: false, frequentUpdates: false, registeredAtSeconds: 1,
+                channels: [match, match]))
         let wave = try driver.publish(timestamp: 1)
         let jobs = driver.take()
         #expect(jobs.count == 1 && wave.report.targeted == 1)

@@ -39,7 +39,8 @@ extension Shard {
             registrationsRefused.add(1, ordering: .relaxed)
             return
         }
-        let slot = tokens.insert(entry.token, flags: flags, registeredAtSeconds: entry.registeredAtSeconds, channelSet: set)
+        let slot = tokens.insert(
+            entry.token, flags: flags, registeredAtSeconds: entry.registeredAtSeconds, channelSet: set)
         tokens.budget[Int(slot)] = carriedBudget
         tokenIndex.insert(entry.token, slot: slot, in: tokens)
         let kind: Audience.Kind = entry.pushToStart ? .pushToStart : .update

@@ -96,7 +96,9 @@ struct TokenTable {
 
     /// Adds a live token, in a freed slot of the same length if there is one; returns its slot. The caller
     /// checked `hasRoom`.
-    mutating func insert(_ token: DeviceToken, flags: Flags, registeredAtSeconds: UInt32, channelSet set: UInt32) -> UInt32 {
+    mutating func insert(
+        _ token: DeviceToken, flags: Flags, registeredAtSeconds: UInt32, channelSet set: UInt32
+    ) -> UInt32 {
         let slot: UInt32
         if freeHeads[token.byteCount] != 0 {
             slot = freeHeads[token.byteCount]
