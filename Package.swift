@@ -196,7 +196,7 @@ let package = Package(
         ),
         .testTarget(
             name: "InteropTests",
-            dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareTestSupport"]
+            dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareTestSupport", "FanfareTestHarness"]
         ),
         .testTarget(name: "FanfareSQLiteTests", dependencies: ["FanfareSQLite", "FanfareStorage", "FanfareCore", "FanfareTestSupport"]),
         // FanfarePostgres against a real PostgreSQL (initdb into a temporary directory, loopback), with the same

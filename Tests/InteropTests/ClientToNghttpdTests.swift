@@ -5,6 +5,7 @@
 import FanfareClient
 import FanfareCore
 import FanfareTLS
+import FanfareTestHarness
 import FanfareTestSupport
 import Foundation
 import Synchronization
@@ -68,17 +69,17 @@ struct ClientToNghttpdTests {
         let fixture = try InteropFixture()
         let server = try await startNghttpd(fixture, echoUpload: true)
         defer { server.stop() }
-        let results = ResultCollector(expected: 500)
+        let results = ResultCollector()
         let client = try makeClient(fixture, port: server.port, connections: 2, resultHandler: results)
         defer { client.shutdown() }
 
         for index in 0..<500 {
             try client.submit(try job(token: index, cookie: UInt64(index)))
         }
-        let finished = await results.waitUntilComplete(timeout: TestTime.scaled(.seconds(60)))
+        let finished = await results.waitFor(count: 500, timeout: .seconds(60))
         #expect(finished, "only \(results.count) of 500 results arrived; client: \(client.statistics)")
 
-        let all = results.snapshot()
+        let all = results.all
         #expect(Set(all.map(\.cookie)) == Set((0..<500).map(UInt64.init)), "every push ends in exactly one result")
         let undelivered = all.filter { !$0.isDelivered }
         #expect(
@@ -114,37 +115,5 @@ struct ClientToNghttpdTests {
         #expect(timestamp == nil)
         #expect(result.disposition.action == .fixConfiguration)
         #expect(result.resends == 0)
-    }
-}
-
-/// Collects results from the worker thread for a test to inspect.
-final class ResultCollector: PushResultHandler {
-    private let results = Mutex<[PushResult]>([])
-    private let done = Atomic<Int>(0)
-    let expected: Int
-
-    init(expected: Int) {
-        self.expected = expected
-    }
-
-    var count: Int { done.load(ordering: .acquiring) }
-
-    func pushCompleted(_ result: PushResult) {
-        results.withLock { $0.append(result) }
-        done.add(1, ordering: .releasing)
-    }
-
-    func snapshot() -> [PushResult] {
-        results.withLock { $0 }
-    }
-
-    /// Waits until `expected` results arrived; false if `timeout` (a hang guard, not a speed check) passed.
-    func waitUntilComplete(timeout: Duration) async -> Bool {
-        let deadline = ContinuousClock.now + TestTime.scaled(timeout)
-        while count < expected {
-            if ContinuousClock.now >= deadline { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return true
     }
 }
