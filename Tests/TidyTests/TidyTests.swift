@@ -67,7 +67,6 @@ import Testing
         "Sources/FanfareFanout/Engine/FanoutEngine.swift init": 88,
         "Sources/FanfareFanout/Engine/FanoutEngine.swift publish": 71,
         "Sources/FanfareFanout/Shard/WaveRecovery.swift walk": 74,
-        "Sources/FanfareHTTP2/HPACK/HPACKDecoder.swift decode": 79,
         "Sources/FanfarePostgres/PostgresTokenStore.swift registerOnOwnConnection": 91,
         "Sources/FanfareService/API/BroadcastHandlers.swift linkBroadcastChannel": 75,
         "Sources/FanfareService/API/TokenBatchDecoder.swift registration": 72,
