@@ -63,9 +63,6 @@ import Testing
         "Sources/FanfareCommands/Commands/DemoCommand.swift run": 202,
         "Sources/FanfareCommands/Commands/SimulateCommand.swift start": 115,
         "Sources/FanfareCommands/Demo/SoakRun.swift run": 165,
-        "Sources/FanfareSimulator/Behavior/RequestValidator.swift decideDevice": 71,
-        "Sources/FanfareSimulator/Behavior/SimulatorConfiguration.swift validate": 85,
-        "Sources/FanfareSimulator/Channels/ManagementRequestValidator.swift decide": 99,
         "Sources/fanfare/Commands/ServeCommand.swift run": 136,
     ]
 
