@@ -57,14 +57,9 @@ import Testing
     }
 
     /// Functions longer than the rule that were written before it, and the most lines each may keep until it is
-    /// split (issue 23). The list only shrinks: one of these that grows fails, and so does any other function over
-    /// the limit.
-    static let functionsAwaitingSplit: [String: Int] = [
-        "Sources/FanfareCommands/Commands/DemoCommand.swift run": 202,
-        "Sources/FanfareCommands/Commands/SimulateCommand.swift start": 115,
-        "Sources/FanfareCommands/Demo/SoakRun.swift run": 165,
-        "Sources/fanfare/Commands/ServeCommand.swift run": 136,
-    ]
+    /// split (issue 23 split the last 17: it is empty, and stays so). The list only shrinks: one of these that grows
+    /// fails, and so does any other function over the limit.
+    static let functionsAwaitingSplit: [String: Int] = [:]
 
     @Test func functionsStayUnder70Lines() {
         var long: [String] = []
