@@ -228,66 +228,9 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
             let (newIDs, replaced) = try run { () async throws -> ([AppKey: Int64], [DeviceToken]) in
                 try await connection.query("BEGIN", logger: logger)
                 do {
-                    // A batch of 100,000 is about 15 MB to sort or hash: in memory, not in files (the default is 4 MB).
-                    try await connection.query("SET LOCAL work_mem = '64MB'", logger: logger)
-                    if hasPushToStart {
-                        // The replacement rule reads the other push-to-start tokens of each device: batches with
-                        // such tokens, on any connection or node, run one at a time.
-                        try await connection.query(
-                            "SELECT pg_advisory_xact_lock(\(PostgresSchema.changeLockSpace), \(Self.pushToStartLockKey))",
-                            logger: logger)
-                    }
-                    var ids = known
-                    var created: [AppKey: Int64] = [:]
-                    for key in missing {
-                        let id = try await Self.appID(key, connection, logger)
-                        ids[key] = id
-                        created[key] = id
-                    }
-                    try await connection.copyFrom(
-                        table: "incoming",
-                        columns: [
-                            "ordinal", "token", "kind", "activity_id", "device_id", "attributes_type", "app_id",
-                            "frequent", "supports_broadcast", "channels", "created_at", "last_seen_at", "shard_hash",
-                        ], logger: logger
-                    ) { writer in
-                        var buffer = ByteBuffer()
-                        for (ordinal, registration) in registrations.enumerated() {
-                            let appID =
-                                ids[AppKey(bundleID: registration.bundleID, environment: registration.environment)] ?? 0
-                            CopyText.write(registration, ordinal: ordinal, appID: appID, to: &buffer)
-                            if (ordinal + 1) % Self.copyChunkRows == 0 {
-                                try await writer.write(buffer)
-                                buffer.clear()
-                            }
-                        }
-                        if buffer.readableBytes > 0 { try await writer.write(buffer) }
-                    }
-                    try await connection.query(
-                        PostgresQuery(unsafeSQL: hasDuplicates ? Self.upsertDeduplicated : Self.upsertDistinct),
-                        logger: logger)
-                    var replaced: [(token: DeviceToken, winner: Int32)] = []
-                    if hasPushToStart {
-                        // The last push-to-start token of each (app, device, attributes type) in the batch replaces
-                        // every other one, earlier ones of the same batch included.
-                        let rows = try await connection.query(
-                            """
-                            WITH winners AS (
-                                SELECT DISTINCT ON (app_id, device_id, attributes_type)
-                                       app_id, device_id, attributes_type, token, ordinal
-                                FROM incoming WHERE kind = \(Int16(TokenKind.pushToStart.rawValue))
-                                ORDER BY app_id, device_id, attributes_type, ordinal DESC
-                            )
-                            DELETE FROM tokens t USING winners w
-                            WHERE t.kind = \(Int16(TokenKind.pushToStart.rawValue)) AND t.app_id = w.app_id
-                              AND t.device_id = w.device_id AND t.attributes_type = w.attributes_type
-                              AND t.token <> w.token
-                            RETURNING t.token, w.ordinal
-                            """, logger: logger)
-                        for try await (bytes, winner) in rows.decode((ByteBuffer, Int32).self) {
-                            replaced.append((try Self.token(bytes), winner))
-                        }
-                    }
+                    var (created, replaced) = try await Self.writeBatch(
+                        registrations, knownAppIDs: known, missingApps: missing, hasPushToStart: hasPushToStart,
+                        hasDuplicates: hasDuplicates, on: connection, logger: logger)
                     try await connection.query("COMMIT", logger: logger)
                     replaced.sort { $0.winner < $1.winner }
                     return (created, replaced.map(\.token))
@@ -303,10 +246,93 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         }
     }
 
-    /// Writes the batch in `incoming` into `tokens` when no token occurs twice in it. An existing row keeps
-    /// created_at; last_seen_at only moves forward.
+    /// A registration batch's statements, inside its transaction: the apps it names that have no id yet, the
+    /// rows through `incoming` into `tokens`, and the push-to-start replacement rule. Returns the app ids it
+    /// created and the tokens it replaced, each with the ordinal of the registration that replaced it.
+    private static func writeBatch(
+        _ registrations: [TokenRegistration], knownAppIDs known: [AppKey: Int64], missingApps missing: Set<AppKey>,
+        hasPushToStart: Bool, hasDuplicates: Bool, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (created: [AppKey: Int64], replaced: [(token: DeviceToken, winner: Int32)]) {
+        // A batch of 100,000 is about 15 MB to sort or hash: in memory, not in files (the default is 4 MB).
+        try await connection.query("SET LOCAL work_mem = '64MB'", logger: logger)
+        if hasPushToStart {
+            // The replacement rule reads the other push-to-start tokens of each device: batches with
+            // such tokens, on any connection or node, run one at a time.
+            try await connection.query(
+                "SELECT pg_advisory_xact_lock(\(PostgresSchema.changeLockSpace), \(Self.pushToStartLockKey))",
+                logger: logger)
+        }
+        var ids = known
+        var created: [AppKey: Int64] = [:]
+        for key in missing {
+            let id = try await Self.appID(key, connection, logger)
+            ids[key] = id
+            created[key] = id
+        }
+        try await copyIncoming(registrations, appIDs: ids, on: connection, logger: logger)
+        try await connection.query(
+            PostgresQuery(unsafeSQL: hasDuplicates ? Self.upsertDeduplicated : Self.upsertDistinct),
+            logger: logger)
+        guard hasPushToStart else { return (created, []) }
+        return (created, try await replaceOtherPushToStartTokens(on: connection, logger: logger))
+    }
+
+    /// The batch into the transaction's `incoming` table, by COPY in chunks of `copyChunkRows` rows.
+    private static func copyIncoming(
+        _ registrations: [TokenRegistration], appIDs ids: [AppKey: Int64], on connection: PostgresConnection,
+        logger: Logger
+    ) async throws {
+        try await connection.copyFrom(
+            table: "incoming",
+            columns: [
+                "ordinal", "token", "kind", "activity_id", "device_id", "attributes_type", "app_id",
+                "frequent", "supports_broadcast", "channels", "created_at", "last_seen_at", "shard_hash",
+            ], logger: logger
+        ) { writer in
+            var buffer = ByteBuffer()
+            for (ordinal, registration) in registrations.enumerated() {
+                let appID = ids[AppKey(bundleID: registration.bundleID, environment: registration.environment)] ?? 0
+                CopyText.write(registration, ordinal: ordinal, appID: appID, to: &buffer)
+                if (ordinal + 1) % Self.copyChunkRows == 0 {
+                    try await writer.write(buffer)
+                    buffer.clear()
+                }
+            }
+            if buffer.readableBytes > 0 { try await writer.write(buffer) }
+        }
+    }
+
+    /// The last push-to-start token of each (app, device, attributes type) in the batch replaces every other one,
+    /// earlier ones of the same batch included. Returns the tokens deleted, with the winner's ordinal.
+    private static func replaceOtherPushToStartTokens(
+        on connection: PostgresConnection, logger: Logger
+    ) async throws -> [(token: DeviceToken, winner: Int32)] {
+        let rows = try await connection.query(
+            """
+            WITH winners AS (
+                SELECT DISTINCT ON (app_id, device_id, attributes_type)
+                       app_id, device_id, attributes_type, token, ordinal
+                FROM incoming WHERE kind = \(Int16(TokenKind.pushToStart.rawValue))
+                ORDER BY app_id, device_id, attributes_type, ordinal DESC
+            )
+            DELETE FROM tokens t USING winners w
+            WHERE t.kind = \(Int16(TokenKind.pushToStart.rawValue)) AND t.app_id = w.app_id
+              AND t.device_id = w.device_id AND t.attributes_type = w.attributes_type
+              AND t.token <> w.token
+            RETURNING t.token, w.ordinal
+            """, logger: logger)
+        var replaced: [(token: DeviceToken, winner: Int32)] = []
+        for try await (bytes, winner) in rows.decode((ByteBuffer, Int32).self) {
+            replaced.append((try Self.token(bytes), winner))
+        }
+        return replaced
+    }
+
+    /// The advisory lock (in `PostgresSchema.changeLockSpace`) that batches with push-to-start tokens take.
     static let pushToStartLockKey: Int32 = -3
 
+    /// Writes the batch in `incoming` into `tokens` when no token occurs twice in it. An existing row keeps
+    /// created_at; last_seen_at only moves forward.
     static let upsertDistinct = """
         INSERT INTO tokens (token, kind, activity_id, device_id, attributes_type, app_id, frequent,
                             supports_broadcast, channels, created_at, last_seen_at, shard_hash)

@@ -57,27 +57,9 @@ import Testing
     }
 
     /// Functions longer than the rule that were written before it, and the most lines each may keep until it is
-    /// split (issue 23). The list only shrinks: one of these that grows fails, and so does any other function over
-    /// the limit.
-    static let functionsAwaitingSplit: [String: Int] = [
-        "Sources/FanfareClient/API/ClientConfiguration.swift validate": 71,
-        "Sources/FanfareClient/Worker/ConnectionAutoscaler.swift decide": 103,
-        "Sources/FanfareCommands/Commands/DemoCommand.swift run": 202,
-        "Sources/FanfareCommands/Commands/SimulateCommand.swift start": 115,
-        "Sources/FanfareCommands/Demo/SoakRun.swift run": 165,
-        "Sources/FanfareFanout/Engine/FanoutEngine+Resume.swift resume": 72,
-        "Sources/FanfareFanout/Engine/FanoutEngine.swift init": 88,
-        "Sources/FanfareFanout/Engine/FanoutEngine.swift publish": 71,
-        "Sources/FanfareFanout/Shard/WaveRecovery.swift walk": 74,
-        "Sources/FanfareHTTP2/HPACK/HPACKDecoder.swift decode": 79,
-        "Sources/FanfarePostgres/PostgresTokenStore.swift registerOnOwnConnection": 91,
-        "Sources/FanfareService/API/BroadcastHandlers.swift linkBroadcastChannel": 75,
-        "Sources/FanfareService/API/TokenBatchDecoder.swift registration": 72,
-        "Sources/FanfareSimulator/Behavior/RequestValidator.swift decideDevice": 71,
-        "Sources/FanfareSimulator/Behavior/SimulatorConfiguration.swift validate": 85,
-        "Sources/FanfareSimulator/Channels/ManagementRequestValidator.swift decide": 99,
-        "Sources/fanfare/Commands/ServeCommand.swift run": 136,
-    ]
+    /// split (issue 23 split the last 17: it is empty, and stays so). The list only shrinks: one of these that grows
+    /// fails, and so does any other function over the limit.
+    static let functionsAwaitingSplit: [String: Int] = [:]
 
     @Test func functionsStayUnder70Lines() {
         var long: [String] = []

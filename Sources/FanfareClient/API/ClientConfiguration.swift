@@ -135,75 +135,103 @@ extension ClientConfiguration {
     /// Throws the first setting the client cannot work with (it would trap or allocate without bound).
     /// `APNsClient.init` calls it.
     public func validate() throws(ClientConfigurationError) {
-        func require(_ condition: Bool, _ field: String, _ problem: String) throws(ClientConfigurationError) {
-            if !condition { throw .invalid(field: field, problem: problem) }
-        }
-        func requireDuration(
-            _ value: Duration, _ field: String, allowZero: Bool = false
-        ) throws(ClientConfigurationError) {
-            let lowOK = allowZero ? value >= .zero : value > .zero
-            try require(
-                lowOK && value <= Limits.longestDuration, field,
-                "\(value) must be \(allowZero ? "at least 0" : "positive") and at most \(Limits.longestDuration)")
-        }
-        try require(!host.isEmpty && !host.utf8.contains(0), "host", "must be a non-empty host name")
-        try require(port != 0, "port", "must be 1...65535")
-        try require(!topic.isEmpty, "topic", "must not be empty")
+        try validateEndpoint()
+        try validateCapacities()
+        try validateTimeouts()
+        try validateConnecting()
+        try validateBuffers()
+    }
+
+    /// Where the pushes go: host, port, topic and the bundle id.
+    private func validateEndpoint() throws(ClientConfigurationError) {
+        try Self.require(!host.isEmpty && !host.utf8.contains(0), "host", "must be a non-empty host name")
+        try Self.require(port != 0, "port", "must be 1...65535")
+        try Self.require(!topic.isEmpty, "topic", "must not be empty")
         if let bundleID {
-            try require(
+            try Self.require(
                 !bundleID.isEmpty && bundleID.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") },
                 "bundleID",
                 "'\(PrintableText.escaping(bundleID))' must be a bundle id (printable ASCII, no spaces or '/')")
         }
-        try require(
+    }
+
+    /// Workers, connections, streams and queues: each is allocated up front, so each has a ceiling.
+    private func validateCapacities() throws(ClientConfigurationError) {
+        try Self.require(
             (1...Limits.workers).contains(workerCount), "workerCount", "\(workerCount) must be 1...\(Limits.workers)")
-        try require(
+        try Self.require(
             (1...Limits.connectionsPerWorker).contains(connectionsPerWorker), "connectionsPerWorker",
             "\(connectionsPerWorker) must be 1...\(Limits.connectionsPerWorker)")
-        try require(
+        try Self.require(
             (1...Limits.streamsPerConnection).contains(maxConcurrentStreamsPerConnection),
             "maxConcurrentStreamsPerConnection",
             "\(maxConcurrentStreamsPerConnection) must be 1...\(Limits.streamsPerConnection)")
         if let autoscaling { try autoscaling.validate() }
-        try require(
+        try Self.require(
             connectionSlotsPerWorker * maxConcurrentStreamsPerConnection <= Limits.streamsPerWorker,
             "maxConcurrentStreamsPerConnection",
             "\(connectionSlotsPerWorker) connections × \(maxConcurrentStreamsPerConnection) streams exceed \(Limits.streamsPerWorker) streams per worker"
         )
-        try require(
+        try Self.require(
             (1...Limits.queueCapacity).contains(pendingCapacityPerWorker), "pendingCapacityPerWorker",
             "\(pendingCapacityPerWorker) must be 1...\(Limits.queueCapacity)")
-        try require(
+        try Self.require(
             (1...Limits.queueCapacity).contains(inboxCapacityPerWorker), "inboxCapacityPerWorker",
             "\(inboxCapacityPerWorker) must be 1...\(Limits.queueCapacity)")
-        try requireDuration(requestTimeout, "requestTimeout")
-        try requireDuration(connectTimeout, "connectTimeout")
-        try requireDuration(pingInterval, "pingInterval")
-        try requireDuration(pingTimeout, "pingTimeout")
-        try requireDuration(reconnectBackoffMinimum, "reconnectBackoffMinimum")
-        try requireDuration(reconnectBackoffMaximum, "reconnectBackoffMaximum")
-        try require(
+    }
+
+    private func validateTimeouts() throws(ClientConfigurationError) {
+        try Self.requireDuration(requestTimeout, "requestTimeout")
+        try Self.requireDuration(connectTimeout, "connectTimeout")
+        try Self.requireDuration(pingInterval, "pingInterval")
+        try Self.requireDuration(pingTimeout, "pingTimeout")
+        try Self.requireDuration(reconnectBackoffMinimum, "reconnectBackoffMinimum")
+        try Self.requireDuration(reconnectBackoffMaximum, "reconnectBackoffMaximum")
+        try Self.require(
             reconnectBackoffMaximum >= reconnectBackoffMinimum, "reconnectBackoffMaximum",
             "must be at least reconnectBackoffMinimum")
+    }
+
+    /// How connections are opened, rotated and retried, and which CPUs the workers run on.
+    private func validateConnecting() throws(ClientConfigurationError) {
         if let connectAddresses {
-            try require(
+            try Self.require(
                 !addressFamilies.apply(to: connectAddresses).isEmpty, "connectAddresses",
                 "none of the \(connectAddresses.count) addresses is of the families asked for (\(addressFamilies))")
         }
-        try require(rotateAfterStreams >= 1, "rotateAfterStreams", "\(rotateAfterStreams) must be at least 1")
-        try require(maxResends >= 0, "maxResends", "\(maxResends) must not be negative")
+        try Self.require(rotateAfterStreams >= 1, "rotateAfterStreams", "\(rotateAfterStreams) must be at least 1")
+        try Self.require(maxResends >= 0, "maxResends", "\(maxResends) must not be negative")
         if let cpuAffinity {
-            try require(!cpuAffinity.isEmpty, "cpuAffinity", "must list at least one CPU (or be nil)")
-            try require(cpuAffinity.allSatisfy { $0 >= 0 && $0 < 1024 }, "cpuAffinity", "CPU numbers must be 0...1023")
+            try Self.require(!cpuAffinity.isEmpty, "cpuAffinity", "must list at least one CPU (or be nil)")
+            try Self.require(
+                cpuAffinity.allSatisfy { $0 >= 0 && $0 < 1024 }, "cpuAffinity", "CPU numbers must be 0...1023")
         }
+    }
+
+    private func validateBuffers() throws(ClientConfigurationError) {
         for (name, size) in [
             ("receive", buffers.receive), ("plaintextIn", buffers.plaintextIn), ("plaintextOut", buffers.plaintextOut),
             ("ciphertextOut", buffers.ciphertextOut),
         ] {
-            try require(
+            try Self.require(
                 (Limits.minimumBuffer...Limits.maximumBuffer).contains(size), "buffers.\(name)",
                 "\(size) bytes must be \(Limits.minimumBuffer)...\(Limits.maximumBuffer)")
         }
+    }
+
+    private static func require(
+        _ condition: Bool, _ field: String, _ problem: String
+    ) throws(ClientConfigurationError) {
+        if !condition { throw .invalid(field: field, problem: problem) }
+    }
+
+    private static func requireDuration(
+        _ value: Duration, _ field: String, allowZero: Bool = false
+    ) throws(ClientConfigurationError) {
+        let lowOK = allowZero ? value >= .zero : value > .zero
+        try require(
+            lowOK && value <= Limits.longestDuration, field,
+            "\(value) must be \(allowZero ? "at least 0" : "positive") and at most \(Limits.longestDuration)")
     }
 }
 

@@ -110,104 +110,139 @@ public struct ConnectionAutoscaler: Sendable {
 
     public mutating func decide(now: UInt64, _ sample: Sample) -> Decision {
         guard sample.elapsed > 0 else { return .hold }
-        let elapsedSeconds = Double(sample.elapsed) / 1e9
-        let rate = Double(sample.completions) / elapsedSeconds
-        let meanInFlight = sample.inFlightTime / Double(sample.elapsed)
-        let cpuShare = Double(sample.cpuTime) / Double(sample.elapsed)
-        let limit = max(1, sample.streamLimit)
+        let measured = Measured(sample)
         // Credits were the limit for most of the interval (not a moment between two answers).
-        let creditBound = sample.creditBound >= sample.elapsed / 4 * 3
-        let measured =
-            "\(Int(rate)) pushes/s, mean in flight \(Int(meanInFlight)), peak \(sample.peakInFlight), CPU \(Int(cpuShare * 100)) %"
-
-        if creditBound {
+        if sample.creditBound >= sample.elapsed / 4 * 3 {
             idleSince = nil
-            guard sample.connections < settings.maximumConnections else {
-                lastReason = "credit-bound at the maximum of \(settings.maximumConnections) connections (\(measured))"
-                return .hold
-            }
-            guard sample.readyConnections >= sample.connections else {
-                settled = false
-                lastReason =
-                    "credit-bound, waiting for \(sample.connections - sample.readyConnections) connections to come up"
-                return .hold
-            }
-            guard settled else {
-                settled = true
-                lastReason = "credit-bound, measuring the new connections (\(measured))"
-                return .hold
-            }
-            guard now >= holdUntil else {
-                lastReason = "credit-bound, backing off after a failed connection"
-                return .hold
-            }
-            if let last = lastScaleUp, sample.connections > last.connections {
-                // Little's law promised the rate would grow with the connections; when it did not (by half of
-                // that), answers slowed down instead: the server or the network is the limit, not the credits.
-                let promised = last.rate * Double(sample.connections) / Double(last.connections) - last.rate
-                lastScaleUp = nil
-                if rate - last.rate < promised / 2 {
-                    let first = settings.decisionInterval.nanoseconds.multipliedReportingOverflow(by: 4)
-                    let doubled = plateauWait.multipliedReportingOverflow(by: 2)
-                    let longest = max(settings.decisionInterval.nanoseconds, settings.idleTimeout.nanoseconds)
-                    let wait = min(
-                        longest,
-                        plateauWait == 0
-                            ? (first.overflow ? longest : first.partialValue)
-                            : (doubled.overflow ? longest : doubled.partialValue))
-                    plateauWait = wait
-                    let until = now.addingReportingOverflow(wait)
-                    plateauUntil = until.overflow ? .max : until.partialValue
-                    lastReason =
-                        "\(last.connections) → \(sample.connections) connections took the rate from \(Int(last.rate)) to only "
-                        + "\(Int(rate)) pushes/s: the server or network is the limit; no scale-up for \(Self.milliseconds(wait)) ms"
-                    return .hold
-                }
-                plateauWait = 0  // it did raise the rate
-            }
-            guard now >= plateauUntil else {
-                lastReason = "credit-bound, but more connections did not raise the rate (\(measured))"
-                return .hold
-            }
-            guard cpuShare < settings.cpuBoundShare else {
-                lastReason = "CPU-bound, not credit-bound (\(measured))"
-                return .hold
-            }
-            guard rate > 0, meanInFlight > 0 else {
-                lastReason = "credit-bound, no answers yet"
-                return .hold
-            }
-            // Little's law: round trip = in flight / rate; the rate this worker could send = rate / CPU share.
-            let roundTrip = meanInFlight / rate
-            let sendable = rate / max(cpuShare, 0.01)
-            let wantedInFlight = sendable * roundTrip
-            let wanted = Int(min(Double(settings.maximumConnections), (wantedInFlight / Double(limit)).rounded(.up)))
-            let step = min(
-                settings.maximumNewConnections, settings.maximumConnections - sample.connections,
-                max(1, wanted - sample.connections))
-            lastReason =
-                "credit-bound (\(measured), round trip \(Self.milliseconds(UInt64(roundTrip * 1e9))) ms, limit \(limit)): "
-                + "wants \(wanted) connections, opening \(step)"
-            lastScaleUp = (sample.connections, rate)
-            settled = false  // the next interval measures the ramp; the one after it what the connections carry
-            return .scaleUp(by: step, reason: lastReason)
+            return decideCreditBound(now: now, sample, measured)
         }
+        return decideLittleUsed(now: now, sample, measured)
+    }
 
-        // Little used: the peak would fit in one connection fewer at half its limit.
+    /// What a sample says per second and on average, worked out once for the decision and its reason.
+    private struct Measured {
+        /// Answers per second.
+        let rate: Double
+        let meanInFlight: Double
+        /// The share of the interval the worker's thread was on a CPU.
+        let cpuShare: Double
+        let streamLimit: Int
+        let summary: String
+
+        init(_ sample: Sample) {
+            let elapsedSeconds = Double(sample.elapsed) / 1e9
+            rate = Double(sample.completions) / elapsedSeconds
+            meanInFlight = sample.inFlightTime / Double(sample.elapsed)
+            cpuShare = Double(sample.cpuTime) / Double(sample.elapsed)
+            streamLimit = max(1, sample.streamLimit)
+            summary =
+                "\(Int(rate)) pushes/s, mean in flight \(Int(meanInFlight)), peak \(sample.peakInFlight), CPU \(Int(cpuShare * 100)) %"
+        }
+    }
+
+    /// Work waited on stream credits: scale up unless something says more connections would not help yet.
+    private mutating func decideCreditBound(now: UInt64, _ sample: Sample, _ measured: Measured) -> Decision {
+        guard sample.connections < settings.maximumConnections else {
+            lastReason =
+                "credit-bound at the maximum of \(settings.maximumConnections) connections (\(measured.summary))"
+            return .hold
+        }
+        guard sample.readyConnections >= sample.connections else {
+            settled = false
+            lastReason =
+                "credit-bound, waiting for \(sample.connections - sample.readyConnections) connections to come up"
+            return .hold
+        }
+        guard settled else {
+            settled = true
+            lastReason = "credit-bound, measuring the new connections (\(measured.summary))"
+            return .hold
+        }
+        guard now >= holdUntil else {
+            lastReason = "credit-bound, backing off after a failed connection"
+            return .hold
+        }
+        if lastScaleUpFellShort(now: now, sample, rate: measured.rate) { return .hold }
+        guard now >= plateauUntil else {
+            lastReason = "credit-bound, but more connections did not raise the rate (\(measured.summary))"
+            return .hold
+        }
+        guard measured.cpuShare < settings.cpuBoundShare else {
+            lastReason = "CPU-bound, not credit-bound (\(measured.summary))"
+            return .hold
+        }
+        guard measured.rate > 0, measured.meanInFlight > 0 else {
+            lastReason = "credit-bound, no answers yet"
+            return .hold
+        }
+        return scaleUp(sample, measured)
+    }
+
+    /// Whether the latest scale-up, now measured, fell short of what Little's law promised; if so, scale-ups
+    /// wait (4 decision intervals, doubling while it repeats, at most `idleTimeout`).
+    private mutating func lastScaleUpFellShort(now: UInt64, _ sample: Sample, rate: Double) -> Bool {
+        guard let last = lastScaleUp, sample.connections > last.connections else { return false }
+        // Little's law promised the rate would grow with the connections; when it did not (by half of
+        // that), answers slowed down instead: the server or the network is the limit, not the credits.
+        let promised = last.rate * Double(sample.connections) / Double(last.connections) - last.rate
+        lastScaleUp = nil
+        guard rate - last.rate < promised / 2 else {
+            plateauWait = 0  // it did raise the rate
+            return false
+        }
+        let first = settings.decisionInterval.nanoseconds.multipliedReportingOverflow(by: 4)
+        let doubled = plateauWait.multipliedReportingOverflow(by: 2)
+        let longest = max(settings.decisionInterval.nanoseconds, settings.idleTimeout.nanoseconds)
+        let wait = min(
+            longest,
+            plateauWait == 0
+                ? (first.overflow ? longest : first.partialValue)
+                : (doubled.overflow ? longest : doubled.partialValue))
+        plateauWait = wait
+        let until = now.addingReportingOverflow(wait)
+        plateauUntil = until.overflow ? .max : until.partialValue
+        lastReason =
+            "\(last.connections) → \(sample.connections) connections took the rate from \(Int(last.rate)) to only "
+            + "\(Int(rate)) pushes/s: the server or network is the limit; no scale-up for \(Self.milliseconds(wait)) ms"
+        return true
+    }
+
+    /// How many connections to open, by Little's law: round trip = in flight / rate; the rate this worker could
+    /// send = rate / CPU share.
+    private mutating func scaleUp(_ sample: Sample, _ measured: Measured) -> Decision {
+        let limit = measured.streamLimit
+        let roundTrip = measured.meanInFlight / measured.rate
+        let sendable = measured.rate / max(measured.cpuShare, 0.01)
+        let wantedInFlight = sendable * roundTrip
+        let wanted = Int(min(Double(settings.maximumConnections), (wantedInFlight / Double(limit)).rounded(.up)))
+        let step = min(
+            settings.maximumNewConnections, settings.maximumConnections - sample.connections,
+            max(1, wanted - sample.connections))
+        lastReason =
+            "credit-bound (\(measured.summary), round trip \(Self.milliseconds(UInt64(roundTrip * 1e9))) ms, limit \(limit)): "
+            + "wants \(wanted) connections, opening \(step)"
+        lastScaleUp = (sample.connections, measured.rate)
+        settled = false  // the next interval measures the ramp; the one after it what the connections carry
+        return .scaleUp(by: step, reason: lastReason)
+    }
+
+    /// Credits were not the limit: let one connection go once the peak has fitted in one fewer at half its stream
+    /// limit for `idleTimeout`.
+    private mutating func decideLittleUsed(now: UInt64, _ sample: Sample, _ measured: Measured) -> Decision {
         let fewer = sample.connections - 1
-        guard fewer >= settings.minimumConnections, sample.peakInFlight * 2 <= fewer * limit else {
+        guard fewer >= settings.minimumConnections, sample.peakInFlight * 2 <= fewer * measured.streamLimit else {
             idleSince = nil
-            lastReason = "credits not the limit (\(measured))"
+            lastReason = "credits not the limit (\(measured.summary))"
             return .hold
         }
         let since = idleSince ?? now
         idleSince = since
         guard now &- since >= settings.idleTimeout.nanoseconds else {
-            lastReason = "little used for \(Self.milliseconds(now &- since)) ms (\(measured))"
+            lastReason = "little used for \(Self.milliseconds(now &- since)) ms (\(measured.summary))"
             return .hold
         }
         lastReason =
-            "little used for \(Self.milliseconds(now &- since)) ms (\(measured)): letting one of \(sample.connections) go"
+            "little used for \(Self.milliseconds(now &- since)) ms (\(measured.summary)): letting one of \(sample.connections) go"
         idleSince = now  // the next one waits a whole idle time again
         return .scaleDown(reason: lastReason)
     }

@@ -113,23 +113,11 @@ public struct DemoCommand: ParsableCommand {
         let bundleID = "com.example.fanfare"
         let cpus = CPUAffinity.cpuCount
         let channels = scenario == .wave ? ["final"] : (1...matches).map { "match-\($0)" }
-        // The soak keeps its injected faults low: it measures memory over a long run, not failure handling.
-        let faults =
-            scenario == .soak ? ["Unregistered:0.0002", "TooManyRequests:0.0005", "InternalServerError:0.0002"] : fault
 
         // 1. The simulator on its own core, with a fresh CA, server certificate and provider key.
-        let simulate = try SimulateCommand.parse(
-            [
-                "--listen", "127.0.0.1:0", "--state-dir", state, "--latency", latency, "--cpus",
-                cpus > 1 ? "\(cpus - 1)" : "0",
-                "--bundle-id", bundleID, "--management-port", "0",
-            ] + (scenario == .wave ? [] : faults.flatMap { ["--fault", $0] }))
-        let simulator = try simulate.start()
+        let simulator = try startSimulator(state: state, bundleID: bundleID, cpus: cpus)
         defer { simulator.shutdown() }
         let port = simulator.boundAddress.port
-        print(
-            "simulator   https://127.0.0.1:\(port)  latency \(latency)\(scenario == .wave ? "" : "  faults \(faults.joined(separator: " "))")"
-        )
         let managementPort = simulator.managementAddress?.port ?? 0
         let planned = scenario == .match && broadcastShare > 0
         phases.end("simulator")
@@ -138,20 +126,89 @@ public struct DemoCommand: ParsableCommand {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: database + suffix) }
         let store = try SQLiteTokenStore(path: database)
         if scenario == .soak {
-            let soak = SoakRun(
-                tokens: tokens, minutes: minutes, churn: churn, sampleSeconds: sampleSeconds,
-                warmupMinutes: warmupMinutes ?? max(1, minutes / 6), bundleID: bundleID)
             let client = try clientConfiguration(state: state, port: port, bundleID: bundleID, cpus: cpus)
-            let balanced = try soak.run(
-                store: store, client: client, minimumInterval: minimumInterval, simulator: simulator)
-            if !balanced { throw ExitCode(1) }
-            return
+            return try runSoak(tokens, bundleID: bundleID, store: store, client: client, simulator: simulator)
         }
-        let weights = Self.weights(channels.count)
-        let registry = DemoRegistry(
-            bundleID: bundleID, channels: channels, weights: weights, pushToStartShare: scenario == .wave ? 0 : 0.1,
-            frequentShare: 0.3, broadcastShare: planned ? broadcastShare : 0)
         let progress = ProgressLine()
+        try register(tokens, following: channels, bundleID: bundleID, planned: planned, into: store, progress: progress)
+        phases.end("registration")
+
+        // 3. The engine: loads the registry into its shards and connects to the simulator.
+        let client = try clientConfiguration(state: state, port: port, bundleID: bundleID, cpus: cpus)
+        let configuration = try engineConfiguration(
+            client: client, bundleID: bundleID, managementPort: planned ? managementPort : nil)
+        let invalidated = InvalidationCounter()
+        let engine = try startEngine(
+            configuration, store: store, invalidated: invalidated, progress: progress, phases: phases)
+        if planned {
+            try createBroadcastChannels(channels, on: engine)
+            phases.end("broadcast channels")
+        }
+
+        // 4. Play.
+        let script =
+            scenario == .wave
+            ? MatchScript.singleWave(channel: channels[0]) : MatchScript.match(channels: channels, dismissAfter: 2)
+        let play = play(script, on: engine, progress: progress)
+        phases.end("play")
+        progress.finish(
+            String(
+                format: "%6.1fs  %@", play.seconds, play.interrupted ? "interrupted: stopping" : "every wave complete"))
+        // The balance is checked while the engine runs: after `shutdown` every open outcome has been counted as
+        // Shutdown, so a wave that lost a token would look balanced.
+        let beforeShutdown = engine.waves.map(\.report)
+        let balanced = !play.interrupted && beforeShutdown.allSatisfy { $0.isComplete && $0.accounted == $0.targeted }
+        let statistics = wrapUp(engine, interrupted: play.interrupted, progress: progress, phases: phases)
+        print("")
+        print(WaveTable.render(engine.waves.map(\.report), labels: play.labels))
+        print("")
+        try printTotals(
+            statistics, play: play, balanced: balanced, invalidated: invalidated, store: store, simulator: simulator)
+        print("")
+        print(phases.summary)
+        if !balanced && !play.interrupted { throw ExitCode(1) }
+    }
+
+    /// `--scenario soak` (perf/soak.sh): fails when a retained wave did not balance.
+    private func runSoak(
+        _ tokens: Int, bundleID: String, store: SQLiteTokenStore, client: ClientConfiguration,
+        simulator: APNsSimulator
+    ) throws {
+        let soak = SoakRun(
+            tokens: tokens, minutes: minutes, churn: churn, sampleSeconds: sampleSeconds,
+            warmupMinutes: warmupMinutes ?? max(1, minutes / 6), bundleID: bundleID)
+        let balanced = try soak.run(
+            store: store, client: client, minimumInterval: minimumInterval, simulator: simulator)
+        if !balanced { throw ExitCode(1) }
+    }
+
+    /// The in-process simulator, started through `fanfare simulate`'s options on loopback.
+    private func startSimulator(state: String, bundleID: String, cpus: Int) throws -> APNsSimulator {
+        // The soak keeps its injected faults low: it measures memory over a long run, not failure handling.
+        let faults =
+            scenario == .soak ? ["Unregistered:0.0002", "TooManyRequests:0.0005", "InternalServerError:0.0002"] : fault
+        let simulate = try SimulateCommand.parse(
+            [
+                "--listen", "127.0.0.1:0", "--state-dir", state, "--latency", latency, "--cpus",
+                cpus > 1 ? "\(cpus - 1)" : "0",
+                "--bundle-id", bundleID, "--management-port", "0",
+            ] + (scenario == .wave ? [] : faults.flatMap { ["--fault", $0] }))
+        let simulator = try simulate.start()
+        print(
+            "simulator   https://127.0.0.1:\(simulator.boundAddress.port)  latency \(latency)\(scenario == .wave ? "" : "  faults \(faults.joined(separator: " "))")"
+        )
+        return simulator
+    }
+
+    /// The match's (or wave's) activities, spread over the channels by `weights`, into the fresh registry.
+    private func register(
+        _ tokens: Int, following channels: [String], bundleID: String, planned: Bool, into store: SQLiteTokenStore,
+        progress: ProgressLine
+    ) throws {
+        let registry = DemoRegistry(
+            bundleID: bundleID, channels: channels, weights: Self.weights(channels.count),
+            pushToStartShare: scenario == .wave ? 0 : 0.1, frequentShare: 0.3,
+            broadcastShare: planned ? broadcastShare : 0)
         let (rate, subscriptions) = try registry.fill(store, total: tokens) { done, rate in
             progress.update(
                 "registering  \(WaveTable.group(done))/\(WaveTable.group(tokens)) activities  \(WaveTable.group(Int(rate)))/s"
@@ -162,20 +219,29 @@ public struct DemoCommand: ParsableCommand {
                 + (subscriptions > 0
                     ? " and \(WaveTable.group(subscriptions)) broadcast subscriptions (iOS 18+ activities)" : "")
                 + " in \(database) at \(WaveTable.group(Int(rate))) registrations/s (durable, WAL + fsync)")
-        phases.end("registration")
+    }
 
-        // 3. The engine: loads the registry into its shards and connects to the simulator.
-        let client = try clientConfiguration(state: state, port: port, bundleID: bundleID, cpus: cpus)
+    /// `managementPort`: the simulator's channel management, when the audience planner plays (nil: it does not).
+    private func engineConfiguration(
+        client: ClientConfiguration, bundleID: String, managementPort: UInt16?
+    ) throws -> FanoutConfiguration {
         var configuration = FanoutConfiguration(client: client, bundleID: bundleID)
         configuration.minimumInterval = minimumInterval > 0 ? .milliseconds(Int64(minimumInterval * 1000)) : nil
         configuration.maintenanceInterval = .seconds(1)
         configuration.checkpoints = try checkpoints.configuration()
-        if planned {
+        if let managementPort {
             configuration.channelManagement = ChannelManagementConfiguration(
                 host: "127.0.0.1", port: managementPort, tls: client.tls, providerTokens: client.providerTokens,
                 bundleID: bundleID)
         }
-        let invalidated = InvalidationCounter()
+        return configuration
+    }
+
+    /// The engine, loaded from the registry (the wave store too), with what loading took and how durable it is.
+    private func startEngine(
+        _ configuration: FanoutConfiguration, store: SQLiteTokenStore, invalidated: InvalidationCounter,
+        progress: ProgressLine, phases: DemoPhases
+    ) throws -> FanoutEngine {
         // Reading a million rows into the shards takes seconds: say so before, not only after.
         progress.begin("engine      loading \(database) into \(workers) shard(s)")
         let engine = try FanoutEngine(
@@ -195,31 +261,36 @@ public struct DemoCommand: ParsableCommand {
                     ? "checkpoints on: every \(checkpointing.interval) or \(WaveTable.group(checkpointing.pushes)) pushes, "
                         + "window \(WaveTable.group(checkpointing.window))"
                     : "checkpoints off"))
-        // The audience planner: every match gets an APNs broadcast channel (no message stored: a score changes
-        // often), created on the simulator's management port; Fanfare deletes it after full time.
-        if planned {
-            for channel in channels {
-                let link = try Self.blocking {
-                    try await engine.createBroadcastChannel(for: channel, storagePolicy: .noMessageStored)
-                }
-                print(
-                    "broadcast   \(channel) → APNs channel \(link.channelID): \(WaveTable.group(engine.broadcastSubscribers(of: channel))) "
-                        + "subscribed activities get one broadcast per update, the rest per token")
-            }
-            phases.end("broadcast channels")
-        }
+        return engine
+    }
 
-        // 4. Play.
-        let script =
-            scenario == .wave
-            ? MatchScript.singleWave(channel: channels[0]) : MatchScript.match(channels: channels, dismissAfter: 2)
+    /// The audience planner: every match gets an APNs broadcast channel (no message stored: a score changes
+    /// often), created on the simulator's management port; Fanfare deletes it after full time.
+    private func createBroadcastChannels(_ channels: [String], on engine: FanoutEngine) throws {
+        for channel in channels {
+            let link = try Self.blocking {
+                try await engine.createBroadcastChannel(for: channel, storagePolicy: .noMessageStored)
+            }
+            print(
+                "broadcast   \(channel) → APNs channel \(link.channelID): \(WaveTable.group(engine.broadcastSubscribers(of: channel))) "
+                    + "subscribed activities get one broadcast per update, the rest per token")
+        }
+    }
+
+    /// What playing the script left: each wave's label, how long it took, and whether a signal cut it short.
+    struct PlayOutcome {
         var labels: [UInt64: String] = [:]
-        let playStarted = Date()
+        var seconds = 0.0
         var interrupted = false
+    }
+
+    /// Publishes each step of the script when its time comes, showing the waves' progress, until every wave is
+    /// complete or a termination signal arrives.
+    private func play(_ script: MatchScript, on engine: FanoutEngine, progress: ProgressLine) -> PlayOutcome {
+        var outcome = PlayOutcome()
+        let playStarted = Date()
         var nextStep = 0
-        var lastCompleted = 0
-        var lastSample = Date()
-        var lastRate = 0.0
+        var rate = PushRate()
         while true {
             let elapsed = Date().timeIntervalSince(playStarted)
             while nextStep < script.steps.count && script.steps[nextStep].at <= elapsed {
@@ -227,7 +298,7 @@ public struct DemoCommand: ParsableCommand {
                 nextStep += 1
                 do {
                     let wave = try engine.publish(try step.make(Int64(Date().timeIntervalSince1970)))
-                    labels[wave.id] = step.label
+                    outcome.labels[wave.id] = step.label
                     progress.finish(
                         String(format: "%6.1fs  wave %d  %@: %@", elapsed, Int(wave.id), step.channel, step.label))
                 } catch {
@@ -235,39 +306,53 @@ public struct DemoCommand: ParsableCommand {
                 }
             }
             let waves = engine.waves
-            let reports = waves.map(\.report)
-            let stats = engine.statistics.client
-            let now = Date()
-            if now.timeIntervalSince(lastSample) >= 0.5 {
-                lastRate = Double(stats.completed - lastCompleted) / now.timeIntervalSince(lastSample)
-                lastCompleted = stats.completed
-                lastSample = now
-            }
-            progress.update(
-                String(
-                    format:
-                        "%6.1fs  waves done %d/%d  delivered %@  superseded %@  in flight %@  %@ pushes/s  connections %d",
-                    elapsed, reports.filter(\.isComplete).count, script.steps.count,
-                    WaveTable.group(reports.reduce(0) { $0 + $1.delivered }),
-                    WaveTable.group(reports.reduce(0) { $0 + $1.superseded }), WaveTable.group(stats.inFlight),
-                    WaveTable.group(Int(lastRate)), stats.connectionsOpen - stats.connectionsDraining))
+            showProgress(
+                of: waves.map(\.report), steps: script.steps.count, engine: engine, elapsed: elapsed, rate: &rate,
+                progress: progress)
             if nextStep == script.steps.count && waves.allSatisfy(\.isComplete) { break }
             if SignalWaiter.poll() {
-                interrupted = true
+                outcome.interrupted = true
                 break
             }
             usleep(50_000)
         }
-        let playSeconds = Date().timeIntervalSince(playStarted)
-        phases.end("play")
-        progress.finish(
-            String(format: "%6.1fs  %@", playSeconds, interrupted ? "interrupted: stopping" : "every wave complete"))
-        // The balance is checked while the engine runs: after `shutdown` every open outcome has been counted as
-        // Shutdown, so a wave that lost a token would look balanced.
-        let beforeShutdown = engine.waves.map(\.report)
-        let balanced = !interrupted && beforeShutdown.allSatisfy { $0.isComplete && $0.accounted == $0.targeted }
+        outcome.seconds = Date().timeIntervalSince(playStarted)
+        return outcome
+    }
 
-        // Ended matches leave the registry after their dismissal window (2 s in the demo).
+    /// The push rate shown while playing, measured over at least half a second.
+    struct PushRate {
+        var lastCompleted = 0
+        var lastSample = Date()
+        var perSecond = 0.0
+    }
+
+    private func showProgress(
+        of reports: [WaveReport], steps: Int, engine: FanoutEngine, elapsed: Double, rate: inout PushRate,
+        progress: ProgressLine
+    ) {
+        let stats = engine.statistics.client
+        let now = Date()
+        if now.timeIntervalSince(rate.lastSample) >= 0.5 {
+            rate.perSecond = Double(stats.completed - rate.lastCompleted) / now.timeIntervalSince(rate.lastSample)
+            rate.lastCompleted = stats.completed
+            rate.lastSample = now
+        }
+        progress.update(
+            String(
+                format:
+                    "%6.1fs  waves done %d/%d  delivered %@  superseded %@  in flight %@  %@ pushes/s  connections %d",
+                elapsed, reports.filter(\.isComplete).count, steps,
+                WaveTable.group(reports.reduce(0) { $0 + $1.delivered }),
+                WaveTable.group(reports.reduce(0) { $0 + $1.superseded }), WaveTable.group(stats.inFlight),
+                WaveTable.group(Int(rate.perSecond)), stats.connectionsOpen - stats.connectionsDraining))
+    }
+
+    /// Ended matches leave the registry after their dismissal window (2 s in the demo); then the engine stops.
+    /// Returns its statistics from before it stopped.
+    private func wrapUp(
+        _ engine: FanoutEngine, interrupted: Bool, progress: ProgressLine, phases: DemoPhases
+    ) -> FanoutStatistics {
         let dismissing = scenario == .match && !interrupted
         progress.begin(
             dismissing
@@ -280,16 +365,20 @@ public struct DemoCommand: ParsableCommand {
         let statistics = engine.statistics
         engine.shutdown()
         progress.finish(String(format: "wrap-up     done in %.1f s", phases.end("wrap-up")))
-        let reports = engine.waves.map(\.report)
-        print("")
-        print(WaveTable.render(reports, labels: labels))
-        print("")
+        return statistics
+    }
+
+    private func printTotals(
+        _ statistics: FanoutStatistics, play: PlayOutcome, balanced: Bool, invalidated: InvalidationCounter,
+        store: SQLiteTokenStore, simulator: APNsSimulator
+    ) throws {
         let pushes = statistics.client.completed
         print(
             String(
                 format: "%@ pushes in %.2f s (%@ pushes/s); every targeted token accounted for in every wave: %@",
-                WaveTable.group(pushes), playSeconds, WaveTable.group(Int(Double(pushes) / max(playSeconds, 1e-9))),
-                interrupted ? "not checked (interrupted)" : balanced ? "yes" : "NO"))
+                WaveTable.group(pushes), play.seconds,
+                WaveTable.group(Int(Double(pushes) / max(play.seconds, 1e-9))),
+                play.interrupted ? "not checked (interrupted)" : balanced ? "yes" : "NO"))
         print(
             "invalidated tokens removed from the registry: \(WaveTable.group(invalidated.count)); "
                 + "registry now holds \(WaveTable.group(try store.count())) tokens")
@@ -302,9 +391,6 @@ public struct DemoCommand: ParsableCommand {
         print("")
         print("simulator saw:")
         print(simulator.statistics().summary())
-        print("")
-        print(phases.summary)
-        if !balanced && !interrupted { throw ExitCode(1) }
     }
 
     /// The demo's client: the simulator's CA and provider key from `state`, pinned next to the simulator.

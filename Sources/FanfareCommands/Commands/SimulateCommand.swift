@@ -213,6 +213,17 @@ public struct SimulateCommand: ParsableCommand {
     }
 
     public func start() throws -> APNsSimulator {
+        let configuration = try simulatorConfiguration()
+        let options = try simulatorOptions()
+        do {
+            return try APNsSimulator(configuration: configuration, options: options)
+        } catch let error as ChannelStateFileError {
+            throw UsageError("\(error)")
+        }
+    }
+
+    /// The simulated APNs's behaviour from the options, validated (a bad one is a usage error).
+    private func simulatorConfiguration() throws -> SimulatorConfiguration {
         var configuration = SimulatorConfiguration()
         configuration.bundleID = bundleId
         configuration.teamID = teamId
@@ -221,6 +232,26 @@ public struct SimulateCommand: ParsableCommand {
         configuration.maxConcurrentStreams = maxStreams
         configuration.initialMaxConcurrentStreams = initialStreams
         configuration.dropStreamsToOneAfterRejection = dropStreamsAfterRejection
+        try applyFaults(to: &configuration)
+        configuration.perTokenRateLimit = perTokenRate
+        configuration.wedgeAfterExpiredToken = wedgeAfterExpiredToken
+        configuration.strictProviderToken = strictProviderToken
+        configuration.seed = seed
+        guard maxChannels >= 0 else { throw UsageError("--max-channels must not be negative") }
+        configuration.maxChannelsPerApp = maxChannels
+        try applyReplies(to: &configuration)
+        if let knownTokens { configuration.knownTokens = try Self.readKnownTokens(knownTokens) }
+        do {
+            try configuration.validate()
+        } catch {
+            throw UsageError("\(error)")
+        }
+        return configuration
+    }
+
+    /// Latency, injected faults and the connection-level misbehaviour (refused streams, resets, held responses,
+    /// GOAWAY).
+    private func applyFaults(to configuration: inout SimulatorConfiguration) throws {
         configuration.latency = try parseLatency(latency)
         configuration.faults = try fault.map { text throws in
             do { return try FaultRule(parsing: text) } catch { throw UsageError("--fault: \(error)") }
@@ -242,12 +273,11 @@ public struct SimulateCommand: ParsableCommand {
         }
         if let goawayAfter, goawayAfter < 1 { throw UsageError("--goaway-after must be at least 1") }
         configuration.goAwayAfterStreams = goawayAfter
-        configuration.perTokenRateLimit = perTokenRate
-        configuration.wedgeAfterExpiredToken = wedgeAfterExpiredToken
-        configuration.strictProviderToken = strictProviderToken
-        configuration.seed = seed
-        guard maxChannels >= 0 else { throw UsageError("--max-channels must not be negative") }
-        configuration.maxChannelsPerApp = maxChannels
+    }
+
+    /// The answers chosen for some requests: broadcast start events, the environment's key, provider keys'
+    /// scopes, unknown tokens and token prefixes.
+    private func applyReplies(to configuration: inout SimulatorConfiguration) throws {
         if broadcastStartReason == "accept" {
             configuration.broadcastStartEventReason = nil
         } else {
@@ -280,21 +310,22 @@ public struct SimulateCommand: ParsableCommand {
             }
             return rule
         }
-        if let knownTokens {
-            guard let text = try? String(contentsOfFile: knownTokens, encoding: .utf8) else {
-                throw UsageError("--known-tokens: cannot read '\(knownTokens)'")
-            }
-            configuration.knownTokens = Set(
-                text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
-                    .filter { !$0.isEmpty })
-        }
-        do {
-            try configuration.validate()
-        } catch {
-            throw UsageError("\(error)")
-        }
-        guard threads >= 1 && threads <= 256 else { throw UsageError("--threads must be 1...256") }
+    }
 
+    /// `--known-tokens`: one hex token per line, any case.
+    private static func readKnownTokens(_ path: String) throws -> Set<String> {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw UsageError("--known-tokens: cannot read '\(path)'")
+        }
+        return Set(
+            text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+                .filter { !$0.isEmpty })
+    }
+
+    /// Where and how the simulator serves: its addresses, TLS and provider-token keys (made in `--state-dir`
+    /// unless given), threads and where channels are kept.
+    private func simulatorOptions() throws -> APNsSimulator.Options {
+        guard threads >= 1 && threads <= 256 else { throw UsageError("--threads must be 1...256") }
         let listenAddress = try parseListenAddress(listen)
         let tls = try makeServerTLS()
         let verifier = try makeVerifier()
@@ -321,11 +352,7 @@ public struct SimulateCommand: ParsableCommand {
             }
             options.channelStateFile = channelFile
         }
-        do {
-            return try APNsSimulator(configuration: configuration, options: options)
-        } catch let error as ChannelStateFileError {
-            throw UsageError("\(error)")
-        }
+        return options
     }
 
     private var channelFile: String { stateDir + "/channels" }

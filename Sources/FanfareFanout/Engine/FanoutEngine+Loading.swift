@@ -23,6 +23,73 @@ extension FanoutEngine {
         }
     }
 
+    /// With leased shards, the wave store the nodes share; nothing is held yet, so no shard sends (shards fill
+    /// when this node takes their leases). Nil without leased shards.
+    static func sharedWaveStore(
+        _ waveStore: (any WaveStore)?, of shards: [Shard], configuration: FanoutConfiguration
+    ) throws(FanoutError) -> (any SharedWaveStore)? {
+        guard configuration.leasedShards else { return nil }
+        guard let shared = waveStore as? any SharedWaveStore else {
+            throw .invalidConfiguration(
+                field: "leasedShards", problem: "needs a wave store shared by the nodes (a SharedWaveStore)")
+        }
+        for shard in shards { shard.sendUntil.store(0, ordering: .relaxed) }
+        return shared
+    }
+
+    /// The control state at start-up: the channels of the tokens loaded into the shards (none yet with leased
+    /// shards), the shards held, and the broadcast links and subscriber counts.
+    static func loadControlState(
+        from store: TokenStore, into shards: [Shard], configuration: FanoutConfiguration
+    ) throws(FanoutError) -> ControlState {
+        let channels =
+            configuration.leasedShards
+            ? ChannelDirectory(limit: maximumChannels)
+            : try load(from: store, into: shards, configuration: configuration)
+        var state = ControlState(channels: channels)
+        state.held = Array(repeating: !configuration.leasedShards, count: shards.count)
+        try loadBroadcastState(from: store, configuration: configuration, into: &state)
+        return state
+    }
+
+    static func makeChannelManager(
+        _ management: ChannelManagementConfiguration?
+    ) throws(FanoutError) -> BroadcastChannelManager? {
+        guard let management else { return nil }
+        do { return try BroadcastChannelManager(configuration: management) } catch {
+            throw .client("channel management: \(error)")
+        }
+    }
+
+    /// The checkpoint writer (set on the shards when checkpoints are on) and what the wave store knows at start-up
+    /// (`loadWaveState`).
+    static func openWaveStore(
+        _ waveStore: any WaveStore, of shards: [Shard], configuration: FanoutConfiguration,
+        into state: inout ControlState
+    ) throws(FanoutError) -> (writer: CheckpointWriter, retirements: [String: Int64], unfinished: [UnfinishedWave]) {
+        let writer = CheckpointWriter(
+            store: waveStore, bundleID: configuration.bundleID, environment: configuration.environment,
+            shards: shards.count, logger: configuration.logger)
+        if configuration.checkpoints.isEnabled {
+            for shard in shards { shard.configureCheckpoints(writer, configuration.checkpoints) }
+        }
+        let (retirements, unfinished) = try loadWaveState(from: waveStore, configuration: configuration, into: &state)
+        return (writer, retirements, unfinished)
+    }
+
+    static func makeClient(
+        _ configuration: FanoutConfiguration, resultHandler: ResultRouter, producers shards: [Shard]
+    ) throws(FanoutError) -> APNsClient {
+        do {
+            var clientConfiguration = configuration.client
+            // The autoscaler logs its decisions.
+            if clientConfiguration.logger == nil { clientConfiguration.logger = configuration.logger }
+            return try APNsClient(configuration: clientConfiguration, resultHandler: resultHandler, producers: shards)
+        } catch {
+            throw .client("\(error)")
+        }
+    }
+
     /// The audience planner's links and subscriber counts.
     static func loadBroadcastState(
         from store: TokenStore, configuration: FanoutConfiguration, into state: inout ControlState
@@ -105,6 +172,4 @@ extension FanoutEngine {
             supportsBroadcast: registration.kind == .pushToStart && registration.supportsBroadcast,
             registeredAtSeconds: UInt32(clamping: registration.lastSeenAt / 1000), channels: channels)
     }
-
-    /// Whole nanoseconds, saturating (durations are checked by `FanoutConfiguration.validate`).
 }

@@ -80,63 +80,72 @@ extension FanoutEngine {
                 configuration.logger.error("durable waves: wave \(record.id) \(error); it is not resumed")
                 continue
             }
-            let (update, payload, publishedAt, deadline) = (
-                stored.update, stored.payload, stored.publishedAt, stored.deadline
-            )
             var mode = Shard.ResumeMode.resume
             if newest[Self.audienceKey(record.channel, event: record.event)] != record.id {
                 mode = .supersede
             } else if let freshUntil = record.freshUntil, freshUntil <= now {
                 mode = .expire
             }
-            let (checkpoints, restarts) = shardCheckpoints(of: wave)
-            var channelPayload: PushPayload?
-            if let bytes = record.channelPayload {
-                channelPayload = try? bytes.withUnsafeBytes { bytes throws(PayloadError) in
-                    try PushPayload(copying: bytes)
-                }
-            }
-            let broadcastChannel = record.broadcastChannelID.flatMap { try? BroadcastChannelID($0) }
-            if record.broadcastChannelID != nil && broadcastChannel == nil {
-                configuration.logger.error(
-                    "durable waves: wave \(record.id)'s broadcast channel id is not base64; its broadcast is not sent")
-            }
-            control.withLock { state in
-                let sequence = state.nextSequence
-                state.nextSequence += 1
-                let channel = state.channels.mention(record.channel, sequence: sequence)
-                state.channels.setLatestTimestamp(
-                    max(state.latest[record.channel] ?? record.timestamp, record.timestamp), of: channel)
-                // The broadcast half as published; its outcome comes from its shard's checkpoint.
-                let broadcast = broadcastChannel.map { channelID in
-                    BroadcastPart(
-                        channelID: channelID, subscribers: state.subscribers[record.channel] ?? 0,
-                        expiration: state.links[record.channel]?.storagePolicy == 1 ? record.freshUntil ?? 0 : 0,
-                        wave: record.id,
-                        shard: Self.broadcastShard(record.channel, shards: shards.count))
-                }
-                let resumed = Wave(
-                    id: record.id, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
-                    publishedAtWall: record.publishedAt, restarts: restarts + 1, broadcast: broadcast,
-                    participating: taking,
-                    onComplete: { [weak self] wave in self?.waveCompleted(wave) })
-                // Its tallies start from the checkpoints (the shards store them before anything is sent).
-                let published = PublishedUpdate(
-                    wave: resumed, update: update, channel: channel, sequence: sequence, payload: payload,
-                    deadline: deadline,
-                    channelPayload: channelPayload)
-                published.hasAlert = record.hasAlert
-                unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
-                history.append(resumed)
-                for index in taking ?? Array(shards.indices) {
-                    enqueueWaiting(
-                        .resumeWave(ResumedWave(update: published, checkpoint: checkpoints[index], mode: mode)),
-                        shard: index)
-                }
-            }
+            enqueueResumed(wave, stored, mode: mode, onShards: taking)
             configuration.logger.notice(
                 "durable waves: wave \(record.id) on \(record.channel) \(mode == .resume ? "resumes" : mode == .supersede ? "ends superseded" : "ends expired") after a restart"
             )
+        }
+    }
+
+    /// Counts `wave` as unfinished again and hands it, with each shard's checkpoint, to the shards `taking` (all
+    /// of them when nil), which resume, supersede or expire their part as `mode` says.
+    private func enqueueResumed(
+        _ wave: UnfinishedWave, _ stored: StoredWaveUpdate, mode: Shard.ResumeMode, onShards taking: [Int]?
+    ) {
+        let record = wave.record
+        let (update, payload, publishedAt, deadline) = (
+            stored.update, stored.payload, stored.publishedAt, stored.deadline
+        )
+        let (checkpoints, restarts) = shardCheckpoints(of: wave)
+        var channelPayload: PushPayload?
+        if let bytes = record.channelPayload {
+            channelPayload = try? bytes.withUnsafeBytes { bytes throws(PayloadError) in
+                try PushPayload(copying: bytes)
+            }
+        }
+        let broadcastChannel = record.broadcastChannelID.flatMap { try? BroadcastChannelID($0) }
+        if record.broadcastChannelID != nil && broadcastChannel == nil {
+            configuration.logger.error(
+                "durable waves: wave \(record.id)'s broadcast channel id is not base64; its broadcast is not sent")
+        }
+        control.withLock { state in
+            let sequence = state.nextSequence
+            state.nextSequence += 1
+            let channel = state.channels.mention(record.channel, sequence: sequence)
+            state.channels.setLatestTimestamp(
+                max(state.latest[record.channel] ?? record.timestamp, record.timestamp), of: channel)
+            // The broadcast half as published; its outcome comes from its shard's checkpoint.
+            let broadcast = broadcastChannel.map { channelID in
+                BroadcastPart(
+                    channelID: channelID, subscribers: state.subscribers[record.channel] ?? 0,
+                    expiration: state.links[record.channel]?.storagePolicy == 1 ? record.freshUntil ?? 0 : 0,
+                    wave: record.id,
+                    shard: Self.broadcastShard(record.channel, shards: shards.count))
+            }
+            let resumed = Wave(
+                id: record.id, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
+                publishedAtWall: record.publishedAt, restarts: restarts + 1, broadcast: broadcast,
+                participating: taking,
+                onComplete: { [weak self] wave in self?.waveCompleted(wave) })
+            // Its tallies start from the checkpoints (the shards store them before anything is sent).
+            let published = PublishedUpdate(
+                wave: resumed, update: update, channel: channel, sequence: sequence, payload: payload,
+                deadline: deadline,
+                channelPayload: channelPayload)
+            published.hasAlert = record.hasAlert
+            unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
+            history.append(resumed)
+            for index in taking ?? Array(shards.indices) {
+                enqueueWaiting(
+                    .resumeWave(ResumedWave(update: published, checkpoint: checkpoints[index], mode: mode)),
+                    shard: index)
+            }
         }
     }
 }

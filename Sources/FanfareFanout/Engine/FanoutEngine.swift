@@ -153,61 +153,33 @@ public final class FanoutEngine: Sendable {
         self.registryWorker = registryWorker
         let shards = Self.makeShards(configuration, invalidations: registryWorker, breaker: breaker)
         self.shards = shards
-        if configuration.leasedShards {
-            guard let shared = waveStore as? any SharedWaveStore else {
-                throw .invalidConfiguration(
-                    field: "leasedShards", problem: "needs a wave store shared by the nodes (a SharedWaveStore)")
-            }
-            sharedStore = shared
-            // Nothing is held yet: shards fill when this node takes their leases.
-            for shard in shards { shard.sendUntil.store(0, ordering: .relaxed) }
-        } else {
-            sharedStore = nil
-        }
-        let channels =
-            configuration.leasedShards
-            ? ChannelDirectory(limit: Self.maximumChannels)
-            : try Self.load(from: store, into: shards, configuration: configuration)
-        var controlState = ControlState(channels: channels)
-        controlState.held = Array(repeating: !configuration.leasedShards, count: shards.count)
+        sharedStore = try Self.sharedWaveStore(waveStore, of: shards, configuration: configuration)
+        var controlState = try Self.loadControlState(from: store, into: shards, configuration: configuration)
         linkStore = store as? any BroadcastLinkStore
-        try Self.loadBroadcastState(from: store, configuration: configuration, into: &controlState)
-        if let management = configuration.channelManagement {
-            do { channelManager = try BroadcastChannelManager(configuration: management) } catch {
-                throw .client("channel management: \(error)")
-            }
-        } else {
-            channelManager = nil
-        }
+        channelManager = try Self.makeChannelManager(configuration.channelManagement)
         var unfinished: [UnfinishedWave] = []
         if let waveStore {
-            let writer = CheckpointWriter(
-                store: waveStore, bundleID: configuration.bundleID, environment: configuration.environment,
-                shards: shards.count, logger: configuration.logger)
-            if configuration.checkpoints.isEnabled {
-                for shard in shards { shard.configureCheckpoints(writer, configuration.checkpoints) }
-            }
-            checkpointWriter = writer
-            let pending: [String: Int64]
-            (pending, unfinished) = try Self.loadWaveState(
-                from: waveStore, configuration: configuration, into: &controlState)
-            retirements.withLock { $0 = pending }
+            let waves = try Self.openWaveStore(
+                waveStore, of: shards, configuration: configuration, into: &controlState)
+            checkpointWriter = waves.writer
+            retirements.withLock { $0 = waves.retirements }
+            unfinished = waves.unfinished
         } else {
             checkpointWriter = nil
         }
         feed = Mutex(
             WaveFeedState(lastWave: controlState.nextWaveID - 1, heldSince: Array(repeating: nil, count: shards.count)))
         control = Mutex(controlState)
-        router = ResultRouter(shards: shards, observer: configuration.onPushResult)
-        do {
-            var clientConfiguration = configuration.client
-            // The autoscaler logs its decisions.
-            if clientConfiguration.logger == nil { clientConfiguration.logger = configuration.logger }
-            client = try APNsClient(configuration: clientConfiguration, resultHandler: router, producers: shards)
-        } catch {
-            throw .client("\(error)")
-        }
+        let router = ResultRouter(shards: shards, observer: configuration.onPushResult)
+        self.router = router
+        client = try Self.makeClient(configuration, resultHandler: router, producers: shards)
         retirement.engine = self
+        startWorkers(resuming: unfinished)
+    }
+
+    /// The engine is whole: the threads that act on their own start (checkpoints, the registry's maintenance),
+    /// and the waves an earlier engine left unfinished go on.
+    private func startWorkers(resuming unfinished: [UnfinishedWave]) {
         if let checkpointWriter {
             let client = client
             checkpointWriter.kick = { shard in client.kickProducer(worker: shard) }
@@ -347,38 +319,16 @@ public final class FanoutEngine: Sendable {
         let (payload, freshFor) = try validated(update)
         let publishedAt = monotonicNow()
         let deadline = freshFor.map { publishedAt &+ UInt64($0) * 1_000_000_000 } ?? 0
-        // A kick-off on a linked channel: iOS 18+ devices get `input-push-channel` (their activity then follows
-        // the channel's broadcasts); encoded outside the lock, for the link as it is now.
-        var channelPayload: PushPayload?
-        var kickOffLink: BroadcastChannelID?
-        if update.content.event == .start, let link = control.withLock({ $0.links[update.channel]?.channelID }) {
-            var content = update.content
-            content.inputPushChannel = link.description
-            do { channelPayload = try PushPayload(liveActivity: content) } catch { throw .invalidPayload(error) }
-            kickOffLink = link
-        }
+        let kickOff = try kickOffPayload(for: update)
 
         return try control.withLock { state throws(PublishError) -> Wave in
             guard !isShutDown.load(ordering: .acquiring) else { throw .shutDown }
-            if let current = state.latest[update.channel], update.content.timestamp < current {
-                throw .olderThanCurrent(channel: update.channel, timestamp: update.content.timestamp, current: current)
-            }
-            guard state.channels.canAdmit(CollectionOfOne(update.channel)) else {
-                throw .tooManyChannels(limit: Self.maximumChannels)
-            }
-            let unfinished = unfinishedWaves.load(ordering: .acquiring)
-            guard unfinished < configuration.maximumUnfinishedWaves else {
-                throw .tooManyUnfinishedWaves(limit: configuration.maximumUnfinishedWaves)
-            }
-            // Room checked here is room at the enqueue below, on every shard or none (`ShardInbox`).
-            for shard in shards where !shard.inbox.hasControlRoom {
-                throw .backPressure(shard: shard.index)
-            }
+            try admit(update, in: state)
             let publishedAtWall = Self.wallMilliseconds()
             let broadcast = broadcastPart(for: update, wave: state.nextWaveID, in: state)
             // The kick-off variant only if the link did not change since it was encoded.
-            let publishedChannelPayload =
-                kickOffLink != nil && kickOffLink == state.links[update.channel]?.channelID ? channelPayload : nil
+            let channelPayload =
+                kickOff.link != nil && kickOff.link == state.links[update.channel]?.channelID ? kickOff.payload : nil
             if let waveStore {
                 // Durable before anything is sent or `publish` returns (one transaction; under the lock so ids,
                 // sequences and the store agree).
@@ -389,28 +339,70 @@ public final class FanoutEngine: Sendable {
                     payload: Array(payload.bytes), freshUntil: update.freshUntil, collapseID: update.collapseID,
                     dismissalDate: update.content.dismissalDate, publishedAt: publishedAtWall, shardCount: shards.count,
                     startKeys: [], broadcastChannelID: broadcast?.channelID.description,
-                    channelPayload: publishedChannelPayload.map { Array($0.bytes) })
+                    channelPayload: channelPayload.map { Array($0.bytes) })
                 do { try waveStore.saveWave(record) } catch { throw .storage("\(error)") }
             }
-            let sequence = state.nextSequence
-            state.nextSequence += 1
-            let channel = state.channels.mention(update.channel, sequence: sequence)
-            state.channels.setLatestTimestamp(update.content.timestamp, of: channel)
-            state.latest[update.channel] = max(state.latest[update.channel] ?? .min, update.content.timestamp)
-            let wave = Wave(
-                id: state.nextWaveID, update: update, shardCount: shards.count, publishedAt: publishedAt,
-                breaker: breaker,
-                publishedAtWall: publishedAtWall, broadcast: broadcast,
-                onComplete: { [weak self] wave in self?.waveCompleted(wave) })
-            state.nextWaveID += 1
-            let published = PublishedUpdate(
-                wave: wave, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline,
-                channelPayload: publishedChannelPayload)
-            unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
-            history.append(wave)
-            for shard in shards { enqueueControl(.publish(published), shard: shard) }
-            return wave
+            return startWave(
+                update, payload: payload, channelPayload: channelPayload, broadcast: broadcast, deadline: deadline,
+                publishedAt: publishedAt, publishedAtWall: publishedAtWall, in: &state)
         }
+    }
+
+    /// A kick-off on a linked channel: iOS 18+ devices get `input-push-channel` (their activity then follows the
+    /// channel's broadcasts). Encoded outside the lock, for the link as it is now; nil payload: no such variant.
+    private func kickOffPayload(
+        for update: ChannelUpdate
+    ) throws(PublishError) -> (payload: PushPayload?, link: BroadcastChannelID?) {
+        guard update.content.event == .start, let link = control.withLock({ $0.links[update.channel]?.channelID })
+        else { return (nil, nil) }
+        var content = update.content
+        content.inputPushChannel = link.description
+        do { return (try PushPayload(liveActivity: content), link) } catch { throw .invalidPayload(error) }
+    }
+
+    /// Whether a wave on `update`'s channel may start now: latest state wins, the channel fits, the unfinished
+    /// waves are under their limit and every shard has room. Holding `control`.
+    private func admit(_ update: ChannelUpdate, in state: ControlState) throws(PublishError) {
+        if let current = state.latest[update.channel], update.content.timestamp < current {
+            throw .olderThanCurrent(channel: update.channel, timestamp: update.content.timestamp, current: current)
+        }
+        guard state.channels.canAdmit(CollectionOfOne(update.channel)) else {
+            throw .tooManyChannels(limit: Self.maximumChannels)
+        }
+        let unfinished = unfinishedWaves.load(ordering: .acquiring)
+        guard unfinished < configuration.maximumUnfinishedWaves else {
+            throw .tooManyUnfinishedWaves(limit: configuration.maximumUnfinishedWaves)
+        }
+        // Room checked here is room at the enqueue in `startWave`, on every shard or none (`ShardInbox`).
+        for shard in shards where !shard.inbox.hasControlRoom {
+            throw .backPressure(shard: shard.index)
+        }
+    }
+
+    /// Numbers the admitted wave, records the channel's newest timestamp and hands the wave to every shard.
+    /// Holding `control`, after `admit`.
+    private func startWave(
+        _ update: ChannelUpdate, payload: PushPayload, channelPayload: PushPayload?, broadcast: BroadcastPart?,
+        deadline: UInt64, publishedAt: UInt64, publishedAtWall: Int64, in state: inout ControlState
+    ) -> Wave {
+        let sequence = state.nextSequence
+        state.nextSequence += 1
+        let channel = state.channels.mention(update.channel, sequence: sequence)
+        state.channels.setLatestTimestamp(update.content.timestamp, of: channel)
+        state.latest[update.channel] = max(state.latest[update.channel] ?? .min, update.content.timestamp)
+        let wave = Wave(
+            id: state.nextWaveID, update: update, shardCount: shards.count, publishedAt: publishedAt,
+            breaker: breaker,
+            publishedAtWall: publishedAtWall, broadcast: broadcast,
+            onComplete: { [weak self] wave in self?.waveCompleted(wave) })
+        state.nextWaveID += 1
+        let published = PublishedUpdate(
+            wave: wave, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline,
+            channelPayload: channelPayload)
+        unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
+        history.append(wave)
+        for shard in shards { enqueueControl(.publish(published), shard: shard) }
+        return wave
     }
 
     /// Checks an update before it is published; returns its encoded payload and how many seconds it stays fresh.

@@ -86,33 +86,66 @@ enum WaveRecovery {
                 everythingSent ? sorted.count : min(sorted.count, window == Int.max ? sorted.count : window)
             return (walk, 0)
         }
-        // The range still to visit, as positions of `sorted`.
-        var rangeFirst = 0
-        var rangeCount = 0
-        var rangeSent = 0
-        if !checkpoint.rangeDone && sorted.count > 0 {
-            rangeFirst = WalkSorter.lowerBound(checkpoint.from, in: sorted, slots: slots, tokens: tokens)
-            let end = WalkSorter.lowerBound(checkpoint.to, in: sorted, slots: slots, tokens: tokens)
-            // Members from `from` up to `to`, wrapping past the end of the order when `to` comes before `from`.
-            // Positions alone cannot tell "nothing left" from "everything left" when they coincide (a cursor
-            // that had not moved yet: from = the first member's key, to = the origin): the keys' order can.
-            func members(upTo position: Int, key: WalkKey) -> Int {
-                if key == checkpoint.from { return 0 }
-                if WalkKey.precedes(checkpoint.from, key) { return max(0, position - rangeFirst) }
-                return sorted.count - rangeFirst + position
-            }
-            rangeCount = checkpoint.from == checkpoint.to ? sorted.count : members(upTo: end, key: checkpoint.to)
-            if let high = checkpoint.highWater {
-                let highPosition = WalkSorter.lowerBound(high, in: sorted, slots: slots, tokens: tokens)
-                rangeSent = min(rangeCount, members(upTo: highPosition, key: high))
-            } else {
-                rangeSent = rangeCount
-            }
+        let range = remainingRange(of: checkpoint, sorted: sorted, slots: slots, tokens: tokens)
+        let missing = appendPending(
+            of: checkpoint, outside: range, sorted: sorted, slots: slots, tokens: tokens,
+            everythingSent: everythingSent, to: &walk)
+        walk.appendRange(sorted, from: range.first, count: range.count)
+        walk.rangePossiblySent = everythingSent ? range.count : range.possiblySent
+        walk.from = checkpoint.rangeDone ? checkpoint.to : checkpoint.from
+        walk.to = checkpoint.to
+        return (walk, missing)
+    }
+
+    /// The key range a resumed wave still has to visit, as positions of the audience sorted in walk order.
+    private struct RemainingRange {
+        var first = 0
+        var count = 0
+        /// Of those, how many a push may have gone to (the ones before the checkpoint's high-water key).
+        var possiblySent = 0
+
+        /// Whether the member at `position` of an audience of `total` lies in the range (which may wrap).
+        @inline(__always)
+        func contains(_ position: Int, total: Int) -> Bool {
+            count > 0 && (position - first + total) % total < count
         }
-        func inRange(_ position: Int) -> Bool {
-            rangeCount > 0 && (position - rangeFirst + sorted.count) % sorted.count < rangeCount
+    }
+
+    /// The checkpoint's range from `from` up to `to`, in positions of `sorted` (empty when the range was done).
+    @inline(__always)
+    private static func remainingRange(
+        of checkpoint: ShardCheckpoint, sorted: UnsafeMutableBufferPointer<WalkSorter.Entry>,
+        slots: Column<UInt32>, tokens: TokenTable
+    ) -> RemainingRange {
+        guard !checkpoint.rangeDone && sorted.count > 0 else { return RemainingRange() }
+        let first = WalkSorter.lowerBound(checkpoint.from, in: sorted, slots: slots, tokens: tokens)
+        let end = WalkSorter.lowerBound(checkpoint.to, in: sorted, slots: slots, tokens: tokens)
+        // Members from `from` up to `to`, wrapping past the end of the order when `to` comes before `from`.
+        // Positions alone cannot tell "nothing left" from "everything left" when they coincide (a cursor
+        // that had not moved yet: from = the first member's key, to = the origin): the keys' order can.
+        func members(upTo position: Int, key: WalkKey) -> Int {
+            if key == checkpoint.from { return 0 }
+            if WalkKey.precedes(checkpoint.from, key) { return max(0, position - first) }
+            return sorted.count - first + position
         }
-        // Pending members, found by hash (a hash shared by two tokens brings both: one more push at most).
+        let count = checkpoint.from == checkpoint.to ? sorted.count : members(upTo: end, key: checkpoint.to)
+        var possiblySent = count
+        if let high = checkpoint.highWater {
+            let highPosition = WalkSorter.lowerBound(high, in: sorted, slots: slots, tokens: tokens)
+            possiblySent = min(count, members(upTo: highPosition, key: high))
+        }
+        return RemainingRange(first: first, count: count, possiblySent: possiblySent)
+    }
+
+    /// Appends the checkpoint's pending members that lie outside `range` to `walk`, the possibly sent ones first,
+    /// and sets its explicit counts; returns how many pending members are no longer here. Members are found by
+    /// hash (a hash shared by two tokens brings both: one more push at most).
+    @inline(__always)
+    private static func appendPending(
+        of checkpoint: ShardCheckpoint, outside range: RemainingRange,
+        sorted: UnsafeMutableBufferPointer<WalkSorter.Entry>, slots: Column<UInt32>, tokens: TokenTable,
+        everythingSent: Bool, to walk: inout WaveWalk
+    ) -> Int {
         var missing = 0
         var sentFirst: [UInt32] = []
         var others: [UInt32] = []
@@ -124,7 +157,7 @@ enum WaveRecovery {
             var found = false
             while position < sorted.count && sorted[position].hash == item.hash {
                 found = true
-                if !inRange(position) {
+                if !range.contains(position, total: sorted.count) {
                     if item.possiblySent || everythingSent {
                         sentFirst.append(sorted[position].member)
                         sentHashes.append(item.hash)
@@ -143,10 +176,6 @@ enum WaveRecovery {
         }
         walk.explicitCount = walk.members.count
         walk.explicitPossiblySent = sentFirst.count
-        walk.appendRange(sorted, from: rangeFirst, count: rangeCount)
-        walk.rangePossiblySent = everythingSent ? rangeCount : rangeSent
-        walk.from = checkpoint.rangeDone ? checkpoint.to : checkpoint.from
-        walk.to = checkpoint.to
-        return (walk, missing)
+        return missing
     }
 }

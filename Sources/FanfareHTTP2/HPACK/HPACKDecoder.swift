@@ -88,12 +88,7 @@ public struct HPACKDecoder: ~Copyable {
             if first & 0xE0 == 0x20 {
                 // Dynamic table size update (§6.3): only before the first field.
                 guard !fieldSeen else { throw .tableSizeUpdateNotAtStart }
-                let size = try reader.readInteger(prefixBits: 5)
-                guard size <= min(maximumTableSize, requiredTableSizeUpdate ?? .max) else {
-                    throw .tableSizeUpdateTooLarge(size)
-                }
-                requiredTableSizeUpdate = nil
-                table.setMaximumSize(size)
+                try updateTableSize(&reader)
                 continue
             }
             guard requiredTableSizeUpdate == nil else { throw .tableSizeUpdateMissing }
@@ -110,19 +105,7 @@ public struct HPACKDecoder: ~Copyable {
                 // Literal with incremental indexing (§6.2.1, 6-bit prefix), without indexing (§6.2.2) or never
                 // indexed (§6.2.3) (4-bit prefixes).
                 indexing = first & 0x40 != 0
-                let nameIndex = try reader.readInteger(prefixBits: indexing ? 6 : 4)
-                if nameIndex == 0 {
-                    name = try reader.readString(scratch: nameScratch, maximumLength: stringLimit)
-                } else {
-                    let indexedName = try lookup(nameIndex).name
-                    if indexing && table.contains(indexedName.baseAddress) {
-                        // Inserting may evict this very entry and move the arena (RFC 7541 §4.4).
-                        nameScratch.copyMemory(from: indexedName)
-                        name = UnsafeRawBufferPointer(rebasing: nameScratch[0..<indexedName.count])
-                    } else {
-                        name = indexedName
-                    }
-                }
+                name = try readLiteralName(&reader, indexing: indexing)
                 if !indexing && !wantsValue(name) {
                     listSize +=
                         name.count + (try reader.skipString(maximumLength: stringLimit))
@@ -130,17 +113,7 @@ public struct HPACKDecoder: ~Copyable {
                     guard listSize <= maximumHeaderListSize else { throw .headerListTooLarge }
                     continue
                 }
-                let (encoded, isHuffman) = try reader.readEncodedString(maximumLength: stringLimit)
-                if !isHuffman {
-                    value = encoded
-                } else if HPACKRepeatedValues.keeps(encodedLength: encoded.count) && !indexing {
-                    // Indexed values are sent as an index next time; only those never indexed repeat as literals.
-                    value = try repeatedValues.decode(encoded)
-                    guard value.count <= stringLimit else { throw .stringTooLong(encoded.count) }
-                } else {
-                    value = try HPACKBlockReader.decodeHuffman(
-                        encoded, scratch: valueScratch, maximumLength: stringLimit)
-                }
+                value = try readLiteralValue(&reader, indexing: indexing)
             }
 
             listSize += name.count + value.count + HPACKEncoderTable.entryOverhead
@@ -151,6 +124,51 @@ public struct HPACKDecoder: ~Copyable {
         // An empty block still owes the size update (RFC 7541 §4.2: the first block after the change).
         guard requiredTableSizeUpdate == nil else { throw .tableSizeUpdateMissing }
         failed = false
+    }
+
+    /// A dynamic table size update (§6.3): at most what we advertise, and at most the size our lowered setting
+    /// requires of this block.
+    @inline(__always)
+    private mutating func updateTableSize(_ reader: inout HPACKBlockReader) throws(HPACKError) {
+        let size = try reader.readInteger(prefixBits: 5)
+        guard size <= min(maximumTableSize, requiredTableSizeUpdate ?? .max) else {
+            throw .tableSizeUpdateTooLarge(size)
+        }
+        requiredTableSizeUpdate = nil
+        table.setMaximumSize(size)
+    }
+
+    /// A literal's name: indexed (a 6-bit prefix when the literal is indexed, else 4 bits) or a string.
+    @inline(__always)
+    private func readLiteralName(
+        _ reader: inout HPACKBlockReader, indexing: Bool
+    ) throws(HPACKError) -> UnsafeRawBufferPointer {
+        let nameIndex = try reader.readInteger(prefixBits: indexing ? 6 : 4)
+        if nameIndex == 0 {
+            return try reader.readString(scratch: nameScratch, maximumLength: stringLimit)
+        }
+        let indexedName = try lookup(nameIndex).name
+        guard indexing && table.contains(indexedName.baseAddress) else { return indexedName }
+        // Inserting may evict this very entry and move the arena (RFC 7541 §4.4).
+        nameScratch.copyMemory(from: indexedName)
+        return UnsafeRawBufferPointer(rebasing: nameScratch[0..<indexedName.count])
+    }
+
+    /// A literal's value: in place when sent as-is, else Huffman-decoded into scratch (or kept decoded, when it
+    /// is a long value never indexed).
+    @inline(__always)
+    private mutating func readLiteralValue(
+        _ reader: inout HPACKBlockReader, indexing: Bool
+    ) throws(HPACKError) -> UnsafeRawBufferPointer {
+        let (encoded, isHuffman) = try reader.readEncodedString(maximumLength: stringLimit)
+        if !isHuffman { return encoded }
+        if HPACKRepeatedValues.keeps(encodedLength: encoded.count) && !indexing {
+            // Indexed values are sent as an index next time; only those never indexed repeat as literals.
+            let value = try repeatedValues.decode(encoded)
+            guard value.count <= stringLimit else { throw .stringTooLong(encoded.count) }
+            return value
+        }
+        return try HPACKBlockReader.decodeHuffman(encoded, scratch: valueScratch, maximumLength: stringLimit)
     }
 
     /// The entry at a 1-based index into the static then the dynamic table.

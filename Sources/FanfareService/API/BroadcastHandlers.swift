@@ -17,6 +17,31 @@ extension FanfareAPI {
         guard case .json(let body) = input.body else {
             throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
         }
+        // Every check before anything changes.
+        let given = try checkLinkRequest(body, channel: channel)
+        let existing = engine.broadcastLink(of: channel)
+        if body.channelId == nil, let existing, existing.createdByUs, existing.storagePolicy == body.storagePolicy {
+            // PUT is idempotent: the channel already has the APNs channel it asks for; no second one is made.
+            return .ok(.init(body: .json(Self.link(existing))))
+        }
+        if let existing, existing.createdByUs, existing.channelID != body.channelId {
+            // Another APNs channel replaces one the service created: that one is deleted first (its subscribers
+            // follow its id, not the new one), so replacing never leaves channels behind at APNs.
+            do {
+                _ = try await engine.unlinkBroadcastChannel(channel)
+            } catch {
+                throw ErrorMapping.fromFanout(error, retryAfter: retryAfter)
+            }
+        }
+        let link = try await makeLink(channel, to: given, storagePolicy: body.storagePolicy, existing: existing)
+        return .ok(.init(body: .json(Self.link(link))))
+    }
+
+    /// Refuses a link request the service cannot carry out (the storage policy, a draining service, several
+    /// nodes, a channel id that is not one); returns the APNs channel id it names, if any.
+    private func checkLinkRequest(
+        _ body: Components.Schemas.BroadcastLinkRequest, channel: String
+    ) throws -> BroadcastChannelID? {
         guard body.storagePolicy == 0 || body.storagePolicy == 1 else {
             throw ServiceProblem.badRequest(
                 .invalidRequest,
@@ -34,53 +59,38 @@ extension FanfareAPI {
                 "broadcast channels are not available with several nodes on PostgreSQL yet: updates of '\(channel)' "
                     + "go to its registered tokens one by one; nothing was linked")
         }
-        // Every check before anything changes.
-        var given: BroadcastChannelID?
-        if let text = body.channelId {
-            do {
-                given = try BroadcastChannelID(text)
-            } catch {
-                throw ServiceProblem.badRequest(
-                    .invalidChannelId,
-                    "channel_id is not an APNs broadcast channel id (\(error)): it is the base64 text APNs answered in "
-                        + "apns-channel-id, 1 to \(BroadcastChannelID.maximumByteCount) characters", field: "channel_id"
-                )
-            }
+        guard let text = body.channelId else { return nil }
+        do {
+            return try BroadcastChannelID(text)
+        } catch {
+            throw ServiceProblem.badRequest(
+                .invalidChannelId,
+                "channel_id is not an APNs broadcast channel id (\(error)): it is the base64 text APNs answered in "
+                    + "apns-channel-id, 1 to \(BroadcastChannelID.maximumByteCount) characters", field: "channel_id"
+            )
         }
-        let existing = engine.broadcastLink(of: channel)
-        if body.channelId == nil, let existing, existing.createdByUs, existing.storagePolicy == body.storagePolicy {
-            // PUT is idempotent: the channel already has the APNs channel it asks for; no second one is made.
-            return .ok(.init(body: .json(Self.link(existing))))
-        }
-        if let existing, existing.createdByUs, existing.channelID != body.channelId {
-            // Another APNs channel replaces one the service created: that one is deleted first (its subscribers
-            // follow its id, not the new one), so replacing never leaves channels behind at APNs.
-            do {
-                _ = try await engine.unlinkBroadcastChannel(channel)
-            } catch {
-                throw ErrorMapping.fromFanout(error, retryAfter: retryAfter)
-            }
-        }
-        let link: BroadcastLink
+    }
+
+    /// Links `channel` to the APNs channel the request named, or to a new one the engine creates.
+    private func makeLink(
+        _ channel: String, to given: BroadcastChannelID?, storagePolicy: Int, existing: BroadcastLink?
+    ) async throws -> BroadcastLink {
         if let channelID = given {
-            let storagePolicy = body.storagePolicy
             // The service's own channel given back by id stays the service's to delete.
             let ours = existing?.createdByUs == true && existing?.channelID == channelID.description
-            link = try await offPool { [engine] in
+            return try await offPool { [engine] in
                 try engine.linkBroadcastChannel(channel, to: channelID, storagePolicy: storagePolicy, createdByUs: ours)
             }
-        } else {
-            guard let policy = ChannelStoragePolicy(rawValue: body.storagePolicy) else {
-                throw ServiceProblem.badRequest(
-                    .invalidRequest, "storage_policy must be 0 or 1", field: "storage_policy")
-            }
-            do {
-                link = try await engine.createBroadcastChannel(for: channel, storagePolicy: policy)
-            } catch {
-                throw ErrorMapping.fromFanout(error, retryAfter: retryAfter)
-            }
         }
-        return .ok(.init(body: .json(Self.link(link))))
+        guard let policy = ChannelStoragePolicy(rawValue: storagePolicy) else {
+            throw ServiceProblem.badRequest(
+                .invalidRequest, "storage_policy must be 0 or 1", field: "storage_policy")
+        }
+        do {
+            return try await engine.createBroadcastChannel(for: channel, storagePolicy: policy)
+        } catch {
+            throw ErrorMapping.fromFanout(error, retryAfter: retryAfter)
+        }
     }
 
     package func getBroadcastLink(

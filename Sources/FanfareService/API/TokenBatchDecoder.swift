@@ -41,6 +41,18 @@ package struct TokenBatchDecoder {
 
     private mutating func registration() -> RegistrationFields? {
         guard take(UInt8(ascii: "{")) else { return nil }
+        var fields = ItemFields()
+        if !take(UInt8(ascii: "}")) {
+            repeat {
+                guard let key = string(), take(UInt8(ascii: ":")), field(key, into: &fields) else { return nil }
+            } while take(UInt8(ascii: ","))
+            guard take(UInt8(ascii: "}")) else { return nil }
+        }
+        return fields.registration()
+    }
+
+    /// One item's fields as read so far (nil: absent or null), and the keys seen (a bit each: at most once).
+    private struct ItemFields {
         var token: String?
         var kind: RegistrationFields.Kind?
         var channels: [String]?
@@ -50,66 +62,69 @@ package struct TokenBatchDecoder {
         var frequentUpdates: Bool?
         var supportsBroadcast: Bool?
         var seen = 0
-        if !take(UInt8(ascii: "}")) {
-            repeat {
-                guard let key = string(), take(UInt8(ascii: ":")) else { return nil }
-                let bit: Int
-                switch key {
-                case "token":
-                    bit = 1
-                    token = string()
-                    if token == nil { return nil }
-                case "kind":
-                    bit = 2
-                    switch string() {
-                    case "update": kind = .update
-                    case "push-to-start": kind = .pushToStart
-                    case "broadcast": kind = .broadcast
-                    default: return nil
-                    }
-                case "channels":
-                    bit = 4
-                    channels = stringArray()
-                    if channels == nil { return nil }
-                case "activity_id":
-                    bit = 8
-                    guard let value = optionalString() else { return nil }
-                    activityID = value
-                case "device_id":
-                    bit = 16
-                    guard let value = optionalString() else { return nil }
-                    deviceID = value
-                case "attributes_type":
-                    bit = 32
-                    guard let value = optionalString() else { return nil }
-                    attributesType = value
-                case "frequent_updates":
-                    bit = 64
-                    guard let value = optionalBool() else { return nil }
-                    frequentUpdates = value
-                case "supports_broadcast":
-                    bit = 128
-                    guard let value = optionalBool() else { return nil }
-                    supportsBroadcast = value
-                default:
-                    return nil
-                }
-                guard seen & bit == 0 else { return nil }
-                seen |= bit
-            } while take(UInt8(ascii: ","))
-            guard take(UInt8(ascii: "}")) else { return nil }
+
+        /// The item, if it has the schema's fields for its kind (the discriminated variants): required ones
+        /// present, others absent.
+        func registration() -> RegistrationFields? {
+            guard let kind, let channels else { return nil }
+            switch kind {
+            case .update: guard token != nil, activityID != nil, supportsBroadcast == nil else { return nil }
+            case .pushToStart: guard token != nil, deviceID != nil, attributesType != nil else { return nil }
+            case .broadcast: guard token == nil, activityID != nil, supportsBroadcast == nil else { return nil }
+            }
+            return RegistrationFields(
+                token: token, kind: kind, channels: channels, activityID: activityID, deviceID: deviceID,
+                attributesType: attributesType, frequentUpdates: frequentUpdates ?? false,
+                supportsBroadcast: supportsBroadcast ?? false)
         }
-        // The schema's fields per kind (the discriminated variants): required ones present, others absent.
-        guard let kind, let channels else { return nil }
-        switch kind {
-        case .update: guard token != nil, activityID != nil, supportsBroadcast == nil else { return nil }
-        case .pushToStart: guard token != nil, deviceID != nil, attributesType != nil else { return nil }
-        case .broadcast: guard token == nil, activityID != nil, supportsBroadcast == nil else { return nil }
+    }
+
+    /// Reads the value of `key` into `fields`; false for an unknown or repeated key, or a value of another type.
+    private mutating func field(_ key: String, into fields: inout ItemFields) -> Bool {
+        let bit: Int
+        switch key {
+        case "token":
+            bit = 1
+            fields.token = string()
+            if fields.token == nil { return false }
+        case "kind":
+            bit = 2
+            switch string() {
+            case "update": fields.kind = .update
+            case "push-to-start": fields.kind = .pushToStart
+            case "broadcast": fields.kind = .broadcast
+            default: return false
+            }
+        case "channels":
+            bit = 4
+            fields.channels = stringArray()
+            if fields.channels == nil { return false }
+        case "activity_id":
+            bit = 8
+            guard let value = optionalString() else { return false }
+            fields.activityID = value
+        case "device_id":
+            bit = 16
+            guard let value = optionalString() else { return false }
+            fields.deviceID = value
+        case "attributes_type":
+            bit = 32
+            guard let value = optionalString() else { return false }
+            fields.attributesType = value
+        case "frequent_updates":
+            bit = 64
+            guard let value = optionalBool() else { return false }
+            fields.frequentUpdates = value
+        case "supports_broadcast":
+            bit = 128
+            guard let value = optionalBool() else { return false }
+            fields.supportsBroadcast = value
+        default:
+            return false
         }
-        return RegistrationFields(
-            token: token, kind: kind, channels: channels, activityID: activityID, deviceID: deviceID,
-            attributesType: attributesType, frequentUpdates: frequentUpdates ?? false,
-            supportsBroadcast: supportsBroadcast ?? false)
+        guard fields.seen & bit == 0 else { return false }
+        fields.seen |= bit
+        return true
     }
 
     // MARK: - Values

@@ -191,16 +191,8 @@ public struct RequestValidator {
         // 8. priority
         if let reason = checkPriority(head.lookup(.apnsPriority)) { return .reject(reason, now: now) }
         // 9. push type ↔ topic
-        let pushType: PushTypeValue
-        switch head.lookup(.apnsPushType) {
-        case .absent:
-            if configuration.requirePushType { return .reject(.invalidPushType, now: now) }
-            pushType = Self.inferredPushType(for: topicKind)
-        case .oversized:
+        guard let pushType = requestedPushType(head.lookup(.apnsPushType), topic: topicKind) else {
             return .reject(.invalidPushType, now: now)
-        case .present(let value):
-            guard let known = PushTypeValue.recognise(value) else { return .reject(.invalidPushType, now: now) }
-            pushType = known
         }
         if pushType.requiredTopic != topicKind { return .reject(.deviceTokenNotForTopic, now: now) }
         // 10. expiration
@@ -219,22 +211,43 @@ public struct RequestValidator {
         if let reason = checkBody(head, limit: limit, malformedReason: configuration.malformedPayloadReason) {
             return .reject(reason, now: now)
         }
+        // 16–18. the token's own answer
+        if let reason = checkToken(token, now: now) { return .reject(reason, now: now) }
+        return .accept
+    }
+
+    /// The push type a request names (or its topic implies, when it names none and none is required); nil: the
+    /// push type is missing, too long or unknown.
+    private func requestedPushType(_ value: HeaderValue, topic: TopicKind) -> PushTypeValue? {
+        switch value {
+        case .absent:
+            if configuration.requirePushType { return nil }
+            return Self.inferredPushType(for: topic)
+        case .oversized:
+            return nil
+        case .present(let value):
+            return PushTypeValue.recognise(value)
+        }
+    }
+
+    /// What a well-formed push to `token` gets instead of acceptance, if anything: a fixed reply for its prefix or
+    /// for an unknown token, the per-token rate limit, or a fault drawn at random.
+    private mutating func checkToken(_ token: UnsafeRawBufferPointer, now: SimulatorInstant) -> APNsReason? {
         // 16. known tokens (and token prefixes with a fixed reply)
         if !configuration.tokenPrefixReplies.isEmpty {
             for rule in configuration.tokenPrefixReplies where rule.matches(token) {
-                return .reject(rule.reason, now: now)
+                return rule.reason
             }
         }
         if let knownTokens, !knownTokens.contains(token) {
-            return .reject(configuration.unknownTokenReply.reason, now: now)
+            return configuration.unknownTokenReply.reason
         }
         // 17. per-token rate
         if let rateLimiter, !rateLimiter.admit(token: token, now: now) {
-            return .reject(.tooManyRequests, now: now)
+            return .tooManyRequests
         }
         // 18. faults
-        if let reason = drawFault(now: now) { return .reject(reason, now: now) }
-        return .accept
+        return drawFault(now: now)
     }
 
     /// The push type a topic implies when the request has no `apns-push-type`.

@@ -217,89 +217,114 @@ public struct SimulatorConfiguration: Sendable, Equatable {
 
     /// Throws the first setting that cannot work.
     public func validate() throws(SimulatorConfigurationError) {
-        func require(_ condition: Bool, _ field: String, _ problem: String) throws(SimulatorConfigurationError) {
-            if !condition { throw .invalid(field: field, problem: problem) }
-        }
         let bundleBytes = Array(bundleID.utf8)
         let bundleIsValid = bundleBytes.withUnsafeBytes { HeaderSyntax.isTopicSyntax($0) }
-        try require(bundleIsValid, "bundleID", "'\(bundleID)' must be non-empty and use only A-Z a-z 0-9 . -")
-        try require(initialMaxConcurrentStreams >= 1, "initialMaxConcurrentStreams", "must be at least 1")
-        try require(
+        try Self.require(bundleIsValid, "bundleID", "'\(bundleID)' must be non-empty and use only A-Z a-z 0-9 . -")
+        try validateHTTP2Settings()
+        try validateFaults()
+        try validateRequestLimits()
+        try validateAuthenticationAndReplies()
+    }
+
+    /// What the server advertises in SETTINGS, and when it sends GOAWAY.
+    private func validateHTTP2Settings() throws(SimulatorConfigurationError) {
+        try Self.require(initialMaxConcurrentStreams >= 1, "initialMaxConcurrentStreams", "must be at least 1")
+        try Self.require(
             maxConcurrentStreams >= initialMaxConcurrentStreams, "maxConcurrentStreams",
             "must be at least initialMaxConcurrentStreams (\(initialMaxConcurrentStreams))")
         // Each connection keeps a response queue of this size.
-        try require(maxConcurrentStreams <= 1 << 20, "maxConcurrentStreams", "must be at most \(1 << 20)")
-        try require(
+        try Self.require(maxConcurrentStreams <= 1 << 20, "maxConcurrentStreams", "must be at most \(1 << 20)")
+        try Self.require(
             headerTableSize >= 0 && headerTableSize <= Int(UInt32.max), "headerTableSize", "must be in 0...2^32-1")
-        try require(
+        try Self.require(
             maxHeaderListSize > 0 && maxHeaderListSize <= Int(UInt32.max), "maxHeaderListSize", "must be in 1...2^32-1")
-        try require(
+        try Self.require(
             initialWindowSize > 0 && initialWindowSize <= Int(Int32.max), "initialWindowSize", "must be in 1...2^31-1")
-        try require(
+        try Self.require(
             maxFrameSize >= 16384 && maxFrameSize <= 16_777_215, "maxFrameSize",
             "must be in 16384...16777215 (RFC 9113)")
         if let goAwayAfterStreams {
-            try require(goAwayAfterStreams >= 1, "goAwayAfterStreams", "must be at least 1 (or unset)")
+            try Self.require(goAwayAfterStreams >= 1, "goAwayAfterStreams", "must be at least 1 (or unset)")
         }
+    }
+
+    /// Latency and the faults drawn at random: each probability in 0...1, the faults' together at most 1.
+    private func validateFaults() throws(SimulatorConfigurationError) {
         if let problem = latency.problem { throw .invalid(field: "latency", problem: problem) }
         var total = 0.0
         for rule in faults {
-            try require(
+            try Self.require(
                 rule.probability >= 0 && rule.probability <= 1, "faults",
                 "probability of \(rule.reason.rawValue) must be in 0...1")
             total += rule.probability
         }
-        try require(total <= 1.000_000_1, "faults", "probabilities add up to \(total); they must add up to at most 1")
-        try require(
+        try Self.require(
+            total <= 1.000_000_1, "faults", "probabilities add up to \(total); they must add up to at most 1")
+        try Self.require(
             refusedStreamProbability >= 0 && refusedStreamProbability <= 1, "refusedStreamProbability",
             "must be in 0...1")
         for burst in faultBursts {
             if let problem = burst.problem { throw .invalid(field: "faultBursts", problem: "\(burst): \(problem)") }
         }
         if let connectionReset {
-            try require(
+            try Self.require(
                 connectionReset.probability >= 0 && connectionReset.probability <= 1, "connectionReset",
                 "probability must be in 0...1")
-            try require(connectionReset.afterRequests >= 1, "connectionReset", "afterRequests must be at least 1")
+            try Self.require(connectionReset.afterRequests >= 1, "connectionReset", "afterRequests must be at least 1")
         }
         if let heldResponses {
-            try require(
+            try Self.require(
                 heldResponses.probability >= 0 && heldResponses.probability <= 1, "heldResponses",
                 "probability must be in 0...1")
-            try require(heldResponses.delayNanoseconds > 0, "heldResponses", "delay must be positive")
+            try Self.require(heldResponses.delayNanoseconds > 0, "heldResponses", "delay must be positive")
         }
-        try require(perTokenRateLimit >= 0, "perTokenRateLimit", "must not be negative (0 turns it off)")
-        try require(
+    }
+
+    private func validateRequestLimits() throws(SimulatorConfigurationError) {
+        try Self.require(perTokenRateLimit >= 0, "perTokenRateLimit", "must not be negative (0 turns it off)")
+        try Self.require(
             perTokenRateTableCapacity > 0 && perTokenRateTableCapacity & (perTokenRateTableCapacity - 1) == 0,
             "perTokenRateTableCapacity", "must be a power of two")
-        try require(
+        try Self.require(
             maxPayloadBytes > 0 && voipMaxPayloadBytes > 0 && broadcastMaxPayloadBytes > 0,
             "maxPayloadBytes", "payload limits must be positive")
-        try require(tokenMaxAge > 0, "tokenMaxAge", "must be positive")
-        try require(maxTokenClockSkew >= 0, "maxTokenClockSkew", "must not be negative")
-        try require(minTokenRefreshInterval >= 0, "minTokenRefreshInterval", "must not be negative (0 turns it off)")
-        try require(requestHeadArenaBytes >= 512, "requestHeadArenaBytes", "must be at least 512")
+    }
+
+    /// Provider tokens and keys, and the replies set for some requests. The request head's arena and the channels
+    /// per app are checked among them so that the first bad setting reported stays the one it always was.
+    private func validateAuthenticationAndReplies() throws(SimulatorConfigurationError) {
+        try Self.require(tokenMaxAge > 0, "tokenMaxAge", "must be positive")
+        try Self.require(maxTokenClockSkew >= 0, "maxTokenClockSkew", "must not be negative")
+        try Self.require(
+            minTokenRefreshInterval >= 0, "minTokenRefreshInterval", "must not be negative (0 turns it off)")
+        try Self.require(requestHeadArenaBytes >= 512, "requestHeadArenaBytes", "must be at least 512")
         if let malformedPayloadReason {
-            try require(malformedPayloadReason.status == 400, "malformedPayloadReason", "must be a 400 reason")
+            try Self.require(malformedPayloadReason.status == 400, "malformedPayloadReason", "must be a 400 reason")
         }
-        if let keyID { try require(!keyID.isEmpty, "keyID", "must not be empty (unset it to accept any key)") }
-        try require(maxChannelsPerApp >= 0, "maxChannelsPerApp", "must not be negative")
+        if let keyID { try Self.require(!keyID.isEmpty, "keyID", "must not be empty (unset it to accept any key)") }
+        try Self.require(maxChannelsPerApp >= 0, "maxChannelsPerApp", "must not be negative")
         if let broadcastStartEventReason {
-            try require(
+            try Self.require(
                 broadcastStartEventReason.status == 400, "broadcastStartEventReason",
                 "must be a 400 reason (or unset to accept start events)")
         }
-        try require(
+        try Self.require(
             environmentKeyReason == .badEnvironmentKeyIdInToken || environmentKeyReason == .badEnvironmentKeyInToken,
             "environmentKeyReason", "must be BadEnvironmentKeyIdInToken or BadEnvironmentKeyInToken")
         for (keyID, scope) in providerKeys {
-            try require(!keyID.isEmpty, "providerKeys", "a key id must not be empty")
+            try Self.require(!keyID.isEmpty, "providerKeys", "a key id must not be empty")
             if let topics = scope.topics {
-                try require(
+                try Self.require(
                     !topics.isEmpty, "providerKeys", "key \(keyID): a topic-specific key needs at least one topic")
             }
         }
-        if let teamID { try require(!teamID.isEmpty, "teamID", "must not be empty (unset it to accept any team)") }
+        if let teamID { try Self.require(!teamID.isEmpty, "teamID", "must not be empty (unset it to accept any team)") }
+    }
+
+    private static func require(
+        _ condition: Bool, _ field: String, _ problem: String
+    ) throws(SimulatorConfigurationError) {
+        if !condition { throw .invalid(field: field, problem: problem) }
     }
 }
 

@@ -81,23 +81,17 @@ struct ManagementRequestValidator {
         bundle = Array(configuration.bundleID.utf8)
     }
 
+    private enum Operation { case create, read, delete, list }
+
     func decide(_ head: borrowing RequestHead, auth: ConnectionAuthState, now: SimulatorInstant) -> ManagementDecision {
         // 1. apns-request-id
-        switch head.lookup(.apnsRequestID) {
-        case .absent: break
-        case .oversized: return .reject(.badMessageId)
-        case .present(let value):
-            guard HeaderSyntax.isCanonicalUUID(value, requireLowercase: configuration.requireLowercaseMessageID) else {
-                return .reject(.badMessageId)
-            }
-        }
+        if let reason = checkRequestID(head.lookup(.apnsRequestID)) { return .reject(reason) }
         // 2. path
         guard let path = head.value(.path), let (route, pathBundle) = ManagementRoute.classify(path: path) else {
             return .reject(.badPath)
         }
         // 3. method
         guard let method = head.value(.method) else { return .reject(.methodNotAllowed) }
-        enum Operation { case create, read, delete, list }
         let operation: Operation
         if method.equals("GET") {
             operation = route == .channels ? .read : .list
@@ -123,15 +117,7 @@ struct ManagementRequestValidator {
 
         switch operation {
         case .list:
-            var writer = JSONWriter.counting()
-            let ids = channels.list(bundleID: configuration.bundleID)
-            Self.writeList(ids, into: &writer)
-            var body = [UInt8](repeating: 0, count: writer.count)
-            body.withUnsafeMutableBytes { buffer in
-                var exact = JSONWriter(buffer: buffer)
-                Self.writeList(ids, into: &exact)
-            }
-            return ManagementDecision(status: 200, reason: nil, channelID: nil, body: body)
+            return list()
         case .read, .delete:
             // 7. channel id
             let id: BroadcastChannelID
@@ -142,42 +128,73 @@ struct ManagementRequestValidator {
                 guard let parsed = try? BroadcastChannelID(bytes: value) else { return .reject(.badChannelId) }
                 id = parsed
             }
-            if operation == .read {
-                guard let channel = channels.channel(id, bundleID: configuration.bundleID) else {
-                    return .reject(.channelNotRegistered)
-                }
-                var body = [UInt8](repeating: 0, count: 64)
-                let count = body.withUnsafeMutableBytes { buffer in
-                    var writer = JSONWriter(buffer: buffer)
-                    writer.beginObject()
-                    writer.key("message-storage-policy")
-                    writer.int(channel.storagePolicy)
-                    writer.key("push-type")
-                    writer.string("LiveActivity")
-                    writer.endObject()
-                    assert(!writer.overflowed)
-                    return writer.count
-                }
-                return ManagementDecision(status: 200, reason: nil, channelID: nil, body: Array(body[0..<count]))
-            }
-            guard channels.delete(id, bundleID: configuration.bundleID) else { return .reject(.channelNotRegistered) }
-            return ManagementDecision(status: 204, reason: nil, channelID: nil, body: [])
+            return operation == .read ? read(id) : delete(id)
         case .create:
-            // 8. body
-            guard head.bodyByteCount > 0 else { return .reject(.payloadEmpty) }
-            guard head.isBodyFullyStored else { return .reject(.badRequestParams) }
-            let request: ChannelCreateRequest
-            switch ChannelCreateRequest.parse(head.body) {
-            case .request(let parsed): request = parsed
-            case .rejected(let reason): return .reject(reason)
-            }
-            do {
-                let channel = try channels.create(
-                    bundleID: configuration.bundleID, storagePolicy: request.storagePolicy)
-                return ManagementDecision(status: 201, reason: nil, channelID: channel.id, body: [])
-            } catch {
-                return .reject(.cannotCreateChannelConfig)
-            }
+            return create(head)
+        }
+    }
+
+    private func checkRequestID(_ value: HeaderValue) -> APNsReason? {
+        switch value {
+        case .absent: return nil
+        case .oversized: return .badMessageId
+        case .present(let value):
+            let valid = HeaderSyntax.isCanonicalUUID(value, requireLowercase: configuration.requireLowercaseMessageID)
+            return valid ? nil : .badMessageId
+        }
+    }
+
+    /// The app's channel ids, as `{"channels": [...]}` (counted first, then written into a body of that size).
+    private func list() -> ManagementDecision {
+        var writer = JSONWriter.counting()
+        let ids = channels.list(bundleID: configuration.bundleID)
+        Self.writeList(ids, into: &writer)
+        var body = [UInt8](repeating: 0, count: writer.count)
+        body.withUnsafeMutableBytes { buffer in
+            var exact = JSONWriter(buffer: buffer)
+            Self.writeList(ids, into: &exact)
+        }
+        return ManagementDecision(status: 200, reason: nil, channelID: nil, body: body)
+    }
+
+    private func read(_ id: BroadcastChannelID) -> ManagementDecision {
+        guard let channel = channels.channel(id, bundleID: configuration.bundleID) else {
+            return .reject(.channelNotRegistered)
+        }
+        var body = [UInt8](repeating: 0, count: 64)
+        let count = body.withUnsafeMutableBytes { buffer in
+            var writer = JSONWriter(buffer: buffer)
+            writer.beginObject()
+            writer.key("message-storage-policy")
+            writer.int(channel.storagePolicy)
+            writer.key("push-type")
+            writer.string("LiveActivity")
+            writer.endObject()
+            assert(!writer.overflowed)
+            return writer.count
+        }
+        return ManagementDecision(status: 200, reason: nil, channelID: nil, body: Array(body[0..<count]))
+    }
+
+    private func delete(_ id: BroadcastChannelID) -> ManagementDecision {
+        guard channels.delete(id, bundleID: configuration.bundleID) else { return .reject(.channelNotRegistered) }
+        return ManagementDecision(status: 204, reason: nil, channelID: nil, body: [])
+    }
+
+    /// 8. the body, then the app's room for one more channel.
+    private func create(_ head: borrowing RequestHead) -> ManagementDecision {
+        guard head.bodyByteCount > 0 else { return .reject(.payloadEmpty) }
+        guard head.isBodyFullyStored else { return .reject(.badRequestParams) }
+        let request: ChannelCreateRequest
+        switch ChannelCreateRequest.parse(head.body) {
+        case .request(let parsed): request = parsed
+        case .rejected(let reason): return .reject(reason)
+        }
+        do {
+            let channel = try channels.create(bundleID: configuration.bundleID, storagePolicy: request.storagePolicy)
+            return ManagementDecision(status: 201, reason: nil, channelID: channel.id, body: [])
+        } catch {
+            return .reject(.cannotCreateChannelConfig)
         }
     }
 

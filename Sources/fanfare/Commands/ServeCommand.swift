@@ -130,13 +130,10 @@ struct ServeCommand: AsyncParsableCommand {
             LineLogHandler(label: label, format: format ?? .text, level: level ?? .info)
         }
         let logger = Logger(label: "fanfare.serve")
-        func refuse(_ message: String) -> ExitCode {
-            logger.error("configuration problem: \(message)")
-            return ExitCode(64)
-        }
-        guard format != nil else { throw refuse("--log-format '\(logFormat)' must be text or json") }
+        guard format != nil else { throw Self.refuse("--log-format '\(logFormat)' must be text or json", logger) }
         guard level != nil else {
-            throw refuse("--log-level '\(logLevel)' must be trace, debug, info, notice, warning, error or critical")
+            throw Self.refuse(
+                "--log-level '\(logLevel)' must be trace, debug, info, notice, warning, error or critical", logger)
         }
 
         var inProcess: APNsSimulator?
@@ -147,80 +144,13 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let configuration: ServiceConfiguration
         do {
-            let (host, port) = try Self.parseListen(listen)
-            var client: ClientConfiguration
-            var bundleID: String
-            var management: Endpoint?
-            if simulator {
-                if channelManagement != nil {
-                    throw UsageError("--simulator serves its own channel management: drop --channel-management")
-                }
-                let started = try startSimulator(state: scratch)
-                inProcess = started
-                bundleID = Self.simulatorBundleID
-                client = try simulatorClient(state: scratch, port: started.boundAddress.port)
-                management = started.managementAddress.map { Endpoint(host: "127.0.0.1", port: $0.port) }
-                logger.info(
-                    "built-in APNs simulator started",
-                    metadata: [
-                        "endpoint": "https://127.0.0.1:\(started.boundAddress.port)", "latency": "\(simulatorLatency)",
-                    ])
-            } else {
-                management = try managementEndpoint()
-                client = try connection.makeClientConfiguration()
-                bundleID = connection.bundleId ?? ""
-            }
-            guard (1...256).contains(workers) else { throw UsageError("--workers must be in 1...256") }
-            guard (1...100_000).contains(streams) else { throw UsageError("--streams must be in 1...100000") }
-            client.workerCount = workers
-            try connectionCount.apply(to: &client, streams: streams)
-            client.maxConcurrentStreamsPerConnection = streams
-            var fanout = FanoutConfiguration(
-                client: client, bundleID: bundleID, environment: connection.sandbox ? .sandbox : .production)
-            fanout.checkpoints = try checkpoints.configuration()
-            if let management {
-                // The push connection's trust store, provider key and timeout.
-                var channels = ChannelManagementConfiguration(
-                    host: management.host, port: management.port, tls: client.tls,
-                    providerTokens: client.providerTokens,
-                    bundleID: bundleID)
-                channels.requestTimeout = client.requestTimeout
-                channels.addressFamilies = client.addressFamilies
-                fanout.channelManagement = channels
-            }
-            var service = ServiceConfiguration(host: host, port: port, databasePath: database, fanout: fanout)
-            service.apiKeys = try loadAPIKeys()
-            service.maxBodyBytes = try Self.parseSize(maxBody, flag: "--max-body")
-            service.shutdownTimeout = .nanoseconds(try parseDuration(shutdownTimeout, flag: "--shutdown-timeout"))
-            service.ledgerRetention = .seconds(
-                Int64(clamping: ledgerRetentionDays).multipliedReportingOverflow(by: 86_400).partialValue)
-            service.logger = logger
-            if case .postgres = service.database {
-                guard (1...256).contains(shards) else { throw UsageError("--shards must be in 1...256") }
-                var cluster = ClusterConfiguration(
-                    nodeID: nodeId ?? ClusterConfiguration.defaultNodeID(), shardCount: shards)
-                cluster.leaseDuration = .nanoseconds(try parseDuration(lease, flag: "--lease"))
-                if let join { cluster.joinWindow = .nanoseconds(try parseDuration(join, flag: "--join")) }
-                do { try cluster.validate() } catch { throw UsageError("\(error)") }
-                service.cluster = cluster
-                let leaseLogger = logger
-                service.onLeaseLost = { shards in
-                    // Its state for those shards is stale: a fresh process loads them again if it gets them back.
-                    leaseLogger.critical(
-                        "lost the leases of shards \(shards) to another node: exiting (75) for a fresh restart")
-                    // At once, without exit handlers: OpenSSL's would tear down under the running workers. Everything
-                    // durable is already in the database; the other nodes resume from it.
-                    _exit(75)
-                }
-            }
-            if let problem = service.problem() { throw UsageError(problem) }
-            configuration = service
+            configuration = try serviceConfiguration(scratch: scratch, logger: logger, simulator: &inProcess)
         } catch let error as UsageError {
-            throw refuse(error.description)
+            throw Self.refuse(error.description, logger)
         } catch let error as APIKeyFileError {
-            throw refuse(error.description)
+            throw Self.refuse(error.description, logger)
         } catch {
-            throw refuse("\(error)")
+            throw Self.refuse("\(error)", logger)
         }
 
         let server: FanfareServer
@@ -230,6 +160,103 @@ struct ServeCommand: AsyncParsableCommand {
             logger.error("cannot start: \(error)")
             throw ExitCode(1)
         }
+        try await serve(server, configuration: configuration, logger: logger)
+    }
+
+    private static func refuse(_ message: String, _ logger: Logger) -> ExitCode {
+        logger.error("configuration problem: \(message)")
+        return ExitCode(64)
+    }
+
+    /// The service's configuration from the flags. With `--simulator`, starts the built-in simulator first (into
+    /// `simulator`, which the caller shuts down, also when a later flag is refused).
+    private func serviceConfiguration(
+        scratch: String, logger: Logger, simulator inProcess: inout APNsSimulator?
+    ) throws -> ServiceConfiguration {
+        let (host, port) = try Self.parseListen(listen)
+        let client: ClientConfiguration
+        let bundleID: String
+        let management: Endpoint?
+        if simulator {
+            if channelManagement != nil {
+                throw UsageError("--simulator serves its own channel management: drop --channel-management")
+            }
+            let started = try startSimulator(state: scratch)
+            inProcess = started
+            bundleID = Self.simulatorBundleID
+            client = try simulatorClient(state: scratch, port: started.boundAddress.port)
+            management = started.managementAddress.map { Endpoint(host: "127.0.0.1", port: $0.port) }
+            logger.info(
+                "built-in APNs simulator started",
+                metadata: [
+                    "endpoint": "https://127.0.0.1:\(started.boundAddress.port)", "latency": "\(simulatorLatency)",
+                ])
+        } else {
+            management = try managementEndpoint()
+            client = try connection.makeClientConfiguration()
+            bundleID = connection.bundleId ?? ""
+        }
+        let fanout = try fanoutConfiguration(client: client, bundleID: bundleID, management: management)
+        var service = ServiceConfiguration(host: host, port: port, databasePath: database, fanout: fanout)
+        service.apiKeys = try loadAPIKeys()
+        service.maxBodyBytes = try Self.parseSize(maxBody, flag: "--max-body")
+        service.shutdownTimeout = .nanoseconds(try parseDuration(shutdownTimeout, flag: "--shutdown-timeout"))
+        service.ledgerRetention = .seconds(
+            Int64(clamping: ledgerRetentionDays).multipliedReportingOverflow(by: 86_400).partialValue)
+        service.logger = logger
+        if case .postgres = service.database { try joinCluster(&service, logger: logger) }
+        if let problem = service.problem() { throw UsageError(problem) }
+        return service
+    }
+
+    /// The engine's configuration: the push client's workers and connections, checkpoints, and channel
+    /// management at `management` (none: broadcast channels cannot be created or deleted).
+    private func fanoutConfiguration(
+        client: ClientConfiguration, bundleID: String, management: Endpoint?
+    ) throws -> FanoutConfiguration {
+        var client = client
+        guard (1...256).contains(workers) else { throw UsageError("--workers must be in 1...256") }
+        guard (1...100_000).contains(streams) else { throw UsageError("--streams must be in 1...100000") }
+        client.workerCount = workers
+        try connectionCount.apply(to: &client, streams: streams)
+        client.maxConcurrentStreamsPerConnection = streams
+        var fanout = FanoutConfiguration(
+            client: client, bundleID: bundleID, environment: connection.sandbox ? .sandbox : .production)
+        fanout.checkpoints = try checkpoints.configuration()
+        if let management {
+            // The push connection's trust store, provider key and timeout.
+            var channels = ChannelManagementConfiguration(
+                host: management.host, port: management.port, tls: client.tls,
+                providerTokens: client.providerTokens,
+                bundleID: bundleID)
+            channels.requestTimeout = client.requestTimeout
+            channels.addressFamilies = client.addressFamilies
+            fanout.channelManagement = channels
+        }
+        return fanout
+    }
+
+    /// On PostgreSQL the node is one of a cluster: its shard count, leases, and what losing a lease does.
+    private func joinCluster(_ service: inout ServiceConfiguration, logger: Logger) throws {
+        guard (1...256).contains(shards) else { throw UsageError("--shards must be in 1...256") }
+        var cluster = ClusterConfiguration(nodeID: nodeId ?? ClusterConfiguration.defaultNodeID(), shardCount: shards)
+        cluster.leaseDuration = .nanoseconds(try parseDuration(lease, flag: "--lease"))
+        if let join { cluster.joinWindow = .nanoseconds(try parseDuration(join, flag: "--join")) }
+        do { try cluster.validate() } catch { throw UsageError("\(error)") }
+        service.cluster = cluster
+        let leaseLogger = logger
+        service.onLeaseLost = { shards in
+            // Its state for those shards is stale: a fresh process loads them again if it gets them back.
+            leaseLogger.critical(
+                "lost the leases of shards \(shards) to another node: exiting (75) for a fresh restart")
+            // At once, without exit handlers: OpenSSL's would tear down under the running workers. Everything
+            // durable is already in the database; the other nodes resume from it.
+            _exit(75)
+        }
+    }
+
+    /// Serves until the server stops (after a termination signal, or when it cannot serve).
+    private func serve(_ server: FanfareServer, configuration: ServiceConfiguration, logger: Logger) async throws {
         // Signals arrive blocked in every thread (FanfareMain); one thread of our own takes them.
         let signals = Thread {
             while true {
