@@ -120,6 +120,13 @@ final class ShardDriver {
         channel: String = "match", timestamp: Int64, event: LiveActivityEvent = .update, alert: Bool = false,
         priority: UpdatePriority = .auto
     ) throws -> ChannelUpdate {
+        try Self.channelUpdate(channel: channel, timestamp: timestamp, event: event, alert: alert, priority: priority)
+    }
+
+    /// The update as a caller of `FanoutEngine.publish` would make it (its content state carries the timestamp).
+    static func channelUpdate(
+        channel: String, timestamp: Int64, event: LiveActivityEvent = .update, alert: Bool, priority: UpdatePriority
+    ) throws -> ChannelUpdate {
         var content = LiveActivityContent(event: event, timestamp: timestamp)
         content.contentState = try RawJSON(validating: #"{"t":\#(timestamp)}"#)
         if alert || event == .start { content.alert = LiveActivityAlert(title: .plain("Goal"), body: .plain("1-0")) }

@@ -22,10 +22,9 @@ extension Shard {
 
     /// After the worker thread is gone, for a graceful shutdown of a durable engine: starts queued waves, fails
     /// queued single pushes, and returns every unfinished wave's progress (the waves stay unfinished: the next
-    /// engine resumes them).
-    func checkpointAfterStop() -> [WaveCheckpoint] {
+    /// engine resumes them). `now`: the shard's clock (a schedule test passes its own, which never runs back).
+    func checkpointAfterStop(now: UInt64 = monotonicNow()) -> [WaveCheckpoint] {
         ownership.handOver()
-        let now = monotonicNow()
         let writer = checkpoints
         checkpoints = nil  // nothing more goes to the writer: the engine writes what this returns
         service(now: now, commandLimit: .max, workUntil: .max)

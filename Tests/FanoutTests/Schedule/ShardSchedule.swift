@@ -11,17 +11,6 @@ import FanfareTestHarness
 import Synchronization
 
 final class ShardSchedule {
-    struct Failure: Error, CustomStringConvertible {
-        let seed: UInt64
-        let step: Int
-        let what: String
-        let lastSteps: [String]
-        var description: String {
-            "seed \(seed), step \(step): \(what)\n  replay: FANFARE_SCHEDULE_SEED=\(seed) scripts/simulate-shard\n  last steps:\n    "
-                + lastSteps.joined(separator: "\n    ")
-        }
-    }
-
     let seed: UInt64
     private var random: SeededRandom
     private var driver: ShardDriver
@@ -47,12 +36,11 @@ final class ShardSchedule {
     private var leaseHeld = true
     /// Single pushes sent, and how many answers each got (must end at exactly one).
     private var singleAnswers: [AnswerCount] = []
-    private(set) var step = 0
-    private var history: [String] = []
-    private var failure: Failure?
+    private var log: ScheduleLog
 
     init(seed: UInt64) {
         self.seed = seed
+        log = ScheduleLog(schedule: "shard", seed: seed)
         var random = SeededRandom(seed: seed)
         let retries = random.int(1...3)
         let breaker: InvalidTokenBreakerConfiguration = {
@@ -83,13 +71,13 @@ final class ShardSchedule {
     /// Runs `steps` random steps, then lets everything settle; throws the first broken rule.
     func run(steps: Int) throws {
         for _ in 0..<steps {
-            step += 1
+            log.nextStep()
             takeStep()
             check()
-            if let failure { throw failure }
+            try log.check()
         }
         settle()
-        if let failure { throw failure }
+        try log.check()
     }
 
     // MARK: - Steps
@@ -163,7 +151,7 @@ final class ShardSchedule {
         guard !outstanding.isEmpty else { return }
         for _ in 0..<random.int(1...min(8, outstanding.count)) {
             let job = outstanding.remove(at: random.int(0...outstanding.count - 1))
-            answer(job, randomDisposition(for: job))
+            answer(job, random.apnsAnswer())
         }
     }
 
@@ -176,26 +164,6 @@ final class ShardSchedule {
             answer(job, .failed(.unconfirmed(cause: "GOAWAY")))
         }
         note("GOAWAY: \(count) streams unconfirmed")
-    }
-
-    private func randomDisposition(for job: PushJob) -> PushDisposition {
-        switch random.weighted([60, 5, 5, 2, 8, 5, 4, 3, 2, 2, 2, 2]) {
-        case 0: return .delivered
-        case 1:
-            // A 410 may be older than the token's registration (stale news), or newer.
-            let timestamp: Int64? = random.chance(50) ? nil : Int64(random.pick([1_000, 2_000_000_000])) * 1000
-            return ShardDriver.rejected(.unregistered, timestamp: timestamp)
-        case 2: return ShardDriver.rejected(.badDeviceToken)
-        case 3: return ShardDriver.rejected(.deviceTokenNotForTopic)
-        case 4: return ShardDriver.rejected(.tooManyRequests)
-        case 5: return ShardDriver.rejected(random.chance(50) ? .internalServerError : .serviceUnavailable)
-        case 6: return .failed(.deadlineExceeded)
-        case 7: return .failed(.unconfirmed(cause: "connection reset"))
-        case 8: return .failed(.resendLimitReached(lastCause: "refused"))
-        case 9: return ShardDriver.rejected(.badTopic)
-        case 10: return ShardDriver.rejected(.payloadTooLarge)
-        default: return ShardDriver.rejected(.expiredProviderToken)
-        }
     }
 
     private func answer(_ job: PushJob, _ disposition: PushDisposition) {
@@ -273,7 +241,7 @@ final class ShardSchedule {
         if graceful {
             for job in outstanding { answer(job, random.chance(50) ? .delivered : .failed(.shutdown)) }
             outstanding.removeAll()
-            for item in driver.shard.checkpointAfterStop() {
+            for item in driver.shard.checkpointAfterStop(now: driver.now) {
                 do { checkpoints[item.waveID] = try ShardCheckpoint(decoding: item.data) } catch {
                     fail("wave \(item.waveID)'s checkpoint does not decode: \(error)")
                 }
@@ -289,10 +257,13 @@ final class ShardSchedule {
         driver = makeDriver()
         driver.carryOver(from: stopped)
         driver.shard.sendUntil.store(leaseHeld ? .max : driver.now, ordering: .relaxed)
-        let entries = registered.map { token, channels in
-            RegistrationBatch.Entry(
-                token: token, pushToStart: false, frequentUpdates: false, registeredAtSeconds: 1_700_000_000,
-                channels: channels.map { driver.channelID($0) })
+        // In the pool's order, not the dictionary's (which changes from run to run): a seed replays exactly.
+        let entries = pool.compactMap { token in
+            registered[token].map { channels in
+                RegistrationBatch.Entry(
+                    token: token, pushToStart: false, frequentUpdates: false, registeredAtSeconds: 1_700_000_000,
+                    channels: channels.map { driver.channelID($0) })
+            }
         }
         if !entries.isEmpty { driver.send(.register(RegistrationBatch(entries))) }
         for (position, wave) in waves.enumerated() where !wave.isComplete {
@@ -349,14 +320,15 @@ final class ShardSchedule {
             outstanding.removeAll()
             for job in answering { answer(job, .delivered) }
             check()
-            if failure != nil { return }
+            if log.failure != nil { return }
             if outstanding.isEmpty && waves.allSatisfy(\.isComplete) { break }
         }
         for wave in waves {
             let report = wave.report
             if !wave.isComplete {
                 fail(
-                    "wave \(wave.id) never completed: \(report.accounted) of \(report.targeted) accounted; \(shardState)"
+                    "wave \(wave.id) never completed: \(report.accounted) of \(report.targeted) accounted; "
+                        + shardState
                 )
             }
             if report.accounted != report.targeted {
@@ -384,15 +356,9 @@ final class ShardSchedule {
             + "active audiences \(shard.activeAudiences.count); " + busy.joined(separator: "; ")
     }
 
-    private func note(_ text: String) {
-        history.append("\(step): \(text)")
-        if history.count > 40 { history.removeFirst(history.count - 40) }
-    }
+    private func note(_ text: String) { log.note(text) }
 
-    private func fail(_ what: String) {
-        guard failure == nil else { return }
-        failure = Failure(seed: seed, step: step, what: what, lastSteps: history)
-    }
+    private func fail(_ what: String) { log.fail(what) }
 }
 
 /// How many answers one single push got (its completion runs on the shard's thread: here the test's own).
