@@ -42,6 +42,8 @@ public final class ClusterNode: @unchecked Sendable {
         var sendUntil: UInt64 = 0
         var lost: Set<Int> = []
         var takeovers = 0
+        /// Take-overs whose load failed (each was tried again at the next round).
+        var failedTakes = 0
         var lastRenewal: UInt64 = 0
         var lastError: String?
         var tokenFeed: Int64 = 0
@@ -172,7 +174,12 @@ public final class ClusterNode: @unchecked Sendable {
     /// What this node holds and has done (operators, tests, metrics).
     public struct Status: Sendable {
         public var node: String
+        /// Shards leased and served: their tokens loaded, their waves resumed, their pushes going out.
         public var heldShards: [Int]
+        /// Shards leased but not served yet: being loaded, or their load failed and is retried (`lastError`).
+        public var takingShards: [Int]
+        /// Loads of leased shards that failed and were tried again.
+        public var failedTakes: Int
         public var lostShards: [Int]
         public var takeovers: Int
         /// Sessions of stalled nodes this node ended (`fenceStalledNodes`).
@@ -183,7 +190,8 @@ public final class ClusterNode: @unchecked Sendable {
     public var status: Status {
         state.withLock { state in
             Status(
-                node: configuration.nodeID, heldShards: state.held.map(\.shard), lostShards: state.lost.sorted(),
+                node: configuration.nodeID, heldShards: state.held.map(\.shard).filter { !state.toTake.contains($0) },
+                takingShards: state.toTake.sorted(), failedTakes: state.failedTakes, lostShards: state.lost.sorted(),
                 takeovers: state.takeovers, fencedSessions: state.fencedSessions, lastError: state.lastError)
         }
     }
@@ -316,16 +324,8 @@ public final class ClusterNode: @unchecked Sendable {
         var lastPrune: UInt64 = 0
         while !stopping.load(ordering: .acquiring) {
             do {
-                let (toTake, until) = state.withLock { state -> ([Int], UInt64) in
-                    defer { state.toTake = [] }
-                    return (state.toTake, state.sendUntil)
-                }
-                if !toTake.isEmpty {
-                    try engine.takeShards(toTake, sendUntil: until, loadingFrom: feedStore)
-                    // A renewal may have come while loading.
-                    let latest = state.withLock { $0.sendUntil }
-                    for shard in toTake { engine.extendLease(shard, sendUntil: latest) }
-                }
+                let (toTake, until) = state.withLock { ($0.toTake, $0.sendUntil) }
+                if !toTake.isEmpty { try take(toTake, sendUntil: until) }
                 try engine.catchUpWaves()
                 try followTokenChanges()
                 if Self.now() &- lastPrune > 60_000_000_000 {
@@ -345,6 +345,25 @@ public final class ClusterNode: @unchecked Sendable {
         }
     }
 
+    /// Hands leased shards to the engine. They stay on the take list until that worked: a load that failed (the
+    /// database, a bad row) is tried again at the next round, and meanwhile the shards are not reported served.
+    private func take(_ toTake: [Int], sendUntil until: UInt64) throws(FanoutError) {
+        do {
+            try engine.takeShards(toTake, sendUntil: until, loadingFrom: feedStore)
+        } catch {
+            state.withLock { $0.failedTakes += 1 }
+            throw error
+        }
+        let (latest, lostMeanwhile) = state.withLock { state -> (UInt64, [Int]) in
+            state.toTake.removeAll { toTake.contains($0) }
+            return (state.sendUntil, toTake.filter { state.lost.contains($0) })
+        }
+        // A renewal may have come while loading; a shard lost meanwhile was dropped before the engine held it.
+        for shard in toTake where !lostMeanwhile.contains(shard) { engine.extendLease(shard, sendUntil: latest) }
+        for shard in lostMeanwhile { engine.dropShard(shard) }
+        logger.notice("cluster: serving shards \(toTake)")
+    }
+
     private func followTokenChanges() throws {
         var position = state.withLock { $0.tokenFeed }
         while true {
@@ -353,7 +372,9 @@ public final class ClusterNode: @unchecked Sendable {
                 after: position, bundleID: engine.configuration.bundleID, environment: engine.configuration.environment,
                 limit: 10_000, shards: Set(engine.heldShards), of: configuration.shardCount)
             if !page.removed.isEmpty { engine.applyRemoved(page.removed) }
-            if !page.registered.isEmpty { try engine.applyRegistered(page.registered) }
+            // Never throws: a registration that cannot be applied here is counted and skipped, so one bad page
+            // does not stop this node from following every later change.
+            if !page.registered.isEmpty { engine.applyRegistered(page.registered) }
             position = page.last
             state.withLock { $0.tokenFeed = position }
             if page.isComplete { return }

@@ -123,7 +123,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                     on: eventLoop, configuration: configuration, id: id, logger: logger)
             }
         } catch {
-            throw .storage(
+            throw .unavailable(
                 "cannot connect to PostgreSQL at \(Self.redacted(url)) (check that the server runs, listens there and "
                     + "lets this user in): \(Self.describe(error))")
         }
@@ -554,6 +554,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         } catch {
             switch error {
             case .storage(let message): throw .storage("\(operation): \(message)")
+            case .unavailable(let message): throw .unavailable("\(operation): \(message)")
             default: throw error
             }
         }
@@ -565,7 +566,10 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         do { return try executor.run(failingWhen: current?.closeFuture, work) } catch let error as RegistryError {
             throw error
         } catch {
-            if Self.losesTheConnection(error) { connectionLost = true }
+            if Self.losesTheConnection(error) {
+                connectionLost = true
+                throw .unavailable(Self.describe(error))
+            }
             throw .storage(Self.describe(error))
         }
     }

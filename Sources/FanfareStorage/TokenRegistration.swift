@@ -67,6 +67,9 @@ public enum RegistryError: Error, Sendable, Equatable, CustomStringConvertible {
     case invalidRegistration(index: Int, reason: String)
     /// The database could not be opened, read or written (or holds a row it cannot read back).
     case storage(String)
+    /// The database server cannot be reached now (refused, lost, timed out): nothing was changed; the same call
+    /// may work once it is back.
+    case unavailable(String)
     /// A `WaveStore` call named a wave that was never saved (or was pruned).
     case unknownWave(id: UInt64)
     /// A `WaveStore` call passed a wave, checkpoint or report the store refuses (which wave, what is wrong).
@@ -76,6 +79,7 @@ public enum RegistryError: Error, Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .invalidRegistration(let index, let reason): return "registration #\(index) is invalid: \(reason)"
         case .storage(let message): return "token registry: \(message)"
+        case .unavailable(let message): return "token registry unreachable: \(message)"
         case .unknownWave(let id): return "wave \(id) is unknown (never saved, or pruned)"
         case .invalidWave(let id, let reason): return "wave \(id) cannot be stored: \(reason)"
         }

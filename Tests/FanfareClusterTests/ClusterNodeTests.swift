@@ -118,6 +118,75 @@ import Testing
         print("cluster in process: takeover after \(takeover), \(duplicates.count) duplicates, \(report)")
     }
 
+    /// Issue 24: a take-over whose load fails (here: a wave row no reader accepts) is tried again until it works,
+    /// and meanwhile its shards are not reported served. Before, the take list was emptied before the load: the
+    /// shards stayed leased and renewed but were never served, `/readyz` called them held, and the wave ran forever.
+    @Test func aTakeOverWhoseLoadFailsIsTriedAgainAndNotReportedServed() async throws {
+        let postgres = try PostgresServer()
+        defer { postgres.stop() }
+        let harness = try TestHarness(SimulatorConfiguration())
+        defer { harness.shutdown() }
+        let a = try Self.node("a", harness, postgres)
+        defer {
+            a.engine.shutdown()
+            a.cluster.stop()
+        }
+        let count = 400
+        try a.store.register(FanoutFixture.registrations(0..<count, channel: "match"))
+        let id = try a.engine.publishShared(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
+        // Start keys are whole 8-byte keys; one byte is a row the store refuses to read.
+        _ = try postgres.psql("UPDATE waves SET start_keys = '\\x01'::bytea WHERE id = \(id)")
+        a.cluster.start()
+        #expect(
+            await eventually(timeout: .seconds(60)) { a.cluster.status.failedTakes >= 2 },
+            "the load failed and was tried again: \(a.cluster.status)")
+        let failing = a.cluster.status
+        #expect(failing.heldShards.isEmpty && failing.takingShards.count == Self.shards, "\(failing)")
+        #expect((try? a.engine.report(id: id))??.isComplete != true)
+
+        _ = try postgres.psql("UPDATE waves SET start_keys = '\\x'::bytea WHERE id = \(id)")
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                a.cluster.status.heldShards.count == Self.shards && a.cluster.status.takingShards.isEmpty
+            }, "served once the row reads again: \(a.cluster.status)")
+        #expect(await eventually(timeout: .seconds(60)) { (try? a.engine.report(id: id))??.isComplete == true })
+        let report = try #require(try a.engine.report(id: id))
+        #expect(report.delivered == count && report.accounted == count, "\(report)")
+    }
+
+    /// Issue 24: a change-feed page with registrations this node cannot apply (their channels would pass the
+    /// engine's channel limit) is applied as far as it fits, and the feed goes on. Before, the page's error
+    /// stopped the feed for good: registrations and removals written after it never reached the node.
+    @Test func aFeedPageThatDoesNotFitIsAppliedAsFarAsItFitsAndTheFeedGoesOn() async throws {
+        let postgres = try PostgresServer()
+        defer { postgres.stop() }
+        let harness = try TestHarness(SimulatorConfiguration())
+        defer { harness.shutdown() }
+        let a = try Self.node("a", harness, postgres)
+        defer {
+            a.engine.shutdown()
+            a.cluster.stop()
+        }
+        a.cluster.start()
+        #expect(await eventually(timeout: .seconds(60)) { a.cluster.status.heldShards.count == Self.shards })
+        // Written by "another node" (the registry itself): the feed brings them here.
+        try a.store.register(FanoutFixture.registrations(0..<3, channel: "match"))
+        let limit = FanoutEngine.maximumChannels
+        var flood = FanoutFixture.registrations(3..<3 + limit, channel: "")
+        for index in flood.indices { flood[index].channels = ["league-\(index)"] }
+        try a.store.register(flood)  // with "match", one channel more than the engine can track
+        try a.store.register(FanoutFixture.registrations(3 + limit..<6 + limit, channel: "match"))
+        #expect(
+            await eventually(timeout: .seconds(120)) {
+                a.engine.statistics.registrationsRefusedForChannels == 1 && a.engine.heldShardTokens == 5 + limit
+            },
+            "every registration but one applied: \(a.engine.heldShardTokens) tokens, \(a.engine.statistics)")
+        let id = try a.engine.publishShared(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
+        #expect(await eventually(timeout: .seconds(60)) { (try? a.engine.report(id: id))??.isComplete == true })
+        let report = try #require(try a.engine.report(id: id))
+        #expect(report.targeted == 6 && report.delivered == 6, "the tokens registered after the page: \(report)")
+    }
+
     /// Sessions in the test database named after `incarnation`.
     static func sessions(_ postgres: PostgresServer, _ incarnation: NodeIncarnation) throws -> Int {
         Int(

@@ -24,7 +24,9 @@ import Testing
         return configuration
     }
 
-    static func node(_ harness: TestHarness, _ store: PostgresTokenStore) throws -> FanoutEngine {
+    static func node(
+        _ harness: TestHarness, _ store: PostgresTokenStore, unfinishedWaves: Int = 4096
+    ) throws -> FanoutEngine {
         var client = try harness.clientConfiguration()
         client.workerCount = shards
         client.connectionsPerWorker = 1
@@ -34,6 +36,7 @@ import Testing
         configuration.retryDelays = [.milliseconds(10), .milliseconds(20), .milliseconds(40)]
         configuration.checkpoints = CheckpointConfiguration(interval: .milliseconds(20), pushes: 200, window: window)
         configuration.leasedShards = true
+        configuration.maximumUnfinishedWaves = unfinishedWaves
         return try FanoutEngine(configuration: configuration, store: store, waveStore: store)
     }
 
@@ -129,5 +132,43 @@ import Testing
         print(
             "leased shards, node abandoned: \(count) tokens, \(duplicates.count) duplicates, resentAfterRestart \(report.resentAfterRestart)"
         )
+    }
+
+    /// Issue 24: every node starts every wave on its shards, so the unfinished-wave limit is the cluster's. A
+    /// publish on any node past it is refused (back-pressure), and admitted again once waves complete. Before,
+    /// `publishShared` never checked it: enough waves reached the shards' wave-slot precondition on every node.
+    @Test func theUnfinishedWaveLimitHoldsAcrossNodes() async throws {
+        let postgres = try PostgresServer()
+        defer { postgres.stop() }
+        let harness = try TestHarness(Self.simulator())
+        defer { harness.shutdown() }
+        let storeA = try PostgresTokenStore(url: postgres.url)
+        let storeB = try PostgresTokenStore(url: postgres.url)
+        try storeA.register(FanoutFixture.registrations(0..<200, channel: "match"))
+        let a = try Self.node(harness, storeA, unfinishedWaves: 2)
+        let b = try Self.node(harness, storeB, unfinishedWaves: 2)
+        defer {
+            a.shutdown()
+            b.shutdown()
+        }
+        // No node holds a shard yet: nothing is sent, the waves stay unfinished.
+        let first = try a.publishShared(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
+        let second = try b.publishShared(scoreUpdate(channel: "final", timestamp: 1_800_000_001, home: 0, away: 0))
+        #expect(throws: PublishError.tooManyUnfinishedWaves(limit: 2), "B counts A's wave too") {
+            _ = try b.publishShared(scoreUpdate(channel: "match", timestamp: 1_800_000_002, home: 2, away: 0))
+        }
+        #expect(throws: PublishError.tooManyUnfinishedWaves(limit: 2), "and A counts B's") {
+            _ = try a.publishShared(scoreUpdate(channel: "other", timestamp: 1_800_000_002, home: 2, away: 0))
+        }
+        // Once a node holds the shards both waves complete, and publishing goes on.
+        try a.takeShards(Array(0..<Self.shards), sendUntil: Self.forever)
+        #expect(
+            await eventually(timeout: .seconds(60)) {
+                (try? a.report(id: first))??.isComplete == true && (try? a.report(id: second))??.isComplete == true
+            })
+        let third = try b.publishShared(scoreUpdate(channel: "match", timestamp: 1_800_000_002, home: 2, away: 0))
+        #expect(third > second)
+        try a.catchUpWaves()  // what A's coordinator does on the store's notice
+        #expect(await eventually(timeout: .seconds(60)) { (try? a.report(id: third))??.isComplete == true })
     }
 }

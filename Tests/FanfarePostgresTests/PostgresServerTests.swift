@@ -34,7 +34,8 @@ extension PostgresSuites {
             #expect {
                 _ = try PostgresTokenStore(url: url)
             } throws: { error in
-                guard case RegistryError.storage(let message) = error else { return false }
+                // Unavailable, not a storage fault: the same call may work once the server runs.
+                guard case RegistryError.unavailable(let message) = error else { return false }
                 return message.contains("cannot connect to PostgreSQL at \(url)")
             }
         }

@@ -21,17 +21,17 @@ extension PostgresSuites {
                     """)) ?? -1
         }
 
-        /// Runs a write that may meet the drop: it either succeeds or fails with `.storage` naming the operation
-        /// (never another error, never a trap). Whether it succeeded.
+        /// Runs a write that may meet the drop: it either succeeds or fails with `.unavailable` naming the
+        /// operation (never another error, never a trap). Whether it succeeded.
         static func writeMeetingTheDrop(_ operation: String, _ body: () throws -> Void) -> Bool {
             do {
                 try body()
                 return true
-            } catch let RegistryError.storage(message) {
+            } catch let RegistryError.unavailable(message) {
                 #expect(message.contains(operation), "\(message)")
                 return false
             } catch {
-                Issue.record("not a storage error: \(error)")
+                Issue.record("not an unavailable error: \(error)")
                 return false
             }
         }
@@ -89,8 +89,9 @@ extension PostgresSuites {
             #expect(
                 waitUntil(timeout: .seconds(60)) { held.result != nil }, "the call fails instead of waiting for ever")
             held.release()
-            guard case .failure(.storage(let message)) = held.result else {
-                Issue.record("not a storage error: \(String(describing: held.result))")
+            // The session was ended under it: the database is out of reach for that call (503 at the API).
+            guard case .failure(.unavailable(let message)) = held.result else {
+                Issue.record("not an unavailable error: \(String(describing: held.result))")
                 return
             }
             #expect(message.contains("holding a lock"), "\(message)")
@@ -98,7 +99,7 @@ extension PostgresSuites {
             #expect(store.connectionsOpened == 2)
         }
 
-        @Test func aRestartedServerIsReconnectedToAndADownOneIsAStorageError() throws {
+        @Test func aRestartedServerIsReconnectedToAndADownOneIsUnavailable() throws {
             let server = try PostgresServer()
             defer { server.stop() }
             let store = try PostgresTokenStore(url: server.url)
@@ -110,13 +111,13 @@ extension PostgresSuites {
             try store.register((50..<60).map { updateRegistration($0) })
             #expect(try store.count() == 60)
 
-            // While the server is down every call fails with `.storage` saying it cannot connect; none traps.
+            // While the server is down every call fails with `.unavailable` saying it cannot connect; none traps.
             try server.stopKeepingData()
             for _ in 0..<3 {
                 #expect {
                     _ = try store.count()
                 } throws: { error in
-                    guard case RegistryError.storage(let message) = error else { return false }
+                    guard case RegistryError.unavailable(let message) = error else { return false }
                     return message.contains("counting tokens") && message.contains("cannot connect to PostgreSQL")
                 }
             }

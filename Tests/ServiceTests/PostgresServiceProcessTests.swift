@@ -91,6 +91,50 @@ struct PostgresServiceProcessTests {
         #expect(log.idsByToken.count == Self.total, "\(log.idsByToken.count) distinct tokens in the log")
     }
 
+    /// Issue 24: during a PostgreSQL restart the API answered 500 "cannot connect to PostgreSQL". A database out
+    /// of reach is a state to wait out: 503 `database_unavailable` with `Retry-After`, nothing changed; once it
+    /// is back, the same calls work, with no restart of the service.
+    @Test("PostgreSQL stopped: reads and writes answer 503 database_unavailable with Retry-After, then work again")
+    func theDatabaseOutOfReachIsA503UntilItIsBack() async throws {
+        let postgres = try await Self.onOwnThread { try PostgresServer() }
+        defer { postgres.stop() }
+        let directory = NSTemporaryDirectory() + "fanfare-pg-away-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let simulator = try await SimulateProcess([], directory: directory)
+        let serve = try await ServeProcess(
+            simulator.serveArguments + ["--listen", "127.0.0.1:0", "--database", postgres.url, "--log-format", "json"],
+            directory: directory, name: "serve-away")
+        let client = serve.client
+        #expect(
+            await eventually(timeout: .seconds(120)) { try await client.get("/readyz").status == 200 },
+            "\(serve.errors.suffix(2000))")
+        let registered = try await client.post("/v1/tokens", json: registrationBody(0..<10, channel: "match"))
+        #expect(registered.status == 200, "\(registered)")
+
+        try await Self.onOwnThread { try postgres.stopKeepingData() }
+        // A wave the service never saw must be looked up in the database; a registration must be written there.
+        let read = try await client.get("/v1/waves/999999")
+        let write = try await client.post("/v1/tokens", json: registrationBody(10..<20, channel: "match"))
+        let ready = try await client.get("/readyz")
+        for (what, response) in [("read", read), ("write", write), ("readyz", ready)] {
+            #expect(response.status == 503, "\(what): \(response)")
+            #expect(response.json?["code"] as? String == "database_unavailable", "\(what): \(response)")
+            #expect(response.header("retry-after") == "5", "\(what): \(response)")
+        }
+
+        try await Self.onOwnThread { try postgres.start() }
+        #expect(
+            await eventually(timeout: .seconds(60)) { try await client.get("/v1/waves/999999").status == 404 },
+            "reads work again once PostgreSQL is back")
+        let again = try await client.post("/v1/tokens", json: registrationBody(10..<20, channel: "match"))
+        #expect(again.status == 200 && again.json?["registered"] as? Int == 10, "\(again)")
+        #expect(try postgres.psql("SELECT count(*) FROM tokens") == "20")
+        serve.signal(SIGTERM)
+        #expect(await serve.waitForExit() == 0, "\(serve.errors.suffix(2000))")
+        await simulator.stop()
+    }
+
     @Test("a bad postgres:// URL or an unreachable server: exit non-zero, one line saying what to fix, no password")
     func badURLsAndUnreachableServersAreRefusedAtStart() async throws {
         let directory = NSTemporaryDirectory() + "fanfare-pg-refuse-" + UUID().uuidString

@@ -116,6 +116,10 @@ extension FanoutEngine {
         }
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
         let (payload, _) = try validated(update)
+        // Every node starts every wave on its shards: the limit is the cluster's (the store counts), and this
+        // node's own count answers first without a round trip.
+        let limit = configuration.maximumUnfinishedWaves
+        guard unfinishedWaves.load(ordering: .acquiring) < limit else { throw .tooManyUnfinishedWaves(limit: limit) }
         let record = WaveRecord(
             id: 0, bundleID: configuration.bundleID, environment: configuration.environment, channel: update.channel,
             event: update.content.event.rawValue, timestamp: update.content.timestamp,
@@ -125,11 +129,12 @@ extension FanoutEngine {
             publishedAt: Self.wallMilliseconds(), shardCount: shards.count, startKeys: [])
         let id: UInt64
         do {
-            id = try sharedStore.publishWave(record)
+            id = try sharedStore.publishWave(record, unfinishedLimit: limit)
         } catch {
             switch error {
             case .olderThanLatest(let channel, let timestamp, let latest):
                 throw .olderThanCurrent(channel: channel, timestamp: timestamp, current: latest)
+            case .tooManyUnfinishedWaves(let limit): throw .tooManyUnfinishedWaves(limit: limit)
             case .registry(let error): throw .storage("\(error)")
             }
         }
@@ -176,12 +181,12 @@ extension FanoutEngine {
     }
 
     /// Registrations another node wrote (the registry's change feed): into the shards this node holds.
-    public func applyRegistered(_ registrations: [TokenRegistration]) throws(FanoutError) {
+    public func applyRegistered(_ registrations: [TokenRegistration]) {
         let mine = registrations.filter {
             $0.bundleID == configuration.bundleID && $0.environment == configuration.environment
         }
         guard !mine.isEmpty else { return }
-        try fill(mine, alsoTo: [])
+        fill(mine, alsoTo: [])
     }
 
     /// Removals another node wrote (unregistered, replaced, invalidated, retired): out of the held shards.
@@ -190,9 +195,6 @@ extension FanoutEngine {
     }
 
     // MARK: - Inside
-
-    /// Stops a registry scan whose batch the engine refused (the refusal is thrown instead).
-    private struct LoadStopped: Error {}
 
     /// Holding `feed`.
     private func catchUp(_ feed: inout WaveFeedState) throws(FanoutError) {
@@ -207,6 +209,14 @@ extension FanoutEngine {
                 throw .registry(error)
             }
             for record in records {
+                // The store admits at most `maximumUnfinishedWaves` (≤ the slot limit) unfinished waves, but a node
+                // configured with a larger limit than the others' may have published more: those wait here for
+                // completions (the next catch-up) rather than overflow the shards' wave slots.
+                guard unfinishedWaves.load(ordering: .acquiring) < FanoutConfiguration.waveSlotLimit else {
+                    configuration.logger.warning(
+                        "shared waves: every wave slot is in use; wave \(record.id) starts here when some complete")
+                    return
+                }
                 let fresh = feed.heldSince.indices.filter { feed.heldSince[$0] != nil }
                 startShared(record, onShards: fresh)
                 feed.lastWave = record.id
@@ -219,7 +229,6 @@ extension FanoutEngine {
     private func load(shards taking: Set<Int>, from source: any TokenStore) throws(FanoutError) {
         var batch: [TokenRegistration] = []
         batch.reserveCapacity(4096)
-        var failure: FanoutError?
         do throws(RegistryError) {
             try source.forEachRegistration(
                 bundleID: configuration.bundleID, environment: configuration.environment, shards: taking,
@@ -227,41 +236,50 @@ extension FanoutEngine {
             ) { registration in
                 batch.append(registration)
                 if batch.count == 4096 {
-                    do throws(FanoutError) { try fill(batch, alsoTo: taking) } catch {
-                        failure = error
-                        throw LoadStopped()
-                    }
+                    fill(batch, alsoTo: taking)
                     batch.removeAll(keepingCapacity: true)
                 }
             }
         } catch {
-            if let failure { throw failure }
             throw .registry(error)
         }
-        try fill(batch, alsoTo: taking)
+        fill(batch, alsoTo: taking)
     }
 
     /// Queues registrations (already durable) to the shards this node holds, and to `taking` (being taken).
-    private func fill(_ registrations: [TokenRegistration], alsoTo taking: Set<Int>) throws(FanoutError) {
+    /// One whose channels would take the engine past `maximumChannels` channels in use is refused, counted and
+    /// logged, and the others go on: a feed page or a shard's load must never stop on it (it stays in the
+    /// registry and is loaded when its shard is next taken, once channels were forgotten).
+    private func fill(_ registrations: [TokenRegistration], alsoTo taking: Set<Int>) {
         guard !registrations.isEmpty else { return }
-        try control.withLock { state throws(FanoutError) in
-            guard !isShutDown.load(ordering: .acquiring) else { return }
-            guard state.channels.canAdmit(registrations.lazy.flatMap(\.channels)) else {
-                throw .tooManyChannels(limit: Self.maximumChannels)
-            }
+        let refused = control.withLock { state -> Int in
+            guard !isShutDown.load(ordering: .acquiring) else { return 0 }
             let sequence = state.nextSequence
             state.nextSequence += 1
+            var refused = 0
             var perShard = Array(repeating: [RegistrationBatch.Entry](), count: shards.count)
             for registration in registrations {
                 let index = APNsClient.workerIndex(for: registration.token, workerCount: shards.count)
                 guard state.held[index] || taking.contains(index) else { continue }
+                guard state.channels.canAdmit(registration.channels) else {
+                    refused += 1
+                    continue
+                }
                 let ids = registration.channels.map { state.channels.mention($0, sequence: sequence) }
                 perShard[index].append(Self.entry(registration, channels: ids))
             }
             for (index, entries) in perShard.enumerated() where !entries.isEmpty {
                 enqueueWaiting(.register(RegistrationBatch(entries)), shard: index)
             }
+            return refused
         }
+        guard refused > 0 else { return }
+        let total = channelRefusals.add(refused, ordering: .relaxed).newValue
+        configuration.logger.error(
+            """
+            registry: \(refused) registrations not applied here: their channels would exceed \(Self.maximumChannels) \
+            channels in use (\(total) so far); they stay in the registry and load when their shard is next taken
+            """)
     }
 
     /// A wave from the feed: on the shards this node holds, as a new wave (`.publish`); the channel's newest

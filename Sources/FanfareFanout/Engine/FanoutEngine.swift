@@ -89,6 +89,8 @@ public final class FanoutEngine: Sendable {
     let enqueuingDone = ThreadSignal()
     /// Published waves not complete yet (refused past `maximumUnfinishedWaves`).
     let unfinishedWaves = Atomic<Int>(0)
+    /// Registrations from the registry refused because their channels did not fit (`fill`).
+    let channelRefusals = Atomic<Int>(0)
     /// Where broadcast links are kept (the token store, when it is a `BroadcastLinkStore`); nil: in memory only.
     let linkStore: (any BroadcastLinkStore)?
     /// Creates and deletes APNs broadcast channels (`FanoutConfiguration.channelManagement`).
@@ -715,6 +717,7 @@ public final class FanoutEngine: Sendable {
         stats.lastConnectionError = client.lastConnectionError
         stats.invalidTokensHeld = shards.reduce(0) { $0 + $1.heldCount.load(ordering: .relaxed) }
         stats.registrationsRefused = shards.reduce(0) { $0 + $1.registrationsRefused.load(ordering: .relaxed) }
+        stats.registrationsRefusedForChannels = channelRefusals.load(ordering: .relaxed)
         stats.breaker = breaker.state
         stats.unfinishedWaves = unfinishedWaves.load(ordering: .relaxed)
         stats.checkpointWrites = checkpointWriter?.writes.load(ordering: .relaxed) ?? 0

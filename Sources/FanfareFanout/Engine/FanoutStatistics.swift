@@ -14,6 +14,10 @@ public struct FanoutStatistics: Sendable {
     public var breaker = InvalidTokenBreakerState.closed
     /// Registrations a shard had no room for (its 4 GiB token arena was full); they stay in the registry.
     public var registrationsRefused = 0
+    /// Several nodes: registrations from the registry (the change feed, a shard's load) whose channels would have
+    /// taken the engine past `FanoutEngine.maximumChannels` channels in use; they stay in the registry and are
+    /// loaded when their shard is next taken.
+    public var registrationsRefusedForChannels = 0
     public var unfinishedWaves = 0
     /// Durable waves: transactions the checkpoint thread wrote, and failed writes (retried; waves stall at their
     /// window meanwhile).

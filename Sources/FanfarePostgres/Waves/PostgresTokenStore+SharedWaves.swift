@@ -11,7 +11,7 @@ extension PostgresTokenStore: SharedWaveStore {
     /// The channel nodes LISTEN on; the payload is the new wave's id.
     public static let waveChannel = "fanfare_waves"
 
-    public func publishWave(_ record: WaveRecord) throws(SharedWaveError) -> UInt64 {
+    public func publishWave(_ record: WaveRecord, unfinishedLimit: Int) throws(SharedWaveError) -> UInt64 {
         var checked = record
         checked.id = 1  // validated as a wave with some id; the store picks the real one below
         do { _ = try WaveValidation.check(checked) } catch { throw .registry(error) }
@@ -30,6 +30,15 @@ extension PostgresTokenStore: SharedWaveStore {
                 ).decode(Int64.self) where latest > record.timestamp {
                     return .failure(
                         .olderThanLatest(channel: record.channel, timestamp: record.timestamp, latest: latest))
+                }
+                // Under the same lock: two nodes cannot both take the last free place (`waves_unfinished` index).
+                for try await unfinished in try await connection.query(
+                    """
+                    SELECT count(*) FROM (SELECT 1 FROM waves WHERE app_id = \(appID) AND completed_at IS NULL
+                                          LIMIT \(Int64(max(0, unfinishedLimit)))) AS running
+                    """, logger: logger
+                ).decode(Int64.self) where unfinished >= unfinishedLimit {
+                    return .failure(.tooManyUnfinishedWaves(limit: unfinishedLimit))
                 }
                 var id: Int64 = 1
                 for try await last in try await connection.query(

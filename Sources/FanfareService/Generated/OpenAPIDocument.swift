@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "bb95898f1b31b77a13c446e4dde6a2c2dcf410ec9e48a8f88389cc5cc29ab0bd"
+    package static let sha256 = "78dc358837e2bcd287d4e8757de6b952ce84e578d38146a4df501f8e70118ff9"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -200,6 +200,8 @@ paths:
           $ref: '#/components/responses/NotAcceptable'
         '500':
           $ref: '#/components/responses/InternalError'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
   /v1/channels/{channel}/updates:
     post:
       operationId: publishUpdate
@@ -471,6 +473,10 @@ paths:
           $ref: '#/components/responses/Forbidden'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
   /v1/waves/{wave_id}:
     get:
       operationId: getWave
@@ -498,6 +504,10 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
   /v1/waves/{wave_id}/events:
     get:
       operationId: getWaveEvents
@@ -796,8 +806,9 @@ components:
             $ref: '#/components/schemas/Problem'
     ServiceUnavailable:
       description: |
-        Back-pressure (`back_pressure`), shutting down (`shutting_down`) or not ready yet (`not_ready`). Try
-        again after `Retry-After` seconds; nothing of the request was taken.
+        Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+        database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+        request was taken.
       headers:
         Retry-After:
           $ref: '#/components/headers/RetryAfter'
@@ -883,7 +894,8 @@ components:
         `not_acceptable` (406), `unauthorized` (401), `forbidden` (403), `not_found` (404, also for unknown
         routes), `method_not_allowed` (405, with `allowed`), `idempotency_key_in_progress` (409),
         `idempotency_key_reused` (422), `too_many_channels` (503: the engine tracks 32,767 channels in use),
-        `back_pressure` (503), `shutting_down` (503), `not_ready` (503), `apns_no_answer` (504),
+        `back_pressure` (503), `shutting_down` (503), `not_ready` (503), `database_unavailable` (503: the
+        database cannot be reached now; nothing was changed), `apns_no_answer` (504),
         `invalid_channel_id` (400: not an APNs broadcast channel id), `channel_management_not_configured`
         (409: start the service with `--channel-management HOST:PORT`), `apns_channel_refused` and
         `apns_channel_unreachable` (502: APNs' channel management API refused or did not answer),
@@ -914,6 +926,7 @@ components:
         - back_pressure
         - shutting_down
         - not_ready
+        - database_unavailable
         - apns_no_answer
         - invalid_channel_id
         - channel_management_not_configured

@@ -136,7 +136,8 @@ extension Components {
         /// `not_acceptable` (406), `unauthorized` (401), `forbidden` (403), `not_found` (404, also for unknown
         /// routes), `method_not_allowed` (405, with `allowed`), `idempotency_key_in_progress` (409),
         /// `idempotency_key_reused` (422), `too_many_channels` (503: the engine tracks 32,767 channels in use),
-        /// `back_pressure` (503), `shutting_down` (503), `not_ready` (503), `apns_no_answer` (504),
+        /// `back_pressure` (503), `shutting_down` (503), `not_ready` (503), `database_unavailable` (503: the
+        /// database cannot be reached now; nothing was changed), `apns_no_answer` (504),
         /// `invalid_channel_id` (400: not an APNs broadcast channel id), `channel_management_not_configured`
         /// (409: start the service with `--channel-management HOST:PORT`), `apns_channel_refused` and
         /// `apns_channel_unreachable` (502: APNs' channel management API refused or did not answer),
@@ -170,6 +171,7 @@ extension Components {
             case backPressure = "back_pressure"
             case shuttingDown = "shutting_down"
             case notReady = "not_ready"
+            case databaseUnavailable = "database_unavailable"
             case apnsNoAnswer = "apns_no_answer"
             case invalidChannelId = "invalid_channel_id"
             case channelManagementNotConfigured = "channel_management_not_configured"

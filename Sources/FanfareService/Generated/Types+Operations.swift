@@ -362,8 +362,9 @@ package enum Operations {
                     }
                 }
             }
-            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`) or not ready yet (`not_ready`). Try
-            /// again after `Retry-After` seconds; nothing of the request was taken.
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(registerTokens)/responses/503`.
@@ -763,8 +764,9 @@ package enum Operations {
                     }
                 }
             }
-            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`) or not ready yet (`not_ready`). Try
-            /// again after `Retry-After` seconds; nothing of the request was taken.
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/delete/post(deleteTokens)/responses/503`.
@@ -1064,6 +1066,32 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/tokens/{token}/get(getToken)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -1474,8 +1502,9 @@ package enum Operations {
                     }
                 }
             }
-            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`) or not ready yet (`not_ready`). Try
-            /// again after `Retry-After` seconds; nothing of the request was taken.
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/updates/post(publishUpdate)/responses/503`.
@@ -1688,8 +1717,9 @@ package enum Operations {
                     }
                 }
             }
-            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`) or not ready yet (`not_ready`). Try
-            /// again after `Retry-After` seconds; nothing of the request was taken.
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/get(listChannels)/responses/503`.
@@ -1944,8 +1974,9 @@ package enum Operations {
                     }
                 }
             }
-            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`) or not ready yet (`not_ready`). Try
-            /// again after `Retry-After` seconds; nothing of the request was taken.
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/get(getChannel)/responses/503`.
@@ -2648,8 +2679,9 @@ package enum Operations {
                     }
                 }
             }
-            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`) or not ready yet (`not_ready`). Try
-            /// again after `Retry-After` seconds; nothing of the request was taken.
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/503`.
@@ -3062,8 +3094,9 @@ package enum Operations {
                     }
                 }
             }
-            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`) or not ready yet (`not_ready`). Try
-            /// again after `Retry-After` seconds; nothing of the request was taken.
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/503`.
@@ -3356,6 +3389,55 @@ package enum Operations {
                     }
                 }
             }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/waves/get(listWaves)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/waves/get(listWaves)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -3604,6 +3686,55 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/waves/{wave_id}/get(getWave)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/waves/{wave_id}/get(getWave)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
                             response: self
                         )
                     }
@@ -4240,8 +4371,9 @@ package enum Operations {
                     }
                 }
             }
-            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`) or not ready yet (`not_ready`). Try
-            /// again after `Retry-After` seconds; nothing of the request was taken.
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/push/post(sendPush)/responses/503`.
@@ -4709,8 +4841,9 @@ package enum Operations {
                     }
                 }
             }
-            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`) or not ready yet (`not_ready`). Try
-            /// again after `Retry-After` seconds; nothing of the request was taken.
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//readyz/get(getReadiness)/responses/503`.

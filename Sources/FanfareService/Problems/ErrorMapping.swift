@@ -109,6 +109,9 @@ package enum ErrorMapping {
         }
     }
 
+    /// `Retry-After` when the database is out of reach: a restart or fail-over takes seconds.
+    package static let databaseRetryAfterSeconds = 5
+
     package static func fromRegistry(_ error: RegistryError) -> ServiceProblem {
         switch error {
         case .invalidRegistration(let index, let reason):
@@ -116,6 +119,11 @@ package enum ErrorMapping {
         case .storage(let message):
             return ServiceProblem(
                 .internalServerError, ._internal, "the registry failed: \(message.prefix(300)); nothing was changed")
+        case .unavailable(let message):
+            // The database is away (restarting, failing over, cut off): a state the caller can wait out.
+            return .unavailable(
+                .databaseUnavailable, "the database cannot be reached now: \(message.prefix(300)); nothing was changed",
+                retryAfter: databaseRetryAfterSeconds)
         case .unknownWave, .invalidWave:
             // The engine's own bookkeeping of durable waves, never what a request sent.
             return ServiceProblem(

@@ -117,6 +117,7 @@ package struct ServiceProblem: Error, Sendable {
         case .backPressure: "The engine is busy"
         case .shuttingDown: "The service is shutting down"
         case .notReady: "The service is not ready"
+        case .databaseUnavailable: "The database cannot be reached now"
         case .apnsNoAnswer: "APNs did not answer"
         case .invalidChannelId: "Not an APNs broadcast channel id"
         case .channelManagementNotConfigured: "No APNs channel management configured"

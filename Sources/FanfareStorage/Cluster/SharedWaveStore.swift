@@ -12,8 +12,10 @@ import FanfareCore
 ///   longer holds, so a stale node cannot overwrite newer progress.
 public protocol SharedWaveStore: WaveStore {
     /// Saves a newly published wave with a store-assigned id (returned), after checking its timestamp against
-    /// the channel's newest; wakes the other nodes. `record.id` is ignored.
-    func publishWave(_ record: WaveRecord) throws(SharedWaveError) -> UInt64
+    /// the channel's newest and that fewer than `unfinishedLimit` waves of the app are unfinished (every node
+    /// starts every wave on its shards, whose wave slots are bounded); wakes the other nodes. `record.id` is
+    /// ignored.
+    func publishWave(_ record: WaveRecord, unfinishedLimit: Int) throws(SharedWaveError) -> UInt64
 
     /// Waves of one app with an id above `id`, in id order, at most `limit` (complete ones included: a node that
     /// missed a wave still learns its channel's newest timestamp).
@@ -38,12 +40,16 @@ public protocol SharedWaveStore: WaveStore {
 public enum SharedWaveError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The channel already has a newer update (published on any node).
     case olderThanLatest(channel: String, timestamp: Int64, latest: Int64)
+    /// `limit` waves of the app are unfinished already (published on any node): back-pressure.
+    case tooManyUnfinishedWaves(limit: Int)
     case registry(RegistryError)
 
     public var description: String {
         switch self {
         case .olderThanLatest(let channel, let timestamp, let latest):
             return "channel \(channel) already has an update with timestamp \(latest), newer than \(timestamp)"
+        case .tooManyUnfinishedWaves(let limit):
+            return "\(limit) waves of this app are still running on the cluster; publish again when some complete"
         case .registry(let error): return "\(error)"
         }
     }
