@@ -111,6 +111,12 @@ struct PostgresServiceProcessTests {
             "\(serve.errors.suffix(2000))")
         let registered = try await client.post("/v1/tokens", json: registrationBody(0..<10, channel: "match"))
         #expect(registered.status == 200, "\(registered)")
+        // A refusal of the shared store's publish is the refusal, not "shutting down" (as it was before).
+        let now = unixNow
+        let published = try await client.post("/v1/channels/match/updates", json: updateBody(timestamp: now, home: 1))
+        #expect(published.status == 202, "\(published)")
+        let older = try await client.post("/v1/channels/match/updates", json: updateBody(timestamp: now - 1, home: 0))
+        #expect(older.status == 409 && older.json?["code"] as? String == "older_than_current", "\(older)")
 
         try await Self.onOwnThread { try postgres.stopKeepingData() }
         // A wave the service never saw must be looked up in the database; a registration must be written there.

@@ -3,6 +3,7 @@ import FanfareCore
 import FanfareFanout
 import FanfareStorage
 internal import Foundation
+import NIOPosix
 internal import OpenAPIRuntime
 
 /// The API's handlers (`APIProtocol`, generated from the OpenAPI document). The generated server decodes each
@@ -35,10 +36,13 @@ package struct FanfareAPI: APIProtocol {
             throw ErrorMapping.fromFanout(error, retryAfter: retryAfter)
         } catch let error as RegistryError {
             throw ErrorMapping.fromRegistry(error)
-        } catch {
+        } catch let error as PublishError {
+            throw ErrorMapping.fromPublish(error, retryAfter: retryAfter)
+        } catch is NIOThreadPoolError.ThreadPoolInactive {
             throw ServiceProblem.unavailable(
                 .shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
         }
+        // Anything else is the handler's to map, or the error map's (ProblemMiddleware): never "shutting down".
     }
 
     // MARK: - Operations

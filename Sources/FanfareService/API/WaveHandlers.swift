@@ -30,15 +30,13 @@ extension FanfareAPI {
             collapseID: body.collapseId)
         if engine.configuration.leasedShards {
             // Several nodes: the wave is sent by the nodes holding its shards; any node answers its status.
+            // offPool maps a refusal (PublishError) like the single node's below.
             let id: UInt64
             do {
-                id = try await offPool { [engine] () throws -> UInt64 in
-                    do throws(PublishError) { return try engine.publishShared(update) } catch {
-                        throw PublishFailure(error: error)
-                    }
-                }
-            } catch let failure as PublishFailure {
-                throw ErrorMapping.fromPublish(failure.error, retryAfter: retryAfter)
+                id = try await offPool { [engine] () throws -> UInt64 in try engine.publishShared(update) }
+            } catch let problem as ServiceProblem where problem.code == .backPressure {
+                metrics.refused("publish")
+                throw problem
             }
             monitor.publishedShared(
                 id: id, channel: channel, event: content.event.rawValue, timestamp: content.timestamp,
@@ -94,9 +92,6 @@ extension FanfareAPI {
         }
         return .stored(stored)
     }
-
-    /// A PublishError through `offPool` (which maps registry and engine errors itself).
-    struct PublishFailure: Error { let error: PublishError }
 
     package func listWaves(_ input: Operations.ListWaves.Input) async throws -> Operations.ListWaves.Output {
         let query = input.query
