@@ -16,6 +16,8 @@ package struct FanfareAPI: APIProtocol {
     let configuration: ServiceConfiguration
     let metrics: ServiceMetrics
     let monitor: WaveMonitor
+    /// The registry's token count for the probes (at most one count at a time, a reading kept a second).
+    let census: RegistryCensus
     let lifecycle: ServiceLifecycleState
     /// On PostgreSQL: this node's leases (nil on SQLite).
     var cluster: ClusterNode? = nil
@@ -61,7 +63,7 @@ package struct FanfareAPI: APIProtocol {
             if let error = engine.statistics.lastConnectionError { detail += " (last error: \(error.prefix(200)))" }
             throw ServiceProblem.unavailable(.notReady, detail, retryAfter: retryAfter)
         }
-        let tokens = try await offPool { [store] in try store.count() }
+        let tokens = try await census.tokens()
         let clusterStatus = cluster.map { node in
             let status = node.status
             return Components.Schemas.ClusterStatus(
@@ -75,7 +77,7 @@ package struct FanfareAPI: APIProtocol {
     }
 
     package func getMetrics(_ input: Operations.GetMetrics.Input) async throws -> Operations.GetMetrics.Output {
-        let tokens = try? await offPool { [store] in try store.count() }
+        let tokens = try? await census.tokens()
         let clusterFigures = cluster.map { node in
             let status = node.status
             return ServiceMetrics.ClusterFigures(

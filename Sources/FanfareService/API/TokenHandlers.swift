@@ -16,7 +16,10 @@ extension FanfareAPI {
 
     /// Durable (tokens and subscriptions in one transaction), then loaded into the engine.
     func register(_ items: RegistrationItems) async throws -> RegistrationResult {
-        try await offPool { [engine] in try engine.register(items.tokens, subscriptions: items.subscriptions) }
+        defer { census.invalidate() }  // also after a failure: part of it may be durable
+        return try await offPool { [engine] in
+            try engine.register(items.tokens, subscriptions: items.subscriptions)
+        }
     }
 
     func checkBatchSize(_ count: Int) throws(ServiceProblem) {
@@ -72,6 +75,7 @@ extension FanfareAPI {
             tokens.append(try Validation.token(hex, field: "tokens[\(index)]", index: index))
         }
         let batch = tokens
+        defer { census.invalidate() }
         let removed = try await offPool { [engine] in try engine.unregister(batch) }
         return .ok(.init(body: .json(.init(removed: removed, notFound: tokens.count - removed))))
     }

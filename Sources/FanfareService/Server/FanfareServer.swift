@@ -6,6 +6,7 @@ import FanfareSQLite
 import FanfareStorage
 internal import Foundation
 import Hummingbird
+import NIOPosix
 import Logging
 internal import OpenAPIRuntime
 import ServiceLifecycle
@@ -60,6 +61,8 @@ public final class FanfareServer: Sendable {
     private let shutdownContinuation: AsyncStream<Void>.Continuation
     /// Set when the engine's graceful shutdown (on a thread of its own) has returned.
     private let engineStopped = StopSignal()
+    /// Set when `stopEngine` began the engine's graceful shutdown (writes may be refused before it).
+    private let engineStopping = StopSignal()
 
     public init(configuration: ServiceConfiguration) throws(ServiceStartError) {
         if let problem = configuration.problem() { throw .configuration(problem) }
@@ -147,6 +150,9 @@ public final class FanfareServer: Sendable {
     /// Starts a graceful shutdown (returns at once; `run()` returns when it is done). A second call stops
     /// waiting for the engine's graceful shutdown.
     public func shutdown() {
+        // Writes are refused from the moment this returns, not from when the run loop gets to it: a request
+        // that arrives a moment later (the test that found it did, on a loaded machine) must not be taken.
+        lifecycle.beginDraining()
         if shutdownRequests.add(1, ordering: .acquiringAndReleasing).newValue == 1 {
             shutdownContinuation.yield()
         }
@@ -163,9 +169,18 @@ public final class FanfareServer: Sendable {
             retryAfter: configuration.retryAfterSeconds, lifecycle: lifecycle, idempotency: idempotency,
             blocking: blocking, metrics: metrics, logger: logger)
         middlewares.addShared(to: router)
+        let retryAfter = configuration.retryAfterSeconds
+        let census = RegistryCensus { [blocking, store] in
+            do {
+                return try await blocking.run { try store.count() }
+            } catch is NIOThreadPoolError.ThreadPoolInactive {
+                throw ServiceProblem.unavailable(
+                    .shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+            }
+        }
         let api = FanfareAPI(
             engine: engine, store: store, blocking: blocking, configuration: configuration, metrics: metrics,
-            monitor: monitor, lifecycle: lifecycle, cluster: cluster)
+            monitor: monitor, census: census, lifecycle: lifecycle, cluster: cluster)
         let transport = FastPathTransport(
             router: router, middlewares: middlewares, api: api, recorded: registeredRoutes)
         try api.registerHandlers(on: transport)
@@ -226,6 +241,7 @@ public final class FanfareServer: Sendable {
     /// `shutdown()`. Waves are not waited for: they resume at the next start.
     private func stopEngine(until deadline: ContinuousClock.Instant) async {
         lifecycle.beginDraining()
+        engineStopping.set()
         let unfinished = engine.statistics.unfinishedWaves
         logger.notice(
             "shutting down: writes are refused, unfinished waves are checkpointed and resume at the next start",
@@ -258,7 +274,7 @@ public final class FanfareServer: Sendable {
 
     /// After the HTTP server stopped: the engine (a no-op after `stopEngine`) and the registry.
     private func finish() async {
-        if lifecycle.isDraining && !engineStopped.isSet {
+        if engineStopping.isSet && !engineStopped.isSet {
             // The engine may still be writing its last checkpoints: the registry stays open until the process
             // exits (SQLite keeps every committed transaction; the next start resumes from what is there).
             logger.warning("stopping while the engine still shuts down; the registry is left to the process exit")
