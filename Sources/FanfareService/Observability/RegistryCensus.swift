@@ -4,12 +4,16 @@ import Synchronization
 /// The registry's token count for `/readyz` and `/metrics`. Those are asked by load balancers and scrapers, at
 /// any rate and without a key, and a count holds the registry's connection, the one checkpoints and publishes
 /// wait for: so at most one count runs at a time, and a reading answers every probe for `maximumAge`.
-/// A write through this node's API (`invalidate`) makes the next probe count again, so a caller that registered
-/// reads its own write. Writes elsewhere (other nodes, `fanfare import`, pruning) show within the age.
+/// A reading also stays ten times as long as its count took, so counts hold that connection at most a tenth of
+/// the time however large the registry. A write through this node's API (`invalidate`) makes the next probe
+/// count again, so a caller that registered reads its own write. Writes elsewhere (other nodes, `fanfare
+/// import`, pruning) show within the age.
 package final class RegistryCensus: Sendable {
     private struct Reading {
         var outcome: Result<Int, RegistryError>
         var takenAt: ContinuousClock.Instant
+        /// How long the count took.
+        var took: Duration
         /// `State.writes` when the count began: a write after that may be missing from it.
         var writes: UInt64
     }
@@ -46,7 +50,7 @@ package final class RegistryCensus: Sendable {
                 case count(writes: UInt64)
             }
             let next = state.withLock { state -> Next in
-                if let reading = state.reading, reading.writes == state.writes, now - reading.takenAt < maximumAge {
+                if let reading = state.reading, reading.writes == state.writes, now - reading.takenAt < keep(reading) {
                     return .answer(reading.outcome)
                 }
                 if state.waiting != nil { return .wait }
@@ -74,10 +78,16 @@ package final class RegistryCensus: Sendable {
                     finish(nil)  // the service is stopping: nothing to keep
                     throw error
                 }
-                finish(Reading(outcome: outcome, takenAt: now, writes: writes))
+                finish(Reading(outcome: outcome, takenAt: now, took: ContinuousClock.now - now, writes: writes))
                 return try outcome.get()
             }
         }
+    }
+
+    /// How long `reading` answers probes: a failure no longer than `maximumAge` (the database may be back).
+    private func keep(_ reading: Reading) -> Duration {
+        if case .failure = reading.outcome { return maximumAge }
+        return max(maximumAge, reading.took * 10)
     }
 
     /// Keeps `reading` (nil: none) and wakes the probes that waited for it (they look again).
