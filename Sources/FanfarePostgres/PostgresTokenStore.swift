@@ -58,6 +58,11 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     public let incarnation: NodeIncarnation?
     /// Registrations running on this store's connection or waiting for it.
     private let registering = Atomic<Int>(0)
+    /// The longest a call may wait for PostgreSQL's answer before it fails `.unavailable` and its connection is
+    /// replaced: without it a frozen server or a silent network loss holds the caller, and every caller queued
+    /// behind this store's lock, for as long as TCP keeps trying (many minutes). Each call is bounded work (a
+    /// page, a batch, a transaction); migrations at open are not limited.
+    public let callTimeout: Duration
 
     struct AppKey: Hashable {
         var bundleID: String
@@ -69,9 +74,10 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// them if this one stalls (`fenceStalledNodes`).
     public init(
         url: String, registrationConnections: Int = 2, incarnation: NodeIncarnation? = nil,
-        logger: Logger = Logger(label: "fanfare.postgres")
+        callTimeout: Duration = .seconds(60), logger: Logger = Logger(label: "fanfare.postgres")
     ) throws(RegistryError) {
         self.logger = logger
+        self.callTimeout = callTimeout
         self.url = url
         self.registrationConnections = max(1, registrationConnections)
         self.incarnation = incarnation
@@ -199,7 +205,8 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
             }
             do {
                 let lane = try PostgresTokenStore(
-                    url: url, registrationConnections: 1, incarnation: incarnation, logger: logger)
+                    url: url, registrationConnections: 1, incarnation: incarnation, callTimeout: callTimeout,
+                    logger: logger)
                 lanes.append(lane)
                 return lane
             } catch {
@@ -563,8 +570,15 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// Runs async work on the connection's event loop and waits for it; fails at once if the connection closes
     /// meanwhile. Call with `lock` held.
     func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws(RegistryError) -> T {
-        do { return try executor.run(failingWhen: current?.closeFuture, work) } catch let error as RegistryError {
+        let (seconds, attoseconds) = callTimeout.components
+        let timeout = TimeAmount.nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+        do {
+            return try executor.run(failingWhen: current?.closeFuture, timeout: timeout, work)
+        } catch let error as RegistryError {
             throw error
+        } catch let error as CallTimedOut {
+            connectionLost = true  // the next call closes it (which ends the abandoned work) and opens another
+            throw .unavailable(error.description)
         } catch {
             if Self.losesTheConnection(error) {
                 connectionLost = true

@@ -99,6 +99,35 @@ extension PostgresSuites {
             #expect(store.connectionsOpened == 2)
         }
 
+        /// Issue 24: a server that stops answering (frozen, or a network that drops without a reset) fails the call
+        /// after the store's `callTimeout` with `.unavailable`, and the next call runs on a new connection. Before,
+        /// the call, and every caller queued behind the store's lock, waited for as long as TCP kept trying.
+        @Test func aSessionThatStopsAnsweringFailsTheCallWithinItsTimeLimit() throws {
+            let server = try PostgresServer()
+            defer { server.stop() }
+            // Long enough for every call of a loaded machine (scaled like every liveness bound), short for a test.
+            let store = try PostgresTokenStore(url: server.url, callTimeout: TestTime.scaled(.seconds(3)))
+            defer { try? store.close() }
+            try store.register((0..<5).map { updateRegistration($0) })
+            // The store's session process, frozen: its socket stays open and the kernel acknowledges what is sent.
+            let backend = try #require(
+                Int32(
+                    try server.psql(
+                        "SELECT pid FROM pg_stat_activity WHERE application_name = 'fanfare' AND pid <> pg_backend_pid()"
+                    )))
+            #expect(kill(backend, SIGSTOP) == 0)
+            defer { kill(backend, SIGCONT) }
+            // A write is not retried: it fails, saying why (a read would run once more on a new connection).
+            #expect {
+                try store.register([updateRegistration(5)])
+            } throws: { error in
+                guard case RegistryError.unavailable(let message) = error else { return false }
+                return message.contains("did not answer within")
+            }
+            #expect(try store.count() == 5, "the next call runs on a new connection; the write was not made")
+            #expect(store.connectionsOpened == 2)
+        }
+
         @Test func aRestartedServerIsReconnectedToAndADownOneIsUnavailable() throws {
             let server = try PostgresServer()
             defer { server.stop() }
