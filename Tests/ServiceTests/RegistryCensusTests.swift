@@ -8,7 +8,7 @@ import Foundation
 import Synchronization
 import Testing
 
-@Suite struct RegistryCensusTests {
+@Suite(.ownThread) struct RegistryCensusTests {
     /// A registry count the test holds until it lets it finish, counting how often it was asked.
     final class HeldCount: Sendable {
         let started = Atomic<Int>(0)
