@@ -169,18 +169,9 @@ public final class FanfareServer: Sendable {
             retryAfter: configuration.retryAfterSeconds, lifecycle: lifecycle, idempotency: idempotency,
             blocking: blocking, metrics: metrics, logger: logger)
         middlewares.addShared(to: router)
-        let retryAfter = configuration.retryAfterSeconds
-        let census = RegistryCensus { [blocking, store] in
-            do {
-                return try await blocking.run { try store.count() }
-            } catch is NIOThreadPoolError.ThreadPoolInactive {
-                throw ServiceProblem.unavailable(
-                    .shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
-            }
-        }
         let api = FanfareAPI(
             engine: engine, store: store, blocking: blocking, configuration: configuration, metrics: metrics,
-            monitor: monitor, census: census, lifecycle: lifecycle, cluster: cluster)
+            monitor: monitor, census: makeCensus(), lifecycle: lifecycle, cluster: cluster)
         let transport = FastPathTransport(
             router: router, middlewares: middlewares, api: api, recorded: registeredRoutes)
         try api.registerHandlers(on: transport)
@@ -269,6 +260,19 @@ public final class FanfareServer: Sendable {
                 the engine's graceful shutdown did not finish in time: unfinished waves resume from their last durable \
                 checkpoint, and pushes sent since may be sent again
                 """)
+        }
+    }
+
+    /// The registry's token count for the probes, counted on the blocking threads.
+    private func makeCensus() -> RegistryCensus {
+        let retryAfter = configuration.retryAfterSeconds
+        return RegistryCensus { [blocking, store] in
+            do {
+                return try await blocking.run { try store.count() }
+            } catch is NIOThreadPoolError.ThreadPoolInactive {
+                throw ServiceProblem.unavailable(
+                    .shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
+            }
         }
     }
 
