@@ -287,16 +287,22 @@ import Testing
         let wave = try engine.publish(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
         // Abandoned once a checkpoint after the broadcast went out is durable (it records the broadcast as maybe
         // sent), before APNs answers it (8 s). Without that checkpoint the next engine could not know it was sent:
-        // it would send it again unflagged, as it does a token push past the last checkpoint.
+        // it would send it again unflagged, as it does a token push past the last checkpoint. Read from the store
+        // itself: counting checkpoint writes after the send was not enough on a loaded machine (the writer could
+        // still be writing checkpoints the shard took before it).
         let abandoning = engine
-        final class WritesAtSend: @unchecked Sendable { var count: Int? }  // touched by the polling thread only
-        let atSend = WritesAtSend()
+        let durable = store
         let abandoned: Void? = try await perform(
             when: {
                 guard (wave.broadcast?.requests ?? 0) >= 1 else { return false }
-                let writes = abandoning.statistics.checkpointWrites
-                if atSend.count == nil { atSend.count = writes }
-                return writes >= (atSend.count ?? writes) + 2
+                let unfinished =
+                    (try? durable.unfinishedWaves(bundleID: Fixture.bundleID, environment: .production)) ?? []
+                return unfinished.contains { stored in
+                    stored.record.id == wave.id
+                        && stored.checkpoints.contains {
+                            (try? ShardCheckpoint(decoding: $0.data))?.broadcast?.possiblySent == true
+                        }
+                }
             }, timeout: .seconds(30)
         ) {
             abandoning.abandonForTesting()
