@@ -31,15 +31,19 @@ final class ShardDriver {
         minimumInterval: UInt64 = 0, retryDelays: [UInt64] = [1_000_000, 2_000_000],
         standard: PriorityBudgetProfile = .standard, frequent: PriorityBudgetProfile = .frequent,
         breaker configuration: InvalidTokenBreakerConfiguration = InvalidTokenBreakerConfiguration(),
-        retryUnconfirmed: Bool = false
+        retryUnconfirmed: Bool = false, startingAt start: UInt64? = nil
     ) {
         var settings = ShardSettings(
             standardBudget: standard, frequentBudget: frequent, minimumInterval: minimumInterval,
             retryDelays: retryDelays)
         settings.retryUnconfirmed = retryUnconfirmed
         breaker = InvalidTokenBreaker(configuration: configuration, logger: Logger(label: "test.breaker"))
-        shard = Shard(index: 0, settings: settings, commandCapacity: 64, invalidations: invalidations, breaker: breaker)
-        now = monotonicNow()
+        // The shard's clock counts from the test's: a seeded schedule then replays to the decisecond.
+        let now = start ?? monotonicNow()
+        shard = Shard(
+            index: 0, settings: settings, commandCapacity: 64, invalidations: invalidations, breaker: breaker,
+            clockOrigin: now)
+        self.now = now
     }
 
     /// A restarted engine's driver goes on where `other` stopped: its clock, channel ids, wave ids and sequences.

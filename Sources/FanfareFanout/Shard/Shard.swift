@@ -92,9 +92,10 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     /// Monotonic origin of the shard clock (deciseconds, offset so 0 means "never").
     let clockOrigin: UInt64
 
+    /// `clockOrigin`: monotonic ns the shard clock counts from (a schedule test passes its own clock's start).
     init(
         index: Int, settings: ShardSettings, commandCapacity: Int, invalidations: InvalidationSink,
-        breaker: InvalidTokenBreaker
+        breaker: InvalidTokenBreaker, clockOrigin: UInt64 = monotonicNow()
     ) {
         self.index = index
         self.settings = settings
@@ -106,7 +107,7 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
         lanes =
             [DueLane(delay: 0), DueLane(delay: settings.minimumInterval)]
             + settings.retryDelays.map { DueLane(delay: $0) }
-        clockOrigin = monotonicNow()
+        self.clockOrigin = clockOrigin
         startWindow()
     }
 

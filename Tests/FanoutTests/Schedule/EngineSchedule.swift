@@ -20,7 +20,7 @@ import FanfareTestHarness
 import Logging
 import Synchronization
 
-final class EngineSchedule {
+final class EngineSchedule: SeededSchedule {
     /// A push a shard handed out, not answered yet.
     private struct Outstanding {
         let shard: Int
@@ -73,7 +73,7 @@ final class EngineSchedule {
     let seed: UInt64
     private(set) var coverage = Coverage()
     private var random: SeededRandom
-    private var log: ScheduleLog
+    var log: ScheduleLog
     private let settings: ShardSettings
     private let breakerConfiguration: InvalidTokenBreakerConfiguration
     private let commandCapacity: Int
@@ -130,11 +130,7 @@ final class EngineSchedule {
         // Some engines take a few commands per loop iteration: their shards then lag each other by several.
         settings.commandsPerTick = random.chance(50) ? random.int(1...4) : 256
         self.settings = settings
-        var breaker = InvalidTokenBreakerConfiguration()
-        breaker.isEnabled = random.chance(60)
-        breaker.window = random.int(8...40)
-        breaker.minimumSuspects = random.int(2...8)
-        breaker.maximumShare = random.pick([0.2, 0.5])
+        let breaker = InvalidTokenBreakerConfiguration.seeded(using: &random)
         breakerConfiguration = breaker
         commandCapacity = random.pick([4, 16, 64])
         badTokenPercent = random.chance(30) ? random.int(10...60) : 0
@@ -150,21 +146,9 @@ final class EngineSchedule {
         churnTokens(pool, registering: 80)
     }
 
-    /// Runs `steps` random steps, then lets everything settle; throws the first broken rule.
-    func run(steps: Int) throws {
-        for _ in 0..<steps {
-            log.nextStep()
-            takeStep()
-            check()
-            try log.check()
-        }
-        settle()
-        try log.check()
-    }
-
     // MARK: - Steps
 
-    private func takeStep() {
+    func takeStep() {
         let shard = random.int(0...shards.count - 1)
         switch random.weighted([12, 20, 22, 24, 3, 10, 5, leased ? 4 : 0, 3, 3, 1]) {
         case 0: publish()
@@ -413,7 +397,7 @@ final class EngineSchedule {
         shards = (0..<count).map { index in
             Shard(
                 index: index, settings: settings, commandCapacity: commandCapacity, invalidations: invalidations,
-                breaker: breaker)
+                breaker: breaker, clockOrigin: now)
         }
         queued = Array(repeating: [], count: count)
         known = Array(repeating: [:], count: count)
@@ -537,7 +521,7 @@ final class EngineSchedule {
     // MARK: - Rules
 
     /// What holds after every step.
-    private func check() {
+    func check() {
         for (index, shard) in shards.enumerated() {
             for (audienceIndex, audience) in shard.audiences.enumerated() where audience.busy != audience.countedBusy {
                 fail(
@@ -584,7 +568,7 @@ final class EngineSchedule {
     }
 
     /// Every lease returns, the breaker closes, and APNs answers everything 200 until nothing is left.
-    private func settle() {
+    func settle() {
         for shard in shards { shard.sendUntil.store(.max, ordering: .relaxed) }
         for _ in 0..<10_000 {
             closeBreaker(prune: false)

@@ -1,5 +1,6 @@
 @testable import FanfareClient
 import FanfareCore
+@testable import FanfareFanout
 import Foundation
 import Testing
 
@@ -112,5 +113,41 @@ extension SeededRandom {
         case 10: return ShardDriver.rejected(.payloadTooLarge)
         default: return ShardDriver.rejected(.expiredProviderToken)
         }
+    }
+}
+
+/// A seeded schedule: random steps, the rules checked after each, then everything settled and checked once more.
+protocol SeededSchedule: AnyObject {
+    var log: ScheduleLog { get set }
+    func takeStep()
+    /// What holds after every step.
+    func check()
+    /// Lets everything finish, then checks what must hold at the end.
+    func settle()
+}
+
+extension SeededSchedule {
+    /// Runs `steps` random steps, then lets everything settle; throws the first broken rule.
+    func run(steps: Int) throws {
+        for _ in 0..<steps {
+            log.nextStep()
+            takeStep()
+            check()
+            try log.check()
+        }
+        settle()
+        try log.check()
+    }
+}
+
+extension InvalidTokenBreakerConfiguration {
+    /// A breaker as a seed draws it: on or off, its window, how many suspects and what share open it.
+    static func seeded(using random: inout SeededRandom) -> InvalidTokenBreakerConfiguration {
+        var configuration = InvalidTokenBreakerConfiguration()
+        configuration.isEnabled = random.chance(60)
+        configuration.window = random.int(8...40)
+        configuration.minimumSuspects = random.int(2...8)
+        configuration.maximumShare = random.pick([0.2, 0.5])
+        return configuration
     }
 }

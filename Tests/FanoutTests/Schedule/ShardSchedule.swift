@@ -10,12 +10,12 @@ import FanfareCore
 import FanfareTestHarness
 import Synchronization
 
-final class ShardSchedule {
+final class ShardSchedule: SeededSchedule {
     let seed: UInt64
     private var random: SeededRandom
     private var driver: ShardDriver
     /// Builds the driver again for a restart, with the seed's settings.
-    private let makeDriver: () -> ShardDriver
+    private let makeDriver: (_ startingAt: UInt64?) -> ShardDriver
     private let channels: [String]
     /// Tokens the schedule may register (a pool, so removed tokens come back and re-registrations happen).
     private let pool: [DeviceToken]
@@ -36,31 +36,24 @@ final class ShardSchedule {
     private var leaseHeld = true
     /// Single pushes sent, and how many answers each got (must end at exactly one).
     private var singleAnswers: [AnswerCount] = []
-    private var log: ScheduleLog
+    var log: ScheduleLog
 
     init(seed: UInt64) {
         self.seed = seed
         log = ScheduleLog(schedule: "shard", seed: seed)
         var random = SeededRandom(seed: seed)
         let retries = random.int(1...3)
-        let breaker: InvalidTokenBreakerConfiguration = {
-            var configuration = InvalidTokenBreakerConfiguration()
-            configuration.isEnabled = random.chance(60)
-            configuration.window = random.int(8...40)
-            configuration.minimumSuspects = random.int(2...8)
-            configuration.maximumShare = random.pick([0.2, 0.5])
-            return configuration
-        }()
+        let breaker = InvalidTokenBreakerConfiguration.seeded(using: &random)
         let minimumInterval = random.chance(30) ? UInt64(random.int(1...5)) * 100_000_000 : 0
         let retryDelays = (0..<retries).map { _ in UInt64(random.int(1...400)) * 1_000_000 }
         let standard = random.chance(30) ? PriorityBudgetProfile(perHour: 6, burst: 1) : .standard
         let retryUnconfirmed = random.chance(50)
-        makeDriver = {
+        makeDriver = { start in
             ShardDriver(
                 minimumInterval: minimumInterval, retryDelays: retryDelays, standard: standard, breaker: breaker,
-                retryUnconfirmed: retryUnconfirmed)
+                retryUnconfirmed: retryUnconfirmed, startingAt: start)
         }
-        driver = makeDriver()
+        driver = makeDriver(nil)
         channels = (0..<random.int(1...3)).map { "c\($0)" }
         for channel in channels { _ = driver.channelID(channel) }  // ids in order: c0 = 0, c1 = 1, ...
         pool = (0..<random.int(4...48)).map { makeToken($0, salt: seed, byteCount: 80) }
@@ -68,21 +61,9 @@ final class ShardSchedule {
         for token in pool where random.chance(80) { register(token) }
     }
 
-    /// Runs `steps` random steps, then lets everything settle; throws the first broken rule.
-    func run(steps: Int) throws {
-        for _ in 0..<steps {
-            log.nextStep()
-            takeStep()
-            check()
-            try log.check()
-        }
-        settle()
-        try log.check()
-    }
-
     // MARK: - Steps
 
-    private func takeStep() {
+    func takeStep() {
         switch random.weighted([14, 26, 30, 3, 12, 6, 3, 3, 3, 1]) {
         case 0: publish()
         case 1: poll(streams: random.int(1...12))
@@ -254,7 +235,7 @@ final class ShardSchedule {
         outstanding.removeAll()
         membersOut.removeAll()
         let stopped = driver
-        driver = makeDriver()
+        driver = makeDriver(stopped.now)
         driver.carryOver(from: stopped)
         driver.shard.sendUntil.store(leaseHeld ? .max : driver.now, ordering: .relaxed)
         // In the pool's order, not the dictionary's (which changes from run to run): a seed replays exactly.
@@ -292,7 +273,7 @@ final class ShardSchedule {
     // MARK: - Rules
 
     /// What holds after every step.
-    private func check() {
+    func check() {
         for (index, audience) in driver.shard.audiences.enumerated() where audience.busy != audience.countedBusy {
             fail("audience \(index): busy \(audience.busy), but \(audience.countedBusy) members are not idle")
         }
@@ -305,7 +286,7 @@ final class ShardSchedule {
     }
 
     /// The lease comes back, the breaker closes, and APNs answers everything 200 until nothing is left.
-    private func settle() {
+    func settle() {
         if !leaseHeld { toggleLease() }
         var rounds = 0
         while rounds < 10_000 {
