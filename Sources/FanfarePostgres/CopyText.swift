@@ -94,3 +94,25 @@ enum CopyText {
         }
     }
 }
+
+extension CopyText {
+    /// A row of `incoming_subscriptions`.
+    static func write(
+        _ subscription: BroadcastSubscription, ordinal: Int, appID: Int64, to buffer: inout ByteBuffer
+    ) {
+        writeDecimal(Int64(ordinal), to: &buffer)
+        buffer.writeInteger(UInt8(ascii: "\t"))
+        writeDecimal(appID, to: &buffer)
+        for value in [subscription.activityID, subscription.deviceID, subscription.attributesType] {
+            buffer.writeInteger(UInt8(ascii: "\t"))
+            writeText(value, to: &buffer)
+        }
+        buffer.writeStaticString(subscription.frequentUpdates ? "\tt\t" : "\tf\t")
+        writeArray(subscription.channels, to: &buffer)
+        buffer.writeInteger(UInt8(ascii: "\t"))
+        writeDecimal(subscription.createdAt, to: &buffer)
+        buffer.writeInteger(UInt8(ascii: "\t"))
+        writeDecimal(subscription.lastSeenAt, to: &buffer)
+        buffer.writeInteger(UInt8(ascii: "\n"))
+    }
+}

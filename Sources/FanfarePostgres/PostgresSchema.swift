@@ -176,6 +176,7 @@ enum PostgresSchema {
             ]),
         changeFeedShardsMigration,
         nodeIncarnationsMigration,
+        ledgerMigration,
     ]
 
     static var latestVersion: Int { migrations.last?.version ?? 0 }

@@ -13,9 +13,8 @@ import Synchronization
 /// engine's registry thread or checkpoint writer, never from an event loop. One connection, calls serialised.
 /// Durability: every mutating call commits before it returns (PostgreSQL's synchronous commit).
 ///
-/// Also the `WaveStore` (PostgresTokenStore+WaveStore.swift).
-///
-/// Not stored here yet (each throws `.storage` saying so): broadcast subscriptions and the ledger's history.
+/// Also the `WaveStore` (PostgresTokenStore+WaveStore.swift), the `BroadcastLinkStore` and the ledger
+/// (Broadcast/, Ledger/).
 public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// Registrations per COPY data message (the server takes it in pieces; ours stay a few MiB).
     static let copyChunkRows = 4_096
@@ -63,6 +62,10 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// behind this store's lock, for as long as TCP keeps trying (many minutes). Each call is bounded work (a
     /// page, a batch, a transaction); migrations at open are not limited.
     public let callTimeout: Duration
+    /// How long the ledger keeps the history of ended registrations (ms); pruned by `retire(createdBefore:)`.
+    public let historyRetentionMilliseconds: Int64
+    /// The wall clock (UNIX ms) that stamps ledger history (tests pass their own).
+    let clock: @Sendable () -> Int64
 
     struct AppKey: Hashable {
         var bundleID: String
@@ -74,10 +77,14 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// them if this one stalls (`fenceStalledNodes`).
     public init(
         url: String, registrationConnections: Int = 2, incarnation: NodeIncarnation? = nil,
-        callTimeout: Duration = .seconds(60), logger: Logger = Logger(label: "fanfare.postgres")
+        callTimeout: Duration = .seconds(60), historyRetention: Duration = LedgerRetention.default,
+        clock: @escaping @Sendable () -> Int64 = PostgresTokenStore.wallClockMilliseconds,
+        logger: Logger = Logger(label: "fanfare.postgres")
     ) throws(RegistryError) {
         self.logger = logger
         self.callTimeout = callTimeout
+        historyRetentionMilliseconds = LedgerRetention.milliseconds(historyRetention)
+        self.clock = clock
         self.url = url
         self.registrationConnections = max(1, registrationConnections)
         self.incarnation = incarnation
@@ -186,11 +193,8 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                 throw .invalidRegistration(index: registrations.count + index, reason: reason)
             }
         }
-        guard subscriptions.isEmpty else {
-            throw .storage("broadcast subscriptions are not stored on PostgreSQL yet; nothing was registered")
-        }
-        guard !registrations.isEmpty else { return RegistrationResult() }
-        return try registrationLane().registerOnOwnConnection(registrations)
+        guard !registrations.isEmpty || !subscriptions.isEmpty else { return RegistrationResult() }
+        return try registrationLane().registerOnOwnConnection(registrations, subscriptions: subscriptions)
     }
 
     /// The store whose connection takes the next registration: this one when idle, else an idle lane, else a
@@ -206,7 +210,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
             do {
                 let lane = try PostgresTokenStore(
                     url: url, registrationConnections: 1, incarnation: incarnation, callTimeout: callTimeout,
-                    logger: logger)
+                    historyRetention: .milliseconds(historyRetentionMilliseconds), clock: clock, logger: logger)
                 lanes.append(lane)
                 return lane
             } catch {
@@ -219,69 +223,90 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// One batch in one transaction on this store's connection. Each row locks its token: rows go in token order,
     /// so two batches (on two connections or two nodes) sharing tokens wait for each other instead of deadlocking.
     private func registerOnOwnConnection(
-        _ registrations: [TokenRegistration]
+        _ registrations: [TokenRegistration], subscriptions: [BroadcastSubscription]
     ) throws(RegistryError) -> RegistrationResult {
         registering.add(1, ordering: .relaxed)
         defer { registering.subtract(1, ordering: .relaxed) }
         let logger = self.logger
-        return try serialised("registering \(registrations.count) tokens") { connection throws(RegistryError) in
-            let keys = Set(registrations.map { AppKey(bundleID: $0.bundleID, environment: $0.environment) })
+        let now = clock()
+        let operation = "registering \(registrations.count) tokens and \(subscriptions.count) broadcast subscriptions"
+        return try serialised(operation) { connection throws(RegistryError) in
+            let keys = Set(
+                registrations.map { AppKey(bundleID: $0.bundleID, environment: $0.environment) }
+                    + subscriptions.map { AppKey(bundleID: $0.bundleID, environment: $0.environment) })
             let known = appIDs
             let missing = keys.filter { known[$0] == nil }
             let hasPushToStart = registrations.contains { $0.kind == .pushToStart }
             // Most batches name each token once: then the rows go in as they came, with no sort.
             var seen = Set<DeviceToken>(minimumCapacity: registrations.count)
             let hasDuplicates = registrations.contains { !seen.insert($0.token).inserted }
-            let (newIDs, replaced) = try run { () async throws -> ([AppKey: Int64], [DeviceToken]) in
-                try await connection.query("BEGIN", logger: logger)
-                do {
-                    var (created, replaced) = try await Self.writeBatch(
-                        registrations, knownAppIDs: known, missingApps: missing, hasPushToStart: hasPushToStart,
-                        hasDuplicates: hasDuplicates, on: connection, logger: logger)
-                    try await connection.query("COMMIT", logger: logger)
-                    replaced.sort { $0.winner < $1.winner }
-                    return (created, replaced.map(\.token))
-                } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: logger)
-                    throw error
+            let batch = Batch(
+                registrations: registrations, subscriptions: subscriptions, knownAppIDs: known, missingApps: missing,
+                hasPushToStart: hasPushToStart, hasDuplicates: hasDuplicates, now: now)
+            let (newIDs, result) = try run { () async throws -> ([AppKey: Int64], RegistrationResult) in
+                try await Self.transaction(connection, logger) {
+                    try await Self.writeBatch(batch, on: connection, logger: logger)
                 }
             }
             appIDs.merge(newIDs) { old, _ in old }
-            var result = RegistrationResult()
-            result.replacedTokens = replaced
             return result
         }
     }
 
+    /// One `register` call's input, as its transaction needs it.
+    private struct Batch: Sendable {
+        var registrations: [TokenRegistration]
+        var subscriptions: [BroadcastSubscription]
+        var knownAppIDs: [AppKey: Int64]
+        var missingApps: Set<AppKey>
+        var hasPushToStart: Bool
+        var hasDuplicates: Bool
+        /// UNIX ms, for history rows.
+        var now: Int64
+    }
+
     /// A registration batch's statements, inside its transaction: the apps it names that have no id yet, the
-    /// rows through `incoming` into `tokens`, and the push-to-start replacement rule. Returns the app ids it
-    /// created and the tokens it replaced, each with the ordinal of the registration that replaced it.
+    /// rows through `incoming` into `tokens`, the replacement rules, then the broadcast subscriptions. Returns
+    /// the app ids it created and what it replaced.
     private static func writeBatch(
-        _ registrations: [TokenRegistration], knownAppIDs known: [AppKey: Int64], missingApps missing: Set<AppKey>,
-        hasPushToStart: Bool, hasDuplicates: Bool, on connection: PostgresConnection, logger: Logger
-    ) async throws -> (created: [AppKey: Int64], replaced: [(token: DeviceToken, winner: Int32)]) {
+        _ batch: Batch, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (created: [AppKey: Int64], result: RegistrationResult) {
+        let registrations = batch.registrations
         // A batch of 100,000 is about 15 MB to sort or hash: in memory, not in files (the default is 4 MB).
         try await connection.query("SET LOCAL work_mem = '64MB'", logger: logger)
-        if hasPushToStart {
+        if batch.hasPushToStart {
             // The replacement rule reads the other push-to-start tokens of each device: batches with
             // such tokens, on any connection or node, run one at a time.
             try await connection.query(
                 "SELECT pg_advisory_xact_lock(\(PostgresSchema.changeLockSpace), \(Self.pushToStartLockKey))",
                 logger: logger)
         }
-        var ids = known
+        var ids = batch.knownAppIDs
         var created: [AppKey: Int64] = [:]
-        for key in missing {
+        for key in batch.missingApps {
             let id = try await Self.appID(key, connection, logger)
             ids[key] = id
             created[key] = id
         }
-        try await copyIncoming(registrations, appIDs: ids, on: connection, logger: logger)
-        try await connection.query(
-            PostgresQuery(unsafeSQL: hasDuplicates ? Self.upsertDeduplicated : Self.upsertDistinct),
-            logger: logger)
-        guard hasPushToStart else { return (created, []) }
-        return (created, try await replaceOtherPushToStartTokens(on: connection, logger: logger))
+        var result = RegistrationResult()
+        if !registrations.isEmpty {
+            try await copyIncoming(registrations, appIDs: ids, on: connection, logger: logger)
+            try await connection.query(
+                PostgresQuery(unsafeSQL: batch.hasDuplicates ? Self.upsertDeduplicated : Self.upsertDistinct),
+                logger: logger)
+            if batch.hasPushToStart {
+                var replaced = try await replaceOtherPushToStartTokens(now: batch.now, on: connection, logger: logger)
+                replaced.sort { $0.winner < $1.winner }
+                result.replacedTokens = replaced.map(\.token)
+            }
+            if registrations.contains(where: { $0.kind == .update }) {
+                try await SubscriptionWrites.replaceSubscriptionsOfUpdateTokens(
+                    now: batch.now, result: &result, on: connection, logger: logger)
+            }
+        }
+        try await SubscriptionWrites.write(
+            batch.subscriptions, appIDs: ids, now: batch.now, result: &result, on: connection, logger: logger)
+        return (created, result)
     }
 
     /// The batch into the transaction's `incoming` table, by COPY in chunks of `copyChunkRows` rows.
@@ -312,24 +337,25 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// The last push-to-start token of each (app, device, attributes type) in the batch replaces every other one,
     /// earlier ones of the same batch included. Returns the tokens deleted, with the winner's ordinal.
     private static func replaceOtherPushToStartTokens(
-        on connection: PostgresConnection, logger: Logger
+        now: Int64, on connection: PostgresConnection, logger: Logger
     ) async throws -> [(token: DeviceToken, winner: Int32)] {
-        let rows = try await connection.query(
+        let pushToStart = TokenKind.pushToStart.rawValue
+        let query = LedgerHistorySQL.deletingTokens(
             """
-            WITH winners AS (
+            DELETE FROM tokens t USING (
                 SELECT DISTINCT ON (app_id, device_id, attributes_type)
                        app_id, device_id, attributes_type, token, ordinal
-                FROM incoming WHERE kind = \(Int16(TokenKind.pushToStart.rawValue))
+                FROM incoming WHERE kind = \(pushToStart)
                 ORDER BY app_id, device_id, attributes_type, ordinal DESC
-            )
-            DELETE FROM tokens t USING winners w
-            WHERE t.kind = \(Int16(TokenKind.pushToStart.rawValue)) AND t.app_id = w.app_id
+            ) w
+            WHERE t.kind = \(pushToStart) AND t.app_id = w.app_id
               AND t.device_id = w.device_id AND t.attributes_type = w.attributes_type
               AND t.token <> w.token
-            RETURNING t.token, w.ordinal
-            """, logger: logger)
+            """, binds: PostgresBindings(), ending: .init(event: .replaced, at: now),
+            extraColumns: ["w.token", "w.ordinal"], replacedBy: "w.token")
+        let rows = try await connection.query(query, logger: logger)
         var replaced: [(token: DeviceToken, winner: Int32)] = []
-        for try await (bytes, winner) in rows.decode((ByteBuffer, Int32).self) {
+        for try await (bytes, _, winner) in rows.decode((ByteBuffer, ByteBuffer, Int32).self) {
             replaced.append((try Self.token(bytes), winner))
         }
         return replaced
@@ -377,13 +403,13 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
 
     public func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int {
         guard !tokens.isEmpty else { return 0 }
-        let logger = self.logger
-        let keys = tokens.map(Self.bytes)
-        return try serialised("unregistering \(tokens.count) tokens") { connection throws(RegistryError) in
-            try run {
-                try await connection.query("DELETE FROM tokens WHERE token = ANY(\(keys))", logger: logger).get()
-                    .metadata.rows ?? 0
-            }
+        var binds = PostgresBindings()
+        binds.append(tokens.map(Self.bytes))
+        let query = LedgerHistorySQL.deletingTokens(
+            "DELETE FROM tokens t WHERE t.token = ANY($1::bytea[])", binds: binds,
+            ending: .init(event: .unregistered, at: clock()))
+        return try inTransaction("unregistering \(tokens.count) tokens") { connection, logger in
+            try await LedgerHistorySQL.deletedTokens(query, on: connection, logger: logger).count
         }
     }
 
@@ -395,62 +421,70 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// check and the removal.
     public func invalidate(_ batch: [TokenInvalidation]) throws(RegistryError) -> [Bool] {
         guard !batch.isEmpty else { return [] }
-        let logger = self.logger
-        let items = batch.map { (Self.bytes($0.token), $0.invalidSince) }
-        return try serialised("invalidating \(batch.count) tokens") { connection throws(RegistryError) in
-            try run {
-                try await Self.transaction(connection, logger) {
-                    var removed: [Bool] = []
-                    removed.reserveCapacity(items.count)
-                    for (token, invalidSince) in items {
-                        let rows =
-                            try await connection.query(
-                                """
-                                DELETE FROM tokens WHERE token = \(token)
-                                  AND (\(invalidSince)::bigint IS NULL OR last_seen_at <= \(invalidSince)::bigint)
-                                """, logger: logger
-                            ).get().metadata.rows ?? 0
-                        removed.append(rows > 0)
-                    }
-                    return removed
-                }
+        let now = clock()
+        let queries = batch.map { item in
+            var binds = PostgresBindings()
+            binds.append(Self.bytes(item.token))
+            binds.append(item.invalidSince)
+            return LedgerHistorySQL.deletingTokens(
+                "DELETE FROM tokens t WHERE t.token = $1 AND ($2::bigint IS NULL OR t.last_seen_at <= $2::bigint)",
+                binds: binds,
+                ending: .init(event: .invalidated, at: now, reason: item.reason, invalidSince: item.invalidSince))
+        }
+        return try inTransaction("invalidating \(batch.count) tokens") { connection, logger in
+            var removed: [Bool] = []
+            removed.reserveCapacity(queries.count)
+            for query in queries {
+                removed.append(!(try await LedgerHistorySQL.deletedTokens(query, on: connection, logger: logger)).isEmpty)
             }
+            return removed
         }
     }
 
+    /// Update tokens and broadcast subscriptions following `channel` (any app).
     public func retire(following channel: String) throws(RegistryError) -> RetirementResult {
-        try retire("retiring update tokens following channel '\(channel)'") { connection, logger in
-            try await connection.query(
-                """
-                DELETE FROM tokens WHERE kind = \(Int16(TokenKind.update.rawValue)) AND \(channel) = ANY(channels)
-                RETURNING token
-                """, logger: logger)
-        }
+        var binds = PostgresBindings()
+        binds.append(channel)
+        let ending = LedgerHistorySQL.Ending(event: .retiredChannelEnded, at: clock(), channel: channel)
+        let tokens = LedgerHistorySQL.deletingTokens(
+            "DELETE FROM tokens t WHERE t.kind = \(TokenKind.update.rawValue) AND $1 = ANY(t.channels)",
+            binds: binds, ending: ending)
+        let subscriptions = LedgerHistorySQL.deletingSubscriptions(
+            """
+            DELETE FROM broadcast_subscriptions s USING subscription_channels c
+            WHERE c.channel = $1 AND s.app_id = c.app_id AND s.activity_id = c.activity_id
+            """, binds: binds, ending: ending)
+        return try retire("retiring what follows channel '\(channel)'", tokens, subscriptions)
     }
 
+    /// Update tokens and broadcast subscriptions created before `createdBefore` (UNIX ms); also prunes the
+    /// ledger's history past its retention (the maintenance sweep).
     public func retire(createdBefore: Int64) throws(RegistryError) -> RetirementResult {
-        try retire("retiring update tokens created before \(createdBefore)") { connection, logger in
-            try await connection.query(
-                """
-                DELETE FROM tokens WHERE kind = \(Int16(TokenKind.update.rawValue)) AND created_at < \(createdBefore)
-                RETURNING token
-                """, logger: logger)
-        }
+        var binds = PostgresBindings()
+        binds.append(createdBefore)
+        let now = clock()
+        let ending = LedgerHistorySQL.Ending(event: .retiredLifetime, at: now)
+        let tokens = LedgerHistorySQL.deletingTokens(
+            "DELETE FROM tokens t WHERE t.kind = \(TokenKind.update.rawValue) AND t.created_at < $1",
+            binds: binds, ending: ending)
+        let subscriptions = LedgerHistorySQL.deletingSubscriptions(
+            "DELETE FROM broadcast_subscriptions s WHERE s.created_at < $1", binds: binds, ending: ending)
+        return try retire(
+            "retiring what was created before \(createdBefore)", tokens, subscriptions,
+            pruneHistoryBefore: now - historyRetentionMilliseconds)
     }
 
     private func retire(
-        _ operation: String,
-        _ delete: @escaping @Sendable (PostgresConnection, Logger) async throws -> PostgresRowSequence
+        _ operation: String, _ tokens: PostgresQuery, _ subscriptions: PostgresQuery, pruneHistoryBefore: Int64? = nil
     ) throws(RegistryError) -> RetirementResult {
-        let logger = self.logger
-        return try serialised(operation) { connection throws(RegistryError) in
+        try inTransaction(operation) { connection, logger in
             var result = RetirementResult()
-            result.tokens = try run {
-                var tokens: [DeviceToken] = []
-                for try await bytes in try await delete(connection, logger).decode(ByteBuffer.self) {
-                    tokens.append(try Self.token(bytes))
-                }
-                return tokens
+            result.tokens = try await LedgerHistorySQL.deletedTokens(tokens, on: connection, logger: logger)
+            result.subscriptions = try await LedgerHistorySQL.deletedSubscriptions(
+                subscriptions, deltas: &result.subscriptionDeltas, on: connection, logger: logger
+            ).sorted()
+            if let pruneHistoryBefore {
+                try await connection.query("DELETE FROM token_history WHERE at < \(pruneHistoryBefore)", logger: logger)
             }
             return result
         }
@@ -512,21 +546,6 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         }
     }
 
-    /// Broadcast subscriptions are not stored on PostgreSQL yet, so no channel has any.
-    public func subscriptionCounts(
-        bundleID: String, environment: APNsEnvironment
-    ) throws(RegistryError) -> [String: Int] {
-        try serialised("counting subscriptions") { connection throws(RegistryError) in [:] }
-    }
-
-    public func ledger(
-        token: DeviceToken, bundleID: String, environment: APNsEnvironment, activityLifetime: Duration
-    )
-        throws(RegistryError) -> TokenLedgerEntry?
-    {
-        throw .storage("the token ledger is not kept on PostgreSQL yet")
-    }
-
     public func count() throws(RegistryError) -> Int {
         let logger = self.logger
         return try serialised("counting tokens", retry: true) { connection throws(RegistryError) in
@@ -541,6 +560,11 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     }
 
     // MARK: - Plumbing
+
+    /// UNIX ms now.
+    public static let wallClockMilliseconds: @Sendable () -> Int64 = {
+        Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+    }
 
     /// Holds the store for one call (a closed store refuses it) and hands it the connection, a new one when the
     /// last was lost: a dropped connection fails only the call that met the drop. `retry`: the call changes

@@ -37,7 +37,7 @@ public final class SQLiteTokenStore: TokenStore {
     let clock: @Sendable () -> Int64
 
     /// The ledger's default history retention: 30 days.
-    public static let defaultHistoryRetention: Duration = .seconds(30 * 86_400)
+    public static let defaultHistoryRetention: Duration = LedgerRetention.default
 
     /// Opens the registry at `path`, creating the file and its tables if needed, and loads the token index
     /// (about half a second per million tokens). `historyRetention`: how long the ledger keeps what happened to
@@ -48,11 +48,7 @@ public final class SQLiteTokenStore: TokenStore {
         clock: @escaping @Sendable () -> Int64 = SQLiteTokenStore.wallClockMilliseconds
     ) throws(RegistryError) {
         self.path = path
-        let (seconds, attoseconds) = historyRetention.components
-        historyRetentionMilliseconds = max(
-            0,
-            seconds.multipliedReportingOverflow(by: 1000).overflow
-                ? Int64.max / 2 : seconds * 1000 + attoseconds / 1_000_000_000_000_000)
+        historyRetentionMilliseconds = LedgerRetention.milliseconds(historyRetention)
         self.clock = clock
         guard Database.sqliteLibVersionNumber >= Self.minimumSQLiteVersion else {
             throw .storage("SQLite \(Database.sqliteLibVersionNumber) is too old; the registry needs 3.35.0 or newer")

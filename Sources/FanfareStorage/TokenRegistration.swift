@@ -171,6 +171,13 @@ public protocol TokenStore: AnyObject, Sendable {
 }
 
 extension TokenStore {
+    /// `ledger(token:...)` with ActivityKit's activity lifetime (8 hours live plus 4 on the lock screen).
+    public func ledger(
+        token: DeviceToken, bundleID: String, environment: APNsEnvironment
+    ) throws(RegistryError) -> TokenLedgerEntry? {
+        try ledger(token: token, bundleID: bundleID, environment: environment, activityLifetime: .seconds(12 * 3600))
+    }
+
     /// Registers tokens only (see `register(_:subscriptions:)`).
     @discardableResult
     public func register(_ registrations: [TokenRegistration]) throws(RegistryError) -> RegistrationResult {

@@ -124,10 +124,12 @@ final class StoreDatabase {
 
     /// The URL of this test's PostgreSQL database (nil on SQLite).
     var url: String? { server.map { $0.url(database: database) } }
+    /// The SQLite file of this test (meaningless on PostgreSQL).
+    var sqlitePath: String { (directory ?? "") + "/fanfare.db" }
 
     func open() throws -> Store {
         if let url { return try PostgresTokenStore(url: url) }
-        return try SQLiteTokenStore(path: (directory ?? "") + "/fanfare.db")
+        return try SQLiteTokenStore(path: sqlitePath)
     }
 
     func close(_ store: Store) throws { try store.close() }

@@ -9,7 +9,7 @@ extension SQLiteTokenStore: BroadcastLinkStore {
     )
         throws(RegistryError)
     {
-        if let reason = Self.linkFailure(link) {
+        if let reason = link.validationFailure {
             throw .storage("broadcast link of '\(link.channel)' refused: \(reason)")
         }
         try transaction("saving the broadcast link of '\(link.channel)'") { db, memory in
@@ -88,21 +88,6 @@ extension SQLiteTokenStore: BroadcastLinkStore {
     }
 
     // MARK: - Helpers
-
-    private static func linkFailure(_ link: BroadcastLink) -> String? {
-        if link.channel.isEmpty { return "the channel is empty" }
-        if link.channel.utf8.count > TokenRegistration.maximumChannelNameByteCount {
-            return "the channel name is too long"
-        }
-        if link.channelID.isEmpty { return "the APNs channel id is empty" }
-        if link.channelID.utf8.count > TokenRegistration.maximumFieldByteCount {
-            return "the APNs channel id is too long"
-        }
-        if link.storagePolicy != 0 && link.storagePolicy != 1 {
-            return "storage policy \(link.storagePolicy) is not 0 or 1"
-        }
-        return nil
-    }
 
     /// The links of one app matching `clause` (appended after `WHERE app_id = ?`), binding `values` after the app.
     private func links(

@@ -4,10 +4,9 @@ import GRDB
 import GRDBSQLite
 
 /// The token lifecycle ledger (docs/fanout.md, "Registry: the ledger") and the subscription reads.
-extension SQLiteTokenStore {
+extension SQLiteTokenStore: SubscriptionLedgerStore {
     public func ledger(
-        token: DeviceToken, bundleID: String, environment: APNsEnvironment,
-        activityLifetime: Duration = .seconds(12 * 3600)
+        token: DeviceToken, bundleID: String, environment: APNsEnvironment, activityLifetime: Duration
     ) throws(RegistryError) -> TokenLedgerEntry? {
         let lifetime = Self.milliseconds(activityLifetime)
         return try access("reading the ledger of token \(token.hexString)") { db in
@@ -111,6 +110,17 @@ extension SQLiteTokenStore {
                 arguments: [appID])
             while let row = try rows.next() { counts[row[0]] = row[1] }
             return counts
+        }
+    }
+
+    public func subscriptionCount(
+        channel: String, bundleID: String, environment: APNsEnvironment
+    ) throws(RegistryError) -> Int {
+        try access("counting the broadcast subscriptions of \(channel)") { db in
+            guard let appID = memory.withLock({ $0.appIDs[AppKey(bundleID, environment)] }) else { return 0 }
+            return try Int.fetchOne(
+                db, sql: "SELECT count(*) FROM subscription_channels WHERE channel = ? AND app_id = ?",
+                arguments: [channel, appID]) ?? 0
         }
     }
 

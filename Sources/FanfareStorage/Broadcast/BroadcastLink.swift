@@ -60,3 +60,24 @@ public protocol BroadcastLinkStore: AnyObject, Sendable {
     )
         throws(RegistryError) -> Bool
 }
+
+extension BroadcastLink {
+    /// Why a store refuses the link (nil: it may be saved).
+    public var validationFailure: String? {
+        if channel.isEmpty { return "the channel is empty" }
+        if channel.utf8.count > TokenRegistration.maximumChannelNameByteCount { return "the channel name is too long" }
+        if channelID.isEmpty { return "the APNs channel id is empty" }
+        if channelID.utf8.count > TokenRegistration.maximumFieldByteCount { return "the APNs channel id is too long" }
+        if storagePolicy != 0 && storagePolicy != 1 { return "storage policy \(storagePolicy) is not 0 or 1" }
+        return nil
+    }
+}
+
+/// Several nodes: which one deletes an APNs channel whose match ended (a store shared by nodes implements it).
+public protocol BroadcastLinkDeletionClaims: BroadcastLinkStore {
+    /// Claims the deletion of `channel`'s APNs channel for `claimant` during `claimFor`: true if no other
+    /// claimant holds an unexpired claim on it (then only this one deletes it, until the claim runs out).
+    func claimBroadcastLinkDeletion(
+        channel: String, bundleID: String, environment: APNsEnvironment, claimant: String, claimFor: Duration
+    ) throws(RegistryError) -> Bool
+}
