@@ -72,7 +72,7 @@ struct ImportCommandTests {
     }
 
     @Test(
-        "PostgreSQL: a running node takes the imported tokens into its shards from the change feed; broadcast is refused"
+        "PostgreSQL: a running node takes the imported tokens into its shards from the change feed; subscriptions, links and the ledger work"
     )
     func importsIntoPostgresWhileANodeRuns() async throws {
         let postgres = try await PostgresServiceProcessTests.onOwnThread { try PostgresServer() }
@@ -109,27 +109,35 @@ struct ImportCommandTests {
         }
         #expect(fed, "the node's shards hold every imported token")
 
-        // Subscriptions are not kept on PostgreSQL yet: refused with the reason, nothing written.
+        // Broadcast subscriptions are kept on PostgreSQL too: from a file, and through the API in a batch with
+        // a token.
         try Self.write(
             #"{"tokens":[{"kind":"broadcast","channels":["match"],"activity_id":"act-b"}]}"#,
             to: directory + "/sub.json")
-        let refused = try await ServeProcess.run(
+        let subscribed = try await ServeProcess.run(
             ["--database", postgres.url, "--bundle-id", ServiceKeys.bundleID, "sub.json"], directory: directory,
             command: "import")
-        #expect(refused.status == 74 && refused.errors.contains("not stored on PostgreSQL"), "\(refused.errors)")
-
-        // The API says the same, with 409 and the item: nothing of the batch is registered.
+        #expect(subscribed.status == 0, "\(subscribed.errors)")
+        #expect(try postgres.psql("SELECT count(*) FROM broadcast_subscriptions") == "1")
         let mixed = try await client.post(
             "/v1/tokens",
             json:
                 #"{"tokens":[{"token":"\#(tokenHex(50_000))","kind":"update","channels":["match"],"activity_id":"a"},"#
-                + #"{"kind":"broadcast","channels":["match"],"activity_id":"act-b"}]}"#)
-        #expect(
-            mixed.status == 409 && mixed.text.contains("tokens[1]") && mixed.text.contains("not kept on PostgreSQL"),
-            "\(mixed)")
-        #expect(try postgres.psql("SELECT count(*) FROM tokens") == "20000")
-        let link = try await client.put("/v1/channels/match/broadcast", json: #"{"storage_policy":0}"#)
-        #expect(link.status == 409 && link.text.contains("several nodes"), "\(link)")
+                + #"{"kind":"broadcast","channels":["match"],"activity_id":"act-c"}]}"#)
+        #expect(mixed.status == 200, "\(mixed)")
+        #expect(try postgres.psql("SELECT count(*) FROM tokens") == "20001")
+        #expect(try postgres.psql("SELECT count(*) FROM subscription_channels WHERE channel = 'match'") == "2")
+        // A link to a given APNs channel, kept in the database for every node.
+        let link = try await client.put(
+            "/v1/channels/match/broadcast", json: #"{"storage_policy":0,"channel_id":"bWF0Y2gtY2hhbm5lbA=="}"#)
+        #expect(link.status == 200, "\(link)")
+        #expect(try postgres.psql("SELECT channel_id FROM broadcast_links") == "bWF0Y2gtY2hhbm5lbA==")
+        let channel = try await client.get("/v1/channels/match")
+        #expect(channel.json?["broadcast_subscribers"] as? Int == 2, "\(channel)")
+        // The ledger: an unregistered token's history.
+        #expect(try await client.post("/v1/tokens/delete", json: #"{"tokens":["\#(tokenHex(50_000))"]}"#).status == 200)
+        let ledger = try await client.get("/v1/tokens/\(tokenHex(50_000))")
+        #expect(ledger.status == 200 && ledger.text.contains("unregistered"), "\(ledger)")
 
         node.signal(SIGTERM)
         #expect(await node.waitForExit() == 0, "\(node.errors.suffix(2000))")

@@ -271,8 +271,9 @@ public struct DemoCommand: ParsableCommand {
             let link = try Self.blocking {
                 try await engine.createBroadcastChannel(for: channel, storagePolicy: .noMessageStored)
             }
+            let subscribers = try engine.broadcastSubscribers(of: channel)
             print(
-                "broadcast   \(channel) → APNs channel \(link.channelID): \(WaveTable.group(engine.broadcastSubscribers(of: channel))) "
+                "broadcast   \(channel) → APNs channel \(link.channelID): \(WaveTable.group(subscribers)) "
                     + "subscribed activities get one broadcast per update, the rest per token")
         }
     }

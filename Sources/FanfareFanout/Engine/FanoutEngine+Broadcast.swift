@@ -69,7 +69,7 @@ extension FanoutEngine {
     /// deleted if Fanfare created it. Returns the link that was removed (nil if there was none).
     @discardableResult
     public func unlinkBroadcastChannel(_ channel: String) async throws(FanoutError) -> BroadcastLink? {
-        guard let linked = control.withLock({ $0.links[channel] }) else { return nil }
+        guard let linked = try linked(channel) else { return nil }
         if linked.link.createdByUs {
             guard let manager = channelManager else { throw .noChannelManagement }
             do {
@@ -85,22 +85,102 @@ extension FanoutEngine {
         return linked.link
     }
 
-    /// The link of `channel`, if it has one.
-    public func broadcastLink(of channel: String) -> BroadcastLink? {
-        control.withLock { $0.links[channel]?.link }
+    /// The link of `channel`, if it has one (several nodes: as the shared store has it now).
+    public func broadcastLink(of channel: String) throws(FanoutError) -> BroadcastLink? {
+        try linked(channel)?.link
     }
 
-    /// Every link, by channel name.
+    /// Every link, by channel name (several nodes: as the shared store has them now).
     public var broadcastLinks: [BroadcastLink] {
-        control.withLock { state in state.links.values.map(\.link).sorted { $0.channel < $1.channel } }
+        get throws(FanoutError) {
+            if linksAreShared, let linkStore {
+                do throws(RegistryError) {
+                    return try linkStore.broadcastLinks(
+                        bundleID: configuration.bundleID, environment: configuration.environment)
+                } catch {
+                    throw .registry(error)
+                }
+            }
+            return control.withLock { state in state.links.values.map(\.link).sorted { $0.channel < $1.channel } }
+        }
     }
 
-    /// Activities registered as subscribed to `channel`'s broadcasts.
-    public func broadcastSubscribers(of channel: String) -> Int {
-        control.withLock { $0.subscribers[channel] ?? 0 }
+    /// Activities registered as subscribed to `channel`'s broadcasts (several nodes: counted in the shared
+    /// store now, since any node registers them).
+    public func broadcastSubscribers(of channel: String) throws(FanoutError) -> Int {
+        if linksAreShared, let counts = store as? any SubscriptionLedgerStore {
+            do throws(RegistryError) {
+                return try counts.subscriptionCount(
+                    channel: channel, bundleID: configuration.bundleID, environment: configuration.environment)
+            } catch {
+                throw .registry(error)
+            }
+        }
+        return control.withLock { $0.subscribers[channel] ?? 0 }
+    }
+
+    /// `broadcastSubscribers(of:)` for every channel that has any.
+    public func broadcastSubscriberCounts() throws(FanoutError) -> [String: Int] {
+        if linksAreShared {
+            do throws(RegistryError) {
+                return try store.subscriptionCounts(
+                    bundleID: configuration.bundleID, environment: configuration.environment)
+            } catch {
+                throw .registry(error)
+            }
+        }
+        return control.withLock { $0.subscribers }
     }
 
     // MARK: - Internals
+
+    /// Several nodes keep links in the shared store only: any node may link or unlink, so each reads the store
+    /// (this node's memory would be stale). One node: the memory is the store's copy.
+    var linksAreShared: Bool { sharedStore != nil && linkStore != nil }
+
+    /// `channel`'s link as the planner uses it: from the shared store (several nodes) or memory.
+    func linked(_ channel: String) throws(FanoutError) -> LinkedChannel? {
+        guard linksAreShared, let linkStore else { return control.withLock { $0.links[channel] } }
+        let link: BroadcastLink?
+        do throws(RegistryError) {
+            link = try linkStore.broadcastLink(
+                channel: channel, bundleID: configuration.bundleID, environment: configuration.environment)
+        } catch {
+            throw .registry(error)
+        }
+        guard let link else { return nil }
+        guard let channelID = try? BroadcastChannelID(link.channelID) else {
+            configuration.logger.error(
+                "broadcast: the stored link of \(channel) names channel id '\(link.channelID)', not base64; ignored")
+            return nil
+        }
+        return LinkedChannel(channelID: channelID, storagePolicy: link.storagePolicy, link: link)
+    }
+
+    /// The broadcast half of a stored wave (resumed, or started from the shared feed): the APNs channel as
+    /// published; the audience as counted then (several nodes) or now; `apns-expiration` from the link's storage
+    /// policy (0, which APNs takes on any channel, when the link is gone). Not holding `control`.
+    func broadcastPart(of record: WaveRecord) -> BroadcastPart? {
+        guard let text = record.broadcastChannelID else { return nil }
+        guard let channelID = try? BroadcastChannelID(text) else {
+            configuration.logger.error(
+                "durable waves: wave \(record.id)'s broadcast channel id is not base64; its broadcast is not sent")
+            return nil
+        }
+        var subscribers = record.broadcastSubscribers ?? 0
+        var policy = 0
+        if linksAreShared {
+            policy = ((try? linked(record.channel)) ?? nil)?.storagePolicy ?? 0
+        } else {
+            (policy, subscribers) = control.withLock { state in
+                (state.links[record.channel]?.storagePolicy ?? 0, state.subscribers[record.channel] ?? 0)
+            }
+        }
+        return BroadcastPart(
+            channelID: channelID, subscribers: subscribers,
+            expiration: policy == 1 ? record.freshUntil ?? 0 : 0, wave: record.id,
+            shard: Self.broadcastShard(record.channel, shards: shards.count))
+    }
 
     func forgetLink(_ channel: String) throws(FanoutError) {
         try control.withLock { state throws(FanoutError) in
@@ -125,7 +205,8 @@ extension FanoutEngine {
             state.links[channel]!.link.deleteAfter = dueAt
             return true
         }
-        guard scheduled, let linkStore else { return }
+        // Several nodes: the link may be another node's; the store says whether there is one.
+        guard scheduled || linksAreShared, let linkStore else { return }
         do {
             try linkStore.scheduleBroadcastLinkDeletion(
                 channel: channel, bundleID: configuration.bundleID, environment: configuration.environment, after: dueAt
@@ -138,10 +219,7 @@ extension FanoutEngine {
     /// Maintenance (registry thread): links whose removal is due are removed, their APNs channels deleted when
     /// Fanfare created them. A deletion APNs refuses for a transient reason is tried again next pass.
     func removeDueLinks(now: Int64) {
-        let due = control.withLock { state in
-            state.links.values.filter { ($0.link.deleteAfter ?? .max) <= now }.map(\.link.channel)
-        }
-        for channel in due {
+        for channel in dueLinkRemovals(now: now) {
             let done = DispatchSemaphore(value: 0)
             let outcome = LinkRemovalOutcome()
             Task {
@@ -162,6 +240,34 @@ extension FanoutEngine {
             } else {
                 configuration.logger.notice("broadcast: \(channel) ended; its link is gone")
             }
+        }
+    }
+}
+
+extension FanoutEngine {
+    /// How long a node's claim on deleting a channel's APNs channel lasts (a deletion times out after 60 s).
+    static let linkDeletionClaim: Duration = .seconds(300)
+
+    /// Channels whose links are due for removal now. Several nodes: read from the shared store, and only those
+    /// this engine claimed, so one node deletes each APNs channel.
+    func dueLinkRemovals(now: Int64) -> [String] {
+        guard linksAreShared, let linkStore else {
+            return control.withLock { state in
+                state.links.values.filter { ($0.link.deleteAfter ?? .max) <= now }.map(\.link.channel)
+            }
+        }
+        let (bundleID, environment) = (configuration.bundleID, configuration.environment)
+        do {
+            let due = try linkStore.dueBroadcastLinkDeletions(now: now, bundleID: bundleID, environment: environment)
+            guard let claims = linkStore as? any BroadcastLinkDeletionClaims else { return due.map(\.channel) }
+            return try due.map(\.channel).filter { channel in
+                try claims.claimBroadcastLinkDeletion(
+                    channel: channel, bundleID: bundleID, environment: environment, claimant: claimant,
+                    claimFor: Self.linkDeletionClaim)
+            }
+        } catch {
+            registryWorker.noteError("broadcast: reading the links due for removal: \(error); next pass tries again")
+            return []
         }
     }
 }

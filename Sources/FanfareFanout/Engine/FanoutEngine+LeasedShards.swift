@@ -120,13 +120,14 @@ extension FanoutEngine {
         // node's own count answers first without a round trip.
         let limit = configuration.maximumUnfinishedWaves
         guard unfinishedWaves.load(ordering: .acquiring) < limit else { throw .tooManyUnfinishedWaves(limit: limit) }
-        let record = WaveRecord(
+        var record = WaveRecord(
             id: 0, bundleID: configuration.bundleID, environment: configuration.environment, channel: update.channel,
             event: update.content.event.rawValue, timestamp: update.content.timestamp,
             priority: update.priority.rawValue,
             hasAlert: update.hasAlert, payload: Array(payload.bytes), freshUntil: update.freshUntil,
             collapseID: update.collapseID, dismissalDate: update.content.dismissalDate,
             publishedAt: Self.wallMilliseconds(), shardCount: shards.count, startKeys: [])
+        try planSharedAudience(of: update, into: &record)
         let id: UInt64
         do {
             id = try sharedStore.publishWave(record, unfinishedLimit: limit)
@@ -282,6 +283,25 @@ extension FanoutEngine {
             """)
     }
 
+    /// The audience planner for a shared publish: on a channel linked (in the shared store) to an APNs broadcast
+    /// channel, an update or end gets a broadcast part, sent once for the cluster by the node holding the
+    /// channel's broadcast shard, and a start gets the kick-off body for broadcast-capable tokens.
+    private func planSharedAudience(of update: ChannelUpdate, into record: inout WaveRecord) throws(PublishError) {
+        let link: LinkedChannel?
+        do { link = try linked(update.channel) } catch { throw .storage("reading the channel's broadcast link: \(error)") }
+        guard let link else { return }
+        if update.content.event == .start {
+            record.channelPayload = try kickOffPayload(for: update, link: link.channelID).payload.map { Array($0.bytes) }
+            return
+        }
+        record.broadcastChannelID = link.channelID.description
+        do {
+            record.broadcastSubscribers = try broadcastSubscribers(of: update.channel)
+        } catch {
+            throw .storage("counting the channel's broadcast subscribers: \(error)")
+        }
+    }
+
     /// A wave from the feed: on the shards this node holds, as a new wave (`.publish`); the channel's newest
     /// timestamp moves here in any case. Holding `feed`.
     private func startShared(_ record: WaveRecord, onShards taking: [Int]) {
@@ -297,6 +317,7 @@ extension FanoutEngine {
         let (update, payload, publishedAt, deadline) = (
             stored.update, stored.payload, stored.publishedAt, stored.deadline
         )
+        let broadcast = taking.isEmpty ? nil : broadcastPart(of: record)
         control.withLock { state in
             state.latest[record.channel] = max(state.latest[record.channel] ?? record.timestamp, record.timestamp)
             guard !taking.isEmpty, !isShutDown.load(ordering: .acquiring) else { return }
@@ -312,10 +333,11 @@ extension FanoutEngine {
             state.channels.setLatestTimestamp(state.latest[record.channel] ?? record.timestamp, of: channel)
             let wave = Wave(
                 id: record.id, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
-                publishedAtWall: record.publishedAt, participating: taking,
+                publishedAtWall: record.publishedAt, broadcast: broadcast, participating: taking,
                 onComplete: { [weak self] wave in self?.waveCompleted(wave) })
             let published = PublishedUpdate(
-                wave: wave, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline)
+                wave: wave, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline,
+                channelPayload: stored.channelPayload)
             published.hasAlert = record.hasAlert
             unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
             history.append(wave)

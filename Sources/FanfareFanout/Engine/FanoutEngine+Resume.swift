@@ -103,31 +103,14 @@ extension FanoutEngine {
             stored.update, stored.payload, stored.publishedAt, stored.deadline
         )
         let (checkpoints, restarts) = shardCheckpoints(of: wave)
-        var channelPayload: PushPayload?
-        if let bytes = record.channelPayload {
-            channelPayload = try? bytes.withUnsafeBytes { bytes throws(PayloadError) in
-                try PushPayload(copying: bytes)
-            }
-        }
-        let broadcastChannel = record.broadcastChannelID.flatMap { try? BroadcastChannelID($0) }
-        if record.broadcastChannelID != nil && broadcastChannel == nil {
-            configuration.logger.error(
-                "durable waves: wave \(record.id)'s broadcast channel id is not base64; its broadcast is not sent")
-        }
+        // The broadcast half as published; its outcome comes from its shard's checkpoint.
+        let broadcast = broadcastPart(of: record)
         control.withLock { state in
             let sequence = state.nextSequence
             state.nextSequence += 1
             let channel = state.channels.mention(record.channel, sequence: sequence)
             state.channels.setLatestTimestamp(
                 max(state.latest[record.channel] ?? record.timestamp, record.timestamp), of: channel)
-            // The broadcast half as published; its outcome comes from its shard's checkpoint.
-            let broadcast = broadcastChannel.map { channelID in
-                BroadcastPart(
-                    channelID: channelID, subscribers: state.subscribers[record.channel] ?? 0,
-                    expiration: state.links[record.channel]?.storagePolicy == 1 ? record.freshUntil ?? 0 : 0,
-                    wave: record.id,
-                    shard: Self.broadcastShard(record.channel, shards: shards.count))
-            }
             let resumed = Wave(
                 id: record.id, update: update, shardCount: shards.count, publishedAt: publishedAt, breaker: breaker,
                 publishedAtWall: record.publishedAt, restarts: restarts + 1, broadcast: broadcast,
@@ -137,7 +120,7 @@ extension FanoutEngine {
             let published = PublishedUpdate(
                 wave: resumed, update: update, channel: channel, sequence: sequence, payload: payload,
                 deadline: deadline,
-                channelPayload: channelPayload)
+                channelPayload: stored.channelPayload)
             published.hasAlert = record.hasAlert
             unfinishedWaves.add(1, ordering: .acquiringAndReleasing)
             history.append(resumed)

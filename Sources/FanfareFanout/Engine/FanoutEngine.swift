@@ -98,6 +98,8 @@ public final class FanoutEngine: Sendable {
     /// Leased shards (several nodes): the shared store, and the wave feed's position (FanoutEngine+LeasedShards).
     let sharedStore: (any SharedWaveStore)?
     let feed: Mutex<WaveFeedState>
+    /// Names this engine in claims other nodes see (the deletion of a channel's APNs channel).
+    let claimant = "engine-" + String(UInt64.random(in: 1...UInt64.max), radix: 36)
 
     /// Channels in use at once (every shard indexes them by the engine's 15-bit channel id).
     public static let maximumChannels = FanoutCookie.maximumWaves
@@ -321,7 +323,7 @@ public final class FanoutEngine: Sendable {
         let (payload, freshFor) = try validated(update)
         let publishedAt = monotonicNow()
         let deadline = freshFor.map { publishedAt &+ UInt64($0) * 1_000_000_000 } ?? 0
-        let kickOff = try kickOffPayload(for: update)
+        let kickOff = try kickOffPayload(for: update, link: control.withLock { $0.links[update.channel]?.channelID })
 
         return try control.withLock { state throws(PublishError) -> Wave in
             guard !isShutDown.load(ordering: .acquiring) else { throw .shutDown }
@@ -350,13 +352,12 @@ public final class FanoutEngine: Sendable {
         }
     }
 
-    /// A kick-off on a linked channel: iOS 18+ devices get `input-push-channel` (their activity then follows the
-    /// channel's broadcasts). Encoded outside the lock, for the link as it is now; nil payload: no such variant.
-    private func kickOffPayload(
-        for update: ChannelUpdate
+    /// A kick-off on a channel linked to `link`: iOS 18+ devices get `input-push-channel` (their activity then
+    /// follows the channel's broadcasts). Encoded outside the lock; nil payload: no such variant.
+    func kickOffPayload(
+        for update: ChannelUpdate, link: BroadcastChannelID?
     ) throws(PublishError) -> (payload: PushPayload?, link: BroadcastChannelID?) {
-        guard update.content.event == .start, let link = control.withLock({ $0.links[update.channel]?.channelID })
-        else { return (nil, nil) }
+        guard update.content.event == .start, let link else { return (nil, nil) }
         var content = update.content
         content.inputPushChannel = link.description
         do { return (try PushPayload(liveActivity: content), link) } catch { throw .invalidPayload(error) }

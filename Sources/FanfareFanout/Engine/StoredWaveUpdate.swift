@@ -11,6 +11,9 @@ struct StoredWaveUpdate {
     let publishedAt: UInt64
     /// Its `freshUntil` on the monotonic clock; 0 when it has none.
     let deadline: UInt64
+    /// A start on a linked channel: the body for push-to-start tokens that support broadcast (nil: none, or the
+    /// stored one does not parse, and those tokens get `payload`).
+    let channelPayload: PushPayload?
 
     /// Why a record cannot be sent: its event is unknown, or its payload does not parse.
     enum Unusable: Error, CustomStringConvertible {
@@ -32,6 +35,9 @@ struct StoredWaveUpdate {
             }
         } catch {
             throw .payload("\(error)")
+        }
+        channelPayload = record.channelPayload.flatMap { bytes in
+            try? bytes.withUnsafeBytes { bytes throws(PayloadError) in try PushPayload(copying: bytes) }
         }
         var content = LiveActivityContent(event: event, timestamp: record.timestamp)
         content.dismissalDate = record.dismissalDate

@@ -51,7 +51,7 @@ struct SharedWaveSummary {
             lastAck = max(lastAck, part.lastAck)
             if let broadcast = part.broadcast, let channelID = record.broadcastChannelID {
                 report.broadcast = BroadcastPartRecord(
-                    channelID: channelID, subscribers: 0, requests: broadcast.requests,
+                    channelID: channelID, subscribers: record.broadcastSubscribers ?? 0, requests: broadcast.requests,
                     outcome: (BroadcastOutcome(rawValue: broadcast.outcome) ?? .failed).description,
                     reason: broadcast.reason,
                     priority: broadcast.priority == 0 ? nil : broadcast.priority)

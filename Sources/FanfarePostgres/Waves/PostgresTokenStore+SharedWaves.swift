@@ -56,14 +56,14 @@ extension PostgresTokenStore: SharedWaveStore {
                     """
                     INSERT INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload, fresh_until,
                                        collapse_id, dismissal_date, published_at, shard_count, start_keys,
-                                       broadcast_channel_id, channel_payload)
+                                       broadcast_channel_id, channel_payload, published_subscribers)
                     VALUES (\(id), \(appID), \(record.channel), \(record.event), \(record.timestamp),
                         \(record.priority),
                             \(record.hasAlert), \(payload), \(record.freshUntil), \(record.collapseID),
                                 \(record.dismissalDate),
                             \(record.publishedAt), \(Int64(record.shardCount)), \(startKeys),
                                 \(record.broadcastChannelID),
-                            \(channelPayload))
+                            \(channelPayload), \(record.broadcastSubscribers.map(Int64.init)))
                     """, logger: logger)
                 try await connection.query(
                     """
@@ -141,13 +141,15 @@ extension PostgresTokenStore: SharedWaveStore {
 
     static let waveColumns = """
         w.id, w.channel, w.event, w.timestamp, w.priority, w.has_alert, w.payload, w.fresh_until, w.collapse_id, \
-        w.dismissal_date, w.published_at, w.shard_count, w.start_keys, w.broadcast_channel_id, w.channel_payload
+        w.dismissal_date, w.published_at, w.shard_count, w.start_keys, w.broadcast_channel_id, w.channel_payload, \
+        w.published_subscribers
         """
 
     static func waveRecord(_ row: PostgresRow, bundleID: String, environment: APNsEnvironment) throws -> WaveRecord {
-        try WaveRecord(
-            row: PostgresWaveColumns(row, name: PostgresWaveColumns.waveName), bundleID: bundleID,
-            environment: environment)
+        let columns = PostgresWaveColumns(row, name: PostgresWaveColumns.waveName)
+        var record = try WaveRecord(row: columns, bundleID: bundleID, environment: environment)
+        record.broadcastSubscribers = try columns.optionalInteger(15, "published_subscribers").map { Int($0) }
+        return record
     }
 
     private static func isComplete(_ id: Int64, _ connection: PostgresConnection, _ logger: Logger) async throws -> Bool
@@ -176,7 +178,7 @@ extension PostgresTokenStore: SharedWaveStore {
         {
             let columns = PostgresWaveColumns(row, name: PostgresWaveColumns.waveName)
             let record = try waveRecord(
-                row, bundleID: try columns.text(15, "bundle_id"), environment: try columns.environment(16))
+                row, bundleID: try columns.text(16, "bundle_id"), environment: try columns.environment(17))
             found = UnfinishedWave(record: record, checkpoints: [])
         }
         guard var wave = found else { return nil }

@@ -216,17 +216,14 @@ extension PostgresTokenStore: WaveStore {
             var positions: [Int64: Int] = [:]
             for try await row in try await connection.query(
                 """
-                SELECT w.id, w.channel, w.event, w.timestamp, w.priority, w.has_alert, w.payload, w.fresh_until,
-                       w.collapse_id, w.dismissal_date, w.published_at, w.shard_count, w.start_keys,
-                       w.broadcast_channel_id, w.channel_payload
+                SELECT \(unescaped: Self.waveColumns)
                 FROM waves AS w JOIN apps AS a ON a.id = w.app_id
                 WHERE a.bundle_id = \(bundleID) AND a.environment = \(Int16(environment.rawValue))
                   AND w.completed_at IS NULL
                 ORDER BY w.id
                 """, logger: logger)
             {
-                let columns = PostgresWaveColumns(row, name: PostgresWaveColumns.waveName)
-                let record = try WaveRecord(row: columns, bundleID: bundleID, environment: environment)
+                let record = try Self.waveRecord(row, bundleID: bundleID, environment: environment)
                 let id = Int(record.id)
                 positions[Int64(id)] = waves.count
                 waves.append(UnfinishedWave(record: record, checkpoints: []))

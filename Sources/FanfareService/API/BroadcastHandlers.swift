@@ -19,7 +19,7 @@ extension FanfareAPI {
         }
         // Every check before anything changes.
         let given = try checkLinkRequest(body, channel: channel)
-        let existing = engine.broadcastLink(of: channel)
+        let existing = try await offPool { [engine] in try engine.broadcastLink(of: channel) }
         if body.channelId == nil, let existing, existing.createdByUs, existing.storagePolicy == body.storagePolicy {
             // PUT is idempotent: the channel already has the APNs channel it asks for; no second one is made.
             return .ok(.init(body: .json(Self.link(existing))))
@@ -37,8 +37,8 @@ extension FanfareAPI {
         return .ok(.init(body: .json(Self.link(link))))
     }
 
-    /// Refuses a link request the service cannot carry out (the storage policy, a draining service, several
-    /// nodes, a channel id that is not one); returns the APNs channel id it names, if any.
+    /// Refuses a link request the service cannot carry out (the storage policy, a draining service, a channel
+    /// id that is not one); returns the APNs channel id it names, if any.
     private func checkLinkRequest(
         _ body: Components.Schemas.BroadcastLinkRequest, channel: String
     ) throws -> BroadcastChannelID? {
@@ -51,13 +51,6 @@ extension FanfareAPI {
         guard !lifecycle.isDraining else {
             throw ServiceProblem.unavailable(
                 .shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
-        }
-        guard !engine.configuration.leasedShards else {
-            // Waves of several nodes carry no broadcast part yet, and links would live in one node's memory only.
-            throw ServiceProblem(
-                .conflict, .invalidRequest,
-                "broadcast channels are not available with several nodes on PostgreSQL yet: updates of '\(channel)' "
-                    + "go to its registered tokens one by one; nothing was linked")
         }
         guard let text = body.channelId else { return nil }
         do {
@@ -98,7 +91,8 @@ extension FanfareAPI {
     ) async throws -> Operations.GetBroadcastLink.Output {
         let channel = input.path.channel
         try Validation.channel(channel)
-        guard let link = engine.broadcastLink(of: channel) else { throw Self.noLink(channel) }
+        let link = try await offPool { [engine] in try engine.broadcastLink(of: channel) }
+        guard let link else { throw Self.noLink(channel) }
         return .ok(.init(body: .json(Self.link(link))))
     }
 

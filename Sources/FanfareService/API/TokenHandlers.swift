@@ -53,14 +53,6 @@ extension FanfareAPI {
         try checkBatchSize(items.count)
         let checked = try RegistrationItems(
             checking: items, bundleID: bundleID, environment: environment, now: configuration.wallClockMilliseconds())
-        if !checked.subscriptions.isEmpty && engine.configuration.leasedShards {
-            let index = items.firstIndex { $0.kind == .broadcast } ?? 0
-            throw ServiceProblem(
-                .conflict, .invalidRegistration,
-                "tokens[\(index)]: broadcast subscriptions are not kept on PostgreSQL yet (several nodes); register the "
-                    + "activity's update token instead. Nothing of this batch was registered",
-                index: index, field: "tokens[\(index)].kind")
-        }
         return checked
     }
 

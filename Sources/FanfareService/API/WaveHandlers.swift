@@ -150,21 +150,26 @@ extension FanfareAPI {
         guard let summary = await engine.channelSummary(channel) else {
             throw ServiceProblem.unavailable(.shuttingDown, "the engine is shutting down", retryAfter: retryAfter)
         }
-        return .ok(.init(body: .json(self.channel(summary))))
+        return .ok(.init(body: .json(try await channels([summary])[0])))
     }
 
     package func listChannels(_ input: Operations.ListChannels.Input) async throws -> Operations.ListChannels.Output {
         guard let summaries = await engine.channelSummaries() else {
             throw ServiceProblem.unavailable(.shuttingDown, "the engine is shutting down", retryAfter: retryAfter)
         }
-        return .ok(.init(body: .json(.init(channels: summaries.map { channel($0) }))))
+        return .ok(.init(body: .json(.init(channels: try await channels(summaries)))))
     }
 
-    /// A channel's summary with its broadcast link and subscribers (the engine's control state).
-    func channel(_ summary: ChannelSummary) -> Components.Schemas.ChannelSummary {
-        Self.channel(
-            summary, link: engine.broadcastLink(of: summary.channel),
-            subscribers: engine.broadcastSubscribers(of: summary.channel))
+    /// Channels' summaries with their broadcast links and subscribers (several nodes: read from the shared store,
+    /// once for all of them).
+    func channels(_ summaries: [ChannelSummary]) async throws -> [Components.Schemas.ChannelSummary] {
+        let (links, counts) = try await offPool { [engine] in
+            (try engine.broadcastLinks, try engine.broadcastSubscriberCounts())
+        }
+        let linkByChannel = Dictionary(links.map { ($0.channel, $0) }) { first, _ in first }
+        return summaries.map { summary in
+            Self.channel(summary, link: linkByChannel[summary.channel], subscribers: counts[summary.channel] ?? 0)
+        }
     }
 
     static func channel(

@@ -30,12 +30,15 @@ public struct WaveRecord: Sendable, Equatable {
     /// A start wave: the body for push-to-start tokens that support broadcast (it carries
     /// `input-push-channel`); nil when every token gets `payload`.
     public var channelPayload: [UInt8]?
+    /// A wave published by one of several nodes with a broadcast part: the subscribers the publishing node
+    /// counted in the shared registry, which every node reports (kept by shared stores only; nil otherwise).
+    public var broadcastSubscribers: Int?
 
     public init(
         id: UInt64, bundleID: String, environment: APNsEnvironment, channel: String, event: String, timestamp: Int64,
         priority: String, hasAlert: Bool, payload: [UInt8], freshUntil: Int64?, collapseID: String?,
         dismissalDate: Int64?, publishedAt: Int64, shardCount: Int, startKeys: [UInt64],
-        broadcastChannelID: String? = nil, channelPayload: [UInt8]? = nil
+        broadcastChannelID: String? = nil, channelPayload: [UInt8]? = nil, broadcastSubscribers: Int? = nil
     ) {
         self.id = id
         self.bundleID = bundleID
@@ -54,5 +57,6 @@ public struct WaveRecord: Sendable, Equatable {
         self.startKeys = startKeys
         self.broadcastChannelID = broadcastChannelID
         self.channelPayload = channelPayload
+        self.broadcastSubscribers = broadcastSubscribers
     }
 }
