@@ -280,6 +280,10 @@ enum RegistrySchema {
                 try db.execute(sql: "ALTER TABLE waves ADD COLUMN \(column)")
             }
         }
+        migrator.registerMigration("v5: broadcast report flags") { db in
+            // `BroadcastPartRecord.flags` (downgraded, resent after a restart), so a stored report keeps them.
+            try db.execute(sql: "ALTER TABLE waves ADD COLUMN broadcast_flags INTEGER")
+        }
         return migrator
     }
 }

@@ -397,7 +397,8 @@ extension PostgresSuites {
                     timestamp: 1_700_000_000, publishedAt: 1_700_000_000_000, completedAt: 1_700_000_001_000)
                 report.broadcast = BroadcastPartRecord(
                     channelID: "dHdvL2RvbWFpbnM+Kw==", subscribers: 400, requests: 2, outcome: "delivered",
-                    reason: "TooManyRequests", priority: 10)
+                    reason: "TooManyRequests", priority: 10, downgraded: true,
+                    resentAfterRestart: true)
                 var plainReport = report
                 plainReport.id = 2
                 plainReport.broadcast = nil

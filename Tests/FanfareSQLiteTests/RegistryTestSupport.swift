@@ -96,10 +96,10 @@ extension SQLiteTokenStore {
         try execute(sql: "ALTER TABLE tokens DROP COLUMN supports_broadcast")
         for column in [
             "broadcast_channel_id", "channel_payload", "report_broadcast_channel_id", "broadcast_subscribers",
-            "broadcast_requests", "broadcast_outcome", "broadcast_reason", "broadcast_priority",
+            "broadcast_requests", "broadcast_outcome", "broadcast_reason", "broadcast_priority", "broadcast_flags",
         ] {
             try execute(sql: "ALTER TABLE waves DROP COLUMN \(column)")
         }
-        try execute(sql: "DELETE FROM grdb_migrations WHERE identifier LIKE 'v4:%'")
+        try execute(sql: "DELETE FROM grdb_migrations WHERE identifier LIKE 'v4:%' OR identifier LIKE 'v5:%'")
     }
 }

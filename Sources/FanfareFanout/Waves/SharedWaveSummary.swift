@@ -54,7 +54,8 @@ struct SharedWaveSummary {
                     channelID: channelID, subscribers: record.broadcastSubscribers ?? 0, requests: broadcast.requests,
                     outcome: (BroadcastOutcome(rawValue: broadcast.outcome) ?? .failed).description,
                     reason: broadcast.reason,
-                    priority: broadcast.priority == 0 ? nil : broadcast.priority)
+                    priority: broadcast.priority == 0 ? nil : broadcast.priority, downgraded: broadcast.downgraded,
+                    resentAfterRestart: broadcast.resent)
             }
         }
         report.timeToFirstAck = firstAck == .max ? nil : firstAck

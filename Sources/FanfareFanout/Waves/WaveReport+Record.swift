@@ -29,7 +29,7 @@ extension WaveReport {
                 channelID: part.channelID, subscribers: part.subscribers,
                 outcome: BroadcastOutcome(name: part.outcome) ?? .failed, failureReason: part.reason,
                 requests: part.requests,
-                priority: part.priority)
+                priority: part.priority, downgraded: part.downgraded, resentAfterRestart: part.resentAfterRestart)
         }
     }
 
@@ -58,7 +58,8 @@ extension WaveReport {
         record.broadcast = broadcast.map { part in
             BroadcastPartRecord(
                 channelID: part.channelID, subscribers: part.subscribers, requests: part.requests,
-                outcome: part.outcome.description, reason: part.failureReason, priority: part.priority)
+                outcome: part.outcome.description, reason: part.failureReason, priority: part.priority,
+                downgraded: part.downgraded, resentAfterRestart: part.resentAfterRestart)
         }
         return record
     }

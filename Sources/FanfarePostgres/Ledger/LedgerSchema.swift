@@ -84,5 +84,7 @@ extension PostgresSchema {
             """,
             // A shared wave's broadcast audience as the publishing node counted it (every node reports it).
             "ALTER TABLE waves ADD COLUMN published_subscribers bigint",
+            // The broadcast part's report flags (`BroadcastPartRecord.flags`: downgraded, resent after a restart).
+            "ALTER TABLE waves ADD COLUMN broadcast_flags bigint",
         ])
 }

@@ -127,7 +127,8 @@ extension PostgresTokenStore: WaveStore {
                     broadcast_subscribers = \(broadcast.map { Int64($0.subscribers) }),
                     broadcast_requests = \(broadcast.map { Int64($0.requests) }),
                     broadcast_outcome = \(broadcast?.outcome), broadcast_reason = \(broadcast?.reason),
-                    broadcast_priority = \(broadcast?.priority.map { Int64($0) })
+                    broadcast_priority = \(broadcast?.priority.map { Int64($0) }),
+                    broadcast_flags = \(broadcast?.flags)
                 WHERE id = \(id)
                 """, logger: logger)
             try await connection.query("DELETE FROM wave_checkpoints WHERE wave_id = \(id)", logger: logger)
@@ -336,7 +337,8 @@ extension PostgresTokenStore: WaveStore {
                w.targeted, w.sent, w.delivered, w.failed, w.superseded, w.downgraded, w.expired, w.invalidated,
                w.retried, w.possible_duplicates, w.resent_after_restart, w.restarts, w.failed_by_reason,
                w.time_to_first_ack, w.makespan, w.report_broadcast_channel_id, w.broadcast_subscribers,
-               w.broadcast_requests, w.broadcast_outcome, w.broadcast_reason, w.broadcast_priority
+               w.broadcast_requests, w.broadcast_outcome, w.broadcast_reason, w.broadcast_priority,
+               w.broadcast_flags
         FROM waves AS w LEFT JOIN apps AS a ON a.id = w.app_id
         """
 

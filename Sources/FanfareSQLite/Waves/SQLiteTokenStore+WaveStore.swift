@@ -96,7 +96,7 @@ extension SQLiteTokenStore: WaveStore {
                         resent_after_restart = ?, restarts = ?, failed_by_reason = ?, time_to_first_ack = ?, makespan
                             = ?,
                         report_broadcast_channel_id = ?, broadcast_subscribers = ?, broadcast_requests = ?,
-                        broadcast_outcome = ?, broadcast_reason = ?, broadcast_priority = ?
+                        broadcast_outcome = ?, broadcast_reason = ?, broadcast_priority = ?, broadcast_flags = ?
                     WHERE id = ?
                     """)
             update.bind(1, report.completedAt)
@@ -116,7 +116,8 @@ extension SQLiteTokenStore: WaveStore {
             update.bind(20, broadcast?.outcome)
             update.bind(21, broadcast?.reason)
             update.bind(22, broadcast?.priority.map { Int64($0) })
-            update.bind(23, id)
+            update.bind(23, broadcast?.flags)
+            update.bind(24, id)
             try update.run()
             let deleteCheckpoints = try RawStatement(db, sql: "DELETE FROM wave_checkpoints WHERE wave_id = ?")
             deleteCheckpoints.bind(1, id)
@@ -325,7 +326,8 @@ extension SQLiteTokenStore: WaveStore {
                w.targeted, w.sent, w.delivered, w.failed, w.superseded, w.downgraded, w.expired, w.invalidated,
                w.retried, w.possible_duplicates, w.resent_after_restart, w.restarts, w.failed_by_reason,
                w.time_to_first_ack, w.makespan, w.report_broadcast_channel_id, w.broadcast_subscribers,
-               w.broadcast_requests, w.broadcast_outcome, w.broadcast_reason, w.broadcast_priority
+               w.broadcast_requests, w.broadcast_outcome, w.broadcast_reason, w.broadcast_priority,
+               w.broadcast_flags
         FROM waves AS w LEFT JOIN apps AS a ON a.id = w.app_id
         """
 

@@ -50,10 +50,18 @@ public struct BroadcastPartRecord: Sendable, Equatable {
     public var reason: String?
     /// The apns-priority sent (5 or 10).
     public var priority: Int?
+    /// It asked for priority 10 and went at 5 (the channel's budget was spent).
+    public var downgraded: Bool
+    /// It was sent again after a restart or a take-over, having possibly gone out before (one possible duplicate,
+    /// with the same apns-request-id).
+    public var resentAfterRestart: Bool
 
     public init(
-        channelID: String, subscribers: Int, requests: Int, outcome: String, reason: String? = nil, priority: Int? = nil
+        channelID: String, subscribers: Int, requests: Int, outcome: String, reason: String? = nil, priority: Int? = nil,
+        downgraded: Bool = false, resentAfterRestart: Bool = false
     ) {
+        self.downgraded = downgraded
+        self.resentAfterRestart = resentAfterRestart
         self.channelID = channelID
         self.subscribers = subscribers
         self.requests = requests
@@ -61,4 +69,12 @@ public struct BroadcastPartRecord: Sendable, Equatable {
         self.reason = reason
         self.priority = priority
     }
+}
+
+extension BroadcastPartRecord {
+    /// The stores' `broadcast_flags` column: these bits.
+    public static let downgradedFlag: Int64 = 1
+    public static let resentFlag: Int64 = 2
+
+    public var flags: Int64 { (downgraded ? Self.downgradedFlag : 0) | (resentAfterRestart ? Self.resentFlag : 0) }
 }

@@ -41,10 +41,10 @@ extension WaveRecord {
 }
 
 extension WaveReportRecord {
-    /// A final report from a row of the stores' report query, whose 29 columns come in this order: id, app
+    /// A final report from a row of the stores' report query, whose 30 columns come in this order: id, app
     /// (bundle id), environment, channel, event, timestamp, published_at, completed_at, the eleven counters
     /// (targeted ... resent_after_restart), restarts, failures by reason, time to first ack, makespan, and the
-    /// broadcast part (channel id, subscribers, requests, outcome, reason, priority).
+    /// broadcast part (channel id, subscribers, requests, outcome, reason, priority, flags).
     package init(row columns: some WaveRowColumns) throws {
         self.init(
             id: UInt64(try columns.count(0, "id")), bundleID: try columns.text(1, "app (bundle id)"),
@@ -73,6 +73,9 @@ extension WaveReportRecord {
                 outcome: try columns.text(26, "broadcast_outcome"),
                 reason: try columns.optionalText(27, "broadcast_reason"),
                 priority: try columns.optionalInteger(28, "broadcast_priority").map { Int(truncatingIfNeeded: $0) })
+            let flags = try columns.optionalInteger(29, "broadcast_flags") ?? 0
+            broadcast?.downgraded = flags & BroadcastPartRecord.downgradedFlag != 0
+            broadcast?.resentAfterRestart = flags & BroadcastPartRecord.resentFlag != 0
         }
     }
 }
