@@ -435,7 +435,8 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
             var removed: [Bool] = []
             removed.reserveCapacity(queries.count)
             for query in queries {
-                removed.append(!(try await LedgerHistorySQL.deletedTokens(query, on: connection, logger: logger)).isEmpty)
+                removed.append(
+                    !(try await LedgerHistorySQL.deletedTokens(query, on: connection, logger: logger)).isEmpty)
             }
             return removed
         }

@@ -176,7 +176,8 @@ extension PostgresSuites {
         func reRegisteringASubscriptionMovesItsChannelsAndReportsTheDeltas(_ kind: StoreKind) throws {
             try withClockedStore(kind) { store, _ in
                 try store.register(
-                    [], subscriptions: [subscription("a1", channels: ["m1", "m2"]), subscription("a2", channels: ["m1"])])
+                    [],
+                    subscriptions: [subscription("a1", channels: ["m1", "m2"]), subscription("a2", channels: ["m1"])])
                 var moved = subscription("a1", channels: ["m2", "m3"], createdAt: 1_700_000_500_000)
                 moved.frequentUpdates = true
                 let result = try store.register([], subscriptions: [moved])
@@ -217,10 +218,12 @@ extension PostgresSuites {
                 #expect(old.subscriptions == ["s2"])
                 #expect(old.subscriptionDeltas == ["match-2": -1])
                 #expect(try store.subscriptionCounts(bundleID: testBundle, environment: .production).isEmpty)
-                let s1 = try #require(try store.ledger(activityID: "s1", bundleID: testBundle, environment: .production))
+                let s1 = try #require(
+                    try store.ledger(activityID: "s1", bundleID: testBundle, environment: .production))
                 #expect(s1.history.first?.kind == .retiredChannelEnded)
                 #expect(s1.history.first?.channel == "match-1")
-                let s2 = try #require(try store.ledger(activityID: "s2", bundleID: testBundle, environment: .production))
+                let s2 = try #require(
+                    try store.ledger(activityID: "s2", bundleID: testBundle, environment: .production))
                 #expect(s2.history.map(\.kind) == [.retiredLifetime, .registered])
                 let token = try #require(
                     try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production))
@@ -264,11 +267,13 @@ extension PostgresSuites {
                         LedgerActivity(
                             activityID: "a2", token: makeToken(2), channels: ["all", "match-1"],
                             createdAt: 1_700_000_000_000),
-                        LedgerActivity(activityID: "a4", token: nil, channels: ["match-1"], createdAt: 1_700_000_000_000),
+                        LedgerActivity(
+                            activityID: "a4", token: nil, channels: ["match-1"], createdAt: 1_700_000_000_000),
                     ])
                 // No push-to-start token for d9; another app knows nothing of these tokens.
                 #expect(
-                    try store.ledger(token: makeToken(3), bundleID: testBundle, environment: .production)?.startedBy == nil)
+                    try store.ledger(token: makeToken(3), bundleID: testBundle, environment: .production)?.startedBy
+                        == nil)
                 #expect(try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .sandbox) == nil)
                 #expect(try store.ledger(token: makeToken(99), bundleID: testBundle, environment: .production) == nil)
             }
@@ -306,7 +311,9 @@ extension PostgresSuites {
                 #expect(second.history.map(\.kind) == [.unregistered, .registered])
                 // A token kept because it was registered after the 410 gets no history row.
                 #expect(
-                    try store.invalidate([TokenInvalidation(token: makeToken(1), invalidSince: 5, reason: "Unregistered")])
+                    try store.invalidate([
+                        TokenInvalidation(token: makeToken(1), invalidSince: 5, reason: "Unregistered")
+                    ])
                         == [false])
                 #expect(
                     try store.ledger(token: makeToken(1), bundleID: testBundle, environment: .production)?.history.count
@@ -344,7 +351,8 @@ extension PostgresSuites {
                     createdAt: 1_700_000_000_001)
                 try store.saveBroadcastLink(link, bundleID: testBundle, environment: .production)
                 try store.saveBroadcastLink(given, bundleID: testBundle, environment: .production)
-                #expect(try store.broadcastLink(channel: "match-1", bundleID: testBundle, environment: .production) == link)
+                #expect(
+                    try store.broadcastLink(channel: "match-1", bundleID: testBundle, environment: .production) == link)
                 #expect(try store.broadcastLink(channel: "match-1", bundleID: testBundle, environment: .sandbox) == nil)
                 #expect(try store.broadcastLinks(bundleID: testBundle, environment: .production) == [link, given])
                 #expect(
@@ -354,16 +362,21 @@ extension PostgresSuites {
                     !(try store.scheduleBroadcastLinkDeletion(
                         channel: "nope", bundleID: testBundle, environment: .production, after: 1)))
                 #expect(
-                    try store.dueBroadcastLinkDeletions(now: 1_700_003_599, bundleID: testBundle, environment: .production)
-                        .isEmpty)
+                    try store.dueBroadcastLinkDeletions(
+                        now: 1_700_003_599, bundleID: testBundle, environment: .production
+                    )
+                    .isEmpty)
                 var due = link
                 due.deleteAfter = 1_700_003_600
                 #expect(
-                    try store.dueBroadcastLinkDeletions(now: 1_700_003_600, bundleID: testBundle, environment: .production)
+                    try store.dueBroadcastLinkDeletions(
+                        now: 1_700_003_600, bundleID: testBundle, environment: .production)
                         == [due])
-                #expect(try store.removeBroadcastLink(channel: "match-1", bundleID: testBundle, environment: .production))
                 #expect(
-                    !(try store.removeBroadcastLink(channel: "match-1", bundleID: testBundle, environment: .production)))
+                    try store.removeBroadcastLink(channel: "match-1", bundleID: testBundle, environment: .production))
+                #expect(
+                    !(try store.removeBroadcastLink(channel: "match-1", bundleID: testBundle, environment: .production))
+                )
                 #expect(try store.broadcastLinks(bundleID: testBundle, environment: .production) == [given])
                 #expect(throws: RegistryError.self) {
                     var bad = given

@@ -288,10 +288,14 @@ extension FanoutEngine {
     /// channel's broadcast shard, and a start gets the kick-off body for broadcast-capable tokens.
     private func planSharedAudience(of update: ChannelUpdate, into record: inout WaveRecord) throws(PublishError) {
         let link: LinkedChannel?
-        do { link = try linked(update.channel) } catch { throw .storage("reading the channel's broadcast link: \(error)") }
+        do { link = try linked(update.channel) } catch {
+            throw .storage("reading the channel's broadcast link: \(error)")
+        }
         guard let link else { return }
         if update.content.event == .start {
-            record.channelPayload = try kickOffPayload(for: update, link: link.channelID).payload.map { Array($0.bytes) }
+            record.channelPayload = try kickOffPayload(for: update, link: link.channelID).payload.map {
+                Array($0.bytes)
+            }
             return
         }
         record.broadcastChannelID = link.channelID.description

@@ -52,7 +52,8 @@ enum SubscriptionWrites {
         ) { writer in
             var buffer = ByteBuffer()
             for (ordinal, subscription) in subscriptions.enumerated() {
-                let key = PostgresTokenStore.AppKey(bundleID: subscription.bundleID, environment: subscription.environment)
+                let key = PostgresTokenStore.AppKey(
+                    bundleID: subscription.bundleID, environment: subscription.environment)
                 CopyText.write(subscription, ordinal: ordinal, appID: appIDs[key] ?? 0, to: &buffer)
                 if (ordinal + 1) % PostgresTokenStore.copyChunkRows == 0 {
                     try await writer.write(buffer)

@@ -33,9 +33,10 @@ enum LedgerHistorySQL {
         binds.append(ending.invalidSince)
         let extra = extraColumns.enumerated().map { ", \($1) AS extra\($0)" }.joined()
         let extraNames = extraColumns.indices.map { ", extra\($0)" }.joined()
-        let replacedByColumn = replacedBy.map { name in
-            "extra\(extraColumns.firstIndex(of: name) ?? 0)"
-        } ?? "NULL::bytea"
+        let replacedByColumn =
+            replacedBy.map { name in
+                "extra\(extraColumns.firstIndex(of: name) ?? 0)"
+            } ?? "NULL::bytea"
         let sql = """
             WITH ended AS (
                 \(delete)

@@ -57,7 +57,8 @@ public struct BroadcastPartRecord: Sendable, Equatable {
     public var resentAfterRestart: Bool
 
     public init(
-        channelID: String, subscribers: Int, requests: Int, outcome: String, reason: String? = nil, priority: Int? = nil,
+        channelID: String, subscribers: Int, requests: Int, outcome: String, reason: String? = nil,
+        priority: Int? = nil,
         downgraded: Bool = false, resentAfterRestart: Bool = false
     ) {
         self.downgraded = downgraded
