@@ -386,6 +386,32 @@ extension PostgresSuites {
             }
         }
 
+        /// Several nodes: one claims the deletion of a due link's APNs channel; another gets it only once that
+        /// claim ran out (the claimant died before deleting it).
+        @Test func oneNodeClaimsTheDeletionOfAChannel() throws {
+            try withClockedStore(.postgres) { store, _ in
+                let claims = try #require(store as? any BroadcastLinkDeletionClaims)
+                let link = BroadcastLink(
+                    channel: "match-1", channelID: "YWJj", storagePolicy: 0, createdByUs: true, createdAt: 1)
+                try store.saveBroadcastLink(link, bundleID: testBundle, environment: .production)
+                func claim(_ node: String, for duration: Duration = .seconds(60)) throws -> Bool {
+                    try claims.claimBroadcastLinkDeletion(
+                        channel: "match-1", bundleID: testBundle, environment: .production, claimant: node,
+                        claimFor: duration)
+                }
+                #expect(!(try claim("a")), "nothing to claim before the deletion is scheduled")
+                try store.scheduleBroadcastLinkDeletion(
+                    channel: "match-1", bundleID: testBundle, environment: .production, after: 10)
+                #expect(try claim("a", for: .milliseconds(300)))
+                #expect(!(try claim("b")), "a holds it")
+                #expect(try claim("a", for: .milliseconds(300)), "a may renew its own claim")
+                Thread.sleep(forTimeInterval: 0.4)
+                #expect(try claim("b"), "a's claim ran out")
+                #expect(!(try claim("a")))
+                #expect(!(try claim("c", for: .seconds(1))), "b holds it")
+            }
+        }
+
         @Test(arguments: StoreKind.allCases)
         func wavesKeepTheirBroadcastPart(_ kind: StoreKind) throws {
             try withClockedStore(kind) { store, _ in
