@@ -53,7 +53,8 @@ extension Shard {
         checkpointDue = false
         nextCheckpointAt = now &+ checkpointInterval
         pushesAtCheckpoint = pushesOut
-        guard let checkpoints else { return }
+        // A shard being handed over writes its last checkpoint itself (`continueRelease`), and then none.
+        guard let checkpoints, releaseRequest == nil, !released else { return }
         checkpointGeneration &+= 1
         var items: [WaveCheckpoint] = []
         let savedAt = Int64(time(nil)) * 1000

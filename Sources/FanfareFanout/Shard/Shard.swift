@@ -84,6 +84,12 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     let inFlight = Atomic<Int>(0)
     /// Posted when `inFlight` reaches 0 while stopping: the engine's graceful shutdown waits on it.
     let drained = ThreadSignal()
+    /// Rebalancing (Shard+Release.swift): the hand-over asked for, and where it is.
+    @exclusivity(unchecked) var releaseRequest: ShardRelease?
+    @exclusivity(unchecked) var releaseCheckpointTaken = false
+    @exclusivity(unchecked) var releaseGeneration: UInt64 = 0
+    /// Handed over: the shard takes no more work and writes no more checkpoints.
+    @exclusivity(unchecked) var released = false
 
     /// Debug check of the confinement above: loaded on one thread, driven by its worker's, finished after
     /// the worker was joined.
@@ -152,6 +158,7 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
             case .countAudience(let census): countAudience(census)
             case .resumeAfterBreaker(let prune): resumeAfterBreaker(pruneHeldTokens: prune, now: now)
             case .resumeWave(let resumed): resume(resumed.update, checkpoint: resumed.checkpoint, mode: resumed.mode)
+            case .release(let request): beginRelease(request)
             }
             if workUntil != .max && monotonicNow() >= workUntil { break }
         }
@@ -169,6 +176,7 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
                 takeCheckpoint(now: now)
             }
         }
+        continueRelease(now: now)
         if stopWavesRequested.load(ordering: .relaxed) {
             stoppingWaves = true
             let out = Int(pushesOut &- resultsBack)

@@ -21,6 +21,8 @@ enum ShardCommand {
     case resumeAfterBreaker(pruneHeldTokens: Bool)
     /// A wave an earlier engine left unfinished (durable waves): pick it up from this shard's checkpoint.
     case resumeWave(ResumedWave)
+    /// Several nodes: hand this shard to another node (see `ShardRelease`).
+    case release(ShardRelease)
 }
 
 /// One push to one token, outside any wave (the token's budget still applies if it is registered), and where its

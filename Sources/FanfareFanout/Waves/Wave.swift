@@ -137,6 +137,12 @@ public final class Wave: Sendable {
     }
 
     /// Called by a shard's thread once, when its part is done.
+    /// Several nodes: `shard`'s part went to another node (rebalancing); this view stops waiting for it.
+    func partHandedOver(_ shard: Int) {
+        guard !tallies[shard].finished.load(ordering: .acquiring) else { return }
+        shardFinished(shard)
+    }
+
     func shardFinished(_ shard: Int) {
         assert(!tallies[shard].finished.load(ordering: .relaxed), "shard finished a wave twice")
         tallies[shard].finished.store(true, ordering: .releasing)
