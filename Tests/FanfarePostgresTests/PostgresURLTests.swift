@@ -15,6 +15,9 @@ extension PostgresSuites {
 
         @Test func sslModesAreReadAsLibpqNamesThem() throws {
             #expect(try PostgresURL(parsing: "postgres://u@h/db").sslMode == .prefer)
+            let ipv6 = try PostgresURL(parsing: "postgres://u@[::1]:5433/db")
+            #expect(ipv6.host == "::1" && ipv6.port == 5433 && PostgresSocket.isIPAddress(ipv6.host))
+            #expect(!PostgresSocket.isIPAddress("localhost"))
             for mode in ["disable", "prefer", "require"] {
                 #expect(try PostgresURL(parsing: "postgres://u@h/db?sslmode=\(mode)").sslMode.rawValue == mode)
             }

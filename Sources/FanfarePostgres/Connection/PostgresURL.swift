@@ -35,7 +35,8 @@ struct PostgresURL: Sendable, Equatable {
         let port = components.port ?? 5432
         guard (1...65_535).contains(port) else { throw .storage("'\(shown)': port \(port) is out of range") }
         let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        self.host = host
+        // An IPv6 address comes bracketed ([::1]); connecting, TLS and the password file want it bare.
+        self.host = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         self.port = port
         self.user = user
         self.password = components.password.flatMap { $0.isEmpty ? nil : $0 }
