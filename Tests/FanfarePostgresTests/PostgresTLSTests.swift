@@ -152,10 +152,13 @@ extension PostgresSuites {
 
         @Test func requireAgainstAServerWithoutTLSFailsSayingSo() throws {
             let server = try PostgresServer.shared()
-            let refused = try #require(Self.openingFails(server.url + "?sslmode=require"))
+            let database = try server.createDatabase()
+            defer { try? server.dropDatabase(database) }
+            let url = server.url(database: database)
+            let refused = try #require(Self.openingFails(url + "?sslmode=require"))
             #expect(refused.contains("does not offer TLS") && refused.contains("sslmode=require"), "\(refused)")
             // prefer (the default) falls back to plaintext there, as libpq does.
-            let store = try PostgresTokenStore(url: server.url, environment: Self.bare)
+            let store = try PostgresTokenStore(url: url, environment: Self.bare)
             defer { try? store.close() }
             #expect(try !Self.sessionUsesTLS(store))
         }
@@ -171,6 +174,30 @@ extension PostgresSuites {
             #expect(seen == PostgresSocket.options.map(\.value))
             // Not the kernel's defaults (keepalive off, 7200 s, 75 s, 9 probes, no user timeout).
             #expect(seen == [1, 10, 5, 3, 30_000])
+        }
+
+        /// `ss` (iproute2), where installed, shows the kernel's keepalive timer on a socket that has it.
+        static let socketStatistics = ["/usr/bin/ss", "/bin/ss", "/usr/sbin/ss", "/sbin/ss"].first {
+            FileManager.default.isExecutableFile(atPath: $0)
+        }
+
+        /// The store's connections are made that way: on a server of its own (no other client), every client
+        /// socket to it runs a keepalive timer (postgres-nio's own connections have none).
+        @Test(.enabled(if: socketStatistics != nil, "needs ss (iproute2) to see the sockets' timers"))
+        func theStoresConnectionsKeepAlive() throws {
+            let server = try PostgresServer()
+            defer { server.stop() }
+            let store = try PostgresTokenStore(url: server.url, environment: Self.bare)
+            defer { try? store.close() }
+            #expect(try store.count() == 0)
+            let listed = try ChildProcess.run(
+                try #require(Self.socketStatistics),
+                ["-tnoH", "state", "established", "( dport = :\(server.port) )"], mergeOutputs: true)
+            let sockets = listed.stdout.split(separator: "\n").filter {
+                !$0.trimmingCharacters(in: .whitespaces).isEmpty
+            }
+            #expect(!sockets.isEmpty, "\(listed.stdout)")
+            #expect(sockets.allSatisfy { $0.contains("timer:(keepalive,") }, "\(listed.stdout)")
         }
     }
 }
