@@ -45,6 +45,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         // The PostgreSQL wire protocol (COPY, LISTEN/NOTIFY, a connection pool) for FanfarePostgres.
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        // TLS to PostgreSQL (sslmode): postgres-nio's own TLS library, named so FanfarePostgres may import it.
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
     targets: [
         // C libraries: one shim header each, installed from Debian by the README commands. nghttp2 is the
@@ -100,6 +102,9 @@ let package = Package(
             dependencies: [
                 "FanfareStorage", "FanfareCore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                // The TCP connection (keepalive, TCP_USER_TIMEOUT) and its TLS: Sources/FanfarePostgres/Connection.
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -25,7 +25,8 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
 
     /// The connection calls use; replaced by a new one when it was lost (see `serialised`). Guarded by `lock`.
     private var current: PostgresConnection?
-    private let configuration: PostgresConnection.Configuration
+    /// Opens this store's connections (TLS, password, TCP keepalive: Connection/).
+    private let connector: PostgresConnector
     private let url: String
     private let executor: EventLoopTaskExecutor
     let logger: Logger
@@ -72,12 +73,14 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         var environment: APNsEnvironment
     }
 
-    /// Connects to `url` (`postgres://user[:password]@host[:port]/database`), creating or migrating the tables.
+    /// Connects to `url` (`postgres://user[:password]@host[:port]/database[?sslmode=…&sslrootcert=…]`, the password
+    /// from the URL, else as libpq finds it in `environment`: `PostgresPassword`), creating or migrating the tables.
     /// A cluster node passes its `incarnation`: every session of the store names it, so that a live node can end
     /// them if this one stalls (`fenceStalledNodes`).
     public init(
         url: String, registrationConnections: Int = 2, incarnation: NodeIncarnation? = nil,
-        callTimeout: Duration = .seconds(60), historyRetention: Duration = LedgerRetention.default,
+        callTimeout: Duration = .seconds(60), environment: PostgresEnvironment = .current,
+        historyRetention: Duration = LedgerRetention.default,
         clock: @escaping @Sendable () -> Int64 = PostgresTokenStore.wallClockMilliseconds,
         logger: Logger = Logger(label: "fanfare.postgres")
     ) throws(RegistryError) {
@@ -88,7 +91,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         self.url = url
         self.registrationConnections = max(1, registrationConnections)
         self.incarnation = incarnation
-        configuration = try Self.configuration(url, incarnation: incarnation)
+        connector = try Self.connector(url, incarnation: incarnation, environment: environment)
         executor = EventLoopTaskExecutor(PostgresConnection.defaultEventLoopGroup.any())
         let connection = try connect()
         do {
@@ -126,14 +129,13 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
 
     /// A new connection with this session's temporary table (the tables themselves exist: `init` migrated them).
     private func connect() throws(RegistryError) -> PostgresConnection {
-        let (configuration, logger, eventLoop) = (self.configuration, self.logger, executor.eventLoop)
+        let (connector, logger, eventLoop) = (self.connector, self.logger, executor.eventLoop)
         connectionsOpened += 1
         let id = connectionsOpened
         let connection: PostgresConnection
         do {
             connection = try executor.run {
-                try await PostgresConnection.connect(
-                    on: eventLoop, configuration: configuration, id: id, logger: logger)
+                try await connector.connect(on: eventLoop, id: id, logger: logger)
             }
         } catch {
             throw .unavailable(
@@ -210,7 +212,8 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
             do {
                 let lane = try PostgresTokenStore(
                     url: url, registrationConnections: 1, incarnation: incarnation, callTimeout: callTimeout,
-                    historyRetention: .milliseconds(historyRetentionMilliseconds), clock: clock, logger: logger)
+                    environment: connector.environment, historyRetention: .milliseconds(historyRetentionMilliseconds),
+                    clock: clock, logger: logger)
                 lanes.append(lane)
                 return lane
             } catch {
@@ -686,35 +689,19 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
     /// The `application_name` of the sessions of clients that are no cluster node: never fenced.
     static let plainSessionName = "fanfare"
 
-    /// The connection settings of a `postgres://` (or `postgresql://`) URL, its sessions named after `incarnation`
-    /// (`plainSessionName` without one); TLS is not negotiated yet.
-    static func configuration(
-        _ url: String, incarnation: NodeIncarnation? = nil
-    ) throws(RegistryError)
-        -> PostgresConnection.Configuration
-    {
-        guard let components = URLComponents(string: url), let scheme = components.scheme,
-            scheme == "postgres" || scheme == "postgresql"
-        else { throw .storage("'\(redacted(url))' is not a postgres:// URL") }
-        guard let host = components.host, !host.isEmpty else { throw .storage("'\(redacted(url))' names no host") }
-        guard let user = components.user, !user.isEmpty else { throw .storage("'\(redacted(url))' names no user") }
-        let port = components.port ?? 5432
-        guard (1...65_535).contains(port) else { throw .storage("'\(redacted(url))': port \(port) is out of range") }
-        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
-        var configuration = PostgresConnection.Configuration(
-            host: host, port: port, username: user, password: components.password,
-            database: path.isEmpty ? nil : path, tls: .disable)
-        // Set at the start of the session, so the name is there before its first statement.
-        configuration.options.additionalStartupParameters = [
-            ("application_name", incarnation?.sessionName ?? plainSessionName)
-        ]
-        return configuration
+    /// How to connect to the database of a `postgres://` (or `postgresql://`) URL, its sessions named after
+    /// `incarnation` (`plainSessionName` without one).
+    static func connector(
+        _ url: String, incarnation: NodeIncarnation? = nil, environment: PostgresEnvironment = .current
+    ) throws(RegistryError) -> PostgresConnector {
+        try PostgresConnector(
+            url: url, applicationName: incarnation?.sessionName ?? plainSessionName, environment: environment)
     }
 
     /// What is wrong with a `postgres://` URL (nil if it can be used); never contains the password.
     public static func urlProblem(_ url: String) -> String? {
         do throws(RegistryError) {
-            _ = try configuration(url)
+            _ = try connector(url)
             return nil
         } catch {
             if case .storage(let message) = error { return message }
@@ -722,12 +709,8 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         }
     }
 
-    /// The URL without its password, for messages.
-    public static func redacted(_ url: String) -> String {
-        guard var components = URLComponents(string: url), components.password != nil else { return url }
-        components.password = "***"
-        return components.string ?? url
-    }
+    /// The URL without its password, for messages, also when it does not parse (`PostgresURL.redacted`).
+    public static func redacted(_ url: String) -> String { PostgresURL.redacted(url) }
 
     /// PSQLError's description hides the server's message; its reflection keeps it.
     static func describe(_ error: any Error) -> String {

@@ -23,7 +23,7 @@ public final class PostgresNotificationListener: Sendable {
         url: String, channels: [String], incarnation: NodeIncarnation? = nil, logger: Logger,
         onNotify: @escaping @Sendable (String) -> Void
     ) throws(RegistryError) {
-        let configuration = try PostgresTokenStore.configuration(url, incarnation: incarnation)
+        let connector = try PostgresTokenStore.connector(url, incarnation: incarnation)
         let eventLoop = PostgresConnection.defaultEventLoopGroup.any()
         let stopped = self.stopped
         task.withLock {
@@ -32,8 +32,7 @@ public final class PostgresNotificationListener: Sendable {
                 while !stopped.isSet {
                     attempt += 1
                     do {
-                        let connection = try await PostgresConnection.connect(
-                            on: eventLoop, configuration: configuration, id: attempt, logger: logger)
+                        let connection = try await connector.connect(on: eventLoop, id: attempt, logger: logger)
                         let reconnected = attempt > 1
                         do {
                             try await withThrowingTaskGroup(of: Void.self) { group in

@@ -24,7 +24,12 @@ struct ImportCommand: ParsableCommand {
             """)
 
     @Option(
-        help: "The registry: a SQLite file (created if missing), or postgres://user[:password]@host[:port]/database.")
+        help: """
+            The registry: a SQLite file (created if missing), or \
+            postgres://user@host[:port]/database[?sslmode=verify-full&sslrootcert=ca.pem] (sslmode: disable, prefer \
+            (default), require, verify-ca, verify-full); the password from PGPASSWORD or ~/.pgpass (PGPASSFILE), \
+            or in the URL (visible in ps). See docs/deployment.md.
+            """)
     var database = "fanfare.db"
 
     @Option(help: "The app the tokens belong to.")

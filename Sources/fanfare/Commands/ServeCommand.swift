@@ -36,8 +36,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(
         help: """
             The registry: a SQLite file (created if missing), or a PostgreSQL database as \
-            postgres://user[:password]@host[:port]/db (tables created or migrated at start; the server must be \
-            reachable).
+            postgres://user@host[:port]/db[?sslmode=verify-full&sslrootcert=ca.pem] (tables created or migrated at \
+            start; the server must be reachable). sslmode: disable, prefer (default), require, verify-ca, \
+            verify-full. The password from PGPASSWORD or ~/.pgpass (PGPASSFILE), or in the URL (visible in ps). \
+            See docs/deployment.md.
             """)
     var database = "fanfare.db"
 

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FanfareCommands
 import FanfareFanout
+import FanfarePostgres
 import FanfareSQLite
 import FanfareStorage
 import FanfareService
@@ -52,7 +53,8 @@ struct WavesCommand: ParsableCommand {
         // The store creates a missing file: check first, so a typo is not answered with an empty registry.
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: database, isDirectory: &isDirectory), !isDirectory.boolValue else {
-            throw refuse("--database '\(database)' does not exist (or is a directory)")
+            // Redacted: a postgres:// URL given here by mistake may hold a password.
+            throw refuse("--database '\(PostgresTokenStore.redacted(database))' does not exist (or is a directory)")
         }
         let store: SQLiteTokenStore
         do {

@@ -19,6 +19,8 @@ public final class PostgresServer: @unchecked Sendable {
     public let directory: String
     /// Where initdb, pg_ctl and psql were found.
     public let binaries: String
+    /// Set for `init(tls: true)`: the server takes TCP clients only over TLS, with a password.
+    public let tls: PostgresServerTLS?
     private let lock = NSLock()
     private var stopped = false
 
@@ -30,7 +32,8 @@ public final class PostgresServer: @unchecked Sendable {
 
     /// Creates a cluster and starts it; returns once it accepts connections and the `fanfare` database exists.
     /// A port taken between choosing it and binding it (another test's server) is retried with a new one.
-    public init() throws {
+    /// `tls`: TCP clients only over TLS with a password (PostgresServer+TLS.swift); psql uses the Unix socket.
+    public init(tls withTLS: Bool = false) throws {
         _ = Self.abandonedServersStopped
         let bin = try Self.findBinaries()
         binaries = bin
@@ -72,6 +75,7 @@ public final class PostgresServer: @unchecked Sendable {
             guard status == 0 else {
                 throw ChildProcessError(description: "PostgresServer: initdb failed (\(status)): \(output)")
             }
+            tls = withTLS ? try PostgresServerTLS.prepare(serverDirectory: dir, dataDirectory: dir + "/data") : nil
         } catch {
             try? FileManager.default.removeItem(atPath: dir)
             throw error
@@ -81,7 +85,7 @@ public final class PostgresServer: @unchecked Sendable {
         while true {
             attempt += 1
             chosen = try Self.freePort()
-            let options = Self.options(port: chosen, directory: dir)
+            let options = Self.options(port: chosen, directory: dir) + (tls?.serverOptions ?? "")
             let (status, output) = try run(
                 "pg_ctl", ["-D", dir + "/data", "-o", options, "-l", dir + "/log", "-w", "-t", "60", "start"])
             if status == 0 { break }
@@ -94,14 +98,20 @@ public final class PostgresServer: @unchecked Sendable {
         let created = try ChildProcess.run(
             bin + "/psql",
             [
-                "-h", "127.0.0.1", "-p", String(port), "-U", Self.user, "-d", "postgres", "-v", "ON_ERROR_STOP=1",
-                "-qAt",
+                "-h", tls == nil ? "127.0.0.1" : dir, "-p", String(port), "-U", Self.user, "-d", "postgres", "-v",
+                "ON_ERROR_STOP=1", "-qAt",
                 "-c", "CREATE DATABASE \(Self.database)",
             ],
             mergeOutputs: true)
         guard created.status == 0 else {
             stop()
             throw ChildProcessError(description: "PostgresServer: creating the database failed: \(created.stdout)")
+        }
+        if tls != nil {
+            do { _ = try psql("ALTER ROLE \(Self.user) PASSWORD '\(PostgresServerTLS.password)'") } catch {
+                stop()
+                throw error
+            }
         }
     }
 
@@ -112,8 +122,8 @@ public final class PostgresServer: @unchecked Sendable {
         let result = try ChildProcess.run(
             binaries + "/psql",
             [
-                "-h", "127.0.0.1", "-p", String(port), "-U", Self.user, "-d", database, "-v", "ON_ERROR_STOP=1",
-                "-qAt", "-c", sql,
+                "-h", tls == nil ? "127.0.0.1" : directory, "-p", String(port), "-U", Self.user, "-d", database, "-v",
+                "ON_ERROR_STOP=1", "-qAt", "-c", sql,
             ],
             mergeOutputs: true)
         guard result.status == 0 else {
@@ -278,7 +288,7 @@ public final class PostgresServer: @unchecked Sendable {
         "-h 127.0.0.1 -p \(port) -k \(directory) -c fsync=off -c max_connections=50"
     }
 
-    private var options: String { Self.options(port: port, directory: directory) }
+    private var options: String { Self.options(port: port, directory: directory) + (tls?.serverOptions ?? "") }
 
     /// `FANFARE_POSTGRES_BIN`, else the newest /usr/lib/postgresql/N/bin (Debian), else the directory of `initdb`
     /// on PATH.
