@@ -23,6 +23,9 @@ public struct ClusterConfiguration: Sendable {
     public var pollInterval: Duration = .milliseconds(500)
     /// Registry change-feed rows older than this are pruned, except those a live node has not read yet.
     public var changeRetention: Duration = .seconds(600)
+    /// Rebalancing: how long a shard handed to a joining node may take to drain and write its last checkpoint
+    /// before it is handed over anyway (the taker then resumes from its last durable checkpoint).
+    public var handoverTimeout: Duration = .seconds(10)
 
     public init(nodeID: String, shardCount: Int) {
         self.nodeID = nodeID

@@ -12,14 +12,16 @@ import Synchronization
 ///
 /// Two threads, each with its own database connection, so that a long shard load never delays a renewal:
 /// - the lease thread announces the node, waits out the join window, then every `renewInterval` renews the
-///   leases it holds and takes expired ones up to its fair share (shards / live nodes, rounded up). A lease
+///   leases it holds and takes expired ones up to its fair share (shards / live nodes, rounded up), and hands
+///   shards over when it holds more than its share of the settled nodes (a node joined). A lease
 ///   that did not renew is dropped from the engine at once (and `onLeaseLost` is called); between renewals,
 ///   each shard sends only until its lease's end on this node's clock, less the safety margin. Each round also
 ///   ends the sessions of nodes whose heartbeat is older than a lease (stalled inside a transaction, they would
 ///   keep locks the others wait on; `fenceStalledNodes`).
 /// - the feed thread hands newly leased shards to the engine (`takeShards`), starts published waves
-///   (`catchUpWaves`) and applies the registry's change feed to the held shards; it wakes on the database's
-///   notifications and every `pollInterval` (notifications are lost while a listener is away).
+///   (`catchUpWaves`), applies the registry's change feed to the held shards, and drains the shards being
+///   handed over (`handOverShards`, after which the lease thread lets their leases go); it wakes on the
+///   database's notifications and every `pollInterval` (notifications are lost while a listener is away).
 ///
 /// Every session of the node names its `incarnation` (this run of it), the one its checkpoint store was opened
 /// with: the service's store, its registration lanes, the lease and feed stores and the listener.
@@ -41,6 +43,13 @@ public final class ClusterNode: @unchecked Sendable {
         /// Monotonic ns until which held shards may send (from the last renewal).
         var sendUntil: UInt64 = 0
         var lost: Set<Int> = []
+        /// Rebalancing: shards being drained for another node, drained and waiting for their leases to go, and
+        /// every shard this run handed over.
+        var handingOver: [Int] = []
+        var handedOver: [Int] = []
+        var released: Set<Int> = []
+        var handovers = 0
+        var forcedHandovers = 0
         var takeovers = 0
         /// Take-overs whose load failed (each was tried again at the next round).
         var failedTakes = 0
@@ -181,6 +190,9 @@ public final class ClusterNode: @unchecked Sendable {
         /// Loads of leased shards that failed and were tried again.
         public var failedTakes: Int
         public var lostShards: [Int]
+        /// Shards this run handed to other nodes (rebalancing), and how many of them did not drain in time.
+        public var handedOverShards: [Int]
+        public var forcedHandovers: Int
         public var takeovers: Int
         /// Sessions of stalled nodes this node ended (`fenceStalledNodes`).
         public var fencedSessions: Int
@@ -192,6 +204,7 @@ public final class ClusterNode: @unchecked Sendable {
             Status(
                 node: configuration.nodeID, heldShards: state.held.map(\.shard).filter { !state.toTake.contains($0) },
                 takingShards: state.toTake.sorted(), failedTakes: state.failedTakes, lostShards: state.lost.sorted(),
+                handedOverShards: state.released.sorted(), forcedHandovers: state.forcedHandovers,
                 takeovers: state.takeovers, fencedSessions: state.fencedSessions, lastError: state.lastError)
         }
     }
@@ -203,13 +216,18 @@ public final class ClusterNode: @unchecked Sendable {
         while !stopping.load(ordering: .acquiring) {
             let started = Self.now()
             do {
-                let live = try leaseStore.heartbeat(
+                let (position, accepting) = state.withLock { ($0.tokenFeed, $0.lost.isEmpty) }
+                let membership = try leaseStore.heartbeat(
                     node: configuration.nodeID, incarnation: incarnation, window: configuration.leaseDuration,
-                    feedPosition: state.withLock { $0.tokenFeed })
+                    feedPosition: position, accepting: accepting)
+                try releaseHandedOver()
                 try renew(started: started)
                 // Before taking leases: a stalled node may hold its lease rows locked (a checkpoint's fence).
                 fenceStalledNodes()
-                if Self.now() >= joinUntil { try takeShare(live: live, started: started) }
+                if Self.now() >= joinUntil {
+                    try takeShare(live: membership.live, started: started)
+                    rebalance(settled: membership.settled)
+                }
                 state.withLock { $0.lastError = nil }
             } catch {
                 let message = "\(error)"
@@ -242,13 +260,16 @@ public final class ClusterNode: @unchecked Sendable {
     }
 
     private func takeShare(live: Int, started: UInt64) throws(RegistryError) {
-        let (heldCount, lostCount) = state.withLock { ($0.held.count, $0.lost.count) }
+        let (heldCount, lostCount) = state.withLock { state in
+            (state.held.count - state.handingOver.count - state.handedOver.count, state.lost.count)
+        }
         // A node that lost a shard holds stale state for it; it takes nothing more until restarted.
         guard lostCount == 0 else { return }
-        let share = (configuration.shardCount + max(1, live) - 1) / max(1, live)
+        let share = Self.share(of: configuration.shardCount, among: live)
         guard heldCount < share else { return }
         let taken = try leaseStore.acquireLeases(
-            node: configuration.nodeID, limit: share - heldCount, duration: configuration.leaseDuration)
+            node: configuration.nodeID, limit: share - heldCount, duration: configuration.leaseDuration,
+            excluding: engine.staleShards)
         guard !taken.isEmpty else { return }
         let until = deadline(from: started)
         let all = state.withLock { state -> [ShardLease] in
@@ -262,6 +283,44 @@ public final class ClusterNode: @unchecked Sendable {
         fenceTarget?.checkpointFence?.hold(all)
         logger.notice("cluster: leased shards \(taken.map(\.shard)) (epochs \(taken.map(\.epoch))), \(live) nodes live")
         sem_post(feedWake)
+    }
+
+    /// Shards per node, rounded up.
+    static func share(of shards: Int, among nodes: Int) -> Int { (shards + max(1, nodes) - 1) / max(1, nodes) }
+
+    /// Rebalancing: holding more than the fair share among the settled nodes (a node joined and waited out its
+    /// join window), the excess goes to the feed thread to be handed over; the joining node takes the leases
+    /// once they are let go. Nothing while a take-over or a hand-over is under way.
+    private func rebalance(settled: Int) {
+        let share = Self.share(of: configuration.shardCount, among: settled)
+        let chosen = state.withLock { state -> [Int] in
+            guard state.toTake.isEmpty, state.handingOver.isEmpty, state.handedOver.isEmpty, state.lost.isEmpty
+            else { return [] }
+            let excess = state.held.count - share
+            guard excess > 0 else { return [] }
+            let chosen = Array(state.held.map(\.shard).sorted().suffix(excess))
+            state.handingOver = chosen
+            return chosen
+        }
+        guard !chosen.isEmpty else { return }
+        logger.notice(
+            "cluster: holding \(chosen.count) shards over the fair share of \(share) (\(settled) settled nodes): handing \(chosen) over"
+        )
+        sem_post(feedWake)
+    }
+
+    /// Lets the leases of drained shards go, so the joining node takes them at its next round.
+    private func releaseHandedOver() throws(RegistryError) {
+        let leases = state.withLock { state in state.held.filter { state.handedOver.contains($0.shard) } }
+        guard !leases.isEmpty else { return }
+        try leaseStore.releaseLeases(node: configuration.nodeID, leases, leaving: false)
+        let held = state.withLock { state -> [ShardLease] in
+            state.held.removeAll { state.handedOver.contains($0.shard) }
+            state.handedOver = []
+            return state.held
+        }
+        fenceTarget?.checkpointFence?.hold(held)
+        logger.notice("cluster: let the leases of shards \(leases.map(\.shard)) go")
     }
 
     /// Ends the sessions of every other node whose heartbeat is older than a lease: its leases expired with it,
@@ -324,8 +383,9 @@ public final class ClusterNode: @unchecked Sendable {
         var lastPrune: UInt64 = 0
         while !stopping.load(ordering: .acquiring) {
             do {
-                let (toTake, until) = state.withLock { ($0.toTake, $0.sendUntil) }
+                let (toTake, until, handingOver) = state.withLock { ($0.toTake, $0.sendUntil, $0.handingOver) }
                 if !toTake.isEmpty { try take(toTake, sendUntil: until) }
+                if !handingOver.isEmpty { handOver(handingOver) }
                 try engine.catchUpWaves()
                 try followTokenChanges()
                 if Self.now() &- lastPrune > 60_000_000_000 {
@@ -362,6 +422,19 @@ public final class ClusterNode: @unchecked Sendable {
         for shard in toTake where !lostMeanwhile.contains(shard) { engine.extendLease(shard, sendUntil: latest) }
         for shard in lostMeanwhile { engine.dropShard(shard) }
         logger.notice("cluster: serving shards \(toTake)")
+    }
+
+    /// Drains shards for another node (`FanoutEngine.handOverShards`); the lease thread then lets them go.
+    private func handOver(_ shards: [Int]) {
+        let handover = engine.handOverShards(shards, timeout: configuration.handoverTimeout)
+        state.withLock { state in
+            state.handingOver.removeAll { shards.contains($0) }
+            state.handedOver += shards
+            state.released.formUnion(shards)
+            state.handovers += handover.clean.count
+            state.forcedHandovers += handover.forced.count
+        }
+        sem_post(leaseWake)
     }
 
     private func followTokenChanges() throws {

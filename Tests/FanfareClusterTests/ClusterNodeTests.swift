@@ -75,7 +75,7 @@ import Testing
             b.cluster.stop()
         }
         // Each takes half when both heartbeat within the join window; a node that came too late on a loaded
-        // machine is a standby (no rebalancing), and the takeover below works either way.
+        // machine gets its half by a hand-over (RebalancingTests), and the takeover below works either way.
         #expect(
             await eventually(timeout: .seconds(60)) {
                 a.cluster.status.heldShards.count + b.cluster.status.heldShards.count == Self.shards

@@ -91,6 +91,7 @@ extension PostgresSuites {
             DROP TABLE broadcast_subscriptions, subscription_channels, token_history, broadcast_links;
             DROP INDEX tokens_by_device, tokens_by_activity;
             ALTER TABLE waves DROP COLUMN published_subscribers, DROP COLUMN broadcast_flags;
+            ALTER TABLE cluster_nodes DROP COLUMN accepting;
             DELETE FROM schema_version WHERE version >= 9;
             """
 

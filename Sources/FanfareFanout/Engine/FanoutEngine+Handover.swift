@@ -15,9 +15,9 @@ extension FanoutEngine {
     }
 
     /// Hands held shards over: each stops sending wave pushes, lets the ones out be answered, writes a last
-    /// checkpoint of every unfinished wave and waits until it is durable (at most `timeout` in all); then the
-    /// shard is no longer held, and the caller lets its lease go. A shard handed over is not taken again by this
-    /// engine (its tables are stale from then on); a restarted node takes any.
+    /// checkpoint of every unfinished wave and waits until it is durable (at most `timeout` in all), then empties
+    /// its tables; the shard is no longer held, and the caller lets its lease go. A shard handed over cleanly may
+    /// be taken again later (it loads afresh); one forced is stale until the node restarts (`staleShards`).
     public func handOverShards(_ indices: [Int], timeout: Duration) -> Handover {
         let requests: [(Int, ShardRelease)] = control.withLock { state in
             guard !isShutDown.load(ordering: .acquiring) else { return [] }
@@ -38,7 +38,13 @@ extension FanoutEngine {
             }
             shards[index].sendUntil.store(0, ordering: .releasing)
             control.withLock { $0.held[index] = false }
-            if request.finished { handover.clean.append(index) } else { handover.forced.append(index) }
+            if request.finished {
+                handover.clean.append(index)
+            } else {
+                request.cancel()
+                kick(shard: index)
+                handover.forced.append(index)
+            }
         }
         feed.withLock { feed in for index in handover.clean + handover.forced { feed.heldSince[index] = nil } }
         if !handover.clean.isEmpty { configuration.logger.notice("leases: handed over shards \(handover.clean)") }
@@ -48,5 +54,10 @@ extension FanoutEngine {
             )
         }
         return handover
+    }
+
+    /// Shards whose hand-over was forced: their tables here are stale, so this engine does not take them again.
+    public var staleShards: Set<Int> {
+        Set(shards.indices.filter { shards[$0].stale.load(ordering: .acquiring) })
     }
 }

@@ -54,7 +54,7 @@ extension Shard {
         nextCheckpointAt = now &+ checkpointInterval
         pushesAtCheckpoint = pushesOut
         // A shard being handed over writes its last checkpoint itself (`continueRelease`), and then none.
-        guard let checkpoints, releaseRequest == nil, !released else { return }
+        guard let checkpoints, releaseRequest == nil, !stale.load(ordering: .relaxed) else { return }
         checkpointGeneration &+= 1
         var items: [WaveCheckpoint] = []
         let savedAt = Int64(time(nil)) * 1000

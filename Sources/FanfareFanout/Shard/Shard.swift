@@ -88,8 +88,9 @@ final class Shard: PushProducer, SendingLease, @unchecked Sendable {
     @exclusivity(unchecked) var releaseRequest: ShardRelease?
     @exclusivity(unchecked) var releaseCheckpointTaken = false
     @exclusivity(unchecked) var releaseGeneration: UInt64 = 0
-    /// Handed over: the shard takes no more work and writes no more checkpoints.
-    @exclusivity(unchecked) var released = false
+    /// A hand-over that did not drain in time: the shard's tables are stale until the node restarts (it is not
+    /// taken again), and it writes no more checkpoints.
+    let stale = Atomic<Bool>(false)
 
     /// Debug check of the confinement above: loaded on one thread, driven by its worker's, finished after
     /// the worker was joined.

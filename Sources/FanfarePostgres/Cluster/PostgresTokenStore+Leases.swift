@@ -13,6 +13,21 @@ public struct ShardLease: Sendable, Equatable {
     }
 }
 
+/// The nodes a heartbeat saw.
+public struct ClusterMembership: Sendable, Equatable {
+    /// Nodes seen within the window that take shards (this one included): a node that lost a lease takes
+    /// none until it restarts, so the others' fair share counts it out.
+    public var live: Int
+    /// Of those, the ones that started (this run of them) at least a window ago: past the join window a node
+    /// waits by default, so ready to take shards. Holders hand shards over only to settled nodes (`ClusterNode`).
+    public var settled: Int
+
+    public init(live: Int, settled: Int) {
+        self.live = live
+        self.settled = settled
+    }
+}
+
 /// Shard leases on the database's clock (docs/deployment.md, "Leases"): a node takes expired leases (raising
 /// their epoch), renews the ones it holds, and lets them go when it stops. Each call is one transaction.
 extension PostgresTokenStore {
@@ -51,38 +66,48 @@ extension PostgresTokenStore {
     }
 
     /// Records that `node` is alive, the run of it whose sessions these are (`incarnation`; nil: unchanged) and
-    /// how far it has read the change feed (nil: unchanged); returns how many nodes were seen within `window`
-    /// (this one included).
+    /// how far it has read the change feed (nil: unchanged); returns the nodes seen within `window`. A new
+    /// incarnation (the node restarted) starts its `started_at` again.
+    @discardableResult
     public func heartbeat(
-        node: String, incarnation: NodeIncarnation? = nil, window: Duration, feedPosition: Int64? = nil
-    ) throws(RegistryError) -> Int {
+        node: String, incarnation: NodeIncarnation? = nil, window: Duration, feedPosition: Int64? = nil,
+        accepting: Bool = true
+    ) throws(RegistryError) -> ClusterMembership {
         let seconds = Self.seconds(window)
         let incarnation = incarnation?.hex
-        return try inTransaction("recording node \(node)'s heartbeat") { connection, logger -> Int in
+        return try inTransaction("recording node \(node)'s heartbeat") { connection, logger -> ClusterMembership in
             try await connection.query(
                 """
-                INSERT INTO cluster_nodes (node, started_at, seen_at, feed_position, incarnation)
-                VALUES (\(node), now(), now(), \(feedPosition), \(incarnation))
-                ON CONFLICT (node) DO UPDATE SET seen_at = now(),
+                INSERT INTO cluster_nodes (node, started_at, seen_at, feed_position, incarnation, accepting)
+                VALUES (\(node), now(), now(), \(feedPosition), \(incarnation), \(accepting))
+                ON CONFLICT (node) DO UPDATE SET seen_at = now(), accepting = EXCLUDED.accepting,
+                    started_at = CASE WHEN EXCLUDED.incarnation IS NOT NULL
+                                       AND EXCLUDED.incarnation IS DISTINCT FROM cluster_nodes.incarnation
+                                      THEN now() ELSE cluster_nodes.started_at END,
                     feed_position = coalesce(EXCLUDED.feed_position, cluster_nodes.feed_position),
                     incarnation = coalesce(EXCLUDED.incarnation, cluster_nodes.incarnation)
                 """, logger: logger)
-            var live = 1
-            for try await count in try await connection.query(
-                "SELECT count(*) FROM cluster_nodes WHERE seen_at > now() - make_interval(secs => \(seconds))",
-                logger: logger
-            ).decode(Int64.self) {
-                live = Int(count)
+            var membership = ClusterMembership(live: 1, settled: 1)
+            for try await (live, settled) in try await connection.query(
+                """
+                SELECT count(*), count(*) FILTER (WHERE started_at <= now() - make_interval(secs => \(seconds)))
+                FROM cluster_nodes WHERE seen_at > now() - make_interval(secs => \(seconds)) AND accepting
+                """, logger: logger
+            ).decode((Int64, Int64).self) {
+                membership = ClusterMembership(live: max(1, Int(live)), settled: max(1, Int(settled)))
             }
-            return live
+            return membership
         }
     }
 
     /// Takes up to `limit` leases that expired (or were never held), raising their epochs; each runs for
-    /// `duration` from the database's now.
-    public func acquireLeases(node: String, limit: Int, duration: Duration) throws(RegistryError) -> [ShardLease] {
+    /// `duration` from the database's now. Shards in `excluding` are left for other nodes.
+    public func acquireLeases(
+        node: String, limit: Int, duration: Duration, excluding: Set<Int> = []
+    ) throws(RegistryError) -> [ShardLease] {
         guard limit > 0 else { return [] }
         let seconds = Self.seconds(duration)
+        let excluded = excluding.map { Int32($0) }
         return try inTransaction("taking shard leases for \(node)") { connection, logger -> [ShardLease] in
             var taken: [ShardLease] = []
             for try await (shard, epoch) in try await connection.query(
@@ -90,7 +115,9 @@ extension PostgresTokenStore {
                 UPDATE shard_leases SET node = \(node), epoch = epoch + 1, expires_at = now() + make_interval(secs =>
                     \(seconds))
                 WHERE shard IN (
-                    SELECT shard FROM shard_leases WHERE expires_at <= now() ORDER BY shard LIMIT \(Int64(limit))
+                    SELECT shard FROM shard_leases
+                    WHERE expires_at <= now() AND shard <> ALL(\(excluded)::integer[])
+                    ORDER BY shard LIMIT \(Int64(limit))
                     FOR UPDATE SKIP LOCKED)
                 RETURNING shard, epoch
                 """, logger: logger
@@ -127,8 +154,9 @@ extension PostgresTokenStore {
         }
     }
 
-    /// Ends these leases now (a node stopping): other nodes take the shards at their next look.
-    public func releaseLeases(node: String, _ leases: [ShardLease]) throws(RegistryError) {
+    /// Ends these leases now: other nodes take the shards at their next look. `leaving`: the node stops (its
+    /// row goes too, so the others' fair share counts it out at once); false: a hand-over while it runs on.
+    public func releaseLeases(node: String, _ leases: [ShardLease], leaving: Bool = true) throws(RegistryError) {
         guard !leases.isEmpty else { return }
         let shards = leases.map { Int32($0.shard) }
         let epochs = leases.map(\.epoch)
@@ -139,7 +167,7 @@ extension PostgresTokenStore {
                 FROM unnest(\(shards)::integer[], \(epochs)::bigint[]) AS mine (shard, epoch)
                 WHERE l.shard = mine.shard AND l.epoch = mine.epoch AND l.node = \(node)
                 """, logger: logger)
-            try await connection.query("DELETE FROM cluster_nodes WHERE node = \(node)", logger: logger)
+            if leaving { try await connection.query("DELETE FROM cluster_nodes WHERE node = \(node)", logger: logger) }
         }
     }
 

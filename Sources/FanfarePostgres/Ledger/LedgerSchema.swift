@@ -86,5 +86,7 @@ extension PostgresSchema {
             "ALTER TABLE waves ADD COLUMN published_subscribers bigint",
             // The broadcast part's report flags (`BroadcastPartRecord.flags`: downgraded, resent after a restart).
             "ALTER TABLE waves ADD COLUMN broadcast_flags bigint",
+            // A node that lost a lease takes no shard until it restarts: the others count it out of the fair share.
+            "ALTER TABLE cluster_nodes ADD COLUMN accepting boolean NOT NULL DEFAULT true",
         ])
 }

@@ -68,7 +68,7 @@ package struct FanfareAPI: APIProtocol {
             let status = node.status
             return Components.Schemas.ClusterStatus(
                 node: status.node, heldShards: status.heldShards, lostShards: status.lostShards,
-                takeovers: status.takeovers,
+                handedOverShards: status.handedOverShards, takeovers: status.takeovers,
                 shardTokens: engine.heldShardTokens)
         }
         let readiness = Components.Schemas.Readiness(

@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "78dc358837e2bcd287d4e8757de6b952ce84e578d38146a4df501f8e70118ff9"
+    package static let sha256 = "7ded61ba073b1d9e2794168055799bb9b63869edf769b9c011fb0aef85128297"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -1681,6 +1681,13 @@ components:
           items:
             type: integer
           description: Shards this node lost to another node (it sends nothing of them until restarted).
+        handed_over_shards:
+          type: array
+          items:
+            type: integer
+          description: >-
+            Shards this node handed to a node that joined (rebalancing: drained, checkpointed, lease let go) since
+            it started.
         takeovers:
           type: integer
           description: Shard leases this node took since it started.

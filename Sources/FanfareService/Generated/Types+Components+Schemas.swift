@@ -2246,6 +2246,10 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/ClusterStatus/lost_shards`.
             package var lostShards: [Swift.Int]
+            /// Shards this node handed to a node that joined (rebalancing: drained, checkpointed, lease let go) since it started.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ClusterStatus/handed_over_shards`.
+            package var handedOverShards: [Swift.Int]?
             /// Shard leases this node took since it started.
             ///
             /// - Remark: Generated from `#/components/schemas/ClusterStatus/takeovers`.
@@ -2260,18 +2264,21 @@ extension Components {
             ///   - node: This node's id.
             ///   - heldShards: Shards whose lease this node holds (it sends only these).
             ///   - lostShards: Shards this node lost to another node (it sends nothing of them until restarted).
+            ///   - handedOverShards: Shards this node handed to a node that joined (rebalancing: drained, checkpointed, lease let go) since it started.
             ///   - takeovers: Shard leases this node took since it started.
             ///   - shardTokens: Tokens in the shards this node holds (kept current from the registry's change feed).
             package init(
                 node: Swift.String,
                 heldShards: [Swift.Int],
                 lostShards: [Swift.Int],
+                handedOverShards: [Swift.Int]? = nil,
                 takeovers: Swift.Int,
                 shardTokens: Swift.Int
             ) {
                 self.node = node
                 self.heldShards = heldShards
                 self.lostShards = lostShards
+                self.handedOverShards = handedOverShards
                 self.takeovers = takeovers
                 self.shardTokens = shardTokens
             }
@@ -2279,6 +2286,7 @@ extension Components {
                 case node
                 case heldShards = "held_shards"
                 case lostShards = "lost_shards"
+                case handedOverShards = "handed_over_shards"
                 case takeovers
                 case shardTokens = "shard_tokens"
             }

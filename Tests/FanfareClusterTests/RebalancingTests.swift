@@ -1,0 +1,74 @@
+// Issue 24: rebalancing. A node that joins a running cluster gets its fair share of shards by a graceful
+// hand-over mid-wave: the holder drains the shards it gives up, writes their last checkpoints and lets their
+// leases go; the joining node resumes them from those checkpoints, so no push goes out twice. Real PostgreSQL,
+// real simulator over TLS loopback, nodes in one process (ClusterNodeTests.node).
+import FanfareClient
+@testable import FanfareCluster
+import FanfareCore
+@testable import FanfareFanout
+import FanfarePostgres
+import FanfareStorage
+import FanfareSimulator
+import FanfareTestHarness
+import FanfareTestSupport
+import Foundation
+import Testing
+
+@Suite(.serialized, .ownThread) struct RebalancingTests {
+    @Test func aNodeJoiningMidWaveGetsItsShareByAGracefulHandover() async throws {
+        let postgres = try PostgresServer()
+        defer { postgres.stop() }
+        var simulator = SimulatorConfiguration()
+        simulator.latency = .fixed(nanoseconds: 200_000_000)
+        let harness = try TestHarness(simulator)
+        defer { harness.shutdown() }
+        let a = try ClusterNodeTests.node("a", harness, postgres)
+        a.cluster.start()
+        defer {
+            a.engine.shutdown()
+            a.cluster.stop()
+        }
+        #expect(
+            await eventually(timeout: .seconds(60)) { a.cluster.status.heldShards.count == ClusterNodeTests.shards },
+            "alone, A takes every shard: \(a.cluster.status)")
+        let count = 20_000
+        try a.engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
+        #expect(await eventually(timeout: .seconds(60)) { a.engine.heldShardTokens == count })
+        let id = try a.engine.publishShared(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
+
+        let b = try ClusterNodeTests.node("b", harness, postgres)
+        let joined = ContinuousClock.now
+        b.cluster.start()
+        defer {
+            b.engine.shutdown()
+            b.cluster.stop()
+        }
+        let share = ClusterNodeTests.shards / 2
+        #expect(
+            await eventually(timeout: .seconds(120)) {
+                a.cluster.status.heldShards.count == share && b.cluster.status.heldShards.count == share
+            }, "each holds half: \(a.cluster.status) \(b.cluster.status)")
+        let rebalanced = ContinuousClock.now - joined
+        let progress = try #require(try a.engine.report(id: id))
+        let handedOver = a.cluster.status.handedOverShards
+        #expect(handedOver.count == share && Set(handedOver) == Set(b.cluster.status.heldShards))
+        let forced = a.cluster.status.forcedHandovers
+
+        #expect(await eventually(timeout: .seconds(120)) { (try? b.engine.report(id: id))??.isComplete == true })
+        let report = try #require(try b.engine.report(id: id))
+        #expect(report.targeted == count && report.delivered == count && report.accounted == count, "\(report)")
+        let log = try ClusterNodeTests.accepted(harness)
+        #expect(log.count == count, "every token reached")
+        let duplicates = log.values.filter { $0.count > 1 }.count
+        if forced == 0 {
+            #expect(duplicates == 0, "a drained hand-over resends nothing")
+        } else {
+            #expect(duplicates <= forced * (ClusterNodeTests.window + ClusterNodeTests.streams))
+        }
+        #expect(progress.delivered < count, "the hand-over came mid-wave (\(progress.delivered) of \(count))")
+        print(
+            "rebalancing: a joining node got \(share) of \(ClusterNodeTests.shards) shards \(rebalanced) after it started "
+                + "(lease 3 s, join window 4 s), mid-wave at \(progress.delivered)/\(count) delivered; "
+                + "\(forced) forced hand-overs, \(duplicates) duplicates")
+    }
+}
