@@ -285,6 +285,12 @@ public final class ClusterNode: @unchecked Sendable {
         sem_post(feedWake)
     }
 
+    /// The node whose lease on `shard` is current in the database, or nil (none, or it expired). Reads the
+    /// lease table (blocking: call off the event loops).
+    public func holder(ofShard shard: Int) throws -> String? {
+        try leaseStore.leaseTable().first { $0.shard == shard && !$0.expired }?.node
+    }
+
     /// Shards per node, rounded up.
     static func share(of shards: Int, among nodes: Int) -> Int { (shards + max(1, nodes) - 1) / max(1, nodes) }
 

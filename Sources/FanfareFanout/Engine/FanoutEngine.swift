@@ -476,6 +476,11 @@ public final class FanoutEngine: Sendable {
         let payload: PushPayload
         do { payload = try PushPayload(liveActivity: content) } catch { throw .invalidPayload(error) }
         let shard = shards[APNsClient.workerIndex(for: token, workerCount: shards.count)]
+        // Several nodes: only the holder of the shard's lease sends to its tokens (its connections hold a push
+        // of a shard not held until a lease comes): refused at once, so the caller tries the holder.
+        if sharedStore != nil, !control.withLock({ $0.held[shard.index] }) {
+            throw .shardElsewhere(shard: shard.index)
+        }
         let job = PushJob(
             token: token, payload: payload, priority: priority, expiration: expiration, collapseID: collapseID)
         let outcome: PushResult? = await withCheckedContinuation { continuation in

@@ -89,6 +89,9 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The engine shares its store with other nodes (`FanoutConfiguration.leasedShards`): its waves are
     /// published with `publishShared(_:)` and followed with `report(id:)`, since no single node runs all of one.
     case sharedStore
+    /// Several nodes: the token's shard is served by another node (only the holder of a shard's lease sends to
+    /// its tokens); nothing was sent.
+    case shardElsewhere(shard: Int)
 
     public var description: String {
         switch self {
@@ -116,6 +119,8 @@ public enum PublishError: Error, Sendable, Equatable, CustomStringConvertible {
         case .sharedStore:
             return
                 "this engine shares its store with other nodes: publish with publishShared(_:) and follow the wave with report(id:)"
+        case .shardElsewhere(let shard):
+            return "the token's shard (\(shard)) is served by another node of the cluster; nothing was sent"
         }
     }
 }

@@ -28,7 +28,13 @@ extension FanfareAPI {
                 content, to: token, priority: priority, expiration: body.expiration, collapseID: body.collapseId)
         } catch {
             if case .backPressure = error { metrics.refused("push") }
-            throw ErrorMapping.fromPublish(error, retryAfter: retryAfter)
+            var problem = ErrorMapping.fromPublish(error, retryAfter: retryAfter)
+            if case .shardElsewhere(let shard) = error, let cluster,
+                let holder = try? await offPool({ try cluster.holder(ofShard: shard) })
+            {
+                problem.detail += " (node \(holder) serves it)"
+            }
+            throw problem
         }
         switch result.disposition {
         case .delivered:

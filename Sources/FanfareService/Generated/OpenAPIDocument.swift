@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "7ded61ba073b1d9e2794168055799bb9b63869edf769b9c011fb0aef85128297"
+    package static let sha256 = "72dd247e7063d1c7a94e43a0a5c2c44f1cac7bca7365fa545e5dd2ebd9c27f16"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -568,7 +568,9 @@ paths:
         Outside any channel. Answers when APNs answers: 200 with APNs' status and, for a rejection, its
         reason and what to do. A registered token's priority-10 budget applies, and a token APNs reports dead
         is removed from the registry as in a wave. No answer from APNs (deadline, lost connection) is 504.
-        Needs scope `publish`.
+        With several nodes, a node sends only to the tokens of the shards it holds: a push to a token of
+        another node's shard is refused at once with 503 `shard_elsewhere`, whose detail names that node (send
+        it there, or retry). Needs scope `publish`.
       parameters:
         - $ref: '#/components/parameters/IdempotencyKey'
       requestBody:
@@ -895,7 +897,8 @@ components:
         routes), `method_not_allowed` (405, with `allowed`), `idempotency_key_in_progress` (409),
         `idempotency_key_reused` (422), `too_many_channels` (503: the engine tracks 32,767 channels in use),
         `back_pressure` (503), `shutting_down` (503), `not_ready` (503), `database_unavailable` (503: the
-        database cannot be reached now; nothing was changed), `apns_no_answer` (504),
+        database cannot be reached now; nothing was changed), `shard_elsewhere` (503: several nodes, and another
+        node serves the token's shard; the detail names it), `apns_no_answer` (504),
         `invalid_channel_id` (400: not an APNs broadcast channel id), `channel_management_not_configured`
         (409: start the service with `--channel-management HOST:PORT`), `apns_channel_refused` and
         `apns_channel_unreachable` (502: APNs' channel management API refused or did not answer),
@@ -927,6 +930,7 @@ components:
         - shutting_down
         - not_ready
         - database_unavailable
+        - shard_elsewhere
         - apns_no_answer
         - invalid_channel_id
         - channel_management_not_configured

@@ -137,7 +137,8 @@ extension Components {
         /// routes), `method_not_allowed` (405, with `allowed`), `idempotency_key_in_progress` (409),
         /// `idempotency_key_reused` (422), `too_many_channels` (503: the engine tracks 32,767 channels in use),
         /// `back_pressure` (503), `shutting_down` (503), `not_ready` (503), `database_unavailable` (503: the
-        /// database cannot be reached now; nothing was changed), `apns_no_answer` (504),
+        /// database cannot be reached now; nothing was changed), `shard_elsewhere` (503: several nodes, and another
+        /// node serves the token's shard; the detail names it), `apns_no_answer` (504),
         /// `invalid_channel_id` (400: not an APNs broadcast channel id), `channel_management_not_configured`
         /// (409: start the service with `--channel-management HOST:PORT`), `apns_channel_refused` and
         /// `apns_channel_unreachable` (502: APNs' channel management API refused or did not answer),
@@ -172,6 +173,7 @@ extension Components {
             case shuttingDown = "shutting_down"
             case notReady = "not_ready"
             case databaseUnavailable = "database_unavailable"
+            case shardElsewhere = "shard_elsewhere"
             case apnsNoAnswer = "apns_no_answer"
             case invalidChannelId = "invalid_channel_id"
             case channelManagementNotConfigured = "channel_management_not_configured"

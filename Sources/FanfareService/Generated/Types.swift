@@ -146,7 +146,9 @@ package protocol APIProtocol: Sendable {
     /// Outside any channel. Answers when APNs answers: 200 with APNs' status and, for a rejection, its
     /// reason and what to do. A registered token's priority-10 budget applies, and a token APNs reports dead
     /// is removed from the registry as in a wave. No answer from APNs (deadline, lost connection) is 504.
-    /// Needs scope `publish`.
+    /// With several nodes, a node sends only to the tokens of the shards it holds: a push to a token of
+    /// another node's shard is refused at once with 503 `shard_elsewhere`, whose detail names that node (send
+    /// it there, or retry). Needs scope `publish`.
     ///
     ///
     /// - Remark: HTTP `POST /v1/push`.
@@ -406,7 +408,9 @@ extension APIProtocol {
     /// Outside any channel. Answers when APNs answers: 200 with APNs' status and, for a rejection, its
     /// reason and what to do. A registered token's priority-10 budget applies, and a token APNs reports dead
     /// is removed from the registry as in a wave. No answer from APNs (deadline, lost connection) is 504.
-    /// Needs scope `publish`.
+    /// With several nodes, a node sends only to the tokens of the shards it holds: a push to a token of
+    /// another node's shard is refused at once with 503 `shard_elsewhere`, whose detail names that node (send
+    /// it there, or retry). Needs scope `publish`.
     ///
     ///
     /// - Remark: HTTP `POST /v1/push`.

@@ -205,6 +205,8 @@ package enum ErrorMapping {
         case .storage:
             // The wave could not be made durable (a full or failing disk): nothing was sent; retry later.
             return .unavailable(.notReady, "\(error)", retryAfter: retryAfter)
+        case .shardElsewhere:
+            return .unavailable(.shardElsewhere, "\(error)", retryAfter: 1)
         case .sharedStore:
             // The service publishes with publishShared when its engine leases shards: this is a wiring bug.
             return ServiceProblem(.internalServerError, ._internal, "\(error)")

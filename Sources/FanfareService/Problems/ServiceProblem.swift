@@ -118,6 +118,7 @@ package struct ServiceProblem: Error, Sendable {
         case .shuttingDown: "The service is shutting down"
         case .notReady: "The service is not ready"
         case .databaseUnavailable: "The database cannot be reached now"
+        case .shardElsewhere: "Another node serves this token"
         case .apnsNoAnswer: "APNs did not answer"
         case .invalidChannelId: "Not an APNs broadcast channel id"
         case .channelManagementNotConfigured: "No APNs channel management configured"
