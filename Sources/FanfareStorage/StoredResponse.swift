@@ -47,6 +47,30 @@ public protocol StoredResponseStore: AnyObject, Sendable {
     @discardableResult func deleteStoredResponses(createdBefore: Int64) throws(RegistryError) -> Int
 }
 
+/// Several nodes: a request with an `Idempotency-Key` is claimed in the shared database while it runs, so a
+/// retry that lands on another node meanwhile is told it is in progress instead of running it again.
+public protocol StoredResponseClaims: StoredResponseStore {
+    /// Claims (scope, key) for a request being answered now (UNIX ms), unless an answer created at or after
+    /// `notBefore` or another claim younger than `claimFor` (ms) exists. A claim is completed by `store(_:)`
+    /// and dropped by `releaseClaim`.
+    func claimResponse(
+        scope: String, key: String, fingerprint: [UInt8], now: Int64, notBefore: Int64, claimFor: Int64
+    ) throws(RegistryError) -> ResponseClaim
+
+    /// Drops an unanswered claim (the request failed, or its answer is not kept).
+    func releaseClaim(scope: String, key: String) throws(RegistryError)
+}
+
+/// What `claimResponse` found.
+public enum ResponseClaim: Sendable, Equatable {
+    /// Claimed: run the request.
+    case claimed
+    /// Answered before (replay it, or refuse a different request under the key).
+    case answered(StoredResponse)
+    /// Another request holds the key now; its fingerprint says whether it is the same request.
+    case inProgress(fingerprint: [UInt8])
+}
+
 /// Everything `fanfare serve` keeps in its database: tokens, waves and idempotency answers. SQLite (a file) or
 /// PostgreSQL (FanfarePostgres, shared by several nodes).
 public protocol ServiceStorage: TokenStore, WaveStore, StoredResponseStore {

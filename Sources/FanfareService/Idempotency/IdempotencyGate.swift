@@ -6,8 +6,10 @@ import Synchronization
 /// another request is refused, and a retry racing the first is refused until the first is answered.
 ///
 /// Answers live in the registry (`StoredResponseStore.store(_:)`), so a restarted service keeps them for
-/// their whole lifetime (24 h). Requests still being answered are tracked in memory only: a request cannot
-/// outlive its process. One gap remains by construction: if the process dies after the operation took effect
+/// their whole lifetime (24 h). Requests still being answered are tracked in memory (a request cannot outlive
+/// its process) and, with several nodes, claimed in the shared database too (`StoredResponseClaims`), so a
+/// retry on another node is told it is in progress; a claim whose node died frees after `claimLifetime`.
+/// One gap remains by construction: if the process dies after the operation took effect
 /// and before its answer was stored, a retry runs the operation again (registrations and deletions are
 /// idempotent anyway; a publish starts a second wave of the same state, which latest-state-wins makes harmless).
 package final class IdempotencyGate: Sendable {
@@ -15,6 +17,10 @@ package final class IdempotencyGate: Sendable {
     /// How long an answer is kept (ms).
     private let lifetime: Int64
     private let claimed = Mutex<Set<String>>([])
+    /// Several nodes: the database's claims (nil: one process, memory is enough).
+    private let claims: (any StoredResponseClaims)?
+    /// How long a claim in the database holds when its node does not finish it (ms): longer than any request.
+    package static let claimLifetimeMilliseconds: Int64 = 120_000
     private let wallClockMilliseconds: @Sendable () -> Int64
 
     package static let maximumKeyLength = 255
@@ -23,6 +29,7 @@ package final class IdempotencyGate: Sendable {
         store: any StoredResponseStore, lifetime: Duration, wallClockMilliseconds: @escaping @Sendable () -> Int64
     ) {
         self.store = store
+        claims = store as? any StoredResponseClaims
         let (seconds, attoseconds) = lifetime.components
         self.lifetime = seconds * 1000 + attoseconds / 1_000_000_000_000_000
         self.wallClockMilliseconds = wallClockMilliseconds
@@ -67,7 +74,21 @@ package final class IdempotencyGate: Sendable {
         guard isNew else { return .inProgress }
         let stored: StoredResponse?
         do {
-            stored = try store.storedResponse(scope: scope, key: key, notBefore: wallClockMilliseconds() - lifetime)
+            let now = wallClockMilliseconds()
+            if let claims {
+                switch try claims.claimResponse(
+                    scope: scope, key: key, fingerprint: fingerprint, now: now, notBefore: now - lifetime,
+                    claimFor: Self.claimLifetimeMilliseconds)
+                {
+                case .claimed: return .proceed(Claim(slot: slot, scope: scope, key: key, fingerprint: fingerprint))
+                case .answered(let answer): stored = answer
+                case .inProgress(let other):
+                    release(slot)
+                    return Digest.constantTimeEqual(other, fingerprint) ? .inProgress : .reused
+                }
+            } else {
+                stored = try store.storedResponse(scope: scope, key: key, notBefore: now - lifetime)
+            }
         } catch {
             release(slot)
             throw error
@@ -85,7 +106,10 @@ package final class IdempotencyGate: Sendable {
         _ claim: Claim, status: Int, headers: [StoredResponse.Header], body: [UInt8]
     ) throws(RegistryError) {
         defer { release(claim.slot) }
-        guard status < 500 else { return }
+        guard status < 500 else {
+            try claims?.releaseClaim(scope: claim.scope, key: claim.key)
+            return
+        }
         try store.store(
             StoredResponse(
                 scope: claim.scope, key: claim.key, fingerprint: claim.fingerprint, status: status, headers: headers,
@@ -93,7 +117,11 @@ package final class IdempotencyGate: Sendable {
     }
 
     /// Releases the key without storing an answer (the request failed before it had one).
-    package func abandon(_ claim: Claim) { release(claim.slot) }
+    package func abandon(_ claim: Claim) {
+        release(claim.slot)
+        // Best effort: a claim left behind frees itself after `claimLifetimeMilliseconds`.
+        try? claims?.releaseClaim(scope: claim.scope, key: claim.key)
+    }
 
     /// Deletes answers past their lifetime. Blocking.
     @discardableResult

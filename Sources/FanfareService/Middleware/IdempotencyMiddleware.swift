@@ -80,7 +80,8 @@ struct IdempotencyMiddleware: RouterMiddleware {
         do {
             try await response.body.write(collector)
         } catch {
-            gate.abandon(claim)
+            let gate = self.gate
+            try? await blocking.run { gate.abandon(claim) }
             throw error
         }
         let bytes = collector.bytes
@@ -95,7 +96,7 @@ struct IdempotencyMiddleware: RouterMiddleware {
             try await blocking.run { try gate.finish(claim, status: status, headers: kept, body: bytes) }
         } catch {
             // The operation happened; only its replay could not be stored. Answer it, and say so in the log.
-            gate.abandon(claim)
+            try? await blocking.run { gate.abandon(claim) }
             logger.error("could not store the answer of an Idempotency-Key", metadata: ["error": "\(error)"])
         }
         return response
