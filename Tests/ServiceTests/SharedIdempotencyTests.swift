@@ -33,7 +33,8 @@ struct SharedIdempotencyTests {
             "the retry on B while A runs it")
         #expect(try nodeB.begin(scope: "key-1", key: "k", fingerprint: other) == .reused, "another request, same key")
         #expect(try nodeB.begin(scope: "key-2", key: "k", fingerprint: request).isProceed, "another caller's key")
-        try nodeA.finish(claim, status: 200, headers: [.init(name: "Content-Type", value: "application/json")], body: [1])
+        try nodeA.finish(
+            claim, status: 200, headers: [.init(name: "Content-Type", value: "application/json")], body: [1])
         guard case .replay(let stored) = try nodeB.begin(scope: "key-1", key: "k", fingerprint: request) else {
             Issue.record("B replays A's answer")
             return
