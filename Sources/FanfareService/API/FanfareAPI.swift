@@ -21,6 +21,10 @@ package struct FanfareAPI: APIProtocol {
     let lifecycle: ServiceLifecycleState
     /// On PostgreSQL: this node's leases (nil on SQLite).
     var cluster: ClusterNode? = nil
+    /// Wave event streams open (`--max-event-streams`).
+    let eventStreams: EventStreamLimiter
+    /// Several nodes: the running waves' reports, read once per event interval for every stream of a wave.
+    let sharedReports: SharedReportCache
 
     var bundleID: String { configuration.fanout.bundleID }
     var environment: APNsEnvironment { configuration.fanout.environment }

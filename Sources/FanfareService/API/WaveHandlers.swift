@@ -86,9 +86,7 @@ extension FanfareAPI {
                     + "the newest final reports)")
         }
         if engine.configuration.leasedShards && !stored.isComplete {
-            let engine = self.engine
-            return .shared(stored) { [blocking] in try? await blocking.run { try engine.report(id: UInt64(id)) } ?? nil
-            }
+            return .shared(stored) { [sharedReports] in await sharedReports.report(id: UInt64(id)) }
         }
         return .stored(stored)
     }
@@ -138,9 +136,16 @@ extension FanfareAPI {
 
     package func getWaveEvents(_ input: Operations.GetWaveEvents.Input) async throws -> Operations.GetWaveEvents.Output
     {
+        let source = try await waveSource(input.path.waveId)
+        guard let ticket = eventStreams.admit() else {
+            throw ServiceProblem.unavailable(
+                .backPressure,
+                "\(eventStreams.limit) event streams are open on this node (--max-event-streams); follow the wave "
+                    + "with GET /v1/waves/{id}, or retry later", retryAfter: retryAfter)
+        }
         let stream = WaveEventStream(
-            source: try await waveSource(input.path.waveId), interval: configuration.eventInterval,
-            stopping: lifecycle.stopping, encode: { Self.reportJSON($0) })
+            source: source, interval: configuration.eventInterval, stopping: lifecycle.stopping, ticket: ticket,
+            encode: { Self.reportJSON($0) })
         return .ok(.init(body: .textEventStream(HTTPBody(stream, length: .unknown, iterationBehavior: .single))))
     }
 

@@ -23,6 +23,8 @@ package struct WaveEventStream: AsyncSequence, Sendable {
     let source: Source
     let interval: Duration
     let stopping: StopSignal
+    /// Held while the stream lives (`EventStreamLimiter`); nil when streams are not capped.
+    let ticket: EventStreamLimiter.Ticket?
     let encode: @Sendable (WaveReport) -> [UInt8]
 
     package func makeAsyncIterator() -> Iterator {

@@ -171,7 +171,9 @@ public final class FanfareServer: Sendable {
         middlewares.addShared(to: router)
         let api = FanfareAPI(
             engine: engine, store: store, blocking: blocking, configuration: configuration, metrics: metrics,
-            monitor: monitor, census: makeCensus(), lifecycle: lifecycle, cluster: cluster)
+            monitor: monitor, census: makeCensus(), lifecycle: lifecycle, cluster: cluster,
+            eventStreams: EventStreamLimiter(limit: configuration.maxEventStreams),
+            sharedReports: makeSharedReports())
         let transport = FastPathTransport(
             router: router, middlewares: middlewares, api: api, recorded: registeredRoutes)
         try api.registerHandlers(on: transport)
@@ -185,7 +187,9 @@ public final class FanfareServer: Sendable {
                 configuration: .init(
                     additionalChannelHandlers: [ExpectContinueHandler(maxBodyBytes: maxBodyBytes)],
                     idleTimeout: .seconds(75))),
-            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
+            configuration: .init(
+                address: .hostname(configuration.host, port: configuration.port), serverName: nil,
+                availableConnectionsDelegate: .maximum(configuration.maxConnections, logger: httpLogger)),
             onServerRunning: { channel in listening.resolve(channel.localAddress?.port) }, logger: httpLogger)
         let group = ServiceGroup(
             configuration: .init(
@@ -264,6 +268,12 @@ public final class FanfareServer: Sendable {
     }
 
     /// The registry's token count for the probes, counted on the blocking threads.
+    private func makeSharedReports() -> SharedReportCache {
+        SharedReportCache(interval: configuration.eventInterval) { [blocking, engine] id in
+            (try? await blocking.run { try engine.report(id: id) }) ?? nil
+        }
+    }
+
     private func makeCensus() -> RegistryCensus {
         let retryAfter = configuration.retryAfterSeconds
         return RegistryCensus { [blocking, store] in

@@ -31,6 +31,10 @@ public struct ServiceConfiguration: Sendable {
     public var storedWaveReportsListed = 1000
     /// Between two `progress` events of a wave's event stream.
     public var eventInterval: Duration = .milliseconds(250)
+    /// HTTP connections open at once: past it the listener stops accepting until one closes.
+    public var maxConnections = 4096
+    /// Wave event streams (`/v1/waves/{id}/events`) open at once: past it a new one is refused with 503.
+    public var maxEventStreams = 1024
     /// How long an Idempotency-Key's answer is kept.
     public var idempotencyLifetime: Duration = .seconds(24 * 3600)
     /// How long the token ledger keeps the history of registrations that ended (`GET /v1/tokens/{token}`).
@@ -127,6 +131,10 @@ public struct ServiceConfiguration: Sendable {
             return "--ledger-retention-days must be in 1...3650"
         }
         if retryAfterSeconds < 1 || retryAfterSeconds > 3600 { return "Retry-After must be in 1...3600 seconds" }
+        if maxConnections < 1 || maxConnections > 1_000_000 { return "--max-connections must be in 1...1,000,000" }
+        if maxEventStreams < 0 || maxEventStreams > maxConnections {
+            return "--max-event-streams must be in 0...--max-connections (\(maxConnections))"
+        }
         if blockingThreads < 1 || blockingThreads > 64 { return "blocking threads must be in 1...64" }
         if storedWaveReportsListed < 0 || storedWaveReportsListed > 100_000 {
             return "stored wave reports listed must be in 0...100,000"
