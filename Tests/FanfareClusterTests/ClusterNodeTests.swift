@@ -27,7 +27,8 @@ import Testing
     }
 
     static func node(
-        _ name: String, _ harness: TestHarness, _ postgres: PostgresServer, lease: Duration = .seconds(3)
+        _ name: String, _ harness: TestHarness, _ postgres: PostgresServer, lease: Duration = .seconds(3),
+        joinWindow: Duration = .seconds(4)
     ) throws -> Node {
         // The node's main store names its run, like every session of the node (a live node fences them all).
         let store = try PostgresTokenStore(url: postgres.url, incarnation: NodeIncarnation())
@@ -44,7 +45,7 @@ import Testing
         var cluster = ClusterConfiguration(nodeID: name, shardCount: shards)
         cluster.leaseDuration = lease
         cluster.safetyMargin = .milliseconds(500)
-        cluster.joinWindow = .seconds(4)
+        cluster.joinWindow = joinWindow
         cluster.pollInterval = .milliseconds(200)
         let node = try ClusterNode(url: postgres.url, engine: engine, configuration: cluster, checkpointStore: store)
         return Node(store: store, engine: engine, cluster: node)
