@@ -61,7 +61,8 @@ extension PostgresTokenStore: ServiceStorage, StoredResponseClaims {
                     ON CONFLICT (scope, key) DO UPDATE SET
                         fingerprint = EXCLUDED.fingerprint, status = EXCLUDED.status, headers = '', body = '',
                         created_at = EXCLUDED.created_at
-                    WHERE (idempotency_keys.status <> \(Self.claimStatus) AND idempotency_keys.created_at < \(notBefore))
+                    WHERE (idempotency_keys.status <> \(Self.claimStatus)
+                           AND idempotency_keys.created_at < \(notBefore))
                        OR (idempotency_keys.status = \(Self.claimStatus)
                            AND idempotency_keys.created_at < \(now - claimFor))
                     """, logger: logger
