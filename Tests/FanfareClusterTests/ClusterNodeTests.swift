@@ -186,6 +186,12 @@ import Testing
         #expect(await eventually(timeout: .seconds(60)) { (try? a.engine.report(id: id))??.isComplete == true })
         let report = try #require(try a.engine.report(id: id))
         #expect(report.targeted == 6 && report.delivered == 6, "the tokens registered after the page: \(report)")
+        // A wave on a channel that does not fit here (another node published it): this node has none of its
+        // tokens, so its parts finish empty and the wave completes (before, it stayed running for good).
+        let unseen = try a.engine.publishShared(
+            scoreUpdate(channel: "unseen", timestamp: 1_800_000_001, home: 1, away: 0))
+        #expect(await eventually(timeout: .seconds(60)) { (try? a.engine.report(id: unseen))??.isComplete == true })
+        #expect(try a.engine.report(id: unseen)?.targeted == 0)
     }
 
     /// Sessions in the test database named after `incarnation`.

@@ -306,6 +306,22 @@ extension FanoutEngine {
         }
     }
 
+    /// Records `taking`'s parts of a wave as finished with nothing targeted, and asks for the wave's completion.
+    private func finishEmptyParts(of waveID: UInt64, onShards taking: [Int]) {
+        guard let checkpointWriter else { return }
+        var empty = ShardCheckpoint()
+        empty.finished = true
+        empty.rangeDone = true
+        let savedAt = Self.wallMilliseconds()
+        for shard in taking {
+            // Generation 0: not a shard's own checkpoint, so it moves no shard's durable generation (permits).
+            checkpointWriter.submit(
+                shard: shard, generation: 0,
+                [WaveCheckpoint(waveID: waveID, shard: shard, data: empty.encoded(), savedAt: savedAt)])
+        }
+        checkpointWriter.finishShared(waveID)
+    }
+
     /// A wave from the feed: on the shards this node holds, as a new wave (`.publish`); the channel's newest
     /// timestamp moves here in any case. Holding `feed`.
     private func startShared(_ record: WaveRecord, onShards taking: [Int]) {
@@ -326,9 +342,12 @@ extension FanoutEngine {
             state.latest[record.channel] = max(state.latest[record.channel] ?? record.timestamp, record.timestamp)
             guard !taking.isEmpty, !isShutDown.load(ordering: .acquiring) else { return }
             guard state.channels.canAdmit(CollectionOfOne(record.channel)) else {
+                // The channel is not among this node's channels (its registrations were refused here too), so
+                // the shards held here have none of its tokens: their parts finish empty, and the wave completes.
                 configuration.logger.error(
-                    "shared waves: wave \(record.id): more than \(Self.maximumChannels) channels in use; not sent from here"
+                    "shared waves: wave \(record.id): more than \(Self.maximumChannels) channels in use here, none of them \(record.channel); this node's parts of it finish empty"
                 )
+                finishEmptyParts(of: record.id, onShards: taking)
                 return
             }
             let sequence = state.nextSequence
