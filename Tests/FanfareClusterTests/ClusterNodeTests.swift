@@ -28,7 +28,7 @@ import Testing
 
     static func node(
         _ name: String, _ harness: TestHarness, _ postgres: PostgresServer, lease: Duration = .seconds(3),
-        joinWindow: Duration = .seconds(4)
+        joinWindow: Duration = .seconds(4), streams: Int = ClusterNodeTests.streams
     ) throws -> Node {
         // The node's main store names its run, like every session of the node (a live node fences them all).
         let store = try PostgresTokenStore(url: postgres.url, incarnation: NodeIncarnation())
@@ -42,7 +42,7 @@ import Testing
         configuration.checkpoints = CheckpointConfiguration(interval: .milliseconds(20), pushes: 200, window: window)
         configuration.leasedShards = true
         let engine = try FanoutEngine(configuration: configuration, store: store, waveStore: store)
-        var cluster = ClusterConfiguration(nodeID: name, shardCount: shards)
+        var cluster = ClusterConfiguration(nodeID: name, shardCount: Self.shards)
         cluster.leaseDuration = lease
         cluster.safetyMargin = .milliseconds(500)
         cluster.joinWindow = joinWindow

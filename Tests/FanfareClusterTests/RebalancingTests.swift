@@ -18,11 +18,13 @@ import Testing
     @Test func aNodeJoiningMidWaveGetsItsShareByAGracefulHandover() async throws {
         let postgres = try PostgresServer()
         defer { postgres.stop() }
+        // The wave's pace is the simulator's (4 shards x 10 streams at 500 ms a push: 80 pushes/s, 100 s for the
+        // 8,000 tokens), not the machine's: the hand-over (about 7 s) comes mid-wave however loaded it is.
         var simulator = SimulatorConfiguration()
-        simulator.latency = .fixed(nanoseconds: 200_000_000)
+        simulator.latency = .fixed(nanoseconds: 500_000_000)
         let harness = try TestHarness(simulator)
         defer { harness.shutdown() }
-        let a = try ClusterNodeTests.node("a", harness, postgres)
+        let a = try ClusterNodeTests.node("a", harness, postgres, streams: 10)
         a.cluster.start()
         defer {
             a.engine.shutdown()
@@ -31,12 +33,12 @@ import Testing
         #expect(
             await eventually(timeout: .seconds(60)) { a.cluster.status.heldShards.count == ClusterNodeTests.shards },
             "alone, A takes every shard: \(a.cluster.status)")
-        let count = 20_000
+        let count = 8_000
         try a.engine.register(FanoutFixture.registrations(0..<count, channel: "match"))
         #expect(await eventually(timeout: .seconds(60)) { a.engine.heldShardTokens == count })
         let id = try a.engine.publishShared(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
 
-        let b = try ClusterNodeTests.node("b", harness, postgres)
+        let b = try ClusterNodeTests.node("b", harness, postgres, streams: 10)
         let joined = ContinuousClock.now
         b.cluster.start()
         defer {
@@ -54,7 +56,7 @@ import Testing
         #expect(handedOver.count == share && Set(handedOver) == Set(b.cluster.status.heldShards))
         let forced = a.cluster.status.forcedHandovers
 
-        #expect(await eventually(timeout: .seconds(120)) { (try? b.engine.report(id: id))??.isComplete == true })
+        #expect(await eventually(timeout: .seconds(300)) { (try? b.engine.report(id: id))??.isComplete == true })
         let report = try #require(try b.engine.report(id: id))
         #expect(report.targeted == count && report.delivered == count && report.accounted == count, "\(report)")
         let log = try ClusterNodeTests.accepted(harness)
@@ -63,7 +65,7 @@ import Testing
         if forced == 0 {
             #expect(duplicates == 0, "a drained hand-over resends nothing")
         } else {
-            #expect(duplicates <= forced * (ClusterNodeTests.window + ClusterNodeTests.streams))
+            #expect(duplicates <= forced * (ClusterNodeTests.window + 10))
         }
         #expect(progress.delivered < count, "the hand-over came mid-wave (\(progress.delivered) of \(count))")
         print(
