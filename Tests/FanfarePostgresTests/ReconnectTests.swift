@@ -128,6 +128,35 @@ extension PostgresSuites {
             #expect(store.connectionsOpened == 2)
         }
 
+        /// Issue 24: the network path to the database goes silent (a proxy that stops carrying bytes, as a cut
+        /// link does: no reset, no answer). A call fails `.unavailable` within the store's time limit instead of
+        /// hanging, calls keep failing clearly while the path is down, and work again once it is back.
+        @Test func aSilentPathToTheDatabaseFailsCallsClearlyUntilItIsBack() throws {
+            let server = try PostgresServer()
+            defer { server.stop() }
+            let proxy = try TCPProxy(targetPort: server.port)
+            defer { proxy.stop() }
+            let url = "postgres://\(PostgresServer.user)@127.0.0.1:\(proxy.port)/\(PostgresServer.database)"
+            let store = try PostgresTokenStore(url: url, callTimeout: TestTime.scaled(.seconds(3)))
+            defer { try? store.close() }
+            try store.register((0..<5).map { updateRegistration($0) })
+            proxy.mode = .silent
+            for _ in 0..<2 {
+                #expect {
+                    _ = try store.count()
+                } throws: { error in
+                    guard case RegistryError.unavailable = error else { return false }
+                    return true
+                }
+            }
+            proxy.mode = .forward
+            // Hang guard only: the first call after the path is back may still meet the connection it abandoned.
+            let deadline = ContinuousClock.now + TestTime.scaled(Liveness.condition)
+            var counted: Int?
+            while counted == nil && ContinuousClock.now < deadline { counted = try? store.count() }
+            #expect(counted == 5, "calls work again once the path is back")
+        }
+
         @Test func aRestartedServerIsReconnectedToAndADownOneIsUnavailable() throws {
             let server = try PostgresServer()
             defer { server.stop() }
