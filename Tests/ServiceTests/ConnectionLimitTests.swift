@@ -1,5 +1,5 @@
 // Issue 24: the API's own limits. Event streams past `--max-event-streams` are refused with 503 (and admitted
-// again once one ends); connections past `--max-connections` wait to be accepted until others close.
+// again once one ends); connections past `--max-api-connections` wait to be accepted until others close.
 import FanfareService
 import FanfareSimulator
 import FanfareTestSupport
@@ -49,7 +49,7 @@ struct ConnectionLimitTests {
 
     @Test func connectionsPastTheLimitWaitUntilOthersClose() async throws {
         let fixture = try await ServiceFixture { configuration in
-            configuration.maxConnections = 2
+            configuration.maxAPIConnections = 2
             configuration.maxEventStreams = 2
         }
         defer { fixture.removeDirectory() }

@@ -189,7 +189,7 @@ public final class FanfareServer: Sendable {
                     idleTimeout: .seconds(75))),
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil,
-                availableConnectionsDelegate: .maximum(configuration.maxConnections, logger: httpLogger)),
+                availableConnectionsDelegate: .maximum(configuration.maxAPIConnections, logger: httpLogger)),
             onServerRunning: { channel in listening.resolve(channel.localAddress?.port) }, logger: httpLogger)
         let group = ServiceGroup(
             configuration: .init(

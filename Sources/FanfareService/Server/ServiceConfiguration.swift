@@ -32,7 +32,7 @@ public struct ServiceConfiguration: Sendable {
     /// Between two `progress` events of a wave's event stream.
     public var eventInterval: Duration = .milliseconds(250)
     /// HTTP connections open at once: past it the listener stops accepting until one closes.
-    public var maxConnections = 4096
+    public var maxAPIConnections = 4096
     /// Wave event streams (`/v1/waves/{id}/events`) open at once: past it a new one is refused with 503.
     public var maxEventStreams = 1024
     /// How long an Idempotency-Key's answer is kept.
@@ -131,9 +131,11 @@ public struct ServiceConfiguration: Sendable {
             return "--ledger-retention-days must be in 1...3650"
         }
         if retryAfterSeconds < 1 || retryAfterSeconds > 3600 { return "Retry-After must be in 1...3600 seconds" }
-        if maxConnections < 1 || maxConnections > 1_000_000 { return "--max-connections must be in 1...1,000,000" }
-        if maxEventStreams < 0 || maxEventStreams > maxConnections {
-            return "--max-event-streams must be in 0...--max-connections (\(maxConnections))"
+        if maxAPIConnections < 1 || maxAPIConnections > 1_000_000 {
+            return "--max-api-connections must be in 1...1,000,000"
+        }
+        if maxEventStreams < 0 || maxEventStreams > maxAPIConnections {
+            return "--max-event-streams must be in 0...--max-api-connections (\(maxAPIConnections))"
         }
         if blockingThreads < 1 || blockingThreads > 64 { return "blocking threads must be in 1...64" }
         if storedWaveReportsListed < 0 || storedWaveReportsListed > 100_000 {

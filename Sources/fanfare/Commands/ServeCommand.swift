@@ -115,8 +115,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Largest request body (bytes, or with KiB / MiB).")
     var maxBody = "8MiB"
 
-    @Option(help: "HTTP connections open at once; past it new ones wait to be accepted.")
-    var maxConnections = 4096
+    @Option(help: "API (HTTP) connections open at once; past it new ones wait to be accepted.")
+    var maxApiConnections = 4096
 
     @Option(help: "Wave event streams (/v1/waves/{id}/events) open at once; past it a new one is refused with 503.")
     var maxEventStreams = 1024
@@ -208,7 +208,7 @@ struct ServeCommand: AsyncParsableCommand {
         var service = ServiceConfiguration(host: host, port: port, databasePath: database, fanout: fanout)
         service.apiKeys = try loadAPIKeys()
         service.maxBodyBytes = try Self.parseSize(maxBody, flag: "--max-body")
-        service.maxConnections = maxConnections
+        service.maxAPIConnections = maxApiConnections
         service.maxEventStreams = maxEventStreams
         service.shutdownTimeout = .nanoseconds(try parseDuration(shutdownTimeout, flag: "--shutdown-timeout"))
         service.ledgerRetention = .seconds(
