@@ -25,7 +25,8 @@ import Testing
         simulator.latency = .fixed(nanoseconds: 200_000_000)
         let harness = try TestHarness(simulator)
         defer { harness.shutdown() }
-        let a = try ClusterNodeTests.node("a", harness, postgres)
+        // 10 s leases: only the simulated clock step ends A's leases, not a renewal starved on a loaded machine.
+        let a = try ClusterNodeTests.node("a", harness, postgres, lease: .seconds(10))
         a.cluster.start()
         defer {
             a.engine.shutdown()
@@ -41,7 +42,7 @@ import Testing
         // B starts (below its share of 2, taking at once) and, before it has been up a lease (no hand-over yet),
         // the database's clock "steps forward" past A's leases. A renews every second, which puts them back: the
         // step is repeated until B's round comes first, as it may after a real step.
-        let b = try ClusterNodeTests.node("b", harness, postgres, joinWindow: .zero)
+        let b = try ClusterNodeTests.node("b", harness, postgres, lease: .seconds(10), joinWindow: .zero)
         b.cluster.start()
         defer {
             b.engine.shutdown()
@@ -57,8 +58,10 @@ import Testing
         #expect(
             await eventually(timeout: .seconds(60)) { a.cluster.status.lostShards.count == 2 },
             "A finds them gone at its next renewal and stops them: \(a.cluster.status)")
-        #expect(await eventually(timeout: .seconds(60)) { b.cluster.status.heldShards.count == 2 }, "B serves them")
-        #expect(Set(a.cluster.status.lostShards) == Set(b.cluster.status.heldShards))
+        let lost = Set(a.cluster.status.lostShards)
+        #expect(
+            await eventually(timeout: .seconds(60)) { lost.isSubset(of: Set(b.cluster.status.heldShards)) },
+            "B serves what A lost: \(b.cluster.status)")
 
         #expect(await eventually(timeout: .seconds(120)) { (try? b.engine.report(id: id))??.isComplete == true })
         let report = try #require(try b.engine.report(id: id))
