@@ -65,6 +65,9 @@ public final class ClusterNode: @unchecked Sendable {
 
     private let state = Mutex(State())
     private let stopping = Atomic<Bool>(false)
+    /// Tests: the feed thread neither follows the registry's feed nor catches waves up while set (a feed that
+    /// fell behind, on demand).
+    let feedPausedForTesting = Atomic<Bool>(false)
     private let leaseWake: UnsafeMutablePointer<sem_t>
     private let feedWake: UnsafeMutablePointer<sem_t>
     private var threads: [pthread_t] = []
@@ -142,6 +145,8 @@ public final class ClusterNode: @unchecked Sendable {
         } catch {
             logger.error("cluster: reading the change feed position failed (\(error)); following it from the start")
         }
+        // Shards are loaded after this position is read, and the feed is followed from it: waves wait for it.
+        engine.registryFeedApplied(through: state.withLock { $0.tokenFeed })
         threads.append(Self.spawn(named: "fanfare-lease") { [self] in leaseLoop() })
         threads.append(Self.spawn(named: "fanfare-feed") { [self] in feedLoop() })
     }
@@ -392,8 +397,11 @@ public final class ClusterNode: @unchecked Sendable {
                 let (toTake, until, handingOver) = state.withLock { ($0.toTake, $0.sendUntil, $0.handingOver) }
                 if !toTake.isEmpty { try take(toTake, sendUntil: until) }
                 if !handingOver.isEmpty { handOver(handingOver) }
-                try engine.catchUpWaves()
-                try followTokenChanges()
+                // The feed first: a wave starts here once the registrations acknowledged before it are applied.
+                if !feedPausedForTesting.load(ordering: .acquiring) {
+                    try followTokenChanges()
+                    try engine.catchUpWaves()
+                }
                 if Self.now() &- lastPrune > 60_000_000_000 {
                     lastPrune = Self.now()
                     try feedStore.pruneTokenChanges(
@@ -456,6 +464,7 @@ public final class ClusterNode: @unchecked Sendable {
             if !page.registered.isEmpty { engine.applyRegistered(page.registered) }
             position = page.last
             state.withLock { $0.tokenFeed = position }
+            engine.registryFeedApplied(through: position)
             if page.isComplete { return }
         }
     }

@@ -177,6 +177,7 @@ enum PostgresSchema {
         changeFeedShardsMigration,
         nodeIncarnationsMigration,
         ledgerMigration,
+        waveRegistryPositionMigration,
     ]
 
     static var latestVersion: Int { migrations.last?.version ?? 0 }

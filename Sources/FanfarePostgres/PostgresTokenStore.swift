@@ -134,7 +134,9 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         let id = connectionsOpened
         let connection: PostgresConnection
         do {
-            connection = try executor.run {
+            // Bounded like every call: a server that accepts and then says nothing must not hold the caller (a
+            // node's lease thread) for ever.
+            connection = try executor.run(timeout: callTimeAmount) {
                 try await connector.connect(on: eventLoop, id: id, logger: logger)
             }
         } catch {
@@ -143,7 +145,7 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
                     + "lets this user in): \(Self.describe(error))")
         }
         do {
-            _ = try executor.run {
+            _ = try executor.run(failingWhen: connection.closeFuture, timeout: callTimeAmount) {
                 // The batch being registered: filled by COPY, emptied by the commit. Temporary tables belong to
                 // the session, so every new connection makes its own.
                 try await connection.query(
@@ -595,13 +597,17 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         }
     }
 
+    /// `callTimeout` for the event loop.
+    var callTimeAmount: TimeAmount {
+        let (seconds, attoseconds) = callTimeout.components
+        return .nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
+    }
+
     /// Runs async work on the connection's event loop and waits for it; fails at once if the connection closes
     /// meanwhile. Call with `lock` held.
     func run<T: Sendable>(_ work: @escaping @Sendable () async throws -> T) throws(RegistryError) -> T {
-        let (seconds, attoseconds) = callTimeout.components
-        let timeout = TimeAmount.nanoseconds(seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
         do {
-            return try executor.run(failingWhen: current?.closeFuture, timeout: timeout, work)
+            return try executor.run(failingWhen: current?.closeFuture, timeout: callTimeAmount, work)
         } catch let error as RegistryError {
             throw error
         } catch let error as CallTimedOut {

@@ -86,11 +86,13 @@ extension PostgresSuites {
             }
         }
 
-        /// What migration 9 (broadcast subscriptions, ledger, links) added, undone.
-        static let undoMigration9 = """
+        /// What migrations 9 (broadcast subscriptions, ledger, links) and 10 (waves' registry positions) added,
+        /// undone.
+        static let undoMigrationsFrom9 = """
             DROP TABLE broadcast_subscriptions, subscription_channels, token_history, broadcast_links;
             DROP INDEX tokens_by_device, tokens_by_activity;
-            ALTER TABLE waves DROP COLUMN published_subscribers, DROP COLUMN broadcast_flags;
+            ALTER TABLE waves DROP COLUMN published_subscribers, DROP COLUMN broadcast_flags,
+                DROP COLUMN registry_position;
             ALTER TABLE cluster_nodes DROP COLUMN accepting;
             DELETE FROM schema_version WHERE version >= 9;
             """
@@ -107,7 +109,7 @@ extension PostgresSuites {
             // Back to what version 1 left (what versions 2 to 5 changed undone).
             _ = try server.psql(
                 """
-                \(Self.undoMigration9)
+                \(Self.undoMigrationsFrom9)
                 DROP TABLE wave_checkpoints, waves, channel_latest, pending_retirements, pruned_wave_ids, idempotency_keys;
                 DROP TRIGGER tokens_inserted ON tokens; DROP TRIGGER tokens_updated ON tokens;
                 DROP TRIGGER tokens_deleted ON tokens; DROP FUNCTION fanfare_log_token_changes();
@@ -136,7 +138,7 @@ extension PostgresSuites {
                 let first = try #require(try database.open() as? PostgresTokenStore)
                 _ = try first.heartbeat(node: "before", window: .seconds(6))
                 try database.execute(
-                    Self.undoMigration9
+                    Self.undoMigrationsFrom9
                         + "ALTER TABLE cluster_nodes DROP COLUMN incarnation; DELETE FROM schema_version WHERE version >= 8",
                     first)
                 try first.close()

@@ -3,6 +3,7 @@ import FanfarePostgres
 import FanfareStorage
 import FanfareTestSupport
 import Foundation
+import Synchronization
 import Testing
 
 /// A dropped connection (the session terminated by the server's operator, or the server restarted) fails at most
@@ -155,6 +156,40 @@ extension PostgresSuites {
             var counted: Int?
             while counted == nil && ContinuousClock.now < deadline { counted = try? store.count() }
             #expect(counted == 5, "calls work again once the path is back")
+        }
+
+        /// Issue 24: a live node fences a stalled node's run every lease round, and ends each new session of that
+        /// run as it starts; a call of that run must fail or succeed, never wait for ever in the connect (a node's
+        /// lease thread hung there for good, found by the loaded run of ClusterNodeTests).
+        @Test func callsOfARunBeingFencedOverAndOverEachEnd() throws {
+            let server = try PostgresServer()
+            defer { server.stop() }
+            let run = NodeIncarnation()
+            let stalled = try PostgresTokenStore(url: server.url, incarnation: run, callTimeout: .seconds(3600))
+            defer { try? stalled.close() }
+            _ = try stalled.heartbeat(node: "stalled", incarnation: run, window: .milliseconds(100))
+            let live = try PostgresTokenStore(url: server.url, incarnation: NodeIncarnation())
+            defer { try? live.close() }
+            usleep(200_000)
+            let done = Atomic<Bool>(false)
+            let fencer = Thread {
+                while !done.load(ordering: .acquiring) {
+                    _ = try? live.fenceStalledNodes(sparing: NodeIncarnation(), silentLongerThan: .milliseconds(100))
+                }
+            }
+            fencer.start()
+            defer { done.store(true, ordering: .releasing) }
+            let calls = Atomic<Int>(0)
+            Thread {
+                for _ in 0..<300 {
+                    _ = try? stalled.count()
+                    calls.add(1, ordering: .relaxed)
+                }
+            }.start()
+            // Hang guard only: each call ends as soon as its session is ended or answers.
+            let deadline = ContinuousClock.now + TestTime.scaled(Liveness.condition)
+            while calls.load(ordering: .relaxed) < 300 && ContinuousClock.now < deadline { usleep(10_000) }
+            #expect(calls.load(ordering: .relaxed) == 300, "a call of the fenced run hung")
         }
 
         @Test func aRestartedServerIsReconnectedToAndADownOneIsUnavailable() throws {

@@ -59,7 +59,7 @@ struct PostgresServiceProcessTests {
         }
         #expect(complete, "\(first.errors.suffix(2000))")
         let report = try await first.client.get("/v1/waves/\(wave)")
-        #expect(report.json?["delivered"] as? Int == Self.total, "\(report)")
+        #expect(report.json?["delivered"] as? Int == Self.total, "\(report)\n\(first.errors.suffix(6000))")
         // The report is in PostgreSQL once complete (the engine writes it on completion).
         #expect(
             await eventually {

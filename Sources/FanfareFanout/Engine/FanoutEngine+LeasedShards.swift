@@ -10,6 +10,9 @@ struct WaveFeedState {
     /// Per shard: the feed position when this node took it (nil: not held). Waves after it are new on the shard;
     /// the ones up to it were resumed from their checkpoints when the shard was taken.
     var heldSince: [UInt64?]
+    /// How far the registry's change feed has been applied to this node's shards (`registryFeedApplied`); nil
+    /// while nobody follows it here (then waves start as soon as they are read).
+    var registryApplied: Int64?
 }
 
 /// Several engines (nodes) on one shared store (`FanoutConfiguration.leasedShards`, docs/deployment.md).
@@ -181,6 +184,14 @@ extension FanoutEngine {
         }
     }
 
+    /// The registry's change feed is applied to the held shards up to `position` (the coordinator says so at its
+    /// start and after every page). From the first call on, a shared wave starts on this node's shards only once
+    /// this reaches the wave's `registryPosition`: a registration acknowledged by any node before the publish is
+    /// then in the wave, not queued behind its start.
+    public func registryFeedApplied(through position: Int64) {
+        feed.withLock { feed in feed.registryApplied = max(feed.registryApplied ?? position, position) }
+    }
+
     /// Registrations another node wrote (the registry's change feed): into the shards this node holds.
     public func applyRegistered(_ registrations: [TokenRegistration]) {
         let mine = registrations.filter {
@@ -210,6 +221,11 @@ extension FanoutEngine {
                 throw .registry(error)
             }
             for record in records {
+                if let applied = feed.registryApplied, let position = record.registryPosition, position > applied {
+                    // Registrations acknowledged before this wave may not be in the shards yet: it starts at the
+                    // catch-up after the feed got that far (the coordinator applies the feed, then catches up).
+                    return
+                }
                 // The store admits at most `maximumUnfinishedWaves` (≤ the slot limit) unfinished waves, but a node
                 // configured with a larger limit than the others' may have published more: those wait here for
                 // completions (the next catch-up) rather than overflow the shards' wave slots.

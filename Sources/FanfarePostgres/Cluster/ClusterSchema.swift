@@ -110,4 +110,13 @@ extension PostgresSchema {
         statements: [
             "ALTER TABLE cluster_nodes ADD COLUMN incarnation text"
         ])
+
+    /// Migration 10: each shared wave's registry position (`WaveRecord.registryPosition`): a node starts a wave on
+    /// its shards once its change feed is past it, so a registration another node acknowledged before the publish
+    /// is in the wave. Waves from before have none (started at once, as then).
+    static let waveRegistryPositionMigration = Migration(
+        version: 10, name: "waves' registry positions",
+        statements: [
+            "ALTER TABLE waves ADD COLUMN registry_position bigint"
+        ])
 }

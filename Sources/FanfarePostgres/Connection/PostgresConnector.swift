@@ -40,9 +40,22 @@ struct PostgresConnector: Sendable {
         configuration.options.tlsServerName = PostgresSocket.isIPAddress(url.host) ? nil : url.host
         // Set at the start of the session, so the name is there before its first statement.
         configuration.options.additionalStartupParameters = [("application_name", applicationName)]
+        // A session ended during its startup (a live node fencing this node's run, a server going down) can leave
+        // postgres-nio waiting for a reply that never comes: the channel's close fails the connect. A promise
+        // keeps its first result, so a close after a successful start changes nothing.
+        let started = channel.eventLoop.makePromise(of: PostgresConnection.self)
+        channel.closeFuture.whenComplete { _ in started.fail(ClosedDuringStartup()) }
+        Task {
+            do {
+                started.succeed(
+                    try await PostgresConnection.connect(
+                        on: channel.eventLoop, configuration: configuration, id: id, logger: logger))
+            } catch {
+                started.fail(error)
+            }
+        }
         do {
-            return try await PostgresConnection.connect(
-                on: channel.eventLoop, configuration: configuration, id: id, logger: logger)
+            return try await started.futureResult.get()
         } catch {
             // postgres-nio closes the channel when its startup fails; one it never started is closed here.
             channel.close(promise: nil)
@@ -133,4 +146,9 @@ extension PostgresConnectFailure {
         }
         return nil
     }
+}
+
+/// The server closed the connection before the session started.
+struct ClosedDuringStartup: Error, CustomStringConvertible {
+    var description: String { "the server closed the connection during the session's startup" }
 }

@@ -56,14 +56,18 @@ extension PostgresTokenStore: SharedWaveStore {
                     """
                     INSERT INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload, fresh_until,
                                        collapse_id, dismissal_date, published_at, shard_count, start_keys,
-                                       broadcast_channel_id, channel_payload, published_subscribers)
+                                       broadcast_channel_id, channel_payload, published_subscribers,
+                                       registry_position)
                     VALUES (\(id), \(appID), \(record.channel), \(record.event), \(record.timestamp),
                         \(record.priority),
                             \(record.hasAlert), \(payload), \(record.freshUntil), \(record.collapseID),
                                 \(record.dismissalDate),
                             \(record.publishedAt), \(Int64(record.shardCount)), \(startKeys),
                                 \(record.broadcastChannelID),
-                            \(channelPayload), \(record.broadcastSubscribers.map(Int64.init)))
+                            \(channelPayload), \(record.broadcastSubscribers.map(Int64.init)),
+                            -- Every registration acknowledged before this publish: the change-feed log's lock
+                            -- makes its positions visible in commit order, so nothing commits below this later.
+                            (SELECT coalesce(max(seq), 0) FROM token_changes))
                     """, logger: logger)
                 try await connection.query(
                     """
@@ -142,13 +146,16 @@ extension PostgresTokenStore: SharedWaveStore {
     static let waveColumns = """
         w.id, w.channel, w.event, w.timestamp, w.priority, w.has_alert, w.payload, w.fresh_until, w.collapse_id, \
         w.dismissal_date, w.published_at, w.shard_count, w.start_keys, w.broadcast_channel_id, w.channel_payload, \
-        w.published_subscribers
+        w.published_subscribers, w.registry_position
         """
+    /// How many `waveColumns` there are: what a query selects after them starts here.
+    static let waveColumnCount = 17
 
     static func waveRecord(_ row: PostgresRow, bundleID: String, environment: APNsEnvironment) throws -> WaveRecord {
         let columns = PostgresWaveColumns(row, name: PostgresWaveColumns.waveName)
         var record = try WaveRecord(row: columns, bundleID: bundleID, environment: environment)
         record.broadcastSubscribers = try columns.optionalInteger(15, "published_subscribers").map { Int($0) }
+        record.registryPosition = try columns.optionalInteger(16, "registry_position")
         return record
     }
 
@@ -178,7 +185,8 @@ extension PostgresTokenStore: SharedWaveStore {
         {
             let columns = PostgresWaveColumns(row, name: PostgresWaveColumns.waveName)
             let record = try waveRecord(
-                row, bundleID: try columns.text(16, "bundle_id"), environment: try columns.environment(17))
+                row, bundleID: try columns.text(Self.waveColumnCount, "bundle_id"),
+                environment: try columns.environment(Self.waveColumnCount + 1))
             found = UnfinishedWave(record: record, checkpoints: [])
         }
         guard var wave = found else { return nil }

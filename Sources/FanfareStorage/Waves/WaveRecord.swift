@@ -33,6 +33,11 @@ public struct WaveRecord: Sendable, Equatable {
     /// A wave published by one of several nodes with a broadcast part: the subscribers the publishing node
     /// counted in the shared registry, which every node reports (kept by shared stores only; nil otherwise).
     public var broadcastSubscribers: Int?
+    /// A wave published by one of several nodes: the registry's change-feed position when it was published (every
+    /// registration acknowledged before the publish is at or before it). A node starts the wave on its shards only
+    /// once it has applied its feed this far, so the wave reaches every token registered before it, whichever node
+    /// took the registration. Set by shared stores (nil otherwise, and for waves published before migration 10).
+    public var registryPosition: Int64?
 
     public init(
         id: UInt64, bundleID: String, environment: APNsEnvironment, channel: String, event: String, timestamp: Int64,

@@ -41,6 +41,9 @@ struct AcceptedLog {
     var times: [Int64] = []
     /// Lines that are not whole records (a kill in the middle of a write may cut one short).
     var unparsable = 0
+    /// Broadcast pushes (`"token":null` with a `channel-id`), in file order: the channel and the sender's
+    /// apns-request-id (nil when it sent none).
+    var broadcasts: [(channelID: String, requestID: String?)] = []
 
     init(path: String) throws {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -62,6 +65,10 @@ struct AcceptedLog {
             let line = UnsafeRawBufferPointer(start: base + start, count: end - start)
             start = end + 1
             if line.isEmpty { continue }
+            if line.last == UInt8(ascii: "}"), let channel = Self.field(#","channel-id":""#, in: line) {
+                broadcasts.append((channel, Self.field(#","apns-request-id":""#, in: line)))
+                continue
+            }
             guard line.last == UInt8(ascii: "}"), let token = Self.field(#","token":""#, in: line),
                 let id = Self.field(#","apns-id":""#, in: line)
             else {

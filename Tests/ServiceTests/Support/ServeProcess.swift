@@ -131,6 +131,8 @@ final class SimulateProcess: @unchecked Sendable {
     let port: Int
     let stateDirectory: String
     let outputPath: String
+    /// The channel-management API's port, when started with `--management-port`.
+    let managementPort: Int?
 
     /// Starts `fanfare simulate --listen 127.0.0.1:0 --state-dir <directory>/simulator <arguments>` and waits for
     /// the line that says where it listens.
@@ -141,16 +143,17 @@ final class SimulateProcess: @unchecked Sendable {
             ["--listen", "127.0.0.1:0", "--state-dir", stateDirectory] + arguments, directory: directory,
             name: "simulate",
             environment: [:], command: "simulate")
-        let marker = "simulating APNs on https://"
+        let wantsManagement = arguments.contains("--management-port")
         let deadline = ContinuousClock.now + TestTime.scaled(timeout)
-        var found: Int?
+        var found: (port: Int, management: Int?)?
         while found == nil {
             let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-            if let range = text.range(of: marker), let line = text[range.upperBound...].split(separator: "\n").first,
-                let colon = line.lastIndex(of: ":"), let port = Int(line[line.index(after: colon)...])
-            {
-                found = port
-                break
+            if let port = Self.port(after: "simulating APNs on https://", in: text) {
+                let management = Self.port(after: "channel management on https://", in: text)
+                if management != nil || !wantsManagement {
+                    found = (port, management)
+                    break
+                }
             }
             if !process.isRunning || ContinuousClock.now >= deadline {
                 if process.isRunning { kill(process.pid, SIGKILL) }
@@ -161,7 +164,15 @@ final class SimulateProcess: @unchecked Sendable {
             }
             try await Task.sleep(for: .milliseconds(20))
         }
-        port = found!
+        (port, managementPort) = found!
+    }
+
+    /// The port at the end of the line that starts with `marker` (`...host:port`).
+    private static func port(after marker: String, in text: String) -> Int? {
+        guard let range = text.range(of: marker), let line = text[range.upperBound...].split(separator: "\n").first,
+            let colon = line.lastIndex(of: ":")
+        else { return nil }
+        return Int(line[line.index(after: colon)...])
     }
 
     /// The flags that point `fanfare serve` at this simulator (its CA, provider key and identity).

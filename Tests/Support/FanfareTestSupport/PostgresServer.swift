@@ -214,13 +214,17 @@ public final class PostgresServer: @unchecked Sendable {
         return stopped
     }
 
-    /// Stops the server (fast shutdown: open sessions are cut) and keeps its data directory; `start()` starts
-    /// it again on the same directory and port.
-    public func stopKeepingData() throws {
+    /// Stops the server and keeps its data directory; `start()` starts it again on the same directory and port.
+    /// Fast: open sessions are cut, a checkpoint is written. Immediate: what a crash leaves (no checkpoint; the
+    /// next start recovers from the write-ahead log).
+    public func stopKeepingData(immediate: Bool = false) throws {
         let result = try ChildProcess.run(
             serverCommand[0],
             Array(serverCommand.dropFirst())
-                + [binaries + "/pg_ctl", "-D", dataDirectory, "-m", "fast", "-w", "-t", "60", "stop"],
+                + [
+                    binaries + "/pg_ctl", "-D", dataDirectory, "-m", immediate ? "immediate" : "fast", "-w", "-t", "60",
+                    "stop",
+                ],
             directory: directory, mergeOutputs: true, timeout: .seconds(90))
         guard result.status == 0 else { throw ChildProcessError(description: "pg_ctl stop failed: \(result.stdout)") }
     }
@@ -253,6 +257,23 @@ public final class PostgresServer: @unchecked Sendable {
             let first = text.split(separator: "\n").first, let pid = pid_t(first)
         else { return nil }
         return pid
+    }
+
+    /// The postmaster and every process it started (sessions, background workers), from /proc: what a
+    /// SIGSTOP must reach to freeze the server as a stalled machine would.
+    public var serverProcessIDs: [pid_t] {
+        guard let postmaster = postmasterPID else { return [] }
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        let children = entries.compactMap { entry -> pid_t? in
+            guard let pid = pid_t(entry),
+                let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return nil }
+            // "pid (name) state ppid ...": the name may hold spaces and parentheses, so read after the last ")".
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && pid_t(fields[1]) == postmaster ? pid : nil
+        }
+        return [postmaster] + children
     }
 
     /// Stops the server (fast shutdown; SIGKILL if it does not go) and removes its directory. Idempotent.
