@@ -217,7 +217,8 @@ public final class ClusterNode: @unchecked Sendable {
     // MARK: - Leases
 
     private func leaseLoop() {
-        let joinUntil = Self.now() &+ Self.nanoseconds(configuration.joinWindow ?? configuration.leaseDuration)
+        let joinWindow = Self.nanoseconds(configuration.joinWindow ?? configuration.leaseDuration)
+        var joinUntil = Self.now() &+ joinWindow
         while !stopping.load(ordering: .acquiring) {
             let started = Self.now()
             do {
@@ -225,11 +226,21 @@ public final class ClusterNode: @unchecked Sendable {
                 let membership = try leaseStore.heartbeat(
                     node: configuration.nodeID, incarnation: incarnation, window: configuration.leaseDuration,
                     feedPosition: position, accepting: accepting)
+                if let gap = membership.sincePrevious, gap > configuration.leaseDuration {
+                    // Every node may have been away with it (the database out of reach or stalled): their
+                    // heartbeats are as old as this one's, so they look dead. Join again, as at a start: renew
+                    // what is held, and take nothing until the others had a window to come back and renew theirs.
+                    joinUntil = Self.now() &+ joinWindow
+                    logger.notice(
+                        "cluster: no heartbeat of this node for \(gap) (the database was out of reach?): renewing what it holds and taking nothing for \(configuration.joinWindow ?? configuration.leaseDuration)"
+                    )
+                }
                 try releaseHandedOver()
                 try renew(started: started)
-                // Before taking leases: a stalled node may hold its lease rows locked (a checkpoint's fence).
-                fenceStalledNodes()
                 if Self.now() >= joinUntil {
+                    // Before taking leases: a stalled node may hold its lease rows locked (a checkpoint's fence).
+                    // Not while joining: another node's old heartbeat may be the database's stall, not the node's.
+                    fenceStalledNodes()
                     try takeShare(live: membership.live, started: started)
                     rebalance(settled: membership.settled)
                 }

@@ -21,10 +21,15 @@ public struct ClusterMembership: Sendable, Equatable {
     /// Of those, the ones that started (this run of them) at least a window ago: past the join window a node
     /// waits by default, so ready to take shards. Holders hand shards over only to settled nodes (`ClusterNode`).
     public var settled: Int
+    /// How long before this heartbeat the node's previous one was, on the database's clock (nil: its first).
+    /// Longer than a lease means that every node may have been away (the database was out of reach or stalled):
+    /// the others' heartbeats are just as old, so they look dead until they come back.
+    public var sincePrevious: Duration?
 
-    public init(live: Int, settled: Int) {
+    public init(live: Int, settled: Int, sincePrevious: Duration? = nil) {
         self.live = live
         self.settled = settled
+        self.sincePrevious = sincePrevious
     }
 }
 
@@ -76,6 +81,13 @@ extension PostgresTokenStore {
         let seconds = Self.seconds(window)
         let incarnation = incarnation?.hex
         return try inTransaction("recording node \(node)'s heartbeat") { connection, logger -> ClusterMembership in
+            var sincePrevious: Duration?
+            for try await seconds in try await connection.query(
+                "SELECT extract(epoch FROM now() - seen_at)::float8 FROM cluster_nodes WHERE node = \(node)",
+                logger: logger
+            ).decode(Double.self) {
+                sincePrevious = .milliseconds(Int64(max(0, seconds) * 1000))
+            }
             try await connection.query(
                 """
                 INSERT INTO cluster_nodes (node, started_at, seen_at, feed_position, incarnation, accepting)
@@ -87,14 +99,15 @@ extension PostgresTokenStore {
                     feed_position = coalesce(EXCLUDED.feed_position, cluster_nodes.feed_position),
                     incarnation = coalesce(EXCLUDED.incarnation, cluster_nodes.incarnation)
                 """, logger: logger)
-            var membership = ClusterMembership(live: 1, settled: 1)
+            var membership = ClusterMembership(live: 1, settled: 1, sincePrevious: sincePrevious)
             for try await (live, settled) in try await connection.query(
                 """
                 SELECT count(*), count(*) FILTER (WHERE started_at <= now() - make_interval(secs => \(seconds)))
                 FROM cluster_nodes WHERE seen_at > now() - make_interval(secs => \(seconds)) AND accepting
                 """, logger: logger
             ).decode((Int64, Int64).self) {
-                membership = ClusterMembership(live: max(1, Int(live)), settled: max(1, Int(settled)))
+                membership = ClusterMembership(
+                    live: max(1, Int(live)), settled: max(1, Int(settled)), sincePrevious: sincePrevious)
             }
             return membership
         }

@@ -115,7 +115,8 @@ struct ChaosCampaignTests {
                 "/v1/tokens", json: #"{"tokens":[\#(items.joined(separator: ","))]}"#)
             try #require(response.status == 200, "\(response)")
         }
-        let link = try await c.client.put("/v1/channels/\(ChaosCluster.channel)/broadcast", json: #"{"storage_policy":0}"#)
+        let link = try await c.client.put(
+            "/v1/channels/\(ChaosCluster.channel)/broadcast", json: #"{"storage_policy":0}"#)
         try #require(link.status == 200, "\(link)")
         let filled = await eventually(timeout: .seconds(120)) {
             var sum = 0
