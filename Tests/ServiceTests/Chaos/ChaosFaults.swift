@@ -10,7 +10,7 @@ import Testing
 enum ChaosFaults {
     static func inject(_ scenario: ChaosScenario, into cluster: ChaosCluster, prober: ChaosProber) async throws {
         switch scenario {
-        case .killNode: try await killNode(cluster)
+        case .killNode: try await killNode(cluster, prober: prober)
         case .stopNodePastLease: try await stopNodePastLease(cluster, prober: prober)
         case .restartDatabase: try await restartDatabase(cluster)
         case .freezeDatabase: try await freezeDatabase(cluster)
@@ -21,8 +21,10 @@ enum ChaosFaults {
     }
 
     /// SIGKILL of A; the supervisor starts it again at once (a new run, which rejoins and gets its share).
-    static func killNode(_ cluster: ChaosCluster) async throws {
+    static func killNode(_ cluster: ChaosCluster, prober: ChaosProber) async throws {
         let a = try #require(cluster.node("a"))
+        // A request A had taken when it died gets a reset: that is the fault.
+        prober.excuse(a)
         cluster.expectExit("a", status: SIGKILL)
         a.signal(SIGKILL)
     }

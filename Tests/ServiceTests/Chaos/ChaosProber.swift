@@ -3,6 +3,7 @@
 // running and was not stopped on purpose, is an API error.
 import FanfareTestSupport
 import Foundation
+import Glibc
 
 final class ChaosProber: @unchecked Sendable {
     private let lock = NSLock()
@@ -53,8 +54,11 @@ final class ChaosProber: @unchecked Sendable {
             }
         } catch {
             let excusedNow = lock.withLock { excused.contains(ObjectIdentifier(node)) }
-            // A node that exited meanwhile (killed, or a lost lease) is down: a load balancer stops sending to it.
-            guard node.process.isRunning && !excusedNow else { return }
+            // A node that exited meanwhile (killed, or a lost lease) is down, and one that refuses connections
+            // (its listener closed for a graceful stop) is not taking requests: a load balancer's health check
+            // sends elsewhere. A connection taken and then dropped, or left unanswered, is an error.
+            let refused = "\(error)".hasSuffix("errno \(ECONNREFUSED)")
+            guard node.process.isRunning && !excusedNow && !refused else { return }
             lock.withLock { errorsSeen.append("\(name): no answer: \(error)") }
         }
     }
