@@ -174,6 +174,10 @@ let package = Package(
         // child processes through posix_spawn, a real PostgreSQL per test process (Tests/Support/FanfareTestSupport/).
         .target(name: "CChildProcess", path: "Tests/Support/CChildProcess"),
         .target(name: "FanfareTestSupport", dependencies: ["CChildProcess"], path: "Tests/Support/FanfareTestSupport"),
+        // The registry tests' rows (tokens, registrations, subscriptions, the ledger's clock), for both stores.
+        .target(
+            name: "FanfareRegistryFixtures", dependencies: ["FanfareCore", "FanfareStorage"],
+            path: "Tests/Support/FanfareRegistryFixtures"),
         // What the client, fan-out, cluster and end-to-end tests share: a real APNsSimulator on loopback with the
         // keys and TLS contexts to reach it (SimulatorHarness), nghttp as a reference client, the engine's fixture.
         .target(
@@ -203,13 +207,16 @@ let package = Package(
             name: "InteropTests",
             dependencies: ["FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareTestSupport", "FanfareTestHarness"]
         ),
-        .testTarget(name: "FanfareSQLiteTests", dependencies: ["FanfareSQLite", "FanfareStorage", "FanfareCore", "FanfareTestSupport"]),
+        .testTarget(
+            name: "FanfareSQLiteTests",
+            dependencies: ["FanfareSQLite", "FanfareStorage", "FanfareCore", "FanfareTestSupport", "FanfareRegistryFixtures"]),
         // FanfarePostgres against a real PostgreSQL (initdb into a temporary directory, loopback), with the same
         // expectations run against SQLite.
         .testTarget(
             name: "FanfarePostgresTests",
             dependencies: [
                 "FanfarePostgres", "FanfareSQLite", "FanfareStorage", "FanfareCore", "FanfareTestSupport",
+                "FanfareRegistryFixtures",
                 // Raw statements inside the store's own transactions (a pause, a lock held by a stalled node).
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]

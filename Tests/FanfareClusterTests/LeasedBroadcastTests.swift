@@ -59,25 +59,46 @@ import Testing
     }
     static func tokenPushes(_ log: [AcceptedRecord]) -> [AcceptedRecord] { log.filter { $0.string("token") != nil } }
 
+    /// Two engines on one database with the audience registered through A's store, A holding the channel's
+    /// broadcast shard and the next one, B the other two.
+    struct TwoNodes {
+        let postgres: PostgresServer
+        let harness: TestHarness
+        let storeB: PostgresTokenStore
+        let a: FanoutEngine
+        let b: FanoutEngine
+        let shardsA: [Int]
+
+        init(latency nanoseconds: Int64) throws {
+            postgres = try PostgresServer()
+            var simulator = SimulatorConfiguration()
+            simulator.latency = .fixed(nanoseconds: nanoseconds)
+            harness = try TestHarness(simulator, management: true)
+            let storeA = try PostgresTokenStore(url: postgres.url)
+            storeB = try PostgresTokenStore(url: postgres.url)
+            try LeasedBroadcastTests.registerAudience(storeA)
+            a = try LeasedBroadcastTests.node(harness, storeA)
+            b = try LeasedBroadcastTests.node(harness, storeB)
+            let shardsB: [Int]
+            (shardsA, shardsB) = LeasedBroadcastTests.split("match")
+            try a.takeShards(shardsA, sendUntil: LeasedShardTests.forever)
+            try b.takeShards(shardsB, sendUntil: LeasedShardTests.forever)
+        }
+
+        func stop() {
+            harness.shutdown()
+            postgres.stop()
+        }
+    }
+
     @Test func aWavePublishedOnAnyNodeBroadcastsOnceForTheCluster() async throws {
-        let postgres = try PostgresServer()
-        defer { postgres.stop() }
-        var simulator = SimulatorConfiguration()
-        simulator.latency = .fixed(nanoseconds: 50_000_000)
-        let harness = try TestHarness(simulator, management: true)
-        defer { harness.shutdown() }
-        let storeA = try PostgresTokenStore(url: postgres.url)
-        let storeB = try PostgresTokenStore(url: postgres.url)
-        try Self.registerAudience(storeA)
-        let a = try Self.node(harness, storeA)
-        let b = try Self.node(harness, storeB)
+        let nodes = try TwoNodes(latency: 50_000_000)
+        let (a, b, harness) = (nodes.a, nodes.b, nodes.harness)
         defer {
             a.shutdown()
             b.shutdown()
+            nodes.stop()
         }
-        let (shardsA, shardsB) = Self.split("match")
-        try a.takeShards(shardsA, sendUntil: LeasedShardTests.forever)
-        try b.takeShards(shardsB, sendUntil: LeasedShardTests.forever)
         // Linked through A; B knows it from the database, as it knows the subscriptions A registered.
         let link = try await a.createBroadcastChannel(for: "match", storagePolicy: .noMessageStored)
         #expect(try b.broadcastLink(of: "match") == link)
@@ -100,22 +121,13 @@ import Testing
     }
 
     @Test func aNodeLostWithTheBroadcastOutLeavesItToTheNodeTakingItsShard() async throws {
-        let postgres = try PostgresServer()
-        defer { postgres.stop() }
-        var simulator = SimulatorConfiguration()
         // 8 s: A is abandoned after the broadcast went out and before APNs answers it (see BroadcastPlannerTests).
-        simulator.latency = .fixed(nanoseconds: 8_000_000_000)
-        let harness = try TestHarness(simulator, management: true)
-        defer { harness.shutdown() }
-        let storeA = try PostgresTokenStore(url: postgres.url)
-        let storeB = try PostgresTokenStore(url: postgres.url)
-        try Self.registerAudience(storeA)
-        let a = try Self.node(harness, storeA)
-        let b = try Self.node(harness, storeB)
-        defer { b.shutdown() }
-        let (shardsA, shardsB) = Self.split("match")
-        try a.takeShards(shardsA, sendUntil: LeasedShardTests.forever)
-        try b.takeShards(shardsB, sendUntil: LeasedShardTests.forever)
+        let nodes = try TwoNodes(latency: 8_000_000_000)
+        let (a, b, harness, storeB, shardsA) = (nodes.a, nodes.b, nodes.harness, nodes.storeB, nodes.shardsA)
+        defer {
+            b.shutdown()
+            nodes.stop()
+        }
         _ = try await b.createBroadcastChannel(for: "match", storagePolicy: .noMessageStored)
         let id = try a.publishShared(scoreUpdate(channel: "match", timestamp: 1_800_000_001, home: 1, away: 0))
         try b.catchUpWaves()

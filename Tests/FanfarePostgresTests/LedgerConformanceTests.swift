@@ -9,21 +9,14 @@ import Testing
 // The registry's broadcast subscriptions, ledger and broadcast links: the same expectations against
 // SQLiteTokenStore and PostgresTokenStore (both keep them with the same rules).
 
-/// A settable wall clock (UNIX ms) for the store's ledger history.
-private final class TestClock: Sendable {
-    let now = Atomic<Int64>(1_800_000_000_000)
-    func advance(by milliseconds: Int64) { now.add(milliseconds, ordering: .relaxed) }
-    var read: @Sendable () -> Int64 { { [self] in now.load(ordering: .relaxed) } }
-}
-
 private typealias LedgerTestStore = any SubscriptionLedgerStore & ServiceStorage & BroadcastLinkStore
 
 /// A fresh store of `kind` stamping its history with a test clock.
 private func withClockedStore<T>(
-    _ kind: StoreKind, retention: Duration = LedgerRetention.default, _ body: (LedgerTestStore, TestClock) throws -> T
+    _ kind: StoreKind, retention: Duration = LedgerRetention.default, _ body: (LedgerTestStore, LedgerClock) throws -> T
 ) throws -> T {
     try withDatabase(kind) { database in
-        let clock = TestClock()
+        let clock = LedgerClock()
         let store: LedgerTestStore
         if let url = database.url {
             store = try PostgresTokenStore(url: url, historyRetention: retention, clock: clock.read)
@@ -35,35 +28,6 @@ private func withClockedStore<T>(
     }
 }
 
-private func pushToStart(
-    _ number: Int, device: String, type: String = "MatchAttributes", broadcast: Bool = false
-)
-    -> TokenRegistration
-{
-    TokenRegistration(
-        token: makeToken(number), kind: .pushToStart, deviceID: device, attributesType: type, bundleID: testBundle,
-        environment: .production, supportsBroadcast: broadcast, channels: ["match-1"], createdAt: 1_700_000_000_000)
-}
-
-private func update(
-    _ number: Int, activity: String, device: String? = nil, channels: [String] = ["match-1"]
-)
-    -> TokenRegistration
-{
-    TokenRegistration(
-        token: makeToken(number), kind: .update, activityID: activity, deviceID: device,
-        attributesType: device == nil ? nil : "MatchAttributes", bundleID: testBundle, environment: .production,
-        channels: channels, createdAt: 1_700_000_000_000)
-}
-
-private func subscription(
-    _ activity: String, channels: [String] = ["match-1"], device: String? = nil, createdAt: Int64 = 1_700_000_000_000
-) -> BroadcastSubscription {
-    BroadcastSubscription(
-        activityID: activity, deviceID: device, attributesType: device == nil ? nil : "MatchAttributes",
-        bundleID: testBundle, environment: .production, channels: channels, createdAt: createdAt)
-}
-
 extension PostgresSuites {
     @Suite("Registry conformance: replacement rules and broadcast subscriptions", .serialized)
     struct ReplacementRuleConformanceTests {
@@ -71,12 +35,13 @@ extension PostgresSuites {
         func aNewPushToStartTokenReplacesTheOldOneOfTheSameDeviceAndType(_ kind: StoreKind) throws {
             try withClockedStore(kind) { store, clock in
                 try store.register([
-                    pushToStart(1, device: "d1"), pushToStart(2, device: "d1", type: "OtherAttributes"),
-                    pushToStart(3, device: "d2"),
+                    LedgerFixture.pushToStart(1, device: "d1"),
+                    LedgerFixture.pushToStart(2, device: "d1", type: "OtherAttributes"),
+                    LedgerFixture.pushToStart(3, device: "d2"),
                 ])
                 // The same token again replaces nothing.
-                #expect(try store.register([pushToStart(1, device: "d1")]).replacedCount == 0)
-                let result = try store.register([pushToStart(4, device: "d1", broadcast: true)])
+                #expect(try store.register([LedgerFixture.pushToStart(1, device: "d1")]).replacedCount == 0)
+                let result = try store.register([LedgerFixture.pushToStart(4, device: "d1", broadcast: true)])
                 #expect(result.replacedTokens == [makeToken(1)])
                 #expect(result.replacedSubscriptions.isEmpty && result.subscriptionDeltas.isEmpty)
                 #expect(Set(try store.all().keys) == [makeToken(2), makeToken(3), makeToken(4)])
@@ -98,7 +63,8 @@ extension PostgresSuites {
         func withinOneBatchTheLastPushToStartTokenOfADeviceWins(_ kind: StoreKind) throws {
             try withClockedStore(kind) { store, _ in
                 let result = try store.register([
-                    pushToStart(1, device: "d1"), pushToStart(2, device: "d1"), update(3, activity: "a3"),
+                    LedgerFixture.pushToStart(1, device: "d1"), LedgerFixture.pushToStart(2, device: "d1"),
+                    LedgerFixture.update(3, activity: "a3"),
                 ])
                 #expect(result.replacedTokens == [makeToken(1)])
                 #expect(Set(try store.all().keys) == [makeToken(2), makeToken(3)])
@@ -109,8 +75,9 @@ extension PostgresSuites {
         @Test(arguments: StoreKind.allCases)
         func aSubscriptionReplacesTheUpdateTokensOfItsActivity(_ kind: StoreKind) throws {
             try withClockedStore(kind) { store, _ in
-                try store.register([update(1, activity: "a1"), update(2, activity: "a2")])
-                let result = try store.register([], subscriptions: [subscription("a1", channels: ["match-1", "all"])])
+                try store.register([LedgerFixture.update(1, activity: "a1"), LedgerFixture.update(2, activity: "a2")])
+                let result = try store.register(
+                    [], subscriptions: [LedgerFixture.subscription("a1", channels: ["match-1", "all"])])
                 #expect(result.replacedTokens == [makeToken(1)])
                 #expect(result.subscriptionDeltas == ["match-1": 1, "all": 1])
                 #expect(Set(try store.all().keys) == [makeToken(2)])
@@ -131,8 +98,9 @@ extension PostgresSuites {
         @Test(arguments: StoreKind.allCases)
         func anUpdateTokenReplacesTheSubscriptionOfItsActivity(_ kind: StoreKind) throws {
             try withClockedStore(kind) { store, _ in
-                try store.register([], subscriptions: [subscription("a1"), subscription("a2")])
-                let result = try store.register([update(1, activity: "a1")])
+                try store.register(
+                    [], subscriptions: [LedgerFixture.subscription("a1"), LedgerFixture.subscription("a2")])
+                let result = try store.register([LedgerFixture.update(1, activity: "a1")])
                 #expect(result.replacedSubscriptions == ["a1"])
                 #expect(result.replacedTokens.isEmpty)
                 #expect(result.subscriptionDeltas == ["match-1": -1])
@@ -153,7 +121,8 @@ extension PostgresSuites {
             try withClockedStore(kind) { store, _ in
                 // The same activity as a token and a subscription in one batch: the subscription (later) wins.
                 let result = try store.register(
-                    [update(1, activity: "a1"), update(2, activity: "a2")], subscriptions: [subscription("a1")])
+                    [LedgerFixture.update(1, activity: "a1"), LedgerFixture.update(2, activity: "a2")],
+                    subscriptions: [LedgerFixture.subscription("a1")])
                 #expect(result.replacedTokens == [makeToken(1)])
                 #expect(Set(try store.all().keys) == [makeToken(2)])
                 // A bad subscription rejects the whole batch, numbered after the tokens; nothing is written.
@@ -161,12 +130,14 @@ extension PostgresSuites {
                     throws: RegistryError.invalidRegistration(
                         index: 1, reason: "no channels; a token must follow at least one channel")
                 ) {
-                    try store.register([update(3, activity: "a3")], subscriptions: [subscription("a4", channels: [])])
+                    try store.register(
+                        [LedgerFixture.update(3, activity: "a3")],
+                        subscriptions: [LedgerFixture.subscription("a4", channels: [])])
                 }
                 #expect(
                     throws: RegistryError.invalidRegistration(
                         index: 0, reason: "broadcast subscription without an activity id")
-                ) { try store.register([], subscriptions: [subscription("")]) }
+                ) { try store.register([], subscriptions: [LedgerFixture.subscription("")]) }
                 #expect(try store.count() == 1)
                 #expect(try store.subscriptionCounts(bundleID: testBundle, environment: .production) == ["match-1": 1])
             }
@@ -177,8 +148,11 @@ extension PostgresSuites {
             try withClockedStore(kind) { store, _ in
                 try store.register(
                     [],
-                    subscriptions: [subscription("a1", channels: ["m1", "m2"]), subscription("a2", channels: ["m1"])])
-                var moved = subscription("a1", channels: ["m2", "m3"], createdAt: 1_700_000_500_000)
+                    subscriptions: [
+                        LedgerFixture.subscription("a1", channels: ["m1", "m2"]),
+                        LedgerFixture.subscription("a2", channels: ["m1"]),
+                    ])
+                var moved = LedgerFixture.subscription("a1", channels: ["m2", "m3"], createdAt: 1_700_000_500_000)
                 moved.frequentUpdates = true
                 let result = try store.register([], subscriptions: [moved])
                 #expect(result.subscriptionDeltas == ["m1": -1, "m3": 1])
@@ -203,10 +177,10 @@ extension PostgresSuites {
         func subscriptionsRetireWithTheirChannelsEndAndByAge(_ kind: StoreKind) throws {
             try withClockedStore(kind) { store, _ in
                 try store.register(
-                    [update(1, activity: "a1"), pushToStart(2, device: "d2")],
+                    [LedgerFixture.update(1, activity: "a1"), LedgerFixture.pushToStart(2, device: "d2")],
                     subscriptions: [
-                        subscription("s1", channels: ["match-1"]),
-                        subscription("s2", channels: ["match-2"], createdAt: 500),
+                        LedgerFixture.subscription("s1", channels: ["match-1"]),
+                        LedgerFixture.subscription("s2", channels: ["match-2"], createdAt: 500),
                     ])
                 let ended = try store.retire(following: "match-1")
                 #expect(ended.tokens == [makeToken(1)])
@@ -241,11 +215,11 @@ extension PostgresSuites {
                     bundleID: testBundle, environment: .production, channel: "match-1", dueAt: 1_700_009_000)
                 try store.register(
                     [
-                        pushToStart(1, device: "d1"),
-                        update(2, activity: "a2", device: "d1", channels: ["match-1", "all"]),
-                        update(3, activity: "a3", device: "d9"),
+                        LedgerFixture.pushToStart(1, device: "d1"),
+                        LedgerFixture.update(2, activity: "a2", device: "d1", channels: ["match-1", "all"]),
+                        LedgerFixture.update(3, activity: "a3", device: "d9"),
                     ],
-                    subscriptions: [subscription("a4", device: "d1")])
+                    subscriptions: [LedgerFixture.subscription("a4", device: "d1")])
 
                 let updateEntry = try #require(
                     try store.ledger(
@@ -282,7 +256,7 @@ extension PostgresSuites {
         @Test(arguments: StoreKind.allCases)
         func historyKeepsInvalidationsWithTheirReasonAndUnregistrations(_ kind: StoreKind) throws {
             try withClockedStore(kind) { store, clock in
-                try store.register([update(1, activity: "a1"), update(2, activity: "a2")])
+                try store.register([LedgerFixture.update(1, activity: "a1"), LedgerFixture.update(2, activity: "a2")])
                 let invalidatedAt = clock.now.load(ordering: .relaxed)
                 #expect(
                     try store.invalidate([
@@ -292,7 +266,7 @@ extension PostgresSuites {
                 #expect(try store.unregister([makeToken(2)]) == 1)
                 clock.advance(by: 1_000)
                 // Registered again: the ledger shows the live registration and the ended one.
-                var again = update(1, activity: "a1-new")
+                var again = LedgerFixture.update(1, activity: "a1-new")
                 again.createdAt = clock.now.load(ordering: .relaxed)
                 again.lastSeenAt = again.createdAt
                 try store.register([again])
@@ -324,7 +298,7 @@ extension PostgresSuites {
         @Test(arguments: StoreKind.allCases)
         func historyIsPrunedByAge(_ kind: StoreKind) throws {
             try withClockedStore(kind, retention: .seconds(60)) { store, clock in
-                try store.register([update(1, activity: "a1"), update(2, activity: "a2")])
+                try store.register([LedgerFixture.update(1, activity: "a1"), LedgerFixture.update(2, activity: "a2")])
                 _ = try store.unregister([makeToken(1)])
                 clock.advance(by: 30_000)
                 _ = try store.unregister([makeToken(2)])

@@ -7,50 +7,14 @@ import Testing
 @testable import FanfareSQLite
 import FanfareStorage
 
-/// A settable wall clock (UNIX ms) for the store's ledger history.
-private final class TestClock: Sendable {
-    let now = Atomic<Int64>(1_800_000_000_000)
-    func advance(by milliseconds: Int64) { now.add(milliseconds, ordering: .relaxed) }
-    var read: @Sendable () -> Int64 { { [self] in now.load(ordering: .relaxed) } }
-}
-
 private func withClockedStore<T>(
-    retention: Duration = SQLiteTokenStore.defaultHistoryRetention, _ body: (SQLiteTokenStore, TestClock) throws -> T
+    retention: Duration = SQLiteTokenStore.defaultHistoryRetention, _ body: (SQLiteTokenStore, LedgerClock) throws -> T
 ) throws -> T {
     let directory = try TemporaryDirectory()
     defer { directory.remove() }
-    let clock = TestClock()
+    let clock = LedgerClock()
     let store = try SQLiteTokenStore(path: directory.path("fanfare.db"), historyRetention: retention, clock: clock.read)
     return try body(store, clock)
-}
-
-private func pushToStart(
-    _ number: Int, device: String, type: String = "MatchAttributes", broadcast: Bool = false
-)
-    -> TokenRegistration
-{
-    TokenRegistration(
-        token: makeToken(number), kind: .pushToStart, deviceID: device, attributesType: type, bundleID: testBundle,
-        environment: .production, supportsBroadcast: broadcast, channels: ["match-1"], createdAt: 1_700_000_000_000)
-}
-
-private func update(
-    _ number: Int, activity: String, device: String? = nil, channels: [String] = ["match-1"]
-)
-    -> TokenRegistration
-{
-    TokenRegistration(
-        token: makeToken(number), kind: .update, activityID: activity, deviceID: device,
-        attributesType: device == nil ? nil : "MatchAttributes", bundleID: testBundle, environment: .production,
-        channels: channels, createdAt: 1_700_000_000_000)
-}
-
-private func subscription(
-    _ activity: String, channels: [String] = ["match-1"], device: String? = nil, createdAt: Int64 = 1_700_000_000_000
-) -> BroadcastSubscription {
-    BroadcastSubscription(
-        activityID: activity, deviceID: device, attributesType: device == nil ? nil : "MatchAttributes",
-        bundleID: testBundle, environment: .production, channels: channels, createdAt: createdAt)
 }
 
 @Suite("Registry: broadcast subscriptions and the ledger on SQLite", .ownThread)
@@ -61,13 +25,15 @@ struct SQLiteLedgerTests {
         let path = directory.path("fanfare.db")
         do {
             let store = try SQLiteTokenStore(path: path)
-            try store.register([pushToStart(1, device: "d1", broadcast: true)], subscriptions: [subscription("a1")])
+            try store.register(
+                [LedgerFixture.pushToStart(1, device: "d1", broadcast: true)],
+                subscriptions: [LedgerFixture.subscription("a1")])
         }
         let store = try SQLiteTokenStore(path: path)
         #expect(try store.subscriptionCounts(bundleID: testBundle, environment: .production) == ["match-1": 1])
         #expect(try store.all()[makeToken(1)]?.supportsBroadcast == true)
         // The replacement rule holds across the restart.
-        #expect(try store.register([pushToStart(2, device: "d1")]).replacedTokens == [makeToken(1)])
+        #expect(try store.register([LedgerFixture.pushToStart(2, device: "d1")]).replacedTokens == [makeToken(1)])
     }
 
     /// A registry written by schema v3 (tokens and a wave in it) opens, gains the v4 tables and columns, and keeps
@@ -99,7 +65,8 @@ struct SQLiteLedgerTests {
         #expect(try store.unfinishedWaves(bundleID: testBundle, environment: .production).map(\.record) == [wave])
         // The new rules work on the upgraded file.
         let result = try store.register(
-            [pushToStart(10_000, device: "device-0")], subscriptions: [subscription("activity-1")])
+            [LedgerFixture.pushToStart(10_000, device: "device-0")],
+            subscriptions: [LedgerFixture.subscription("activity-1")])
         #expect(
             result.replacedTokens.sorted { $0.hexString < $1.hexString }
                 == [makeToken(0), makeToken(1)].sorted { $0.hexString < $1.hexString })

@@ -1,4 +1,5 @@
 import FanfareCore
+@_exported import FanfareRegistryFixtures
 import Foundation
 
 @testable import FanfareSQLite
@@ -25,29 +26,6 @@ func withStore<T>(_ body: (SQLiteTokenStore, TemporaryDirectory) throws -> T) th
     defer { directory.remove() }
     let store = try SQLiteTokenStore(path: directory.path("fanfare.db"))
     return try body(store, directory)
-}
-
-/// A deterministic token: `number` big-endian in the first four bytes, then a pattern derived from it.
-func makeToken(_ number: Int, byteCount: Int = 80) -> DeviceToken {
-    var bytes = [UInt8](repeating: 0, count: byteCount)
-    let value = UInt32(truncatingIfNeeded: number)
-    bytes[0] = UInt8(truncatingIfNeeded: value >> 24)
-    bytes[1] = UInt8(truncatingIfNeeded: value >> 16)
-    bytes[2] = UInt8(truncatingIfNeeded: value >> 8)
-    bytes[3] = UInt8(truncatingIfNeeded: value)
-    for index in 4..<byteCount { bytes[index] = UInt8(truncatingIfNeeded: number &* 31 &+ index &* 7) }
-    return try! DeviceToken(bytes: bytes)
-}
-
-let testBundle = "com.example.fanfare"
-
-func updateRegistration(
-    _ number: Int, channels: [String] = ["match-1"], bundleID: String = testBundle,
-    environment: APNsEnvironment = .production, createdAt: Int64 = 1_700_000_000_000, lastSeenAt: Int64? = nil
-) -> TokenRegistration {
-    TokenRegistration(
-        token: makeToken(number), kind: .update, activityID: "activity-\(number)", bundleID: bundleID,
-        environment: environment, channels: channels, createdAt: createdAt, lastSeenAt: lastSeenAt)
 }
 
 func pushToStartRegistration(

@@ -66,14 +66,7 @@ extension Shard {
     /// returns its generation (0 with nothing to write or no writer: nothing to wait for).
     private func submitLastCheckpoint() -> UInt64 {
         guard let checkpoints else { return 0 }
-        var items: [WaveCheckpoint] = []
-        let savedAt = Int64(time(nil)) * 1000
-        for slot in waves.indices where waves[slot] != nil {
-            items.append(
-                WaveCheckpoint(
-                    waveID: waves[slot]!.update.wave.id, shard: index, data: progress(of: slot, final: true).encoded(),
-                    savedAt: savedAt))
-        }
+        let items = finalCheckpoints()
         guard !items.isEmpty else { return 0 }
         checkpointGeneration &+= 1
         checkpoints.submit(shard: index, generation: checkpointGeneration, items)

@@ -30,15 +30,19 @@ extension Shard {
         service(now: now, commandLimit: .max, workUntil: .max)
         checkpoints = writer
         failQueuedSingles()
-        var items: [WaveCheckpoint] = []
+        return finalCheckpoints()
+    }
+
+    /// Every unfinished wave's progress as a final checkpoint (nothing more of it goes out from this shard): what
+    /// a graceful stop and a hand-over leave for the next holder.
+    func finalCheckpoints() -> [WaveCheckpoint] {
         let savedAt = Int64(time(nil)) * 1000
-        for slot in waves.indices where waves[slot] != nil {
-            items.append(
-                WaveCheckpoint(
-                    waveID: waves[slot]!.update.wave.id, shard: index, data: progress(of: slot, final: true).encoded(),
-                    savedAt: savedAt))
+        return waves.indices.compactMap { slot in
+            guard let wave = waves[slot] else { return nil }
+            return WaveCheckpoint(
+                waveID: wave.update.wave.id, shard: index, data: progress(of: slot, final: true).encoded(),
+                savedAt: savedAt)
         }
-        return items
     }
 
     func failQueuedSingles() {
