@@ -98,8 +98,11 @@ public final class ClusterNode: @unchecked Sendable {
         self.logger = logger
         self.onLeaseLost = onLeaseLost
         do {
-            leaseStore = try PostgresTokenStore(url: url, incarnation: incarnation, logger: logger)
-            feedStore = try PostgresTokenStore(url: url, incarnation: incarnation, logger: logger)
+            // The node's own connections keep the time limit of its main store.
+            let timeout = checkpointStore.callTimeout
+            leaseStore = try PostgresTokenStore(
+                url: url, incarnation: incarnation, callTimeout: timeout, logger: logger)
+            feedStore = try PostgresTokenStore(url: url, incarnation: incarnation, callTimeout: timeout, logger: logger)
             try leaseStore.joinCluster(shardCount: configuration.shardCount)
         } catch {
             throw .database("\(error)")

@@ -201,6 +201,8 @@ struct ServeCommandTests {
             (["--simulator", "--max-body", "lots"], "--max-body"),
             (["--simulator", "--shutdown-timeout", "soon"], "--shutdown-timeout"),
             (["--simulator", "--log-format", "xml"], "--log-format"),
+            (["--simulator", "--database-timeout", "0s"], "--database-timeout must be in 1...3600 seconds"),
+            (["--simulator", "--database-timeout", "a while"], "--database-timeout"),
             (["--simulator", "--checkpoint-interval", "0"], "--checkpoint-interval must be in 1...3600000"),
             (
                 ["--simulator", "--checkpoint-pushes", "20000", "--checkpoint-window", "10000"],

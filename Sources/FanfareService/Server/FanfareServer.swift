@@ -140,7 +140,9 @@ public final class FanfareServer: Sendable {
                 storeLogger[metadataKey: "component"] = "postgres"
                 // This run of the cluster node, named by every session it opens, this store's first (the
                 // ClusterNode takes it from here): a live node ends them all if this one stalls.
-                return try PostgresTokenStore(url: url, incarnation: NodeIncarnation(), logger: storeLogger)
+                return try PostgresTokenStore(
+                    url: url, incarnation: NodeIncarnation(), callTimeout: configuration.databaseTimeout,
+                    logger: storeLogger)
             }
         } catch {
             throw .registry(error)

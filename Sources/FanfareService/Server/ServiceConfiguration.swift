@@ -39,6 +39,9 @@ public struct ServiceConfiguration: Sendable {
     public var idempotencyLifetime: Duration = .seconds(24 * 3600)
     /// How long the token ledger keeps the history of registrations that ended (`GET /v1/tokens/{token}`).
     public var ledgerRetention: Duration = .seconds(30 * 86_400)
+    /// PostgreSQL: how long one database call may take before it fails (`database_unavailable` through the API)
+    /// and its connection is replaced: a frozen server or a silent network path ends there.
+    public var databaseTimeout: Duration = .seconds(60)
     /// The Retry-After of 503 answers (seconds).
     public var retryAfterSeconds = 1
     /// Threads for blocking work (registry writes and reads).
@@ -131,6 +134,9 @@ public struct ServiceConfiguration: Sendable {
             return "--ledger-retention-days must be in 1...3650"
         }
         if retryAfterSeconds < 1 || retryAfterSeconds > 3600 { return "Retry-After must be in 1...3600 seconds" }
+        if databaseTimeout < .seconds(1) || databaseTimeout > .seconds(3600) {
+            return "--database-timeout must be in 1...3600 seconds"
+        }
         if maxAPIConnections < 1 || maxAPIConnections > 1_000_000 {
             return "--max-api-connections must be in 1...1,000,000"
         }

@@ -112,6 +112,12 @@ struct ServeCommand: AsyncParsableCommand {
         help: "How many days the token ledger keeps the history of registrations that ended (GET /v1/tokens/{token}).")
     var ledgerRetentionDays = 30
 
+    @Option(
+        help:
+            "PostgreSQL: how long one database call may take before it fails (the API answers 503 database_unavailable) and its connection is replaced (e.g. 60s, 15s)."
+    )
+    var databaseTimeout = "60s"
+
     @Option(help: "Largest request body (bytes, or with KiB / MiB).")
     var maxBody = "8MiB"
 
@@ -211,6 +217,7 @@ struct ServeCommand: AsyncParsableCommand {
         service.maxAPIConnections = maxApiConnections
         service.maxEventStreams = maxEventStreams
         service.shutdownTimeout = .nanoseconds(try parseDuration(shutdownTimeout, flag: "--shutdown-timeout"))
+        service.databaseTimeout = .nanoseconds(try parseDuration(databaseTimeout, flag: "--database-timeout"))
         service.ledgerRetention = .seconds(
             Int64(clamping: ledgerRetentionDays).multipliedReportingOverflow(by: 86_400).partialValue)
         service.logger = logger

@@ -25,6 +25,8 @@ final class ChaosCluster: @unchecked Sendable {
     static let window = 500
     static let lease = "5s"
     static let channel = "match"
+    /// Shorter than the full campaign's freeze, so that calls meeting it end with 503 while it lasts.
+    static let databaseTimeoutSeconds = 15
 
     let size: ChaosSize
     let postgres: PostgresServer
@@ -76,7 +78,8 @@ final class ChaosCluster: @unchecked Sendable {
             "--listen", "127.0.0.1:0", "--database", url, "--node-id", name, "--shards", "\(Self.shards)",
             "--lease", Self.lease, "--join", Self.lease, "--streams", "\(size.streams)", "--connections", "1",
             "--checkpoint-window", "\(Self.window)", "--checkpoint-pushes", "200", "--checkpoint-interval", "50",
-            "--shutdown-timeout", "30s", "--channel-management", "127.0.0.1:\(simulator.managementPort ?? 0)",
+            "--shutdown-timeout", "30s", "--database-timeout", "\(Self.databaseTimeoutSeconds)s",
+            "--channel-management", "127.0.0.1:\(simulator.managementPort ?? 0)",
             "--log-format", "json",
         ]
     }
