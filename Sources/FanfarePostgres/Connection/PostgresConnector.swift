@@ -41,10 +41,13 @@ struct PostgresConnector: Sendable {
         // Set at the start of the session, so the name is there before its first statement.
         configuration.options.additionalStartupParameters = [("application_name", applicationName)]
         // A session ended during its startup (a live node fencing this node's run, a server going down) can leave
-        // postgres-nio waiting for a reply that never comes: the channel's close fails the connect. A promise
-        // keeps its first result, so a close after a successful start changes nothing.
+        // postgres-nio waiting for a reply that never comes: the channel's close fails the connect, a second later,
+        // so that postgres-nio's own reason (a TLS handshake refused, a password) comes first when it has one. A
+        // promise keeps its first result, so a close after a successful start changes nothing.
         let started = channel.eventLoop.makePromise(of: PostgresConnection.self)
-        channel.closeFuture.whenComplete { _ in started.fail(ClosedDuringStartup()) }
+        channel.closeFuture.whenComplete { _ in
+            channel.eventLoop.scheduleTask(in: .seconds(1)) { started.fail(ClosedDuringStartup()) }
+        }
         Task {
             do {
                 started.succeed(

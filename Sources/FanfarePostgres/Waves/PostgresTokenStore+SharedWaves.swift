@@ -49,26 +49,7 @@ extension PostgresTokenStore: SharedWaveStore {
                 ).decode(Int64.self) {
                     id = last + 1
                 }
-                let payload = ByteBuffer(bytes: record.payload)
-                let startKeys = ByteBuffer(bytes: WaveColumnEncoding.startKeys(record.startKeys))
-                let channelPayload = record.channelPayload.map { ByteBuffer(bytes: $0) }
-                try await connection.query(
-                    """
-                    INSERT INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload, fresh_until,
-                                       collapse_id, dismissal_date, published_at, shard_count, start_keys,
-                                       broadcast_channel_id, channel_payload, published_subscribers,
-                                       registry_position)
-                    VALUES (\(id), \(appID), \(record.channel), \(record.event), \(record.timestamp),
-                        \(record.priority),
-                            \(record.hasAlert), \(payload), \(record.freshUntil), \(record.collapseID),
-                                \(record.dismissalDate),
-                            \(record.publishedAt), \(Int64(record.shardCount)), \(startKeys),
-                                \(record.broadcastChannelID),
-                            \(channelPayload), \(record.broadcastSubscribers.map(Int64.init)),
-                            -- Every registration acknowledged before this publish: the change-feed log's lock
-                            -- makes its positions visible in commit order, so nothing commits below this later.
-                            (SELECT coalesce(max(seq), 0) FROM token_changes))
-                    """, logger: logger)
+                try await Self.insertWave(record, id: id, appID: appID, connection, logger)
                 try await connection.query(
                     """
                     INSERT INTO channel_latest (app_id, channel, timestamp) VALUES (\(appID), \(record.channel),
@@ -139,6 +120,32 @@ extension PostgresTokenStore: SharedWaveStore {
     }
 
     // MARK: - Inside
+
+    /// The wave's row, with the registry's change-feed position at this moment (`WaveRecord.registryPosition`).
+    private static func insertWave(
+        _ record: WaveRecord, id: Int64, appID: Int64, _ connection: PostgresConnection, _ logger: Logger
+    ) async throws {
+        let payload = ByteBuffer(bytes: record.payload)
+        let startKeys = ByteBuffer(bytes: WaveColumnEncoding.startKeys(record.startKeys))
+        let channelPayload = record.channelPayload.map { ByteBuffer(bytes: $0) }
+        try await connection.query(
+            """
+            INSERT INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload, fresh_until,
+                               collapse_id, dismissal_date, published_at, shard_count, start_keys,
+                               broadcast_channel_id, channel_payload, published_subscribers,
+                               registry_position)
+            VALUES (\(id), \(appID), \(record.channel), \(record.event), \(record.timestamp),
+                \(record.priority),
+                    \(record.hasAlert), \(payload), \(record.freshUntil), \(record.collapseID),
+                        \(record.dismissalDate),
+                    \(record.publishedAt), \(Int64(record.shardCount)), \(startKeys),
+                        \(record.broadcastChannelID),
+                    \(channelPayload), \(record.broadcastSubscribers.map(Int64.init)),
+                    -- Every registration acknowledged before this publish: the change-feed log's lock
+                    -- makes its positions visible in commit order, so nothing commits below this later.
+                    (SELECT coalesce(max(seq), 0) FROM token_changes))
+            """, logger: logger)
+    }
 
     /// `pg_advisory_xact_lock(space, app)`: publishes of one app, one at a time.
     static let publishLockSpace: Int32 = 0x4641_4E46  // "FANF"
