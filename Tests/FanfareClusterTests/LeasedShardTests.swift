@@ -70,7 +70,7 @@ import Testing
         let fromB = try #require(try b.report(id: id))
         #expect(fromA == fromB, "any node answers the same report")
         #expect(fromA.targeted == count && fromA.delivered == count && fromA.accounted == count, "\(fromA)")
-        let log = try TakeOverChecks.accepted(harness)
+        let log = try harness.acceptedIDsByToken()
         #expect(
             log.count == count && log.values.allSatisfy { $0.count == 1 }, "every token once, from the node holding it")
 

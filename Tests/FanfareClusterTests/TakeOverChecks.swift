@@ -1,18 +1,9 @@
-// What every cluster test reads from the simulator, and what every take-over of a shard must leave behind.
+// What every take-over of a shard must leave behind, as the cluster tests check it.
 import FanfareFanout
 import FanfareTestHarness
 import Testing
 
 enum TakeOverChecks {
-    /// The simulator's accepted pushes: per token, the apns-ids of its pushes in order.
-    static func accepted(_ harness: TestHarness) throws -> [String: [String]] {
-        var byToken: [String: [String]] = [:]
-        for record in try harness.acceptedLog() {
-            guard let token = record.string("token"), let id = record.string("apns-id") else { continue }
-            byToken[token, default: []].append(id)
-        }
-        return byToken
-    }
 
     /// A wave whose shards changed hands: one outcome per token, every token reached, at most `duplicateBound`
     /// tokens sent again (what ran past the last durable checkpoints), each resend with its first apns-id.
@@ -25,7 +16,7 @@ enum TakeOverChecks {
         #expect(
             report.targeted == count && report.delivered == count && report.accounted == count, "\(report)",
             sourceLocation: sourceLocation)
-        let log = try accepted(harness)
+        let log = try harness.acceptedIDsByToken()
         #expect(log.count == count, "every token reached", sourceLocation: sourceLocation)
         let duplicates = log.values.filter { $0.count > 1 }
         #expect(

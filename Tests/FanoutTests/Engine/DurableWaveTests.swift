@@ -40,16 +40,6 @@ import Testing
         return try FanoutEngine(configuration: configuration, store: store, waveStore: store)
     }
 
-    /// Tokens of the accepted log, by token hex: the apns-ids of its lines, in order.
-    static func accepted(_ harness: TestHarness) throws -> [String: [String]] {
-        var byToken: [String: [String]] = [:]
-        for record in try harness.acceptedLog() {
-            guard let token = record.string("token"), let id = record.string("apns-id") else { continue }
-            byToken[token, default: []].append(id)
-        }
-        return byToken
-    }
-
     @Test func aWaveAbandonedMidWayCompletesOnTheNextEngineWithinTheWindow() async throws {
         let harness = try TestHarness(Self.simulator())
         defer { harness.shutdown() }
@@ -80,7 +70,7 @@ import Testing
         #expect(report.restarts == 1)
         await engine.shutdown()
 
-        let log = try Self.accepted(harness)
+        let log = try harness.acceptedIDsByToken()
         #expect(log.count == count, "every token at least once")
         let duplicates = log.values.filter { $0.count > 1 }
         // Everything sent after the last durable checkpoint may go again: at most the window per shard, plus
@@ -119,7 +109,7 @@ import Testing
         #expect(report.delivered == count && report.accounted == report.targeted, "\(report)")
         #expect(report.resentAfterRestart == 0)
         await engine.shutdown()
-        let log = try Self.accepted(harness)
+        let log = try harness.acceptedIDsByToken()
         #expect(log.count == count && log.values.allSatisfy { $0.count == 1 }, "no duplicate after a graceful restart")
     }
 
@@ -145,7 +135,7 @@ import Testing
         let report = resumed.report
         #expect(report.targeted == count && report.delivered == count && report.accounted == count, "\(report)")
         await engine.shutdown()
-        let log = try Self.accepted(harness)
+        let log = try harness.acceptedIDsByToken()
         #expect(log.count == count && log.values.allSatisfy { $0.count == 1 }, "every token once")
     }
 

@@ -200,6 +200,16 @@ package final class TestHarness: @unchecked Sendable {
             return AcceptedRecord(line: String(line), fields: try #require(object as? [String: Any]))
         }
     }
+
+    /// The accepted pushes by token hex: the apns-ids of each token's lines, in order (broadcasts left out).
+    package func acceptedIDsByToken() throws -> [String: [String]] {
+        var byToken: [String: [String]] = [:]
+        for record in try acceptedLog() {
+            guard let token = record.string("token"), let id = record.string("apns-id") else { continue }
+            byToken[token, default: []].append(id)
+        }
+        return byToken
+    }
 }
 
 /// The real ES256 verifier, reporting what it verified.
