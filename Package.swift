@@ -20,6 +20,7 @@ let package = Package(
         .library(name: "FanfareSimulator", targets: ["FanfareSimulator"]),
         .library(name: "FanfareCore", targets: ["FanfareCore"]),
         .library(name: "FanfareStorage", targets: ["FanfareStorage"]),
+        .library(name: "FanfareApps", targets: ["FanfareApps"]),
         .library(name: "FanfareSQLite", targets: ["FanfareSQLite"]),
         .library(name: "FanfareFanout", targets: ["FanfareFanout"]),
         // The registry on PostgreSQL (issue 14: several nodes on one database).
@@ -88,6 +89,9 @@ let package = Package(
         // links, the ledger, waves, idempotency answers. No database here: FanfareSQLite and FanfarePostgres
         // implement it, so the engine builds (and links) without either.
         .target(name: "FanfareStorage", dependencies: ["FanfareCore"]),
+        // The apps a deployment sends for (`--apps FILE`): bundle ids, teams, provider keys and their environments
+        // and topics, endpoints. Read by `fanfare serve` and by the simulator, which checks pushes against it.
+        .target(name: "FanfareApps", dependencies: ["FanfareCore", "FanfareStorage", "FanfareTLS"]),
         // The embedded default store: one SQLite file through GRDB (WAL, synchronous=FULL).
         .target(
             name: "FanfareSQLite",
@@ -195,6 +199,8 @@ let package = Package(
         .testTarget(name: "FanfareCoreTests", dependencies: ["FanfareCore", "FanfareTestSupport"]),
         .testTarget(name: "FanfareIOTests", dependencies: ["FanfareIO", "CURing", "FanfareTestSupport"]),
         .testTarget(name: "FanfareTLSTests", dependencies: ["FanfareTLS", "FanfareCore", "COpenSSL", "FanfareTestSupport"]),
+        .testTarget(
+            name: "FanfareAppsTests", dependencies: ["FanfareApps", "FanfareStorage", "FanfareTLS", "FanfareTestSupport"]),
         // HPACK and HTTP/2 framing, checked against nghttp2's own encoder and decoder.
         .testTarget(
             name: "FanfareHTTP2Tests", dependencies: ["FanfareHTTP2", "FanfareCore", "FanfareClient", "CNghttp2", "FanfareTestSupport"]),

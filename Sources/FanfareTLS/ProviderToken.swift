@@ -13,9 +13,9 @@ public struct ProviderToken: Sendable, Equatable {
     public var authorizationHeaderValue: String { "bearer " + jwt }
 }
 
-enum AppleIdentifier {
+public enum AppleIdentifier {
     /// Apple key ids and team ids: exactly 10 characters of A-Z and 0-9.
-    static func isValid(_ identifier: String) -> Bool {
+    public static func isValid(_ identifier: String) -> Bool {
         identifier.utf8.count == 10
             && identifier.utf8.allSatisfy { byte in
                 (byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z"))

@@ -21,10 +21,14 @@ public final class ProviderTokenSigner: @unchecked Sendable {
         try self.init(pem: pem, source: path, keyID: keyID, teamID: teamID)
     }
 
-    /// As `init(privateKeyPEMFile:...)`, with the PEM text itself (e.g. from a secret store).
-    public convenience init(privateKeyPEM: String, keyID: String, teamID: String) throws(ProviderKeyError) {
+    /// As `init(privateKeyPEMFile:...)`, with the PEM text itself (e.g. from a secret store). `source` names where
+    /// the text came from in errors (e.g. `$LEAGUE_KEY_PEM`); the text itself never appears in one.
+    public convenience init(
+        privateKeyPEM: String, source: String? = nil, keyID: String, teamID: String
+    ) throws(ProviderKeyError) {
         try Self.validate(keyID: keyID, teamID: teamID)
-        try self.init(pem: Array(privateKeyPEM.utf8), source: ProviderKeyPEM.textSource, keyID: keyID, teamID: teamID)
+        try self.init(
+            pem: Array(privateKeyPEM.utf8), source: source ?? ProviderKeyPEM.textSource, keyID: keyID, teamID: teamID)
     }
 
     private init(pem: [UInt8], source: String, keyID: String, teamID: String) throws(ProviderKeyError) {
