@@ -406,12 +406,13 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
             last_seen_at = greatest(tokens.last_seen_at, EXCLUDED.last_seen_at)
         """
 
-    public func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int {
+    public func unregister(_ tokens: [DeviceToken], in scope: RegistryScope) throws(RegistryError) -> Int {
         guard !tokens.isEmpty else { return 0 }
         var binds = PostgresBindings()
         binds.append(tokens.map(Self.bytes))
+        let inScope = Self.appCondition(scope, column: "t.app_id", binds: &binds)
         let query = LedgerHistorySQL.deletingTokens(
-            "DELETE FROM tokens t WHERE t.token = ANY($1::bytea[])", binds: binds,
+            "DELETE FROM tokens t WHERE t.token = ANY($1::bytea[])" + inScope, binds: binds,
             ending: .init(event: .unregistered, at: clock()))
         return try inTransaction("unregistering \(tokens.count) tokens") { connection, logger in
             try await LedgerHistorySQL.deletedTokens(query, on: connection, logger: logger).count
@@ -447,37 +448,57 @@ public final class PostgresTokenStore: TokenStore, @unchecked Sendable {
         }
     }
 
-    /// Update tokens and broadcast subscriptions following `channel` (any app).
-    public func retire(following channel: String) throws(RegistryError) -> RetirementResult {
+    /// Update tokens and broadcast subscriptions of `scope` following `channel`.
+    public func retire(following channel: String, in scope: RegistryScope) throws(RegistryError) -> RetirementResult {
         var binds = PostgresBindings()
         binds.append(channel)
         let ending = LedgerHistorySQL.Ending(event: .retiredChannelEnded, at: clock(), channel: channel)
+        var tokenBinds = binds
         let tokens = LedgerHistorySQL.deletingTokens(
-            "DELETE FROM tokens t WHERE t.kind = \(TokenKind.update.rawValue) AND $1 = ANY(t.channels)",
-            binds: binds, ending: ending)
+            "DELETE FROM tokens t WHERE t.kind = \(TokenKind.update.rawValue) AND $1 = ANY(t.channels)"
+                + Self.appCondition(scope, column: "t.app_id", binds: &tokenBinds),
+            binds: tokenBinds, ending: ending)
         let subscriptions = LedgerHistorySQL.deletingSubscriptions(
             """
             DELETE FROM broadcast_subscriptions s USING subscription_channels c
             WHERE c.channel = $1 AND s.app_id = c.app_id AND s.activity_id = c.activity_id
-            """, binds: binds, ending: ending)
-        return try retire("retiring what follows channel '\(channel)'", tokens, subscriptions)
+            """ + Self.appCondition(scope, column: "s.app_id", binds: &binds), binds: binds, ending: ending)
+        return try retire("retiring what of \(scope) follows channel '\(channel)'", tokens, subscriptions)
     }
 
     /// Update tokens and broadcast subscriptions created before `createdBefore` (UNIX ms); also prunes the
     /// ledger's history past its retention (the maintenance sweep).
-    public func retire(createdBefore: Int64) throws(RegistryError) -> RetirementResult {
+    public func retire(createdBefore: Int64, in scope: RegistryScope) throws(RegistryError) -> RetirementResult {
         var binds = PostgresBindings()
         binds.append(createdBefore)
         let now = clock()
         let ending = LedgerHistorySQL.Ending(event: .retiredLifetime, at: now)
+        var tokenBinds = binds
         let tokens = LedgerHistorySQL.deletingTokens(
-            "DELETE FROM tokens t WHERE t.kind = \(TokenKind.update.rawValue) AND t.created_at < $1",
-            binds: binds, ending: ending)
+            "DELETE FROM tokens t WHERE t.kind = \(TokenKind.update.rawValue) AND t.created_at < $1"
+                + Self.appCondition(scope, column: "t.app_id", binds: &tokenBinds),
+            binds: tokenBinds, ending: ending)
         let subscriptions = LedgerHistorySQL.deletingSubscriptions(
-            "DELETE FROM broadcast_subscriptions s WHERE s.created_at < $1", binds: binds, ending: ending)
+            "DELETE FROM broadcast_subscriptions s WHERE s.created_at < $1"
+                + Self.appCondition(scope, column: "s.app_id", binds: &binds), binds: binds, ending: ending)
         return try retire(
-            "retiring what was created before \(createdBefore)", tokens, subscriptions,
+            "retiring what of \(scope) was created before \(createdBefore)", tokens, subscriptions,
             pruneHistoryBefore: now - historyRetentionMilliseconds)
+    }
+
+    /// A condition on `column` for `scope`, its values appended to `binds` (empty for every app).
+    static func appCondition(_ scope: RegistryScope, column: String, binds: inout PostgresBindings) -> String {
+        guard !scope.isEverything else { return "" }
+        var conditions: [String] = []
+        if let bundleID = scope.bundleID {
+            binds.append(bundleID)
+            conditions.append("bundle_id = $\(binds.count)")
+        }
+        if let environment = scope.environment {
+            binds.append(Int16(environment.rawValue))
+            conditions.append("environment = $\(binds.count)")
+        }
+        return " AND \(column) IN (SELECT id FROM apps WHERE \(conditions.joined(separator: " AND ")))"
     }
 
     private func retire(

@@ -46,6 +46,19 @@ struct RegistryMemoryState {
         undoLog.append(.addedApp(key))
     }
 
+    /// The app rows `scope` covers (nil: every app, no filter needed).
+    func appIDs(in scope: RegistryScope) -> [Int64]? {
+        guard !scope.isEverything else { return nil }
+        return appIDs.filter { scope.contains(bundleID: $0.key.bundleID, environment: $0.key.environment) }.map(\.value)
+    }
+
+    /// A SQL condition on `column` for `scope` (`app_id IN (...)`; empty for every app). Ids are integers the store
+    /// assigned, so writing them inline is safe.
+    func appCondition(_ scope: RegistryScope, column: String = "app_id") -> String {
+        guard let ids = appIDs(in: scope) else { return "" }
+        return " AND \(column) IN (\(ids.isEmpty ? "NULL" : ids.map(String.init).joined(separator: ",")))"
+    }
+
     /// The transaction committed: keep everything.
     mutating func commit() {
         undoLog.removeAll(keepingCapacity: undoLog.count <= 1024)

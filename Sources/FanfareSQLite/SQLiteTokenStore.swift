@@ -168,12 +168,14 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
-    public func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int {
+    public func unregister(_ tokens: [DeviceToken], in scope: RegistryScope) throws(RegistryError) -> Int {
         guard !tokens.isEmpty else { return 0 }
         let now = clock()
-        return try transaction("unregistering \(tokens.count) tokens") { db, memory in
+        return try transaction("unregistering \(tokens.count) tokens of \(scope)") { db, memory in
             let delete = try RawStatement(
-                db, sql: "DELETE FROM tokens WHERE id = ? AND token = ? " + EndedRegistration.returningTokenColumns)
+                db,
+                sql: "DELETE FROM tokens WHERE id = ? AND token = ?" + memory.appCondition(scope) + " "
+                    + EndedRegistration.returningTokenColumns)
             let history = try LedgerHistoryWriter(db, now: now)
             var removed = 0
             for token in tokens {
@@ -245,13 +247,14 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
-    public func retire(following channel: String) throws(RegistryError) -> RetirementResult {
+    public func retire(following channel: String, in scope: RegistryScope) throws(RegistryError) -> RetirementResult {
         let now = clock()
-        return try transaction("retiring update tokens following channel '\(channel)'") { db, memory in
+        return try transaction("retiring update tokens of \(scope) following channel '\(channel)'") { db, memory in
             let history = try LedgerHistoryWriter(db, now: now)
             var result = RetirementResult()
             var subscriptions = try SubscriptionTable(db)
-            for (appID, activityID) in try subscriptions.following(channel) {
+            let apps = memory.appIDs(in: scope).map(Set.init)
+            for (appID, activityID) in try subscriptions.following(channel) where apps?.contains(appID) ?? true {
                 guard
                     let ended = try subscriptions.remove(
                         appID: appID, activityID: activityID, &result.subscriptionDeltas)
@@ -266,7 +269,7 @@ public final class SQLiteTokenStore: TokenStore {
                 sql: """
                     DELETE FROM tokens
                     WHERE id IN (SELECT token_id FROM token_channels WHERE channel_id = ?)
-                      AND +kind = \(TokenKind.update.rawValue)
+                      AND +kind = \(TokenKind.update.rawValue)\(memory.appCondition(scope))
                     """, binding: channelID
             ) { ended in try history.record(ended, .retiredChannelEnded, channel: channel) }
             // Forget the channel once nothing follows it (push-to-start tokens may still do).
@@ -279,18 +282,21 @@ public final class SQLiteTokenStore: TokenStore {
         }
     }
 
-    public func retire(createdBefore: Int64) throws(RegistryError) -> RetirementResult {
+    public func retire(createdBefore: Int64, in scope: RegistryScope) throws(RegistryError) -> RetirementResult {
         let now = clock()
-        return try transaction("retiring update tokens created before \(createdBefore)") { db, memory in
+        return try transaction("retiring update tokens of \(scope) created before \(createdBefore)") { db, memory in
             let history = try LedgerHistoryWriter(db, now: now)
             var result = RetirementResult()
             result.tokens = try Self.deleteReturningTokens(
                 db, &memory,
-                sql: "DELETE FROM tokens WHERE kind = \(TokenKind.update.rawValue) AND created_at < ?",
+                sql: "DELETE FROM tokens WHERE kind = \(TokenKind.update.rawValue) AND created_at < ?"
+                    + memory.appCondition(scope),
                 binding: createdBefore
             ) { ended in try history.record(ended, .retiredLifetime) }
             var subscriptions = try SubscriptionTable(db)
-            for (appID, activityID) in try subscriptions.created(before: createdBefore) {
+            let apps = memory.appIDs(in: scope).map(Set.init)
+            for (appID, activityID) in try subscriptions.created(before: createdBefore)
+            where apps?.contains(appID) ?? true {
                 guard
                     let ended = try subscriptions.remove(
                         appID: appID, activityID: activityID, &result.subscriptionDeltas)

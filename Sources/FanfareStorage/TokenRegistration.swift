@@ -122,8 +122,9 @@ public protocol TokenStore: AnyObject, Sendable {
     )
         throws(RegistryError) -> RegistrationResult
 
-    /// Removes tokens (all their channels). Returns how many were registered. Unknown tokens are ignored.
-    func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int
+    /// Removes tokens (all their channels) registered in `scope`. Returns how many were registered there. Unknown
+    /// tokens, and tokens of apps outside `scope`, are ignored.
+    func unregister(_ tokens: [DeviceToken], in scope: RegistryScope) throws(RegistryError) -> Int
 
     /// Removes a token APNs reported dead (410, BadDeviceToken, DeviceTokenNotForTopic), unless it was
     /// registered again after `invalidSince` (UNIX ms, from a 410's `timestamp`; nil removes it regardless).
@@ -148,13 +149,14 @@ public protocol TokenStore: AnyObject, Sendable {
         _ body: (TokenRegistration) throws -> Void
     ) throws(RegistryError)
 
-    /// Removes the update tokens and broadcast subscriptions that follow `channel` (its activities ended and were
-    /// dismissed); push-to-start tokens stay.
-    func retire(following channel: String) throws(RegistryError) -> RetirementResult
+    /// Removes the update tokens and broadcast subscriptions of `scope` that follow `channel` (its activities ended
+    /// and were dismissed); push-to-start tokens stay.
+    func retire(following channel: String, in scope: RegistryScope) throws(RegistryError) -> RetirementResult
 
-    /// Removes update tokens and broadcast subscriptions created before `createdBefore` (UNIX ms): activities
-    /// past ActivityKit's 8 + 4 hour lifetime. Also prunes ledger history past its retention.
-    func retire(createdBefore: Int64) throws(RegistryError) -> RetirementResult
+    /// Removes update tokens and broadcast subscriptions of `scope` created before `createdBefore` (UNIX ms):
+    /// activities past ActivityKit's 8 + 4 hour lifetime. Also prunes ledger history past its retention (of every
+    /// app: the retention is the deployment's).
+    func retire(createdBefore: Int64, in scope: RegistryScope) throws(RegistryError) -> RetirementResult
 
     /// Live broadcast subscriptions per channel of one app (channels without any are absent).
     func subscriptionCounts(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [String: Int]
@@ -182,6 +184,21 @@ extension TokenStore {
     @discardableResult
     public func register(_ registrations: [TokenRegistration]) throws(RegistryError) -> RegistrationResult {
         try register(registrations, subscriptions: [])
+    }
+
+    /// `unregister(_:in:)` for every app.
+    public func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int {
+        try unregister(tokens, in: .everything)
+    }
+
+    /// `retire(following:in:)` for every app.
+    public func retire(following channel: String) throws(RegistryError) -> RetirementResult {
+        try retire(following: channel, in: .everything)
+    }
+
+    /// `retire(createdBefore:in:)` for every app.
+    public func retire(createdBefore: Int64) throws(RegistryError) -> RetirementResult {
+        try retire(createdBefore: createdBefore, in: .everything)
     }
 
     /// `retire(following:)`'s removed tokens.

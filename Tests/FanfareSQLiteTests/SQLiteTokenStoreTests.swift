@@ -314,7 +314,9 @@ private final class OneByOne: TokenStore {
     {
         try inner.register(registrations, subscriptions: subscriptions)
     }
-    func unregister(_ tokens: [DeviceToken]) throws(RegistryError) -> Int { try inner.unregister(tokens) }
+    func unregister(_ tokens: [DeviceToken], in scope: RegistryScope) throws(RegistryError) -> Int {
+        try inner.unregister(tokens, in: scope)
+    }
     func invalidate(_ token: DeviceToken, invalidSince: Int64?) throws(RegistryError) -> Bool {
         try inner.invalidate(token, invalidSince: invalidSince)
     }
@@ -323,11 +325,11 @@ private final class OneByOne: TokenStore {
     ) throws(RegistryError) {
         try inner.forEachRegistration(bundleID: bundleID, environment: environment, body)
     }
-    func retire(following channel: String) throws(RegistryError) -> RetirementResult {
-        try inner.retire(following: channel)
+    func retire(following channel: String, in scope: RegistryScope) throws(RegistryError) -> RetirementResult {
+        try inner.retire(following: channel, in: scope)
     }
-    func retire(createdBefore: Int64) throws(RegistryError) -> RetirementResult {
-        try inner.retire(createdBefore: createdBefore)
+    func retire(createdBefore: Int64, in scope: RegistryScope) throws(RegistryError) -> RetirementResult {
+        try inner.retire(createdBefore: createdBefore, in: scope)
     }
     func subscriptionCounts(bundleID: String, environment: APNsEnvironment) throws(RegistryError) -> [String: Int] {
         try inner.subscriptionCounts(bundleID: bundleID, environment: environment)
