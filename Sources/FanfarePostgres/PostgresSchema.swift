@@ -178,6 +178,20 @@ enum PostgresSchema {
         nodeIncarnationsMigration,
         ledgerMigration,
         waveRegistryPositionMigration,
+        Migration(
+            version: 11, name: "publications",
+            statements: [
+                // One publish on an app sending in both environments is a wave per environment; the API names them
+                // by the first one's id. A part's row goes when its wave is pruned.
+                """
+                CREATE TABLE publication_parts (
+                    wave_id bigint PRIMARY KEY,
+                    publication_id bigint NOT NULL,
+                    part integer NOT NULL
+                )
+                """,
+                "CREATE INDEX publication_parts_by_publication ON publication_parts(publication_id)",
+            ]),
     ]
 
     static var latestVersion: Int { migrations.last?.version ?? 0 }

@@ -284,6 +284,19 @@ enum RegistrySchema {
             // `BroadcastPartRecord.flags` (downgraded, resent after a restart), so a stored report keeps them.
             try db.execute(sql: "ALTER TABLE waves ADD COLUMN broadcast_flags INTEGER")
         }
+        migrator.registerMigration("v6: publications") { db in
+            // One publish on an app sending in both environments is a wave per environment; the API names them
+            // by the first one's id. A part's row goes when its wave is pruned.
+            try db.execute(
+                sql: """
+                    CREATE TABLE publication_parts (
+                        wave_id INTEGER PRIMARY KEY,
+                        publication_id INTEGER NOT NULL,
+                        part INTEGER NOT NULL
+                    )
+                    """)
+            try db.execute(sql: "CREATE INDEX publication_parts_by_publication ON publication_parts(publication_id)")
+        }
         return migrator
     }
 }

@@ -70,6 +70,9 @@ public struct FanoutConfiguration: Sendable {
     /// Where the engine's metrics go (`fanfare_invalid_token_breaker_open`, ...); nil: the process-wide
     /// `MetricsSystem.factory`.
     public var metricsFactory: (any MetricsFactory)? = nil
+    /// Several engines on one wave store (a deployment's apps and environments, `FanoutEngine.publish(_:on:)`)
+    /// must number their waves from one sequence; nil: this engine numbers its own.
+    public var waveNumbering: WaveNumbering? = nil
     /// UNIX seconds; replaceable in tests.
     public var wallClock: @Sendable () -> Int64 = { Int64(time(nil)) }
 

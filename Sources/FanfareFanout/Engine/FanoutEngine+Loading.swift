@@ -123,7 +123,9 @@ extension FanoutEngine {
         let (bundleID, environment) = (configuration.bundleID, configuration.environment)
         do {
             state.latest = try waveStore.latestTimestamps(bundleID: bundleID, environment: environment)
-            state.nextWaveID = try waveStore.lastWaveID() + 1
+            let last = try waveStore.lastWaveID()
+            state.nextWaveID = last + 1
+            configuration.waveNumbering?.advance(past: last)
             let retirements = try waveStore.pendingRetirements(bundleID: bundleID, environment: environment)
             let unfinished =
                 configuration.leasedShards

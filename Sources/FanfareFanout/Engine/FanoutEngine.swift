@@ -221,72 +221,17 @@ public final class FanoutEngine: Sendable {
     )
         throws(FanoutError) -> RegistrationResult
     {
-        guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
-        for (index, registration) in registrations.enumerated()
-        where registration.bundleID != configuration.bundleID || registration.environment != configuration.environment {
-            throw .wrongApp(index: index, bundleID: registration.bundleID, environment: registration.environment)
-        }
-        for (index, subscription) in subscriptions.enumerated()
-        where subscription.bundleID != configuration.bundleID || subscription.environment != configuration.environment {
-            throw .wrongApp(
-                index: registrations.count + index, bundleID: subscription.bundleID,
-                environment: subscription.environment)
-        }
-        // Channel ids are taken (and pinned) before the durable write, so a concurrent registration cannot fill
-        // the channel table in between.
-        let pinned: [UInt16]? = control.withLock { state in
-            guard state.channels.canAdmit(registrations.lazy.flatMap(\.channels)) else { return nil }
-            let sequence = state.nextSequence
-            var pinned: [UInt16] = []
-            for registration in registrations {
-                for name in registration.channels {
-                    pinned.append(state.channels.mention(name, sequence: sequence, pin: true))
-                }
-            }
-            return pinned
-        }
-        guard let pinned else { throw .tooManyChannels(limit: Self.maximumChannels) }
-        var written = false
-        defer {
-            if !written { control.withLock { state in for id in pinned { state.channels.unpin(id, sequence: 0) } } }
-        }
-        let result: RegistrationResult
-        do { result = try store.register(registrations, subscriptions: subscriptions) } catch { throw .registry(error) }
-        written = true
-        let replaced = Set(result.replacedTokens)
-        var perShard = Array(repeating: [RegistrationBatch.Entry](), count: shards.count)
-        var next = 0
-        for registration in registrations {
-            let ids = Array(pinned[next..<next + registration.channels.count])
-            next += registration.channels.count
-            // Replaced within the batch (an earlier push-to-start token of the same device): never enters a shard.
-            guard !replaced.contains(registration.token) else { continue }
-            perShard[APNsClient.workerIndex(for: registration.token, workerCount: shards.count)]
-                .append(Self.entry(registration, channels: ids))
-        }
-        control.withLock { state in
-            let sequence = state.nextSequence
-            state.nextSequence += 1
-            for id in pinned { state.channels.unpin(id, sequence: sequence) }
-            Self.apply(result.subscriptionDeltas, to: &state.subscribers)
-            guard !isShutDown.load(ordering: .acquiring) else { return }
-            for (index, entries) in perShard.enumerated() where !entries.isEmpty && state.held[index] {
-                enqueueWaiting(.register(RegistrationBatch(entries)), shard: index)
-            }
-        }
-        if !result.replacedTokens.isEmpty { applyRemoval(result.replacedTokens) }
-        return result
+        try Self.register(registrations, subscriptions: subscriptions, on: [self])
     }
 
     /// Removes tokens from the registry (durably) and the shards. Returns how many were registered.
     @discardableResult
     public func unregister(_ tokens: [DeviceToken]) throws(FanoutError) -> Int {
-        guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
-        let removed: Int
-        do { removed = try store.unregister(tokens) } catch { throw .registry(error) }
-        applyRemoval(tokens)
-        return removed
+        try Self.unregister(tokens, on: [self])
     }
+
+    /// This engine's app in its environment: what its registry calls may touch (one registry serves every app).
+    public var scope: RegistryScope { .app(configuration.bundleID, configuration.environment) }
 
     func applyRemoval(_ tokens: [DeviceToken]) {
         var perShard = Array(repeating: [DeviceToken](), count: shards.count)
@@ -318,38 +263,71 @@ public final class FanoutEngine: Sendable {
     /// Starts a wave: encodes the update once and hands it to every shard. Returns at once; the `Wave` counts
     /// its progress and completes when every targeted token has its outcome.
     public func publish(_ update: ChannelUpdate) throws(PublishError) -> Wave {
+        try Self.publish(update, on: [self])[0]
+    }
+
+    /// What `publish` works out before taking the control lock: the encoded payload, the deadline, the kick-off.
+    struct PreparedPublish {
+        var payload: PushPayload
+        var kickOff: (payload: PushPayload?, link: BroadcastChannelID?)
+        var publishedAt: UInt64
+        var deadline: UInt64
+    }
+
+    /// Checks and encodes `update` for this engine (outside the control lock).
+    func prepare(_ update: ChannelUpdate) throws(PublishError) -> PreparedPublish {
         guard !isShutDown.load(ordering: .relaxed) else { throw .shutDown }
         guard sharedStore == nil else { throw .sharedStore }
         let (payload, freshFor) = try validated(update)
         let publishedAt = monotonicNow()
         let deadline = freshFor.map { publishedAt &+ UInt64($0) * 1_000_000_000 } ?? 0
         let kickOff = try kickOffPayload(for: update, link: control.withLock { $0.links[update.channel]?.channelID })
+        return PreparedPublish(payload: payload, kickOff: kickOff, publishedAt: publishedAt, deadline: deadline)
+    }
 
-        return try control.withLock { state throws(PublishError) -> Wave in
-            guard !isShutDown.load(ordering: .acquiring) else { throw .shutDown }
-            try admit(update, in: state)
-            let publishedAtWall = Self.wallMilliseconds()
-            let broadcast = broadcastPart(for: update, wave: state.nextWaveID, in: state)
-            // The kick-off variant only if the link did not change since it was encoded.
-            let channelPayload =
-                kickOff.link != nil && kickOff.link == state.links[update.channel]?.channelID ? kickOff.payload : nil
-            if let waveStore {
-                // Durable before anything is sent or `publish` returns (one transaction; under the lock so ids,
-                // sequences and the store agree).
-                let record = WaveRecord(
-                    id: state.nextWaveID, bundleID: configuration.bundleID, environment: configuration.environment,
-                    channel: update.channel, event: update.content.event.rawValue, timestamp: update.content.timestamp,
-                    priority: update.priority.rawValue, hasAlert: update.hasAlert,
-                    payload: Array(payload.bytes), freshUntil: update.freshUntil, collapseID: update.collapseID,
-                    dismissalDate: update.content.dismissalDate, publishedAt: publishedAtWall, shardCount: shards.count,
-                    startKeys: [], broadcastChannelID: broadcast?.channelID.description,
-                    channelPayload: channelPayload.map { Array($0.bytes) })
-                do { try waveStore.saveWave(record) } catch { throw .storage("\(error)") }
-            }
-            return startWave(
-                update, payload: payload, channelPayload: channelPayload, broadcast: broadcast, deadline: deadline,
-                publishedAt: publishedAt, publishedAtWall: publishedAtWall, in: &state)
-        }
+    /// A wave admitted under the control lock, numbered, not started yet: its durable record, then `start`.
+    struct AdmittedWave {
+        var id: UInt64
+        var broadcast: BroadcastPart?
+        var channelPayload: PushPayload?
+        var publishedAtWall: Int64
+        var record: WaveRecord
+    }
+
+    /// Admits `update` (latest state wins, room on every shard) and numbers its wave. Holding `control`.
+    func admitWave(
+        _ update: ChannelUpdate, prepared: PreparedPublish, in state: inout ControlState
+    ) throws(PublishError) -> AdmittedWave {
+        guard !isShutDown.load(ordering: .acquiring) else { throw .shutDown }
+        try admit(update, in: state)
+        let id = configuration.waveNumbering?.take() ?? state.nextWaveID
+        let publishedAtWall = Self.wallMilliseconds()
+        let broadcast = broadcastPart(for: update, wave: id, in: state)
+        // The kick-off variant only if the link did not change since it was encoded.
+        let kickOff = prepared.kickOff
+        let channelPayload =
+            kickOff.link != nil && kickOff.link == state.links[update.channel]?.channelID ? kickOff.payload : nil
+        let record = WaveRecord(
+            id: id, bundleID: configuration.bundleID, environment: configuration.environment,
+            channel: update.channel, event: update.content.event.rawValue, timestamp: update.content.timestamp,
+            priority: update.priority.rawValue, hasAlert: update.hasAlert,
+            payload: Array(prepared.payload.bytes), freshUntil: update.freshUntil, collapseID: update.collapseID,
+            dismissalDate: update.content.dismissalDate, publishedAt: publishedAtWall, shardCount: shards.count,
+            startKeys: [], broadcastChannelID: broadcast?.channelID.description,
+            channelPayload: channelPayload.map { Array($0.bytes) })
+        return AdmittedWave(
+            id: id, broadcast: broadcast, channelPayload: channelPayload, publishedAtWall: publishedAtWall,
+            record: record)
+    }
+
+    /// Starts an admitted wave once it is durable. Holding `control`.
+    func start(
+        _ admitted: AdmittedWave, update: ChannelUpdate, prepared: PreparedPublish, in state: inout ControlState
+    ) -> Wave {
+        startWave(
+            update, id: admitted.id, payload: prepared.payload, channelPayload: admitted.channelPayload,
+            broadcast: admitted.broadcast, deadline: prepared.deadline, publishedAt: prepared.publishedAt,
+            publishedAtWall: admitted.publishedAtWall, in: &state)
     }
 
     /// A kick-off on a channel linked to `link`: iOS 18+ devices get `input-push-channel` (their activity then
@@ -365,7 +343,7 @@ public final class FanoutEngine: Sendable {
 
     /// Whether a wave on `update`'s channel may start now: latest state wins, the channel fits, the unfinished
     /// waves are under their limit and every shard has room. Holding `control`.
-    private func admit(_ update: ChannelUpdate, in state: ControlState) throws(PublishError) {
+    func admit(_ update: ChannelUpdate, in state: ControlState) throws(PublishError) {
         if let current = state.latest[update.channel], update.content.timestamp < current {
             throw .olderThanCurrent(channel: update.channel, timestamp: update.content.timestamp, current: current)
         }
@@ -385,8 +363,9 @@ public final class FanoutEngine: Sendable {
     /// Numbers the admitted wave, records the channel's newest timestamp and hands the wave to every shard.
     /// Holding `control`, after `admit`.
     private func startWave(
-        _ update: ChannelUpdate, payload: PushPayload, channelPayload: PushPayload?, broadcast: BroadcastPart?,
-        deadline: UInt64, publishedAt: UInt64, publishedAtWall: Int64, in state: inout ControlState
+        _ update: ChannelUpdate, id: UInt64, payload: PushPayload, channelPayload: PushPayload?,
+        broadcast: BroadcastPart?, deadline: UInt64, publishedAt: UInt64, publishedAtWall: Int64,
+        in state: inout ControlState
     ) -> Wave {
         let sequence = state.nextSequence
         state.nextSequence += 1
@@ -394,11 +373,11 @@ public final class FanoutEngine: Sendable {
         state.channels.setLatestTimestamp(update.content.timestamp, of: channel)
         state.latest[update.channel] = max(state.latest[update.channel] ?? .min, update.content.timestamp)
         let wave = Wave(
-            id: state.nextWaveID, update: update, shardCount: shards.count, publishedAt: publishedAt,
+            id: id, update: update, shardCount: shards.count, publishedAt: publishedAt,
             breaker: breaker,
             publishedAtWall: publishedAtWall, broadcast: broadcast,
             onComplete: { [weak self] wave in self?.waveCompleted(wave) })
-        state.nextWaveID += 1
+        state.nextWaveID = max(state.nextWaveID, id + 1)
         let published = PublishedUpdate(
             wave: wave, update: update, channel: channel, sequence: sequence, payload: payload, deadline: deadline,
             channelPayload: channelPayload)
@@ -578,7 +557,7 @@ public final class FanoutEngine: Sendable {
         }
         for channel in due {
             do {
-                let retired = try store.retire(following: channel)
+                let retired = try store.retire(following: channel, in: scope)
                 control.withLock { state in
                     Self.apply(retired.subscriptionDeltas, to: &state.subscribers)
                     guard !isShutDown.load(ordering: .acquiring), let id = state.channels.id(of: channel) else {
@@ -608,7 +587,7 @@ public final class FanoutEngine: Sendable {
         }
         let lifetime = Int64(Self.nanoseconds(configuration.activityLifetime) / 1_000_000)
         do {
-            let old = try store.retire(createdBefore: now * 1000 - lifetime)
+            let old = try store.retire(createdBefore: now * 1000 - lifetime, in: scope)
             if !old.subscriptionDeltas.isEmpty {
                 control.withLock { Self.apply(old.subscriptionDeltas, to: &$0.subscribers) }
             }

@@ -15,37 +15,76 @@ extension PostgresTokenStore: WaveStore {
     // MARK: - Writes
 
     public func saveWave(_ wave: WaveRecord) throws(RegistryError) {
-        let id = try WaveValidation.check(wave)
-        let app = AppKey(bundleID: wave.bundleID, environment: wave.environment)
-        try inTransaction("saving wave \(wave.id)", app: app) { connection, logger, appID in
-            let payload = ByteBuffer(bytes: wave.payload)
-            let startKeys = ByteBuffer(bytes: WaveColumnEncoding.startKeys(wave.startKeys))
-            let channelPayload = wave.channelPayload.map { ByteBuffer(bytes: $0) }
-            // DO NOTHING, then a check: an id saved before is the caller's mistake, not a storage fault.
-            let inserted =
+        try saveWaves([wave])
+    }
+
+    public func saveWaves(_ waves: [WaveRecord]) throws(RegistryError) {
+        guard !waves.isEmpty else { return }
+        var ids: [Int64] = []
+        for wave in waves { ids.append(try WaveValidation.check(wave)) }
+        let checked = ids
+        let name = waves.count == 1 ? "wave \(waves[0].id)" : "waves \(waves.map(\.id)) as one publication"
+        let first = AppKey(bundleID: waves[0].bundleID, environment: waves[0].environment)
+        try inTransaction("saving \(name)", app: first) { connection, logger, firstAppID in
+            for (index, wave) in waves.enumerated() {
+                let key = AppKey(bundleID: wave.bundleID, environment: wave.environment)
+                let appID = key == first ? firstAppID : try await Self.appID(key, connection, logger)
+                try await Self.insert(wave, id: checked[index], appID: appID, connection, logger)
+                guard checked.count > 1 else { continue }
                 try await connection.query(
                     """
-                    INSERT INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload, fresh_until,
-                                       collapse_id, dismissal_date, published_at, shard_count, start_keys,
-                                       broadcast_channel_id, channel_payload)
-                    VALUES (\(id), \(appID), \(wave.channel), \(wave.event), \(wave.timestamp), \(wave.priority),
-                            \(wave.hasAlert), \(payload), \(wave.freshUntil), \(wave.collapseID), \(wave.dismissalDate),
-                            \(wave.publishedAt), \(Int64(wave.shardCount)), \(startKeys), \(wave.broadcastChannelID),
-                            \(channelPayload))
-                    ON CONFLICT (id) DO NOTHING
-                    """, logger: logger
-                ).get().metadata.rows ?? 0
-            guard inserted == 1 else {
-                throw RegistryError.invalidWave(id: wave.id, reason: "a wave with this id is already saved")
+                    INSERT INTO publication_parts (wave_id, publication_id, part)
+                    VALUES (\(checked[index]), \(checked[0]), \(Int32(index)))
+                    """, logger: logger)
             }
+        }
+    }
+
+    public func publicationParts(of id: UInt64) throws(RegistryError) -> [UInt64] {
+        let publication = Int64(truncatingIfNeeded: id)
+        return try inTransaction("reading the parts of publication \(id)") { connection, logger in
+            var parts: [UInt64] = []
+            for try await part in try await connection.query(
+                "SELECT wave_id FROM publication_parts WHERE publication_id = \(publication) ORDER BY part",
+                logger: logger
+            ).decode(Int64.self) {
+                parts.append(UInt64(part))
+            }
+            return parts.isEmpty ? [id] : parts
+        }
+    }
+
+    /// One wave's row and its channel's latest timestamp, inside the caller's transaction.
+    static func insert(
+        _ wave: WaveRecord, id: Int64, appID: Int64, _ connection: PostgresConnection, _ logger: Logger
+    ) async throws {
+        let payload = ByteBuffer(bytes: wave.payload)
+        let startKeys = ByteBuffer(bytes: WaveColumnEncoding.startKeys(wave.startKeys))
+        let channelPayload = wave.channelPayload.map { ByteBuffer(bytes: $0) }
+        // DO NOTHING, then a check: an id saved before is the caller's mistake, not a storage fault.
+        let inserted =
             try await connection.query(
                 """
-                INSERT INTO channel_latest (app_id, channel, timestamp) VALUES (\(appID), \(wave.channel),
-                    \(wave.timestamp))
-                ON CONFLICT (app_id, channel) DO UPDATE
-                SET timestamp = greatest(channel_latest.timestamp, EXCLUDED.timestamp)
-                """, logger: logger)
+                INSERT INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload, fresh_until,
+                                   collapse_id, dismissal_date, published_at, shard_count, start_keys,
+                                   broadcast_channel_id, channel_payload)
+                VALUES (\(id), \(appID), \(wave.channel), \(wave.event), \(wave.timestamp), \(wave.priority),
+                        \(wave.hasAlert), \(payload), \(wave.freshUntil), \(wave.collapseID), \(wave.dismissalDate),
+                        \(wave.publishedAt), \(Int64(wave.shardCount)), \(startKeys), \(wave.broadcastChannelID),
+                        \(channelPayload))
+                ON CONFLICT (id) DO NOTHING
+                """, logger: logger
+            ).get().metadata.rows ?? 0
+        guard inserted == 1 else {
+            throw RegistryError.invalidWave(id: wave.id, reason: "a wave with this id is already saved")
         }
+        try await connection.query(
+            """
+            INSERT INTO channel_latest (app_id, channel, timestamp) VALUES (\(appID), \(wave.channel),
+                \(wave.timestamp))
+            ON CONFLICT (app_id, channel) DO UPDATE
+            SET timestamp = greatest(channel_latest.timestamp, EXCLUDED.timestamp)
+            """, logger: logger)
     }
 
     public func saveCheckpoints(_ checkpoints: [WaveCheckpoint]) throws(RegistryError) {
@@ -192,6 +231,9 @@ extension PostgresTokenStore: WaveStore {
             }
             // Their ids are not reused: `lastWaveID` remembers the highest one deleted.
             if let highest {
+                try await connection.query(
+                    "DELETE FROM publication_parts p WHERE NOT EXISTS (SELECT 1 FROM waves w WHERE w.id = p.wave_id)",
+                    logger: logger)
                 try await connection.query(
                     """
                     INSERT INTO pruned_wave_ids (singleton, highest) VALUES (true, \(highest))

@@ -7,53 +7,87 @@ extension SQLiteTokenStore: WaveStore {
     // MARK: - Writes
 
     public func saveWave(_ wave: WaveRecord) throws(RegistryError) {
-        let id = try WaveValidation.check(wave)
-        try transaction("saving wave \(wave.id)") { db, memory in
-            let appID = try Self.appID(AppKey(wave.bundleID, wave.environment), db, &memory)
-            // OR IGNORE, then a check: an id saved before is the caller's mistake, not a storage fault.
-            let insert = try RawStatement(
-                db,
-                sql: """
-                    INSERT OR IGNORE INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload,
-                                                 fresh_until, collapse_id, dismissal_date, published_at, shard_count,
-                                                 start_keys, broadcast_channel_id, channel_payload)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """)
-            insert.bind(1, id)
-            insert.bind(2, appID)
-            insert.bind(3, wave.channel)
-            insert.bind(4, wave.event)
-            insert.bind(5, wave.timestamp)
-            insert.bind(6, wave.priority)
-            insert.bind(7, wave.hasAlert)
-            insert.bind(8, blob: wave.payload)
-            insert.bind(9, wave.freshUntil)
-            insert.bind(10, wave.collapseID)
-            insert.bind(11, wave.dismissalDate)
-            insert.bind(12, wave.publishedAt)
-            insert.bind(13, Int64(wave.shardCount))
-            insert.bind(14, blob: WaveColumnEncoding.startKeys(wave.startKeys))
-            insert.bind(15, wave.broadcastChannelID)
-            if let channelPayload = wave.channelPayload {
-                insert.bind(16, blob: channelPayload)
-            } else {
-                insert.bind(16, nil as Int64?)
+        try saveWaves([wave])
+    }
+
+    public func saveWaves(_ waves: [WaveRecord]) throws(RegistryError) {
+        guard !waves.isEmpty else { return }
+        var ids: [Int64] = []
+        for wave in waves { ids.append(try WaveValidation.check(wave)) }
+        let checked = ids
+        let name = waves.count == 1 ? "wave \(waves[0].id)" : "waves \(waves.map(\.id)) as one publication"
+        try transaction("saving \(name)") { db, memory in
+            for (wave, id) in zip(waves, checked) { try Self.insert(wave, id: id, db, &memory) }
+            guard checked.count > 1 else { return }
+            let part = try RawStatement(
+                db, sql: "INSERT INTO publication_parts (wave_id, publication_id, part) VALUES (?, ?, ?)")
+            for (index, id) in checked.enumerated() {
+                part.bind(1, id)
+                part.bind(2, checked[0])
+                part.bind(3, Int64(index))
+                try part.run()
+                part.reset()
             }
-            try insert.run()
-            guard insert.changes == 1 else {
-                throw RegistryError.invalidWave(id: wave.id, reason: "a wave with this id is already saved")
-            }
-            let raise = try RawStatement(
-                db,
-                sql: """
-                    INSERT INTO channel_latest (app_id, channel, timestamp) VALUES (?, ?, ?)
-                    ON CONFLICT (app_id, channel) DO UPDATE SET timestamp = max(timestamp, excluded.timestamp)
-                    """)
-            raise.bind(1, appID)
-            raise.bind(2, wave.channel)
-            raise.bind(3, wave.timestamp)
-            try raise.run()
         }
+    }
+
+    public func publicationParts(of id: UInt64) throws(RegistryError) -> [UInt64] {
+        try access("reading the parts of publication \(id)") { db in
+            let parts = try Int64.fetchAll(
+                db, sql: "SELECT wave_id FROM publication_parts WHERE publication_id = ? ORDER BY part",
+                arguments: [Int64(truncatingIfNeeded: id)])
+            return parts.isEmpty ? [id] : parts.map { UInt64($0) }
+        }
+    }
+
+    /// One wave's row and its channel's latest timestamp, inside the caller's transaction.
+    private static func insert(
+        _ wave: WaveRecord, id: Int64, _ db: Database, _ memory: inout RegistryMemoryState
+    ) throws {
+        let appID = try Self.appID(AppKey(wave.bundleID, wave.environment), db, &memory)
+        // OR IGNORE, then a check: an id saved before is the caller's mistake, not a storage fault.
+        let insert = try RawStatement(
+            db,
+            sql: """
+                INSERT OR IGNORE INTO waves (id, app_id, channel, event, timestamp, priority, has_alert, payload,
+                                             fresh_until, collapse_id, dismissal_date, published_at, shard_count,
+                                             start_keys, broadcast_channel_id, channel_payload)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+        insert.bind(1, id)
+        insert.bind(2, appID)
+        insert.bind(3, wave.channel)
+        insert.bind(4, wave.event)
+        insert.bind(5, wave.timestamp)
+        insert.bind(6, wave.priority)
+        insert.bind(7, wave.hasAlert)
+        insert.bind(8, blob: wave.payload)
+        insert.bind(9, wave.freshUntil)
+        insert.bind(10, wave.collapseID)
+        insert.bind(11, wave.dismissalDate)
+        insert.bind(12, wave.publishedAt)
+        insert.bind(13, Int64(wave.shardCount))
+        insert.bind(14, blob: WaveColumnEncoding.startKeys(wave.startKeys))
+        insert.bind(15, wave.broadcastChannelID)
+        if let channelPayload = wave.channelPayload {
+            insert.bind(16, blob: channelPayload)
+        } else {
+            insert.bind(16, nil as Int64?)
+        }
+        try insert.run()
+        guard insert.changes == 1 else {
+            throw RegistryError.invalidWave(id: wave.id, reason: "a wave with this id is already saved")
+        }
+        let raise = try RawStatement(
+            db,
+            sql: """
+                INSERT INTO channel_latest (app_id, channel, timestamp) VALUES (?, ?, ?)
+                ON CONFLICT (app_id, channel) DO UPDATE SET timestamp = max(timestamp, excluded.timestamp)
+                """)
+        raise.bind(1, appID)
+        raise.bind(2, wave.channel)
+        raise.bind(3, wave.timestamp)
+        try raise.run()
     }
 
     public func saveCheckpoints(_ checkpoints: [WaveCheckpoint]) throws(RegistryError) {
@@ -179,7 +213,12 @@ extension SQLiteTokenStore: WaveStore {
                     """)
             delete.bind(1, keeping)
             try delete.run()
-            return delete.changes
+            let pruned = delete.changes
+            if pruned > 0 {
+                try db.execute(
+                    sql: "DELETE FROM publication_parts WHERE NOT EXISTS (SELECT 1 FROM waves WHERE id = wave_id)")
+            }
+            return pruned
         }
     }
 

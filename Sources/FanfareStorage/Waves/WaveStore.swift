@@ -8,6 +8,13 @@ public protocol WaveStore: AnyObject, Sendable {
     /// Persists a newly published wave (unfinished) and raises its channel's latest timestamp to
     /// `wave.timestamp` (never lowers it), in one transaction.
     func saveWave(_ wave: WaveRecord) throws(RegistryError)
+    /// One publish on an app that sends in several environments: a wave per environment (each on its own
+    /// engine), saved in one transaction as `saveWave` saves one, and recorded as one publication whose id is the
+    /// first wave's (`publicationParts`). All or nothing.
+    func saveWaves(_ waves: [WaveRecord]) throws(RegistryError)
+    /// The waves of the publication `id` names, its own id first (just `[id]` for a wave published alone, or
+    /// unknown to the store).
+    func publicationParts(of id: UInt64) throws(RegistryError) -> [UInt64]
     /// Inserts or replaces each (waveID, shard) checkpoint, all in one transaction (one fsync). A checkpoint of
     /// a wave that is complete or unknown is ignored (a late write after completion must not resurrect it).
     func saveCheckpoints(_ checkpoints: [WaveCheckpoint]) throws(RegistryError)

@@ -261,6 +261,8 @@ final class DiskFullWaveStore: WaveStore, @unchecked Sendable {
     init(_ inner: SQLiteTokenStore) { self.inner = inner }
 
     func saveWave(_ wave: WaveRecord) throws(RegistryError) { try inner.saveWave(wave) }
+    func saveWaves(_ waves: [WaveRecord]) throws(RegistryError) { try inner.saveWaves(waves) }
+    func publicationParts(of id: UInt64) throws(RegistryError) -> [UInt64] { try inner.publicationParts(of: id) }
     func saveCheckpoints(_ checkpoints: [WaveCheckpoint]) throws(RegistryError) {
         if full.withLock({ $0 }) { throw .storage("database or disk is full (SQLite error 13, injected)") }
         try inner.saveCheckpoints(checkpoints)
