@@ -134,6 +134,7 @@ let package = Package(
             name: "FanfareService",
             dependencies: [
                 "FanfareFanout", "FanfareStorage", "FanfareSQLite", "FanfarePostgres", "FanfareCluster", "FanfareClient", "FanfareCore", "FanfareTLS",
+                "FanfareApps",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
@@ -163,7 +164,7 @@ let package = Package(
             name: "fanfare",
             dependencies: [
                 "FanfareCommands", "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareStorage", "FanfareSQLite",
-                "FanfareFanout", "FanfareService", "FanfareCluster", "FanfarePostgres",
+                "FanfareFanout", "FanfareService", "FanfareCluster", "FanfarePostgres", "FanfareApps", "FanfareIO",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]

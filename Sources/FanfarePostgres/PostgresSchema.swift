@@ -184,13 +184,13 @@ enum PostgresSchema {
                 // One publish on an app sending in both environments is a wave per environment; the API names them
                 // by the first one's id. A part's row goes when its wave is pruned.
                 """
-                CREATE TABLE publication_parts (
+                CREATE TABLE IF NOT EXISTS publication_parts (
                     wave_id bigint PRIMARY KEY,
                     publication_id bigint NOT NULL,
                     part integer NOT NULL
                 )
                 """,
-                "CREATE INDEX publication_parts_by_publication ON publication_parts(publication_id)",
+                "CREATE INDEX IF NOT EXISTS publication_parts_by_publication ON publication_parts(publication_id)",
             ]),
     ]
 

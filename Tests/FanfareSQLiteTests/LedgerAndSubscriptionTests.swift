@@ -58,7 +58,7 @@ struct SQLiteLedgerTests {
             try store.close()
         }
         let store = try SQLiteTokenStore(path: path)
-        #expect(try store.scalar(sql: "SELECT count(*) FROM grdb_migrations") == 5)
+        #expect(try store.scalar(sql: "SELECT count(*) FROM grdb_migrations") == 6)
         #expect(try store.count() == 200)
         let stored = try store.all()
         for registration in registrations { #expect(stored[registration.token] == registration) }

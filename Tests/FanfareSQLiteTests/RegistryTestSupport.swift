@@ -64,11 +64,13 @@ extension TokenRegistration {
 }
 
 extension SQLiteTokenStore {
-    /// Undoes migration v4 on the open file (what a Fanfare of schema v3 left: its tables and columns exactly,
-    /// no v4 row in `grdb_migrations`), so reopening tests the upgrade from v3.
+    /// Undoes migrations v4 to v6 on the open file (what a Fanfare of schema v3 left: its tables and columns
+    /// exactly, no later row in `grdb_migrations`), so reopening tests the upgrade from v3.
     func rewindToVersion3() throws {
         for index in ["tokens_by_device", "tokens_by_activity"] { try execute(sql: "DROP INDEX \(index)") }
-        for table in ["broadcast_subscriptions", "subscription_channels", "token_history", "broadcast_links"] {
+        for table in [
+            "broadcast_subscriptions", "subscription_channels", "token_history", "broadcast_links", "publication_parts",
+        ] {
             try execute(sql: "DROP TABLE \(table)")
         }
         try execute(sql: "ALTER TABLE tokens DROP COLUMN supports_broadcast")
@@ -78,6 +80,9 @@ extension SQLiteTokenStore {
         ] {
             try execute(sql: "ALTER TABLE waves DROP COLUMN \(column)")
         }
-        try execute(sql: "DELETE FROM grdb_migrations WHERE identifier LIKE 'v4:%' OR identifier LIKE 'v5:%'")
+        try execute(
+            sql: """
+                DELETE FROM grdb_migrations WHERE identifier LIKE 'v4:%' OR identifier LIKE 'v5:%' OR identifier LIKE 'v6:%'
+                """)
     }
 }

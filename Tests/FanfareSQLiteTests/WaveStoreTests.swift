@@ -159,7 +159,7 @@ struct WaveStoreTests {
         }
         let store = try SQLiteTokenStore(path: path)
         #expect(try store.rows("SELECT count(*) FROM grdb_migrations WHERE identifier = 'v3: waves'") == 1)
-        #expect(try store.rows("SELECT count(*) FROM grdb_migrations") == 5)
+        #expect(try store.rows("SELECT count(*) FROM grdb_migrations") == 6)
         #expect(try store.count() == 300)
         let stored = try store.all()
         for registration in registrations { #expect(stored[registration.token] == registration) }

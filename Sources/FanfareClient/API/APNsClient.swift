@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareTLS
 import FanfareHTTP2
 import FanfareIO
 import Synchronization
@@ -42,6 +43,17 @@ public final class APNsClient: Sendable {
     ///   thread as streams free up (see `PushProducer`); `submit` still works alongside.
     /// - Throws: `ClientConfigurationError` for a configuration the client cannot work with (see
     ///   `ClientConfiguration.validate()`), `IOError` when a thread or ring cannot be created.
+    /// The provider key connections sign with, and the one before it while a new key proves itself.
+    public let providerKeys: ProviderKeyRotation
+
+    /// New connections sign with `source`; the connections of the previous key drain (their pushes in flight
+    /// finish) as each worker opens their successors. If APNs refuses `source` on a connection's first request,
+    /// the previous key takes over again (`providerKeys.lastRefusal`). Returns at once.
+    public func rotateProviderKey(to source: ProviderTokenSource) {
+        providerKeys.rotate(to: source)
+        for worker in workers { worker.kickProducer() }
+    }
+
     public init(
         configuration: ClientConfiguration, resultHandler: PushResultHandler? = nil, producers: [PushProducer]? = nil
     ) throws {
@@ -55,12 +67,14 @@ public final class APNsClient: Sendable {
         self.dispatcher = dispatcher
         let resolver = try HostResolver()
         self.resolver = resolver
+        let keys = ProviderKeyRotation(configuration.providerTokens)
+        providerKeys = keys
         var workers: [PushWorker] = []
         for index in 0..<configuration.workerCount {
             workers.append(
                 PushWorker(
                     index: index, configuration: configuration, resultHandler: dispatcher, resolver: resolver,
-                    producer: producers?[index]))
+                    producer: producers?[index], keys: keys))
         }
         self.workers = workers
         var threads: [IOThread] = []

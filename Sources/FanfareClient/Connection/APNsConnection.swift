@@ -56,7 +56,8 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
     @exclusivity(unchecked) private var hasAuthorization = false
     /// Read on every push: kept here rather than reached through `worker.configuration` (a struct full of
     /// references, whose copies cost retains).
-    private let providerTokens: ProviderTokenSource?
+    /// The key this connection signs with, for its whole life (APNs binds a connection to its first key).
+    let providerTokens: ProviderTokenSource?
     /// The same source, for the per-push generation check without a retain (`providerTokens` keeps it alive).
     private let providerTokensReference: Unmanaged<ProviderTokenSource>?
     private let sendsFirstRequestAlone: Bool
@@ -72,9 +73,9 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         transport = SecureTransport(loop: worker.loop, tls: tls, buffers: configuration.buffers)
         transport.sendingLease = worker.sendingLease
         slots = RequestSlots(capacity: configuration.maxConcurrentStreamsPerConnection)
-        providerTokens = configuration.providerTokens
-        providerTokensReference = configuration.providerTokens.map { Unmanaged.passUnretained($0) }
-        sendsFirstRequestAlone = configuration.firstRequestAlone && configuration.providerTokens != nil
+        providerTokens = worker.providerTokens
+        providerTokensReference = worker.providerTokens.map { Unmanaged.passUnretained($0) }
+        sendsFirstRequestAlone = configuration.firstRequestAlone && worker.providerTokens != nil
         rotateAfterStreams = configuration.rotateAfterStreams
         super.init()
         transport.delegate = self
@@ -215,7 +216,7 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
             transport: transport, delegate: self, capacity: slots.capacity, settings: settings)
         let authority = configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
         repeated = APNsRequestHeaders.RepeatedFields(
-            authority: authority, usesProviderTokens: configuration.providerTokens != nil,
+            authority: authority, usesProviderTokens: providerTokens != nil,
             pushType: configuration.pushType,
             topic: configuration.topic, broadcastBundleID: configuration.broadcastBundleID,
             broadcastRequestIDHeader: configuration.broadcastRequestIDHeader,
@@ -364,15 +365,23 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         let disposition = Self.disposition(status: status, body: body)
         if status != 403 && !gateLifted {
             gateLifted = true
+            if let providerTokens { worker.keys.proved(providerTokens) }
             worker.connectionProvedUsable(self)
         }
         switch disposition {
         case .delivered:
             hasSucceeded = true
+        case .rejected(403, let reason, let rawReason, _, _)
+        where !gateLifted && reason != .expiredProviderToken && keyRefused(reason?.rawValue ?? rawReason):
+            // A new key APNs refuses: the previous one takes over and this push goes again on its connection.
+            let job = slots.release(slotIndex)!
+            beginDraining(reason: "provider key refused (\(reason?.rawValue ?? rawReason ?? "403"))")
+            worker.resend(job, cause: "the new provider key was refused")
+            return
         case .rejected(_, .expiredProviderToken, _, _, _):
             // The token went stale: mint a new one (once per generation) and resend on a fresh connection.
             let job = slots.release(slotIndex)!
-            worker.configuration.providerTokens?.forceRefresh(ifGeneration: generation)
+            providerTokens?.forceRefresh(ifGeneration: generation)
             beginDraining(reason: "ExpiredProviderToken")
             worker.resend(job, cause: "ExpiredProviderToken")
             return
@@ -382,6 +391,12 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         // The result is read from the slot in place; the job ends with the slot.
         worker.finish(slots.job(slotIndex), disposition)
         slots.releaseDiscardingJob(slotIndex)
+    }
+
+    /// A 403 on this connection's first request: whether its key was a new one that an older key now replaces.
+    private func keyRefused(_ reason: String?) -> Bool {
+        guard let providerTokens else { return false }
+        return worker.keys.refused(providerTokens, reason: reason ?? "403")
     }
 
     override func http2RemoteSettingsChanged(maxConcurrentStreams: Int?) {

@@ -78,8 +78,10 @@ final class PushWorker: IOHandler, @unchecked Sendable {
 
     init(
         index: Int, configuration: ClientConfiguration, resultHandler: PushResultHandler, resolver: HostResolver,
-        producer: PushProducer? = nil
+        producer: PushProducer? = nil, keys: ProviderKeyRotation? = nil
     ) {
+        self.keys = keys ?? ProviderKeyRotation(configuration.providerTokens)
+        providerTokens = configuration.providerTokens
         self.producer = producer
         sendingLease = producer as? any SendingLease
         self.resolver = resolver
@@ -524,11 +526,29 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     /// changes, so without this nobody would ask and every connection would run into ExpiredProviderToken.
     /// A lock once a second per worker, never per push.
     private func checkProviderToken(now: UInt64) {
-        guard let source = configuration.providerTokens, now >= nextProviderTokenCheck else { return }
+        guard let source = providerTokens, now >= nextProviderTokenCheck else { return }
         nextProviderTokenCheck = now &+ 1_000_000_000
         _ = source.current()
     }
     @exclusivity(unchecked) private var nextProviderTokenCheck: UInt64 = 0
+
+    /// The key new connections sign with (`ProviderKeyRotation.current`, taken at each rotation).
+    @exclusivity(unchecked) private(set) var providerTokens: ProviderTokenSource?
+    let keys: ProviderKeyRotation
+    @exclusivity(unchecked) private var keyGeneration: UInt64 = 0
+
+    /// A rotation (or a fallback) happened: new connections take the key, and the connections of any other key
+    /// stop taking streams; each gets its successor at once (`connectionStoppedAdmitting`).
+    private func followKeyRotation() {
+        keyGeneration = keys.generation.load(ordering: .acquiring)
+        providerTokens = keys.current
+        for slot in slots.indices {
+            guard let connection = slots[slot].connection, connection.providerTokens !== providerTokens else {
+                continue
+            }
+            connection.beginDraining(reason: "provider key \(providerTokens?.current().keyID ?? "-") replaces its key")
+        }
+    }
 
     private func sweepPending(now: UInt64) {
         guard !pending.isEmpty else { return }
@@ -596,6 +616,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         ownership.claim("PushWorker")
         if !stopping && stopRequested.load(ordering: .acquiring) { beginStop() }
         if let sendingLease { followLease(sendingLease) }
+        if keys.generation.load(ordering: .relaxed) != keyGeneration { followKeyRotation() }
         if hasResolved.load(ordering: .relaxed) && hasResolved.exchange(false, ordering: .acquiring) {
             takeResolvedAddresses()
         }

@@ -129,6 +129,11 @@ public struct ConnectionOptions: ParsableArguments {
             || clientKey != nil
     }
 
+    /// `--address-family` as the client takes it.
+    public func resolvedAddressFamilies() throws(UsageError) -> AddressFamilyPreference {
+        try Self.addressFamilies(addressFamily)
+    }
+
     static func addressFamilies(_ text: String) throws(UsageError) -> AddressFamilyPreference {
         switch text {
         case "system": return .system

@@ -14,6 +14,9 @@ public enum CommandProcess {
         // Every thread created from here on inherits this mask, so SIGINT/SIGTERM stay pending until a
         // command takes them with SignalWaiter (and prints its summary) instead of killing the process.
         SignalWaiter.blockTerminationSignals()
+        // `fanfare serve` reads its apps again on SIGHUP (its signal thread takes it); every other command keeps
+        // SIGHUP's default (a closed terminal ends it).
+        if CommandLine.arguments.dropFirst().first == "serve" { SignalWaiter.blockReloadSignal() }
         // Line-buffered stdout even into a pipe or file: progress and banners appear as they happen.
         capns_line_buffer_stdout()
         let done = DispatchSemaphore(value: 0)

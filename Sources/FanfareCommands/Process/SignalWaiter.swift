@@ -34,6 +34,31 @@ public enum SignalWaiter {
         return true
     }
 
+    /// What `fanfare serve`'s signal thread was told.
+    public enum ServiceSignal: Sendable {
+        /// SIGINT or SIGTERM.
+        case terminate
+        /// SIGHUP: read the configuration (the apps file) again.
+        case reload
+    }
+
+    /// Keeps SIGHUP pending for `waitForServiceSignal` (call before any thread starts, as for the others).
+    public static func blockReloadSignal() {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGHUP)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+    }
+
+    /// Waits for SIGINT, SIGTERM or SIGHUP (blocked with `blockReloadSignal`).
+    public static func waitForServiceSignal() -> ServiceSignal {
+        var set = terminationSignals()
+        sigaddset(&set, SIGHUP)
+        var signal: Int32 = 0
+        sigwait(&set, &signal)
+        return signal == SIGHUP ? .reload : .terminate
+    }
+
     /// Non-blocking check (for loops that also do work).
     public static func poll() -> Bool {
         var set = terminationSignals()

@@ -1,6 +1,7 @@
 import FanfareClient
 import FanfareCore
 import FanfareStorage
+import FanfareTLS
 import Synchronization
 
 /// Wave ids for several engines that share one wave store (a deployment's apps and environments): each id once,
@@ -229,4 +230,19 @@ extension [FanoutEngine] {
     fileprivate func engineIndex(_ bundleID: String, _ environment: APNsEnvironment) -> Int? {
         firstIndex { $0.configuration.bundleID == bundleID && $0.configuration.environment == environment }
     }
+}
+
+extension FanoutEngine {
+    /// New APNs connections sign with `source` (a key rotated without a restart); the connections of the key
+    /// before drain, their pushes in flight finishing, and nothing is sent twice (`APNsClient.rotateProviderKey`).
+    /// If APNs refuses the new key, the previous one takes over again (`providerKeyRefusal`).
+    public func rotateProviderKey(to source: ProviderTokenSource) {
+        client.rotateProviderKey(to: source)
+    }
+
+    /// The key new connections sign with now.
+    public var providerKeyID: String? { client.providerKeys.current?.current().keyID }
+
+    /// The last new key APNs refused (and the client set aside for the one before it).
+    public var providerKeyRefusal: ProviderKeyRotation.Refusal? { client.providerKeys.lastRefusal }
 }

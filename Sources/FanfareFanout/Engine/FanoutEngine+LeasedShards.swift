@@ -155,8 +155,13 @@ extension FanoutEngine {
     func sharedReport(id: UInt64) throws(FanoutError) -> WaveReport? {
         guard let sharedStore else { return nil }
         do {
-            if let final = try sharedStore.waveReport(id: id) { return WaveReport(record: final) }
-            guard let progress = try sharedStore.waveProgress(id: id) else { return nil }
+            let app = (configuration.bundleID, configuration.environment)
+            if let final = try sharedStore.waveReport(id: id) {
+                return (final.bundleID, final.environment) == app ? WaveReport(record: final) : nil
+            }
+            guard let progress = try sharedStore.waveProgress(id: id),
+                (progress.record.bundleID, progress.record.environment) == app
+            else { return nil }
             return SharedWaveSummary(
                 record: progress.record, checkpoints: progress.checkpoints, logger: configuration.logger
             )

@@ -482,14 +482,18 @@ public final class FanoutEngine: Sendable {
     public func wave(id: UInt64) -> Wave? { history.wave(id: id) }
 
     /// A wave's report: a retained wave's current one, else the final report the wave store kept (waves that
-    /// completed before a restart, or that are no longer retained in memory). nil if neither knows it.
+    /// completed before a restart, or that are no longer retained in memory). nil if neither knows it, or if it is
+    /// a wave of another app or environment (one store keeps every app's waves).
     public func report(id: UInt64) throws(FanoutError) -> WaveReport? {
         // Several nodes: no one node's memory has all of a wave; the store has every shard's progress.
         if sharedStore != nil { return try sharedReport(id: id) }
         if let wave = history.wave(id: id) { return wave.report }
         guard let waveStore else { return nil }
         do {
-            return try waveStore.waveReport(id: id).map(WaveReport.init(record:))
+            guard let record = try waveStore.waveReport(id: id),
+                record.bundleID == configuration.bundleID && record.environment == configuration.environment
+            else { return nil }
+            return WaveReport(record: record)
         } catch {
             throw .registry(error)
         }

@@ -12,17 +12,49 @@ extension FanfareAPI {
     ) async throws
         -> Operations.LinkBroadcastChannel.Output
     {
-        let channel = input.path.channel
-        try Validation.channel(channel)
         guard case .json(let body) = input.body else {
             throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
         }
+        return .ok(.init(body: .json(try await link(input.path.channel, body, in: try app(nil)))))
+    }
+
+    package func linkBroadcastChannelInApp(
+        _ input: Operations.LinkBroadcastChannelInApp.Input
+    ) async throws -> Operations.LinkBroadcastChannelInApp.Output {
+        guard case .json(let body) = input.body else {
+            throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
+        }
+        return .ok(.init(body: .json(try await link(input.path.channel, body, in: try app(input.path.app)))))
+    }
+
+    /// The engine of `app` in the environment a request names (production by default, or the app's only one):
+    /// broadcast channels, like tokens, belong to one environment.
+    func engine(
+        of app: ServedApp, _ environment: Components.Schemas.Environment?, field: String = "environment"
+    ) throws(ServiceProblem) -> FanoutEngine {
+        guard let environment else {
+            return app.engine(for: .production) ?? app.primaryEngine
+        }
+        guard let engine = app.engine(for: APNsEnvironment(environment)) else {
+            throw ServiceProblem(
+                .unprocessableContent, .environmentNotServed,
+                "app \(app.id) does not send in \(environment.rawValue) (no provider key of it may sign there)",
+                field: field)
+        }
+        return engine
+    }
+
+    private func link(
+        _ channel: String, _ body: Components.Schemas.BroadcastLinkRequest, in app: ServedApp
+    ) async throws -> Components.Schemas.BroadcastLink {
+        try Validation.channel(channel)
         // Every check before anything changes.
         let given = try checkLinkRequest(body, channel: channel)
-        let existing = try await offPool { [engine] in try engine.broadcastLink(of: channel) }
+        let engine = try engine(of: app, body.environment)
+        let existing = try await offPool { try engine.broadcastLink(of: channel) }
         if body.channelId == nil, let existing, existing.createdByUs, existing.storagePolicy == body.storagePolicy {
             // PUT is idempotent: the channel already has the APNs channel it asks for; no second one is made.
-            return .ok(.init(body: .json(Self.link(existing))))
+            return Self.link(existing)
         }
         if let existing, existing.createdByUs, existing.channelID != body.channelId {
             // Another APNs channel replaces one the service created: that one is deleted first (its subscribers
@@ -33,8 +65,9 @@ extension FanfareAPI {
                 throw ErrorMapping.fromFanout(error, retryAfter: retryAfter)
             }
         }
-        let link = try await makeLink(channel, to: given, storagePolicy: body.storagePolicy, existing: existing)
-        return .ok(.init(body: .json(Self.link(link))))
+        let link = try await makeLink(
+            channel, to: given, storagePolicy: body.storagePolicy, existing: existing, on: engine)
+        return Self.link(link)
     }
 
     /// Refuses a link request the service cannot carry out (the storage policy, a draining service, a channel
@@ -66,12 +99,13 @@ extension FanfareAPI {
 
     /// Links `channel` to the APNs channel the request named, or to a new one the engine creates.
     private func makeLink(
-        _ channel: String, to given: BroadcastChannelID?, storagePolicy: Int, existing: BroadcastLink?
+        _ channel: String, to given: BroadcastChannelID?, storagePolicy: Int, existing: BroadcastLink?,
+        on engine: FanoutEngine
     ) async throws -> BroadcastLink {
         if let channelID = given {
             // The service's own channel given back by id stays the service's to delete.
             let ours = existing?.createdByUs == true && existing?.channelID == channelID.description
-            return try await offPool { [engine] in
+            return try await offPool {
                 try engine.linkBroadcastChannel(channel, to: channelID, storagePolicy: storagePolicy, createdByUs: ours)
             }
         }
@@ -89,11 +123,24 @@ extension FanfareAPI {
     package func getBroadcastLink(
         _ input: Operations.GetBroadcastLink.Input
     ) async throws -> Operations.GetBroadcastLink.Output {
-        let channel = input.path.channel
+        .ok(.init(body: .json(try await broadcastLink(input.path.channel, input.query.environment, in: try app(nil)))))
+    }
+
+    package func getBroadcastLinkInApp(
+        _ input: Operations.GetBroadcastLinkInApp.Input
+    ) async throws -> Operations.GetBroadcastLinkInApp.Output {
+        let app = try app(input.path.app)
+        return .ok(.init(body: .json(try await broadcastLink(input.path.channel, input.query.environment, in: app))))
+    }
+
+    private func broadcastLink(
+        _ channel: String, _ environment: Components.Schemas.Environment?, in app: ServedApp
+    ) async throws -> Components.Schemas.BroadcastLink {
         try Validation.channel(channel)
-        let link = try await offPool { [engine] in try engine.broadcastLink(of: channel) }
+        let engine = try engine(of: app, environment)
+        let link = try await offPool { try engine.broadcastLink(of: channel) }
         guard let link else { throw Self.noLink(channel) }
-        return .ok(.init(body: .json(Self.link(link))))
+        return Self.link(link)
     }
 
     package func unlinkBroadcastChannel(
@@ -101,12 +148,26 @@ extension FanfareAPI {
     ) async throws
         -> Operations.UnlinkBroadcastChannel.Output
     {
-        let channel = input.path.channel
+        try await unlink(input.path.channel, input.query.environment, in: try app(nil))
+        return .noContent(.init())
+    }
+
+    package func unlinkBroadcastChannelInApp(
+        _ input: Operations.UnlinkBroadcastChannelInApp.Input
+    ) async throws -> Operations.UnlinkBroadcastChannelInApp.Output {
+        try await unlink(input.path.channel, input.query.environment, in: try app(input.path.app))
+        return .noContent(.init())
+    }
+
+    private func unlink(
+        _ channel: String, _ environment: Components.Schemas.Environment?, in app: ServedApp
+    ) async throws {
         try Validation.channel(channel)
         guard !lifecycle.isDraining else {
             throw ServiceProblem.unavailable(
                 .shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
         }
+        let engine = try engine(of: app, environment)
         let removed: BroadcastLink?
         do {
             removed = try await engine.unlinkBroadcastChannel(channel)
@@ -114,7 +175,6 @@ extension FanfareAPI {
             throw ErrorMapping.fromFanout(error, retryAfter: retryAfter)
         }
         guard removed != nil else { throw Self.noLink(channel) }
-        return .noContent(.init())
     }
 
     static func noLink(_ channel: String) -> ServiceProblem {

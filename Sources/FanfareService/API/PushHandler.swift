@@ -1,12 +1,29 @@
 import FanfareClient
 import FanfareCore
 import FanfareFanout
+import FanfareStorage
 
 extension FanfareAPI {
     package func sendPush(_ input: Operations.SendPush.Input) async throws -> Operations.SendPush.Output {
         guard case .json(let body) = input.body else {
             throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
         }
+        return .ok(.init(body: .json(try await push(body, in: try app(nil)))))
+    }
+
+    package func sendPushInApp(_ input: Operations.SendPushInApp.Input) async throws -> Operations.SendPushInApp.Output
+    {
+        guard case .json(let body) = input.body else {
+            throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
+        }
+        return .ok(.init(body: .json(try await push(body, in: try app(input.path.app)))))
+    }
+
+    /// One push to a token of `app`, in the environment the body names (production by default).
+    private func push(
+        _ body: Components.Schemas.PushRequest, in app: ServedApp
+    ) async throws -> Components.Schemas.PushOutcome {
+        let engine = try engine(of: app, body.environment)
         guard !lifecycle.isDraining else {
             throw ServiceProblem.unavailable(
                 .shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
@@ -29,7 +46,7 @@ extension FanfareAPI {
         } catch {
             if case .backPressure = error { metrics.refused("push") }
             var problem = ErrorMapping.fromPublish(error, retryAfter: retryAfter)
-            if case .shardElsewhere(let shard) = error, let cluster,
+            if case .shardElsewhere(let shard) = error, let cluster = app.clusters.first,
                 let holder = try? await offPool({ try cluster.holder(ofShard: shard) })
             {
                 problem.detail += " (node \(holder) serves it)"
@@ -38,16 +55,12 @@ extension FanfareAPI {
         }
         switch result.disposition {
         case .delivered:
-            return .ok(.init(body: .json(.init(status: 200, apnsId: result.apnsID.description, action: .delivered))))
+            return .init(status: 200, apnsId: result.apnsID.description, action: .delivered)
         case .rejected(let status, let reason, let rawReason, let action, let timestamp):
             metrics.pushFailed(reason: reason?.rawValue ?? "UnknownReason")
-            return .ok(
-                .init(
-                    body: .json(
-                        .init(
-                            status: status, apnsId: result.apnsID.description, reason: reason?.rawValue ?? rawReason,
-                            action: .init(rawValue: action.rawValue) ?? .fixConfiguration, inactiveSinceMs: timestamp)))
-            )
+            return .init(
+                status: status, apnsId: result.apnsID.description, reason: reason?.rawValue ?? rawReason,
+                action: .init(rawValue: action.rawValue) ?? .fixConfiguration, inactiveSinceMs: timestamp)
         case .failed(.shutdown):
             metrics.pushFailed(reason: "Shutdown")
             throw ServiceProblem.unavailable(

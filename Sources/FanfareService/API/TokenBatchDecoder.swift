@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareStorage
 
 /// A decoder for the one body that is big and frequent: `POST /v1/tokens` (`TokenBatch`, up to 10,000 items).
 /// The generated Codable path spends about 100 µs per item (JSONDecoder's generic containers and the
@@ -61,6 +62,7 @@ package struct TokenBatchDecoder {
         var attributesType: String?
         var frequentUpdates: Bool?
         var supportsBroadcast: Bool?
+        var environment: APNsEnvironment?
         var seen = 0
 
         /// The item, if it has the schema's fields for its kind (the discriminated variants): required ones
@@ -75,7 +77,7 @@ package struct TokenBatchDecoder {
             return RegistrationFields(
                 token: token, kind: kind, channels: channels, activityID: activityID, deviceID: deviceID,
                 attributesType: attributesType, frequentUpdates: frequentUpdates ?? false,
-                supportsBroadcast: supportsBroadcast ?? false)
+                supportsBroadcast: supportsBroadcast ?? false, environment: environment)
         }
     }
 
@@ -119,6 +121,13 @@ package struct TokenBatchDecoder {
             bit = 128
             guard let value = optionalBool() else { return false }
             fields.supportsBroadcast = value
+        case "environment":
+            bit = 256
+            switch string() {
+            case "production": fields.environment = .production
+            case "sandbox": fields.environment = .sandbox
+            default: return false
+            }
         default:
             return false
         }

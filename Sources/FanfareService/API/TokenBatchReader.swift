@@ -6,9 +6,11 @@ internal import Foundation
 /// decoders and the same checks, so a file the importer accepts is one the API accepts, item for item.
 package enum TokenBatchReader {
     /// Every item of `body`, checked; the first problem is the error, as the API would answer it (without the
-    /// API's per-request item limit: a file may hold any number).
+    /// API's per-request item limit: a file may hold any number). An item's `environment` (`defaultEnvironment`
+    /// when it names none) must be one of `environments`, where app `app` sends.
     package static func read(
-        _ body: [UInt8], bundleID: String, environment: APNsEnvironment, now: Int64
+        _ body: [UInt8], app: String, bundleID: String, environments: [APNsEnvironment],
+        defaultEnvironment: APNsEnvironment = .production, now: Int64
     )
         throws(ServiceProblem) -> RegistrationItems
     {
@@ -27,7 +29,9 @@ package enum TokenBatchReader {
         guard !fields.isEmpty else {
             throw .badRequest(.invalidRequest, "tokens must list at least one token", field: "tokens")
         }
-        return try RegistrationItems(checking: fields, bundleID: bundleID, environment: environment, now: now)
+        return try RegistrationItems(
+            checking: fields, app: app, bundleID: bundleID, environments: environments,
+            defaultEnvironment: defaultEnvironment, now: now)
     }
 
     /// A decoding error in a line: where, and what.

@@ -9,17 +9,19 @@ extension FanfareAPI {
         guard case .json(let batch) = input.body else {
             throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
         }
-        let items = try makeItems(batch.tokens)
-        let result = try await register(items)
-        return .ok(.init(body: .json(.init(registered: batch.tokens.count, replaced: result.replacedCount))))
+        let (registered, replaced) = try await register(batch.tokens.map(RegistrationFields.init), in: try app(nil))
+        return .ok(.init(body: .json(.init(registered: registered, replaced: replaced))))
     }
 
-    /// Durable (tokens and subscriptions in one transaction), then loaded into the engine.
-    func register(_ items: RegistrationItems) async throws -> RegistrationResult {
-        defer { census.invalidate() }  // also after a failure: part of it may be durable
-        return try await offPool { [engine] in
-            try engine.register(items.tokens, subscriptions: items.subscriptions)
+    package func registerTokensInApp(
+        _ input: Operations.RegisterTokensInApp.Input
+    ) async throws -> Operations.RegisterTokensInApp.Output {
+        guard case .json(let batch) = input.body else {
+            throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
         }
+        let app = try app(input.path.app)
+        let (registered, replaced) = try await register(batch.tokens.map(RegistrationFields.init), in: app)
+        return .ok(.init(body: .json(.init(registered: registered, replaced: replaced))))
     }
 
     func checkBatchSize(_ count: Int) throws(ServiceProblem) {
@@ -36,53 +38,83 @@ extension FanfareAPI {
         }
     }
 
-    /// `POST /v1/tokens` from `TokenBatchDecoder`'s items: the same rules, then the same durable write. Returns
-    /// (registered, replaced).
-    func register(_ items: [RegistrationFields]) async throws -> (registered: Int, replaced: Int) {
-        let checked = try checkedItems(items)
-        let result = try await register(checked)
-        return (items.count, result.replacedCount)
-    }
-
-    /// The schema's rules for each item, then the registry's (the index names the first bad item).
-    func makeItems(_ items: [Components.Schemas.TokenRegistration]) throws(ServiceProblem) -> RegistrationItems {
-        try checkedItems(items.map(RegistrationFields.init))
-    }
-
-    private func checkedItems(_ items: [RegistrationFields]) throws(ServiceProblem) -> RegistrationItems {
+    /// A `POST .../tokens` batch (from the generated types or `TokenBatchDecoder`): the schema's rules, then one
+    /// durable write (tokens and subscriptions in one transaction, whichever environments they are in), then
+    /// the app's engines. Returns (registered, replaced).
+    func register(_ items: [RegistrationFields], in app: ServedApp) async throws -> (registered: Int, replaced: Int) {
         try checkBatchSize(items.count)
-        let checked = try RegistrationItems(
-            checking: items, bundleID: bundleID, environment: environment, now: configuration.wallClockMilliseconds())
-        return checked
+        let checked = try RegistrationItems(checking: items, app: app, now: configuration.wallClockMilliseconds())
+        defer { census.invalidate() }  // also after a failure: part of it may be durable
+        let engines = app.engines
+        let result = try await offPool {
+            try FanoutEngine.register(checked.tokens, subscriptions: checked.subscriptions, on: engines)
+        }
+        return (items.count, result.replacedCount)
     }
 
     package func deleteTokens(_ input: Operations.DeleteTokens.Input) async throws -> Operations.DeleteTokens.Output {
         guard case .json(let deletion) = input.body else {
             throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
         }
-        try checkBatchSize(deletion.tokens.count)
+        let (removed, notFound) = try await delete(deletion.tokens, in: try app(nil))
+        return .ok(.init(body: .json(.init(removed: removed, notFound: notFound))))
+    }
+
+    package func deleteTokensInApp(
+        _ input: Operations.DeleteTokensInApp.Input
+    ) async throws -> Operations.DeleteTokensInApp.Output {
+        guard case .json(let deletion) = input.body else {
+            throw ServiceProblem.badRequest(.invalidRequest, "expected JSON")
+        }
+        let (removed, notFound) = try await delete(deletion.tokens, in: try app(input.path.app))
+        return .ok(.init(body: .json(.init(removed: removed, notFound: notFound))))
+    }
+
+    /// Removes tokens of `app` (every environment; another app's tokens are not found). (removed, not found).
+    private func delete(_ hexTokens: [String], in app: ServedApp) async throws -> (Int, Int) {
+        try checkBatchSize(hexTokens.count)
         var tokens: [DeviceToken] = []
-        tokens.reserveCapacity(deletion.tokens.count)
-        for (index, hex) in deletion.tokens.enumerated() {
+        tokens.reserveCapacity(hexTokens.count)
+        for (index, hex) in hexTokens.enumerated() {
             tokens.append(try Validation.token(hex, field: "tokens[\(index)]", index: index))
         }
         let batch = tokens
         defer { census.invalidate() }
-        let removed = try await offPool { [engine] in try engine.unregister(batch) }
-        return .ok(.init(body: .json(.init(removed: removed, notFound: tokens.count - removed))))
+        let engines = app.engines
+        let removed = try await offPool { try FanoutEngine.unregister(batch, on: engines) }
+        return (removed, tokens.count - removed)
     }
 
     package func getToken(_ input: Operations.GetToken.Input) async throws -> Operations.GetToken.Output {
-        let token = try Validation.token(input.path.token, field: "token")
+        .ok(.init(body: .json(try await ledger(input.path.token, in: try app(nil)))))
+    }
+
+    package func getTokenInApp(_ input: Operations.GetTokenInApp.Input) async throws -> Operations.GetTokenInApp.Output
+    {
+        .ok(.init(body: .json(try await ledger(input.path.token, in: try app(input.path.app)))))
+    }
+
+    /// What the registry knows of a token in `app` (each of its environments, production first).
+    private func ledger(_ hex: String, in app: ServedApp) async throws -> Components.Schemas.TokenLedger {
+        let token = try Validation.token(hex, field: "token")
         let lifetime = configuration.fanout.activityLifetime
-        let entry = try await offPool { [store, bundleID, environment] in
-            try store.ledger(token: token, bundleID: bundleID, environment: environment, activityLifetime: lifetime)
+        let bundleID = app.bundleID
+        let environments = app.environments
+        let entry = try await offPool { [store] () throws -> TokenLedgerEntry? in
+            for environment in environments {
+                if let entry = try store.ledger(
+                    token: token, bundleID: bundleID, environment: environment, activityLifetime: lifetime)
+                {
+                    return entry
+                }
+            }
+            return nil
         }
         guard let entry else {
             throw ServiceProblem(
                 .notFound, .notFound, "the registry knows nothing of token \(token.hexString.prefix(16))…")
         }
-        return .ok(.init(body: .json(Self.ledgerBody(entry))))
+        return Self.ledgerBody(entry)
     }
 
     private static func ledgerBody(_ entry: TokenLedgerEntry) -> Components.Schemas.TokenLedger {
@@ -140,13 +172,27 @@ package struct RegistrationItems: Sendable {
     init() {}
 
     /// Each item checked against the schema's rules and the registry's, in order: the first bad one is the error.
+    /// An item's environment must be one `app` sends in.
+    init(checking items: [RegistrationFields], app: ServedApp, now: Int64) throws(ServiceProblem) {
+        try self.init(
+            checking: items, app: app.id, bundleID: app.bundleID, environments: app.environments, now: now)
+    }
+
+    /// As above, for app `app` (its bundle id, the environments it sends in).
     init(
-        checking items: [RegistrationFields], bundleID: String, environment: APNsEnvironment, now: Int64
-    )
-        throws(ServiceProblem)
-    {
+        checking items: [RegistrationFields], app: String, bundleID: String, environments: [APNsEnvironment],
+        defaultEnvironment: APNsEnvironment = .production, now: Int64
+    ) throws(ServiceProblem) {
         tokens.reserveCapacity(items.count)
         for (index, fields) in items.enumerated() {
+            let environment = fields.environment ?? defaultEnvironment
+            guard environments.contains(environment) else {
+                let served = environments.map(\.description).joined(separator: " and ")
+                throw ServiceProblem(
+                    .unprocessableContent, .environmentNotServed,
+                    "tokens[\(index)]: app \(app) sends in \(served) only (no provider key of it may sign for "
+                        + "\(environment))", index: index, field: "tokens[\(index)].environment")
+            }
             switch try fields.item(index: index, bundleID: bundleID, environment: environment, now: now) {
             case .token(let registration): tokens.append(registration)
             case .subscription(let subscription): subscriptions.append(subscription)
@@ -171,11 +217,14 @@ package struct RegistrationFields: Equatable, Sendable {
     var attributesType: String?
     var frequentUpdates: Bool
     var supportsBroadcast: Bool
+    /// nil: production.
+    var environment: APNsEnvironment?
 
     package init(
         token: String?, kind: Kind, channels: [String], activityID: String?, deviceID: String?, attributesType: String?,
-        frequentUpdates: Bool, supportsBroadcast: Bool = false
+        frequentUpdates: Bool, supportsBroadcast: Bool = false, environment: APNsEnvironment? = nil
     ) {
+        self.environment = environment
         self.token = token
         self.kind = kind
         self.channels = channels
@@ -193,17 +242,20 @@ package struct RegistrationFields: Equatable, Sendable {
             self.init(
                 token: update.token, kind: .update, channels: update.channels, activityID: update.activityId,
                 deviceID: update.deviceId, attributesType: update.attributesType,
-                frequentUpdates: update.frequentUpdates ?? false)
+                frequentUpdates: update.frequentUpdates ?? false,
+                environment: update.environment.map(APNsEnvironment.init))
         case .pushToStart(let start):
             self.init(
                 token: start.token, kind: .pushToStart, channels: start.channels, activityID: start.activityId,
                 deviceID: start.deviceId, attributesType: start.attributesType,
-                frequentUpdates: start.frequentUpdates ?? false, supportsBroadcast: start.supportsBroadcast ?? false)
+                frequentUpdates: start.frequentUpdates ?? false, supportsBroadcast: start.supportsBroadcast ?? false,
+                environment: start.environment.map(APNsEnvironment.init))
         case .broadcast(let subscription):
             self.init(
                 token: nil, kind: .broadcast, channels: subscription.channels, activityID: subscription.activityId,
                 deviceID: subscription.deviceId, attributesType: subscription.attributesType,
-                frequentUpdates: subscription.frequentUpdates ?? false)
+                frequentUpdates: subscription.frequentUpdates ?? false,
+                environment: subscription.environment.map(APNsEnvironment.init))
         }
     }
 
@@ -283,5 +335,11 @@ package struct RegistrationFields: Equatable, Sendable {
                 attributesType: attributesType,
                 bundleID: bundleID, environment: environment, frequentUpdates: frequentUpdates,
                 supportsBroadcast: supportsBroadcast, channels: channels, createdAt: now, lastSeenAt: now))
+    }
+}
+
+extension APNsEnvironment {
+    init(_ environment: Components.Schemas.Environment) {
+        self = environment == .sandbox ? .sandbox : .production
     }
 }

@@ -1,3 +1,4 @@
+import FanfareApps
 import FanfareTLS
 internal import Foundation
 
@@ -14,11 +15,19 @@ package struct Principal: Sendable, Equatable {
     /// idempotency keys by; never the key itself.
     package var id: String
     package var scopes: Set<Scope>
+    /// The apps this key reaches (`apps=` in the keys file); nil: every app.
+    package var apps: Set<String>? = nil
 
     package func allows(_ scope: Scope) -> Bool { scopes.contains(.admin) || scopes.contains(scope) }
 
+    /// Whether requests of this key may act on (or even learn of) app `id`.
+    package func reaches(app id: String) -> Bool { apps?.contains(id) ?? true }
+
     /// The caller of a service that runs without API keys (loopback only).
     package static let anonymous = Principal(id: "anonymous", scopes: [.admin])
+
+    /// The caller of the request being answered (set by `AuthenticationMiddleware`; anonymous without API keys).
+    @TaskLocal package static var current = Principal.anonymous
 }
 
 /// Why an API key file cannot be used. Never contains a key.
@@ -65,13 +74,13 @@ public struct APIKeyring: Sendable {
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             let fields = trimmed.split(whereSeparator: { $0 == " " || $0 == "\t" })
             let lineNumber = number + 1
-            guard fields.count == 2 else {
+            guard fields.count == 2 || fields.count == 3 else {
                 throw APIKeyFileError(
                     path: path, line: lineNumber,
-                    problem:
-                        "expected a key and its scopes (comma-separated: register, publish, read, admin), found \(fields.count) fields"
-                )
+                    problem: "expected a key, its scopes (comma-separated: register, publish, read, admin) and "
+                        + "optionally apps=ID,ID; found \(fields.count) fields")
             }
+            let apps = try fields.count == 3 ? Self.apps(fields[2], path: path, line: lineNumber) : nil
             let key = fields[0]
             let keyBytes = Array(key.utf8)
             guard keyBytes.count >= Self.minimumKeyLength && keyBytes.count <= Self.maximumKeyLength else {
@@ -98,12 +107,29 @@ public struct APIKeyring: Sendable {
                 throw APIKeyFileError(path: path, line: lineNumber, problem: "this key is listed twice")
             }
             let id = digest.prefix(8).map { String($0, radix: 16).leftPadded(to: 2) }.joined()
-            entries.append(Entry(digest: digest, principal: Principal(id: id, scopes: scopes)))
+            entries.append(Entry(digest: digest, principal: Principal(id: id, scopes: scopes, apps: apps)))
         }
         guard !entries.isEmpty else {
             throw APIKeyFileError(path: path, line: nil, problem: "the file lists no keys")
         }
         self.entries = entries
+    }
+
+    /// `apps=scores,league`: the app ids a key reaches.
+    private static func apps(_ field: Substring, path: String, line: Int) throws(APIKeyFileError) -> Set<String> {
+        guard field.hasPrefix("apps=") else {
+            throw APIKeyFileError(
+                path: path, line: line, problem: "the third field must be apps=ID,ID (the apps this key reaches)")
+        }
+        var apps = Set<String>()
+        for name in field.dropFirst(5).split(separator: ",", omittingEmptySubsequences: false) {
+            guard AppDefinition.isValidID(String(name)) else {
+                throw APIKeyFileError(
+                    path: path, line: line, problem: "'\(name.prefix(64))' is not an app id (a-z, 0-9, '-', '_')")
+            }
+            apps.insert(String(name))
+        }
+        return apps
     }
 
     /// Reads and parses a key file.

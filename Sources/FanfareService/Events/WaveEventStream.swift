@@ -112,3 +112,13 @@ package final class StopSignal: Sendable {
     package var isSet: Bool { flag.load(ordering: .acquiring) }
     package func set() { flag.store(true, ordering: .releasing) }
 }
+
+extension WaveEventStream.Source {
+    /// The report as it is now (a shared one: as last read).
+    package var report: WaveReport {
+        switch self {
+        case .live(let wave): wave.report
+        case .stored(let report), .shared(let report, _): report
+        }
+    }
+}

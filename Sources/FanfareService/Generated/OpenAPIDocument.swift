@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "72dd247e7063d1c7a94e43a0a5c2c44f1cac7bca7365fa545e5dd2ebd9c27f16"
+    package static let sha256 = "4eadb9faab84b2ddfde55bdeaa33b153f4c2687f7a58dc2c26365bb733f69280"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -369,6 +369,7 @@ paths:
       description: Needs scope `read`.
       parameters:
         - $ref: '#/components/parameters/Channel'
+        - $ref: '#/components/parameters/EnvironmentQuery'
       responses:
         '200':
           description: The link.
@@ -395,6 +396,7 @@ paths:
         created it (one APNs already forgot counts as deleted). Needs scope `publish`.
       parameters:
         - $ref: '#/components/parameters/Channel'
+        - $ref: '#/components/parameters/EnvironmentQuery'
         - $ref: '#/components/parameters/IdempotencyKey'
       responses:
         '204':
@@ -689,6 +691,647 @@ paths:
                 type: string
         '406':
           $ref: '#/components/responses/NotAcceptable'
+  /v1/apps:
+    get:
+      operationId: listApps
+      tags: [operations]
+      summary: The apps this service sends for, their environments and keys (never key material).
+      description: |
+        Each app with its bundle id, whether today's routes (`/v1/tokens`, `/v1/channels/...`) serve it, and per
+        environment where its pushes go and which provider key signs them. A key APNs refused is marked with the
+        reason and time. An API key limited to some apps (`apps=` in the keys file) sees only those. Needs scope
+        `read`.
+      responses:
+        '200':
+          description: The apps.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/AppList'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+  /v1/apps/reload:
+    post:
+      operationId: reloadApps
+      tags: [operations]
+      summary: Read the apps file and its keys again (as SIGHUP does).
+      description: |
+        A changed key of an app is used on new connections, and the old connections finish what they carry:
+        no push fails. An app added to the file starts; an app removed stops once its waves are checkpointed.
+        A file that does not parse, or a key that cannot sign, changes nothing: the answer says why (422
+        `apps_file_invalid`). A service started without `--apps` has nothing to reload (409
+        `no_apps_file`). Needs scope `admin`.
+      parameters:
+        - $ref: '#/components/parameters/IdempotencyKey'
+      responses:
+        '200':
+          description: The apps as they are now, and what changed.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/AppReload'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '409':
+          $ref: '#/components/responses/Conflict'
+        '415':
+          $ref: '#/components/responses/UnsupportedMediaType'
+        '422':
+          $ref: '#/components/responses/UnprocessableContent'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+  /v1/apps/{app}/tokens:
+    post:
+      operationId: registerTokensInApp
+      tags: [tokens]
+      summary: 'Register (or refresh) up to 10,000 tokens and broadcast subscriptions (one app of several).'
+      description: |
+        Durable before it answers: the batch is written to the registry in one transaction (fsynced), then
+        loaded into the engine. Registering a token again replaces its kind, channels and ids and keeps its
+        creation time. Items of kind `broadcast` register activities that receive their updates through an
+        APNs broadcast channel (no token). Replacement rules: a push-to-start token replaces the older
+        push-to-start token of the same `device_id` and `attributes_type`; an update token replaces the
+        broadcast subscription of its `activity_id`, and a broadcast subscription the update tokens of its
+        activity (`replaced` counts what went). One bad item rejects the whole batch (the problem names its
+        `index`); nothing is written. Needs scope `register`.
+      parameters:
+        - $ref: '#/components/parameters/App'
+        - $ref: '#/components/parameters/IdempotencyKey'
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              $ref: '#/components/schemas/TokenBatch'
+      responses:
+        '200':
+          description: Every token of the batch is registered.
+          headers:
+            Idempotency-Replayed:
+              $ref: '#/components/headers/IdempotencyReplayed'
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/Registered'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '409':
+          $ref: '#/components/responses/Conflict'
+        '413':
+          $ref: '#/components/responses/ContentTooLarge'
+        '415':
+          $ref: '#/components/responses/UnsupportedMediaType'
+        '422':
+          $ref: '#/components/responses/UnprocessableContent'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+  /v1/apps/{app}/tokens/delete:
+    post:
+      operationId: deleteTokensInApp
+      tags: [tokens]
+      summary: 'Unregister up to 10,000 tokens (one app of several).'
+      description: |
+        Durable before it answers. Tokens that are not registered are counted in `not_found` (a token named
+        twice counts once as removed, then as not found). Needs scope `register`.
+      parameters:
+        - $ref: '#/components/parameters/App'
+        - $ref: '#/components/parameters/IdempotencyKey'
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              $ref: '#/components/schemas/TokenDeletion'
+      responses:
+        '200':
+          description: The tokens are no longer registered.
+          headers:
+            Idempotency-Replayed:
+              $ref: '#/components/headers/IdempotencyReplayed'
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/Deleted'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '409':
+          $ref: '#/components/responses/Conflict'
+        '413':
+          $ref: '#/components/responses/ContentTooLarge'
+        '415':
+          $ref: '#/components/responses/UnsupportedMediaType'
+        '422':
+          $ref: '#/components/responses/UnprocessableContent'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+  /v1/apps/{app}/tokens/{token}:
+    get:
+      operationId: getTokenInApp
+      tags: [tokens]
+      summary: 'What the registry knows about one token (its ledger) (one app of several).'
+      description: |
+        The live registration (if any), its links (an update token's push-to-start token of the same device
+        and attributes type; a push-to-start token's activities), when it retires, and its history: how each
+        earlier registration of the token ended (replaced, retired, invalidated by APNs with the reason,
+        unregistered) and when each began. History is kept for 30 days (`--ledger-retention`). 404 only when
+        the registry knows nothing of the token. Needs scope `read`.
+      parameters:
+        - $ref: '#/components/parameters/App'
+        - name: token
+          in: path
+          required: true
+          description: The token in hex (32 to 100 bytes).
+          schema:
+            $ref: '#/components/schemas/TokenHex'
+      responses:
+        '200':
+          description: The registry knows the token (registered now, or with history).
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/TokenLedger'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+  /v1/apps/{app}/channels/{channel}/updates:
+    post:
+      operationId: publishUpdateInApp
+      tags: [updates]
+      summary: 'Publish a new state to everyone who follows a channel (one app of several).'
+      description: |
+        Starts a wave: the update goes to the channel's update tokens (`update`, `end`) or push-to-start
+        tokens (`start`). Answers at once with the wave's id; follow it at `Location` or its events. A newer
+        update of the same channel supersedes this one for tokens it has not reached yet. Needs scope
+        `publish`.
+      parameters:
+        - $ref: '#/components/parameters/App'
+        - $ref: '#/components/parameters/Channel'
+        - $ref: '#/components/parameters/IdempotencyKey'
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              $ref: '#/components/schemas/ChannelUpdate'
+      responses:
+        '202':
+          description: The wave started.
+          headers:
+            Location:
+              description: The wave, `/v1/waves/{wave_id}`.
+              required: true
+              schema:
+                type: string
+            Idempotency-Replayed:
+              $ref: '#/components/headers/IdempotencyReplayed'
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/WaveAccepted'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '409':
+          $ref: '#/components/responses/Conflict'
+        '413':
+          $ref: '#/components/responses/ContentTooLarge'
+        '415':
+          $ref: '#/components/responses/UnsupportedMediaType'
+        '422':
+          $ref: '#/components/responses/UnprocessableContent'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+  /v1/apps/{app}/channels:
+    get:
+      operationId: listChannelsInApp
+      tags: [channels]
+      summary: 'Every channel the engine tracks, with its audience, latest timestamp and live waves (one app of several).'
+      description: |
+        The channels some token follows, and those a wave named since the last maintenance pass, sorted by
+        name. Needs scope `read`.
+      parameters:
+        - $ref: '#/components/parameters/App'
+      responses:
+        '200':
+          description: The channels.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/Channels'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+  /v1/apps/{app}/channels/{channel}:
+    get:
+      operationId: getChannelInApp
+      tags: [channels]
+      summary: 'A channel''s audience, latest timestamp and live waves (one app of several).'
+      description: |
+        Any valid channel name answers; a channel nobody follows has an audience of 0. Needs scope `read`.
+      parameters:
+        - $ref: '#/components/parameters/App'
+        - $ref: '#/components/parameters/Channel'
+      responses:
+        '200':
+          description: The channel.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/ChannelSummary'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+  /v1/apps/{app}/channels/{channel}/broadcast:
+    put:
+      operationId: linkBroadcastChannelInApp
+      tags: [channels]
+      summary: 'Link the channel to an APNs broadcast channel (created by the service, or the caller''s) (one app of several).'
+      description: |
+        From now on every `update` and `end` published on the channel goes once as an APNs broadcast to the
+        activities subscribed to it (`kind: broadcast` registrations) and per-token to the rest; kick-offs
+        carry `input-push-channel` for iOS 18+ push-to-start tokens. Without `channel_id` the service creates
+        the APNs channel through the channel management API (`fanfare serve --channel-management`) and deletes
+        it after the channel's `end` and its dismissal window, or on `DELETE`; with `channel_id` it links the
+        caller's channel (and never deletes it). The same request again answers the same link (no second
+        channel is created); another one replaces the link, and an APNs channel the service created for it is
+        deleted first. Durable before the answer. Needs scope `publish`.
+      parameters:
+        - $ref: '#/components/parameters/App'
+        - $ref: '#/components/parameters/Channel'
+        - $ref: '#/components/parameters/IdempotencyKey'
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              $ref: '#/components/schemas/BroadcastLinkRequest'
+      responses:
+        '200':
+          description: The link.
+          headers:
+            Idempotency-Replayed:
+              $ref: '#/components/headers/IdempotencyReplayed'
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/BroadcastLink'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '409':
+          $ref: '#/components/responses/Conflict'
+        '413':
+          $ref: '#/components/responses/ContentTooLarge'
+        '415':
+          $ref: '#/components/responses/UnsupportedMediaType'
+        '422':
+          $ref: '#/components/responses/UnprocessableContent'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '502':
+          $ref: '#/components/responses/BadGateway'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+        '504':
+          $ref: '#/components/responses/GatewayTimeout'
+    get:
+      operationId: getBroadcastLinkInApp
+      tags: [channels]
+      summary: 'The channel''s broadcast link (one app of several).'
+      description: Needs scope `read`.
+      parameters:
+        - $ref: '#/components/parameters/App'
+        - $ref: '#/components/parameters/Channel'
+        - $ref: '#/components/parameters/EnvironmentQuery'
+      responses:
+        '200':
+          description: The link.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/BroadcastLink'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+    delete:
+      operationId: unlinkBroadcastChannelInApp
+      tags: [channels]
+      summary: 'End the channel''s broadcast link now (one app of several).'
+      description: |
+        The channel publishes per-token only from its next update; the APNs channel is deleted if the service
+        created it (one APNs already forgot counts as deleted). Needs scope `publish`.
+      parameters:
+        - $ref: '#/components/parameters/App'
+        - $ref: '#/components/parameters/Channel'
+        - $ref: '#/components/parameters/EnvironmentQuery'
+        - $ref: '#/components/parameters/IdempotencyKey'
+      responses:
+        '204':
+          description: The link is gone.
+          headers:
+            Idempotency-Replayed:
+              $ref: '#/components/headers/IdempotencyReplayed'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '409':
+          $ref: '#/components/responses/Conflict'
+        '422':
+          $ref: '#/components/responses/UnprocessableContent'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '502':
+          $ref: '#/components/responses/BadGateway'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+        '504':
+          $ref: '#/components/responses/GatewayTimeout'
+  /v1/apps/{app}/waves:
+    get:
+      operationId: listWavesInApp
+      tags: [waves]
+      summary: 'Recent waves, newest first (one app of several).'
+      description: |
+        The engine keeps every unfinished wave and the newest complete ones (1,000 by default) in memory; the
+        final reports of waves from before a restart come from the registry database (its newest 1,000). Pages
+        go from newest to oldest: pass the `next_before` of one page as `before` to get the next. Needs scope
+        `read`.
+      parameters:
+        - $ref: '#/components/parameters/App'
+        - name: channel
+          in: query
+          required: false
+          description: Only waves of this channel.
+          schema:
+            $ref: '#/components/schemas/ChannelName'
+        - name: before
+          in: query
+          required: false
+          description: Only waves with a smaller id (the `next_before` of the previous page).
+          schema:
+            type: integer
+            format: int64
+            minimum: 1
+        - name: limit
+          in: query
+          required: false
+          description: Waves per page.
+          schema:
+            type: integer
+            minimum: 1
+            maximum: 1000
+            default: 50
+      responses:
+        '200':
+          description: One page of waves.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/WavePage'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+  /v1/apps/{app}/waves/{wave_id}:
+    get:
+      operationId: getWaveInApp
+      tags: [waves]
+      summary: 'A wave''s state and counters (one app of several).'
+      description: |
+        A wave the engine keeps in memory, else the final report the registry database kept (a wave that
+        completed before a restart). Needs scope `read`.
+      parameters:
+        - $ref: '#/components/parameters/App'
+        - $ref: '#/components/parameters/WaveID'
+      responses:
+        '200':
+          description: The wave's report.
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/WaveReport'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+  /v1/apps/{app}/waves/{wave_id}/events:
+    get:
+      operationId: getWaveEventsInApp
+      tags: [waves]
+      summary: 'A wave''s progress as Server-Sent Events, until it completes (one app of several).'
+      description: |
+        `progress` events (a `WaveReport` as JSON) at once and about every 250 ms, then one `complete` event
+        and the end of the stream (see "Wave events" above). Needs scope `read`.
+      parameters:
+        - $ref: '#/components/parameters/App'
+        - $ref: '#/components/parameters/WaveID'
+      responses:
+        '200':
+          description: The event stream.
+          content:
+            text/event-stream:
+              schema:
+                description: |
+                  One event of the stream (OpenAPI 3.2's `itemSchema` reading, which tools apply to 3.1
+                  documents too): its `event` name, its `id` counter, and its `data`, one line of JSON.
+                type: object
+                required: [data]
+                properties:
+                  id:
+                    type: string
+                  event:
+                    type: string
+                    enum: [progress, complete, shutdown]
+                  retry:
+                    type: integer
+                  data:
+                    type: string
+                    contentMediaType: application/json
+                    contentSchema:
+                      oneOf:
+                        - $ref: '#/components/schemas/WaveReport'
+                        - type: object
+                          description: The `shutdown` event.
+                          required: [reason]
+                          properties:
+                            reason:
+                              type: string
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+  /v1/apps/{app}/push:
+    post:
+      operationId: sendPushInApp
+      tags: [push]
+      summary: 'Send one push to one token and answer with what APNs said (one app of several).'
+      description: |
+        Outside any channel. Answers when APNs answers: 200 with APNs' status and, for a rejection, its
+        reason and what to do. A registered token's priority-10 budget applies, and a token APNs reports dead
+        is removed from the registry as in a wave. No answer from APNs (deadline, lost connection) is 504.
+        With several nodes, a node sends only to the tokens of the shards it holds: a push to a token of
+        another node's shard is refused at once with 503 `shard_elsewhere`, whose detail names that node (send
+        it there, or retry). Needs scope `publish`.
+      parameters:
+        - $ref: '#/components/parameters/App'
+        - $ref: '#/components/parameters/IdempotencyKey'
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema:
+              $ref: '#/components/schemas/PushRequest'
+      responses:
+        '200':
+          description: APNs answered (accepted or rejected the push).
+          headers:
+            Idempotency-Replayed:
+              $ref: '#/components/headers/IdempotencyReplayed'
+          content:
+            application/json:
+              schema:
+                $ref: '#/components/schemas/PushOutcome'
+        '400':
+          $ref: '#/components/responses/BadRequest'
+        '401':
+          $ref: '#/components/responses/Unauthorized'
+        '403':
+          $ref: '#/components/responses/Forbidden'
+        '404':
+          $ref: '#/components/responses/NotFound'
+        '406':
+          $ref: '#/components/responses/NotAcceptable'
+        '409':
+          $ref: '#/components/responses/Conflict'
+        '413':
+          $ref: '#/components/responses/ContentTooLarge'
+        '415':
+          $ref: '#/components/responses/UnsupportedMediaType'
+        '422':
+          $ref: '#/components/responses/UnprocessableContent'
+        '500':
+          $ref: '#/components/responses/InternalError'
+        '503':
+          $ref: '#/components/responses/ServiceUnavailable'
+        '504':
+          $ref: '#/components/responses/GatewayTimeout'
 components:
   securitySchemes:
     bearerAuth:
@@ -713,6 +1356,21 @@ components:
       description: The channel (a live event, e.g. one match).
       schema:
         $ref: '#/components/schemas/ChannelName'
+    EnvironmentQuery:
+      name: environment
+      in: query
+      required: false
+      description: The environment whose link this is (an app may send in both; default production, or its only one).
+      schema:
+        $ref: '#/components/schemas/Environment'
+    App:
+      name: app
+      in: path
+      required: true
+      description: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key
+        may not reach, is 404.
+      schema:
+        $ref: '#/components/schemas/AppID'
     WaveID:
       name: wave_id
       in: path
@@ -761,7 +1419,7 @@ components:
           schema:
             $ref: '#/components/schemas/Problem'
     NotFound:
-      description: No such token or wave.
+      description: No such token, wave or app (or an app the API key may not reach).
       content:
         application/problem+json:
           schema:
@@ -902,7 +1560,9 @@ components:
         `invalid_channel_id` (400: not an APNs broadcast channel id), `channel_management_not_configured`
         (409: start the service with `--channel-management HOST:PORT`), `apns_channel_refused` and
         `apns_channel_unreachable` (502: APNs' channel management API refused or did not answer),
-        `internal` (500).
+        `environment_not_served` (422: the app has no provider key for the environment named),
+        `apps_file_invalid` (422: a reload found the apps file or a key unusable; nothing changed),
+        `no_apps_file` (409: the service was started without `--apps`), `internal` (500).
       enum:
         - malformed_json
         - invalid_request
@@ -932,6 +1592,9 @@ components:
         - database_unavailable
         - shard_elsewhere
         - apns_no_answer
+        - environment_not_served
+        - apps_file_invalid
+        - no_apps_file
         - invalid_channel_id
         - channel_management_not_configured
         - apns_channel_refused
@@ -985,6 +1648,8 @@ components:
       additionalProperties: false
       required: [token, kind, channels, activity_id]
       properties:
+        environment:
+          $ref: '#/components/schemas/Environment'
         token:
           $ref: '#/components/schemas/TokenHex'
         kind:
@@ -1005,6 +1670,8 @@ components:
       additionalProperties: false
       required: [token, kind, channels, device_id, attributes_type]
       properties:
+        environment:
+          $ref: '#/components/schemas/Environment'
         token:
           $ref: '#/components/schemas/TokenHex'
         kind:
@@ -1030,6 +1697,8 @@ components:
         broadcast channel out to it. Keyed by `activity_id`.
       required: [kind, channels, activity_id]
       properties:
+        environment:
+          $ref: '#/components/schemas/Environment'
         kind:
           type: string
           enum: [broadcast]
@@ -1043,6 +1712,105 @@ components:
           $ref: '#/components/schemas/Identifier'
         frequent_updates:
           $ref: '#/components/schemas/FrequentUpdates'
+    Environment:
+      type: string
+      enum: [production, sandbox]
+      default: production
+      description: |
+        The APNs environment of the token (or, for a link or a push, where it applies): `sandbox` for debug and
+        TestFlight builds. The app must have a key allowed there (`GET /v1/apps`); otherwise 422
+        `environment_not_served`. A token answered BadDeviceToken in one environment is never tried in the other.
+    AppID:
+      type: string
+      pattern: '^[a-z0-9][a-z0-9_-]{0,62}$'
+      description: An app's id in the apps file.
+    AppList:
+      type: object
+      required: [apps]
+      properties:
+        apps:
+          type: array
+          items:
+            $ref: '#/components/schemas/AppSummary'
+    AppSummary:
+      type: object
+      required: [id, bundle_id, default, environments, keys]
+      properties:
+        id:
+          $ref: '#/components/schemas/AppID'
+        bundle_id:
+          type: string
+        default:
+          type: boolean
+          description: Today's routes (`/v1/tokens`, `/v1/channels/...`) serve this app.
+        environments:
+          type: array
+          items:
+            $ref: '#/components/schemas/AppEnvironment'
+        keys:
+          type: array
+          items:
+            $ref: '#/components/schemas/ProviderKeySummary'
+    AppEnvironment:
+      type: object
+      required: [environment, endpoint, topic]
+      properties:
+        environment:
+          $ref: '#/components/schemas/Environment'
+        endpoint:
+          type: string
+          description: Where pushes go (`https://host:port`).
+        topic:
+          type: string
+        key_id:
+          type: string
+          description: The provider key signing here now.
+        channel_management:
+          type: string
+          description: The broadcast channel management endpoint, if any.
+        connections_open:
+          type: integer
+        key_refused:
+          type: string
+          description: |
+            Set while APNs refuses the newest key here (its reason, e.g. `InvalidProviderToken`): pushes go on with
+            the previous key while it still works.
+    ProviderKeySummary:
+      type: object
+      required: [key_id, team_id, environments, source, fingerprint]
+      properties:
+        key_id:
+          type: string
+        team_id:
+          type: string
+        environments:
+          type: array
+          items:
+            $ref: '#/components/schemas/Environment'
+        topics:
+          type: array
+          items:
+            type: string
+          description: A topic-specific key's topics (absent for a team key).
+        source:
+          type: string
+          description: The key file's path, or the environment variable that holds it.
+        fingerprint:
+          type: string
+          description: The first 8 bytes of the key material's SHA-256, in hex (a rotated key has another).
+    AppReload:
+      type: object
+      required: [apps, changes]
+      properties:
+        apps:
+          type: array
+          items:
+            $ref: '#/components/schemas/AppSummary'
+        changes:
+          type: array
+          items:
+            type: string
+          description: What the reload changed, one line each (empty when the file was as before).
     SupportsBroadcast:
       type: boolean
       description: |
@@ -1492,6 +2260,8 @@ components:
       additionalProperties: false
       required: [storage_policy]
       properties:
+        environment:
+          $ref: '#/components/schemas/Environment'
         channel_id:
           $ref: '#/components/schemas/BroadcastChannelID'
         storage_policy:
@@ -1582,6 +2352,8 @@ components:
       description: One push; the content fields are those of `ChannelUpdate`.
       required: [token, event]
       properties:
+        environment:
+          $ref: '#/components/schemas/Environment'
         token:
           $ref: '#/components/schemas/TokenHex'
         event:

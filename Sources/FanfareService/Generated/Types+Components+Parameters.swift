@@ -26,6 +26,14 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/parameters/Channel`.
         package typealias Channel = Components.Schemas.ChannelName
+        /// The environment whose link this is (an app may send in both; default production, or its only one).
+        ///
+        /// - Remark: Generated from `#/components/parameters/EnvironmentQuery`.
+        package typealias EnvironmentQuery = Components.Schemas.Environment
+        /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+        ///
+        /// - Remark: Generated from `#/components/parameters/App`.
+        package typealias App = Components.Schemas.AppID
         /// - Remark: Generated from `#/components/parameters/WaveID`.
         package typealias WaveID = Swift.Int64
     }

@@ -142,7 +142,9 @@ extension Components {
         /// `invalid_channel_id` (400: not an APNs broadcast channel id), `channel_management_not_configured`
         /// (409: start the service with `--channel-management HOST:PORT`), `apns_channel_refused` and
         /// `apns_channel_unreachable` (502: APNs' channel management API refused or did not answer),
-        /// `internal` (500).
+        /// `environment_not_served` (422: the app has no provider key for the environment named),
+        /// `apps_file_invalid` (422: a reload found the apps file or a key unusable; nothing changed),
+        /// `no_apps_file` (409: the service was started without `--apps`), `internal` (500).
         ///
         ///
         /// - Remark: Generated from `#/components/schemas/ProblemCode`.
@@ -175,6 +177,9 @@ extension Components {
             case databaseUnavailable = "database_unavailable"
             case shardElsewhere = "shard_elsewhere"
             case apnsNoAnswer = "apns_no_answer"
+            case environmentNotServed = "environment_not_served"
+            case appsFileInvalid = "apps_file_invalid"
+            case noAppsFile = "no_apps_file"
             case invalidChannelId = "invalid_channel_id"
             case channelManagementNotConfigured = "channel_management_not_configured"
             case apnsChannelRefused = "apns_channel_refused"
@@ -274,6 +279,8 @@ extension Components {
         }
         /// - Remark: Generated from `#/components/schemas/UpdateTokenRegistration`.
         package struct UpdateTokenRegistration: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/UpdateTokenRegistration/environment`.
+            package var environment: Components.Schemas.Environment?
             /// - Remark: Generated from `#/components/schemas/UpdateTokenRegistration/token`.
             package var token: Components.Schemas.TokenHex
             /// - Remark: Generated from `#/components/schemas/UpdateTokenRegistration/kind`.
@@ -295,6 +302,7 @@ extension Components {
             /// Creates a new `UpdateTokenRegistration`.
             ///
             /// - Parameters:
+            ///   - environment:
             ///   - token:
             ///   - kind:
             ///   - channels:
@@ -303,6 +311,7 @@ extension Components {
             ///   - attributesType:
             ///   - frequentUpdates:
             package init(
+                environment: Components.Schemas.Environment? = nil,
                 token: Components.Schemas.TokenHex,
                 kind: Components.Schemas.UpdateTokenRegistration.KindPayload,
                 channels: Components.Schemas.ChannelList,
@@ -311,6 +320,7 @@ extension Components {
                 attributesType: Components.Schemas.Identifier? = nil,
                 frequentUpdates: Components.Schemas.FrequentUpdates? = nil
             ) {
+                self.environment = environment
                 self.token = token
                 self.kind = kind
                 self.channels = channels
@@ -320,6 +330,7 @@ extension Components {
                 self.frequentUpdates = frequentUpdates
             }
             package enum CodingKeys: String, CodingKey {
+                case environment
                 case token
                 case kind
                 case channels
@@ -330,6 +341,10 @@ extension Components {
             }
             package init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.environment = try container.decodeIfPresent(
+                    Components.Schemas.Environment.self,
+                    forKey: .environment
+                )
                 self.token = try container.decode(
                     Components.Schemas.TokenHex.self,
                     forKey: .token
@@ -359,6 +374,7 @@ extension Components {
                     forKey: .frequentUpdates
                 )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "environment",
                     "token",
                     "kind",
                     "channels",
@@ -371,6 +387,8 @@ extension Components {
         }
         /// - Remark: Generated from `#/components/schemas/PushToStartTokenRegistration`.
         package struct PushToStartTokenRegistration: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PushToStartTokenRegistration/environment`.
+            package var environment: Components.Schemas.Environment?
             /// - Remark: Generated from `#/components/schemas/PushToStartTokenRegistration/token`.
             package var token: Components.Schemas.TokenHex
             /// - Remark: Generated from `#/components/schemas/PushToStartTokenRegistration/kind`.
@@ -394,6 +412,7 @@ extension Components {
             /// Creates a new `PushToStartTokenRegistration`.
             ///
             /// - Parameters:
+            ///   - environment:
             ///   - token:
             ///   - kind:
             ///   - channels:
@@ -403,6 +422,7 @@ extension Components {
             ///   - frequentUpdates:
             ///   - supportsBroadcast:
             package init(
+                environment: Components.Schemas.Environment? = nil,
                 token: Components.Schemas.TokenHex,
                 kind: Components.Schemas.PushToStartTokenRegistration.KindPayload,
                 channels: Components.Schemas.ChannelList,
@@ -412,6 +432,7 @@ extension Components {
                 frequentUpdates: Components.Schemas.FrequentUpdates? = nil,
                 supportsBroadcast: Components.Schemas.SupportsBroadcast? = nil
             ) {
+                self.environment = environment
                 self.token = token
                 self.kind = kind
                 self.channels = channels
@@ -422,6 +443,7 @@ extension Components {
                 self.supportsBroadcast = supportsBroadcast
             }
             package enum CodingKeys: String, CodingKey {
+                case environment
                 case token
                 case kind
                 case channels
@@ -433,6 +455,10 @@ extension Components {
             }
             package init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.environment = try container.decodeIfPresent(
+                    Components.Schemas.Environment.self,
+                    forKey: .environment
+                )
                 self.token = try container.decode(
                     Components.Schemas.TokenHex.self,
                     forKey: .token
@@ -466,6 +492,7 @@ extension Components {
                     forKey: .supportsBroadcast
                 )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "environment",
                     "token",
                     "kind",
                     "channels",
@@ -483,6 +510,8 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/schemas/BroadcastSubscriptionRegistration`.
         package struct BroadcastSubscriptionRegistration: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BroadcastSubscriptionRegistration/environment`.
+            package var environment: Components.Schemas.Environment?
             /// - Remark: Generated from `#/components/schemas/BroadcastSubscriptionRegistration/kind`.
             @frozen package enum KindPayload: String, Codable, Hashable, Sendable, CaseIterable {
                 case broadcast = "broadcast"
@@ -502,6 +531,7 @@ extension Components {
             /// Creates a new `BroadcastSubscriptionRegistration`.
             ///
             /// - Parameters:
+            ///   - environment:
             ///   - kind:
             ///   - channels:
             ///   - activityId:
@@ -509,6 +539,7 @@ extension Components {
             ///   - attributesType:
             ///   - frequentUpdates:
             package init(
+                environment: Components.Schemas.Environment? = nil,
                 kind: Components.Schemas.BroadcastSubscriptionRegistration.KindPayload,
                 channels: Components.Schemas.ChannelList,
                 activityId: Components.Schemas.Identifier,
@@ -516,6 +547,7 @@ extension Components {
                 attributesType: Components.Schemas.Identifier? = nil,
                 frequentUpdates: Components.Schemas.FrequentUpdates? = nil
             ) {
+                self.environment = environment
                 self.kind = kind
                 self.channels = channels
                 self.activityId = activityId
@@ -524,6 +556,7 @@ extension Components {
                 self.frequentUpdates = frequentUpdates
             }
             package enum CodingKeys: String, CodingKey {
+                case environment
                 case kind
                 case channels
                 case activityId = "activity_id"
@@ -533,6 +566,10 @@ extension Components {
             }
             package init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.environment = try container.decodeIfPresent(
+                    Components.Schemas.Environment.self,
+                    forKey: .environment
+                )
                 self.kind = try container.decode(
                     Components.Schemas.BroadcastSubscriptionRegistration.KindPayload.self,
                     forKey: .kind
@@ -558,6 +595,7 @@ extension Components {
                     forKey: .frequentUpdates
                 )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "environment",
                     "kind",
                     "channels",
                     "activity_id",
@@ -565,6 +603,219 @@ extension Components {
                     "attributes_type",
                     "frequent_updates"
                 ])
+            }
+        }
+        /// The APNs environment of the token (or, for a link or a push, where it applies): `sandbox` for debug and
+        /// TestFlight builds. The app must have a key allowed there (`GET /v1/apps`); otherwise 422
+        /// `environment_not_served`. A token answered BadDeviceToken in one environment is never tried in the other.
+        ///
+        ///
+        /// - Remark: Generated from `#/components/schemas/Environment`.
+        @frozen package enum Environment: String, Codable, Hashable, Sendable, CaseIterable {
+            case production = "production"
+            case sandbox = "sandbox"
+        }
+        /// An app's id in the apps file.
+        ///
+        /// - Remark: Generated from `#/components/schemas/AppID`.
+        package typealias AppID = Swift.String
+        /// - Remark: Generated from `#/components/schemas/AppList`.
+        package struct AppList: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AppList/apps`.
+            package var apps: [Components.Schemas.AppSummary]
+            /// Creates a new `AppList`.
+            ///
+            /// - Parameters:
+            ///   - apps:
+            package init(apps: [Components.Schemas.AppSummary]) {
+                self.apps = apps
+            }
+            package enum CodingKeys: String, CodingKey {
+                case apps
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AppSummary`.
+        package struct AppSummary: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AppSummary/id`.
+            package var id: Components.Schemas.AppID
+            /// - Remark: Generated from `#/components/schemas/AppSummary/bundle_id`.
+            package var bundleId: Swift.String
+            /// Today's routes (`/v1/tokens`, `/v1/channels/...`) serve this app.
+            ///
+            /// - Remark: Generated from `#/components/schemas/AppSummary/default`.
+            package var _default: Swift.Bool
+            /// - Remark: Generated from `#/components/schemas/AppSummary/environments`.
+            package var environments: [Components.Schemas.AppEnvironment]
+            /// - Remark: Generated from `#/components/schemas/AppSummary/keys`.
+            package var keys: [Components.Schemas.ProviderKeySummary]
+            /// Creates a new `AppSummary`.
+            ///
+            /// - Parameters:
+            ///   - id:
+            ///   - bundleId:
+            ///   - _default: Today's routes (`/v1/tokens`, `/v1/channels/...`) serve this app.
+            ///   - environments:
+            ///   - keys:
+            package init(
+                id: Components.Schemas.AppID,
+                bundleId: Swift.String,
+                _default: Swift.Bool,
+                environments: [Components.Schemas.AppEnvironment],
+                keys: [Components.Schemas.ProviderKeySummary]
+            ) {
+                self.id = id
+                self.bundleId = bundleId
+                self._default = _default
+                self.environments = environments
+                self.keys = keys
+            }
+            package enum CodingKeys: String, CodingKey {
+                case id
+                case bundleId = "bundle_id"
+                case _default = "default"
+                case environments
+                case keys
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AppEnvironment`.
+        package struct AppEnvironment: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AppEnvironment/environment`.
+            package var environment: Components.Schemas.Environment
+            /// Where pushes go (`https://host:port`).
+            ///
+            /// - Remark: Generated from `#/components/schemas/AppEnvironment/endpoint`.
+            package var endpoint: Swift.String
+            /// - Remark: Generated from `#/components/schemas/AppEnvironment/topic`.
+            package var topic: Swift.String
+            /// The provider key signing here now.
+            ///
+            /// - Remark: Generated from `#/components/schemas/AppEnvironment/key_id`.
+            package var keyId: Swift.String?
+            /// The broadcast channel management endpoint, if any.
+            ///
+            /// - Remark: Generated from `#/components/schemas/AppEnvironment/channel_management`.
+            package var channelManagement: Swift.String?
+            /// - Remark: Generated from `#/components/schemas/AppEnvironment/connections_open`.
+            package var connectionsOpen: Swift.Int?
+            /// Set while APNs refuses the newest key here (its reason, e.g. `InvalidProviderToken`): pushes go on with
+            /// the previous key while it still works.
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/AppEnvironment/key_refused`.
+            package var keyRefused: Swift.String?
+            /// Creates a new `AppEnvironment`.
+            ///
+            /// - Parameters:
+            ///   - environment:
+            ///   - endpoint: Where pushes go (`https://host:port`).
+            ///   - topic:
+            ///   - keyId: The provider key signing here now.
+            ///   - channelManagement: The broadcast channel management endpoint, if any.
+            ///   - connectionsOpen:
+            ///   - keyRefused: Set while APNs refuses the newest key here (its reason, e.g. `InvalidProviderToken`): pushes go on with
+            package init(
+                environment: Components.Schemas.Environment,
+                endpoint: Swift.String,
+                topic: Swift.String,
+                keyId: Swift.String? = nil,
+                channelManagement: Swift.String? = nil,
+                connectionsOpen: Swift.Int? = nil,
+                keyRefused: Swift.String? = nil
+            ) {
+                self.environment = environment
+                self.endpoint = endpoint
+                self.topic = topic
+                self.keyId = keyId
+                self.channelManagement = channelManagement
+                self.connectionsOpen = connectionsOpen
+                self.keyRefused = keyRefused
+            }
+            package enum CodingKeys: String, CodingKey {
+                case environment
+                case endpoint
+                case topic
+                case keyId = "key_id"
+                case channelManagement = "channel_management"
+                case connectionsOpen = "connections_open"
+                case keyRefused = "key_refused"
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/ProviderKeySummary`.
+        package struct ProviderKeySummary: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/ProviderKeySummary/key_id`.
+            package var keyId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ProviderKeySummary/team_id`.
+            package var teamId: Swift.String
+            /// - Remark: Generated from `#/components/schemas/ProviderKeySummary/environments`.
+            package var environments: [Components.Schemas.Environment]
+            /// A topic-specific key's topics (absent for a team key).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ProviderKeySummary/topics`.
+            package var topics: [Swift.String]?
+            /// The key file's path, or the environment variable that holds it.
+            ///
+            /// - Remark: Generated from `#/components/schemas/ProviderKeySummary/source`.
+            package var source: Swift.String
+            /// The first 8 bytes of the key material's SHA-256, in hex (a rotated key has another).
+            ///
+            /// - Remark: Generated from `#/components/schemas/ProviderKeySummary/fingerprint`.
+            package var fingerprint: Swift.String
+            /// Creates a new `ProviderKeySummary`.
+            ///
+            /// - Parameters:
+            ///   - keyId:
+            ///   - teamId:
+            ///   - environments:
+            ///   - topics: A topic-specific key's topics (absent for a team key).
+            ///   - source: The key file's path, or the environment variable that holds it.
+            ///   - fingerprint: The first 8 bytes of the key material's SHA-256, in hex (a rotated key has another).
+            package init(
+                keyId: Swift.String,
+                teamId: Swift.String,
+                environments: [Components.Schemas.Environment],
+                topics: [Swift.String]? = nil,
+                source: Swift.String,
+                fingerprint: Swift.String
+            ) {
+                self.keyId = keyId
+                self.teamId = teamId
+                self.environments = environments
+                self.topics = topics
+                self.source = source
+                self.fingerprint = fingerprint
+            }
+            package enum CodingKeys: String, CodingKey {
+                case keyId = "key_id"
+                case teamId = "team_id"
+                case environments
+                case topics
+                case source
+                case fingerprint
+            }
+        }
+        /// - Remark: Generated from `#/components/schemas/AppReload`.
+        package struct AppReload: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/AppReload/apps`.
+            package var apps: [Components.Schemas.AppSummary]
+            /// What the reload changed, one line each (empty when the file was as before).
+            ///
+            /// - Remark: Generated from `#/components/schemas/AppReload/changes`.
+            package var changes: [Swift.String]
+            /// Creates a new `AppReload`.
+            ///
+            /// - Parameters:
+            ///   - apps:
+            ///   - changes: What the reload changed, one line each (empty when the file was as before).
+            package init(
+                apps: [Components.Schemas.AppSummary],
+                changes: [Swift.String]
+            ) {
+                self.apps = apps
+                self.changes = changes
+            }
+            package enum CodingKeys: String, CodingKey {
+                case apps
+                case changes
             }
         }
         /// The device runs iOS 18 or later: a push-to-start may carry `input-push-channel`, starting an activity
@@ -1705,6 +1956,8 @@ extension Components {
         package typealias BroadcastChannelID = Swift.String
         /// - Remark: Generated from `#/components/schemas/BroadcastLinkRequest`.
         package struct BroadcastLinkRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/BroadcastLinkRequest/environment`.
+            package var environment: Components.Schemas.Environment?
             /// - Remark: Generated from `#/components/schemas/BroadcastLinkRequest/channel_id`.
             package var channelId: Components.Schemas.BroadcastChannelID?
             /// APNs' `message-storage-policy`: 0 keeps no message (a device that is offline misses it; no
@@ -1716,21 +1969,29 @@ extension Components {
             /// Creates a new `BroadcastLinkRequest`.
             ///
             /// - Parameters:
+            ///   - environment:
             ///   - channelId:
             ///   - storagePolicy: APNs' `message-storage-policy`: 0 keeps no message (a device that is offline misses it; no
             package init(
+                environment: Components.Schemas.Environment? = nil,
                 channelId: Components.Schemas.BroadcastChannelID? = nil,
                 storagePolicy: Swift.Int
             ) {
+                self.environment = environment
                 self.channelId = channelId
                 self.storagePolicy = storagePolicy
             }
             package enum CodingKeys: String, CodingKey {
+                case environment
                 case channelId = "channel_id"
                 case storagePolicy = "storage_policy"
             }
             package init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.environment = try container.decodeIfPresent(
+                    Components.Schemas.Environment.self,
+                    forKey: .environment
+                )
                 self.channelId = try container.decodeIfPresent(
                     Components.Schemas.BroadcastChannelID.self,
                     forKey: .channelId
@@ -1740,6 +2001,7 @@ extension Components {
                     forKey: .storagePolicy
                 )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "environment",
                     "channel_id",
                     "storage_policy"
                 ])
@@ -1924,6 +2186,8 @@ extension Components {
         ///
         /// - Remark: Generated from `#/components/schemas/PushRequest`.
         package struct PushRequest: Codable, Hashable, Sendable {
+            /// - Remark: Generated from `#/components/schemas/PushRequest/environment`.
+            package var environment: Components.Schemas.Environment?
             /// - Remark: Generated from `#/components/schemas/PushRequest/token`.
             package var token: Components.Schemas.TokenHex
             /// - Remark: Generated from `#/components/schemas/PushRequest/event`.
@@ -1963,6 +2227,7 @@ extension Components {
             /// Creates a new `PushRequest`.
             ///
             /// - Parameters:
+            ///   - environment:
             ///   - token:
             ///   - event:
             ///   - contentState:
@@ -1979,6 +2244,7 @@ extension Components {
             ///   - inputPushToken:
             ///   - inputPushChannel:
             package init(
+                environment: Components.Schemas.Environment? = nil,
                 token: Components.Schemas.TokenHex,
                 event: Components.Schemas.PushRequest.EventPayload,
                 contentState: OpenAPIRuntime.OpenAPIObjectContainer? = nil,
@@ -1995,6 +2261,7 @@ extension Components {
                 inputPushToken: Swift.Bool? = nil,
                 inputPushChannel: Swift.String? = nil
             ) {
+                self.environment = environment
                 self.token = token
                 self.event = event
                 self.contentState = contentState
@@ -2012,6 +2279,7 @@ extension Components {
                 self.inputPushChannel = inputPushChannel
             }
             package enum CodingKeys: String, CodingKey {
+                case environment
                 case token
                 case event
                 case contentState = "content_state"
@@ -2030,6 +2298,10 @@ extension Components {
             }
             package init(from decoder: any Swift.Decoder) throws {
                 let container = try decoder.container(keyedBy: CodingKeys.self)
+                self.environment = try container.decodeIfPresent(
+                    Components.Schemas.Environment.self,
+                    forKey: .environment
+                )
                 self.token = try container.decode(
                     Components.Schemas.TokenHex.self,
                     forKey: .token
@@ -2091,6 +2363,7 @@ extension Components {
                     forKey: .inputPushChannel
                 )
                 try decoder.ensureNoAdditionalProperties(knownKeys: [
+                    "environment",
                     "token",
                     "event",
                     "content_state",

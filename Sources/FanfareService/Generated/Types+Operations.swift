@@ -1002,7 +1002,7 @@ package enum Operations {
                     }
                 }
             }
-            /// No such token or wave.
+            /// No such token, wave or app (or an app the API key may not reach).
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/{token}/get(getToken)/responses/404`.
             ///
@@ -2061,6 +2061,21 @@ package enum Operations {
                 }
             }
             package var path: Operations.GetBroadcastLink.Input.Path
+            /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/GET/query`.
+            package struct Query: Sendable, Hashable {
+                /// The environment whose link this is (an app may send in both; default production, or its only one).
+                ///
+                /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/GET/query/environment`.
+                package var environment: Components.Parameters.EnvironmentQuery?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - environment: The environment whose link this is (an app may send in both; default production, or its only one).
+                package init(environment: Components.Parameters.EnvironmentQuery? = nil) {
+                    self.environment = environment
+                }
+            }
+            package var query: Operations.GetBroadcastLink.Input.Query
             /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/GET/header`.
             package struct Headers: Sendable, Hashable {
                 package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetBroadcastLink.AcceptableContentType>]
@@ -2077,12 +2092,15 @@ package enum Operations {
             ///
             /// - Parameters:
             ///   - path:
+            ///   - query:
             ///   - headers:
             package init(
                 path: Operations.GetBroadcastLink.Input.Path,
+                query: Operations.GetBroadcastLink.Input.Query = .init(),
                 headers: Operations.GetBroadcastLink.Input.Headers = .init()
             ) {
                 self.path = path
+                self.query = query
                 self.headers = headers
             }
         }
@@ -2207,7 +2225,7 @@ package enum Operations {
                     }
                 }
             }
-            /// No such token or wave.
+            /// No such token, wave or app (or an app the API key may not reach).
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/get(getBroadcastLink)/responses/404`.
             ///
@@ -2793,6 +2811,21 @@ package enum Operations {
                 }
             }
             package var path: Operations.UnlinkBroadcastChannel.Input.Path
+            /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/DELETE/query`.
+            package struct Query: Sendable, Hashable {
+                /// The environment whose link this is (an app may send in both; default production, or its only one).
+                ///
+                /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/DELETE/query/environment`.
+                package var environment: Components.Parameters.EnvironmentQuery?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - environment: The environment whose link this is (an app may send in both; default production, or its only one).
+                package init(environment: Components.Parameters.EnvironmentQuery? = nil) {
+                    self.environment = environment
+                }
+            }
+            package var query: Operations.UnlinkBroadcastChannel.Input.Query
             /// - Remark: Generated from `#/paths/v1/channels/{channel}/broadcast/DELETE/header`.
             package struct Headers: Sendable, Hashable {
                 /// Makes a retry of this request safe (see "Idempotency").
@@ -2818,12 +2851,15 @@ package enum Operations {
             ///
             /// - Parameters:
             ///   - path:
+            ///   - query:
             ///   - headers:
             package init(
                 path: Operations.UnlinkBroadcastChannel.Input.Path,
+                query: Operations.UnlinkBroadcastChannel.Input.Query = .init(),
                 headers: Operations.UnlinkBroadcastChannel.Input.Headers = .init()
             ) {
                 self.path = path
+                self.query = query
                 self.headers = headers
             }
         }
@@ -2949,7 +2985,7 @@ package enum Operations {
                     }
                 }
             }
-            /// No such token or wave.
+            /// No such token, wave or app (or an app the API key may not reach).
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/404`.
             ///
@@ -3645,7 +3681,7 @@ package enum Operations {
                     }
                 }
             }
-            /// No such token or wave.
+            /// No such token, wave or app (or an app the API key may not reach).
             ///
             /// - Remark: Generated from `#/paths//v1/waves/{wave_id}/get(getWave)/responses/404`.
             ///
@@ -3947,7 +3983,7 @@ package enum Operations {
                     }
                 }
             }
-            /// No such token or wave.
+            /// No such token, wave or app (or an app the API key may not reach).
             ///
             /// - Remark: Generated from `#/paths//v1/waves/{wave_id}/events/get(getWaveEvents)/responses/404`.
             ///
@@ -5179,6 +5215,5397 @@ package enum Operations {
             package static var allCases: [Self] {
                 [
                     .yaml,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// The apps this service sends for, their environments and keys (never key material).
+    ///
+    /// Each app with its bundle id, whether today's routes (`/v1/tokens`, `/v1/channels/...`) serve it, and per
+    /// environment where its pushes go and which provider key signs them. A key APNs refused is marked with the
+    /// reason and time. An API key limited to some apps (`apps=` in the keys file) sees only those. Needs scope
+    /// `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps`.
+    /// - Remark: Generated from `#/paths//v1/apps/get(listApps)`.
+    package enum ListApps {
+        package static let id: Swift.String = "listApps"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListApps.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListApps.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.ListApps.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            package init(headers: Operations.ListApps.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.AppList)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.AppList {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.ListApps.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.ListApps.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The apps.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/get(listApps)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListApps.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.ListApps.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/get(listApps)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/get(listApps)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/get(listApps)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/get(listApps)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/get(listApps)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Read the apps file and its keys again (as SIGHUP does).
+    ///
+    /// A changed key of an app is used on new connections, and the old connections finish what they carry:
+    /// no push fails. An app added to the file starts; an app removed stops once its waves are checkpointed.
+    /// A file that does not parse, or a key that cannot sign, changes nothing: the answer says why (422
+    /// `apps_file_invalid`). A service started without `--apps` has nothing to reload (409
+    /// `no_apps_file`). Needs scope `admin`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/reload`.
+    /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)`.
+    package enum ReloadApps {
+        package static let id: Swift.String = "reloadApps"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/reload/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                /// Makes a retry of this request safe (see "Idempotency").
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/reload/POST/header/Idempotency-Key`.
+                package var idempotencyKey: Components.Parameters.IdempotencyKey?
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ReloadApps.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Makes a retry of this request safe (see "Idempotency").
+                ///   - accept:
+                package init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ReloadApps.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.ReloadApps.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - headers:
+            package init(headers: Operations.ReloadApps.Input.Headers = .init()) {
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/reload/POST/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/reload/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.AppReload)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.AppReload {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.ReloadApps.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.ReloadApps.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The apps as they are now, and what changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ReloadApps.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.ReloadApps.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request conflicts with the current state: a request with the same Idempotency-Key is still being
+            /// answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+            /// latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+            /// it was started without `--channel-management` (`channel_management_not_configured`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is not `application/json`.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            package var unprocessableContent: Components.Responses.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Register (or refresh) up to 10,000 tokens and broadcast subscriptions (one app of several).
+    ///
+    /// Durable before it answers: the batch is written to the registry in one transaction (fsynced), then
+    /// loaded into the engine. Registering a token again replaces its kind, channels and ids and keeps its
+    /// creation time. Items of kind `broadcast` register activities that receive their updates through an
+    /// APNs broadcast channel (no token). Replacement rules: a push-to-start token replaces the older
+    /// push-to-start token of the same `device_id` and `attributes_type`; an update token replaces the
+    /// broadcast subscription of its `activity_id`, and a broadcast subscription the update tokens of its
+    /// activity (`replaced` counts what went). One bad item rejects the whole batch (the problem names its
+    /// `index`); nothing is written. Needs scope `register`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/{app}/tokens`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)`.
+    package enum RegisterTokensInApp {
+        package static let id: Swift.String = "registerTokensInApp"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/POST/path`.
+            package struct Path: Sendable, Hashable {
+                /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/POST/path/app`.
+                package var app: Components.Parameters.App
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - app: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                package init(app: Components.Parameters.App) {
+                    self.app = app
+                }
+            }
+            package var path: Operations.RegisterTokensInApp.Input.Path
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                /// Makes a retry of this request safe (see "Idempotency").
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/POST/header/Idempotency-Key`.
+                package var idempotencyKey: Components.Parameters.IdempotencyKey?
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RegisterTokensInApp.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Makes a retry of this request safe (see "Idempotency").
+                ///   - accept:
+                package init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.RegisterTokensInApp.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.RegisterTokensInApp.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/POST/requestBody`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.TokenBatch)
+            }
+            package var body: Operations.RegisterTokensInApp.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            package init(
+                path: Operations.RegisterTokensInApp.Input.Path,
+                headers: Operations.RegisterTokensInApp.Input.Headers = .init(),
+                body: Operations.RegisterTokensInApp.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/POST/responses/200/headers`.
+                package struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/IdempotencyReplayed`.
+                    @frozen package enum IdempotencyReplayed: String, Codable, Hashable, Sendable, CaseIterable {
+                        case _true = "true"
+                    }
+                    /// `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/POST/responses/200/headers/Idempotency-Replayed`.
+                    package var idempotencyReplayed: Components.Headers.IdempotencyReplayed?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - idempotencyReplayed: `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    package init(idempotencyReplayed: Components.Headers.IdempotencyReplayed? = nil) {
+                        self.idempotencyReplayed = idempotencyReplayed
+                    }
+                }
+                /// Received HTTP response headers
+                package var headers: Operations.RegisterTokensInApp.Output.Ok.Headers
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/POST/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Registered)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.Registered {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.RegisterTokensInApp.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                package init(
+                    headers: Operations.RegisterTokensInApp.Output.Ok.Headers = .init(),
+                    body: Operations.RegisterTokensInApp.Output.Ok.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// Every token of the batch is registered.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.RegisterTokensInApp.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.RegisterTokensInApp.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token, wave or app (or an app the API key may not reach).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request conflicts with the current state: a request with the same Idempotency-Key is still being
+            /// answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+            /// latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+            /// it was started without `--channel-management` (`channel_management_not_configured`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is larger than the service accepts (`--max-body`, 8 MiB by default).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.ContentTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            package var contentTooLarge: Components.Responses.ContentTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is not `application/json`.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            package var unprocessableContent: Components.Responses.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Unregister up to 10,000 tokens (one app of several).
+    ///
+    /// Durable before it answers. Tokens that are not registered are counted in `not_found` (a token named
+    /// twice counts once as removed, then as not found). Needs scope `register`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/{app}/tokens/delete`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)`.
+    package enum DeleteTokensInApp {
+        package static let id: Swift.String = "deleteTokensInApp"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/delete/POST/path`.
+            package struct Path: Sendable, Hashable {
+                /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/delete/POST/path/app`.
+                package var app: Components.Parameters.App
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - app: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                package init(app: Components.Parameters.App) {
+                    self.app = app
+                }
+            }
+            package var path: Operations.DeleteTokensInApp.Input.Path
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/delete/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                /// Makes a retry of this request safe (see "Idempotency").
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/delete/POST/header/Idempotency-Key`.
+                package var idempotencyKey: Components.Parameters.IdempotencyKey?
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteTokensInApp.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Makes a retry of this request safe (see "Idempotency").
+                ///   - accept:
+                package init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.DeleteTokensInApp.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.DeleteTokensInApp.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/delete/POST/requestBody`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/delete/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.TokenDeletion)
+            }
+            package var body: Operations.DeleteTokensInApp.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            package init(
+                path: Operations.DeleteTokensInApp.Input.Path,
+                headers: Operations.DeleteTokensInApp.Input.Headers = .init(),
+                body: Operations.DeleteTokensInApp.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/delete/POST/responses/200/headers`.
+                package struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/IdempotencyReplayed`.
+                    @frozen package enum IdempotencyReplayed: String, Codable, Hashable, Sendable, CaseIterable {
+                        case _true = "true"
+                    }
+                    /// `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/delete/POST/responses/200/headers/Idempotency-Replayed`.
+                    package var idempotencyReplayed: Components.Headers.IdempotencyReplayed?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - idempotencyReplayed: `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    package init(idempotencyReplayed: Components.Headers.IdempotencyReplayed? = nil) {
+                        self.idempotencyReplayed = idempotencyReplayed
+                    }
+                }
+                /// Received HTTP response headers
+                package var headers: Operations.DeleteTokensInApp.Output.Ok.Headers
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/delete/POST/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/delete/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Deleted)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.Deleted {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.DeleteTokensInApp.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                package init(
+                    headers: Operations.DeleteTokensInApp.Output.Ok.Headers = .init(),
+                    body: Operations.DeleteTokensInApp.Output.Ok.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// The tokens are no longer registered.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.DeleteTokensInApp.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.DeleteTokensInApp.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token, wave or app (or an app the API key may not reach).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request conflicts with the current state: a request with the same Idempotency-Key is still being
+            /// answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+            /// latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+            /// it was started without `--channel-management` (`channel_management_not_configured`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is larger than the service accepts (`--max-body`, 8 MiB by default).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.ContentTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            package var contentTooLarge: Components.Responses.ContentTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is not `application/json`.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            package var unprocessableContent: Components.Responses.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// What the registry knows about one token (its ledger) (one app of several).
+    ///
+    /// The live registration (if any), its links (an update token's push-to-start token of the same device
+    /// and attributes type; a push-to-start token's activities), when it retires, and its history: how each
+    /// earlier registration of the token ended (replaced, retired, invalidated by APNs with the reason,
+    /// unregistered) and when each began. History is kept for 30 days (`--ledger-retention`). 404 only when
+    /// the registry knows nothing of the token. Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/tokens/{token}`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)`.
+    package enum GetTokenInApp {
+        package static let id: Swift.String = "getTokenInApp"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/{token}/GET/path`.
+            package struct Path: Sendable, Hashable {
+                /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/{token}/GET/path/app`.
+                package var app: Components.Parameters.App
+                /// The token in hex (32 to 100 bytes).
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/{token}/GET/path/token`.
+                package var token: Components.Schemas.TokenHex
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - app: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///   - token: The token in hex (32 to 100 bytes).
+                package init(
+                    app: Components.Parameters.App,
+                    token: Components.Schemas.TokenHex
+                ) {
+                    self.app = app
+                    self.token = token
+                }
+            }
+            package var path: Operations.GetTokenInApp.Input.Path
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/{token}/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetTokenInApp.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetTokenInApp.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.GetTokenInApp.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.GetTokenInApp.Input.Path,
+                headers: Operations.GetTokenInApp.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/{token}/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/tokens/{token}/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.TokenLedger)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.TokenLedger {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.GetTokenInApp.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.GetTokenInApp.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The registry knows the token (registered now, or with history).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetTokenInApp.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.GetTokenInApp.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token, wave or app (or an app the API key may not reach).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Publish a new state to everyone who follows a channel (one app of several).
+    ///
+    /// Starts a wave: the update goes to the channel's update tokens (`update`, `end`) or push-to-start
+    /// tokens (`start`). Answers at once with the wave's id; follow it at `Location` or its events. A newer
+    /// update of the same channel supersedes this one for tokens it has not reached yet. Needs scope
+    /// `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/{app}/channels/{channel}/updates`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)`.
+    package enum PublishUpdateInApp {
+        package static let id: Swift.String = "publishUpdateInApp"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/updates/POST/path`.
+            package struct Path: Sendable, Hashable {
+                /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/updates/POST/path/app`.
+                package var app: Components.Parameters.App
+                /// The channel (a live event, e.g. one match).
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/updates/POST/path/channel`.
+                package var channel: Components.Parameters.Channel
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - app: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///   - channel: The channel (a live event, e.g. one match).
+                package init(
+                    app: Components.Parameters.App,
+                    channel: Components.Parameters.Channel
+                ) {
+                    self.app = app
+                    self.channel = channel
+                }
+            }
+            package var path: Operations.PublishUpdateInApp.Input.Path
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/updates/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                /// Makes a retry of this request safe (see "Idempotency").
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/updates/POST/header/Idempotency-Key`.
+                package var idempotencyKey: Components.Parameters.IdempotencyKey?
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PublishUpdateInApp.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Makes a retry of this request safe (see "Idempotency").
+                ///   - accept:
+                package init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.PublishUpdateInApp.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.PublishUpdateInApp.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/updates/POST/requestBody`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/updates/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.ChannelUpdate)
+            }
+            package var body: Operations.PublishUpdateInApp.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            package init(
+                path: Operations.PublishUpdateInApp.Input.Path,
+                headers: Operations.PublishUpdateInApp.Input.Headers = .init(),
+                body: Operations.PublishUpdateInApp.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Accepted: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/updates/POST/responses/202/headers`.
+                package struct Headers: Sendable, Hashable {
+                    /// The wave, `/v1/waves/{wave_id}`.
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/updates/POST/responses/202/headers/Location`.
+                    package var location: Swift.String
+                    /// - Remark: Generated from `#/components/headers/IdempotencyReplayed`.
+                    @frozen package enum IdempotencyReplayed: String, Codable, Hashable, Sendable, CaseIterable {
+                        case _true = "true"
+                    }
+                    /// `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/updates/POST/responses/202/headers/Idempotency-Replayed`.
+                    package var idempotencyReplayed: Components.Headers.IdempotencyReplayed?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - location: The wave, `/v1/waves/{wave_id}`.
+                    ///   - idempotencyReplayed: `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    package init(
+                        location: Swift.String,
+                        idempotencyReplayed: Components.Headers.IdempotencyReplayed? = nil
+                    ) {
+                        self.location = location
+                        self.idempotencyReplayed = idempotencyReplayed
+                    }
+                }
+                /// Received HTTP response headers
+                package var headers: Operations.PublishUpdateInApp.Output.Accepted.Headers
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/updates/POST/responses/202/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/updates/POST/responses/202/content/application\/json`.
+                    case json(Components.Schemas.WaveAccepted)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.WaveAccepted {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.PublishUpdateInApp.Output.Accepted.Body
+                /// Creates a new `Accepted`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                package init(
+                    headers: Operations.PublishUpdateInApp.Output.Accepted.Headers,
+                    body: Operations.PublishUpdateInApp.Output.Accepted.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// The wave started.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/202`.
+            ///
+            /// HTTP response code: `202 accepted`.
+            case accepted(Operations.PublishUpdateInApp.Output.Accepted)
+            /// The associated value of the enum case if `self` is `.accepted`.
+            ///
+            /// - Throws: An error if `self` is not `.accepted`.
+            /// - SeeAlso: `.accepted`.
+            package var accepted: Operations.PublishUpdateInApp.Output.Accepted {
+                get throws {
+                    switch self {
+                    case let .accepted(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "accepted",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token, wave or app (or an app the API key may not reach).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request conflicts with the current state: a request with the same Idempotency-Key is still being
+            /// answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+            /// latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+            /// it was started without `--channel-management` (`channel_management_not_configured`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is larger than the service accepts (`--max-body`, 8 MiB by default).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.ContentTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            package var contentTooLarge: Components.Responses.ContentTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is not `application/json`.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            package var unprocessableContent: Components.Responses.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Every channel the engine tracks, with its audience, latest timestamp and live waves (one app of several).
+    ///
+    /// The channels some token follows, and those a wave named since the last maintenance pass, sorted by
+    /// name. Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/channels`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/get(listChannelsInApp)`.
+    package enum ListChannelsInApp {
+        package static let id: Swift.String = "listChannelsInApp"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/GET/path`.
+            package struct Path: Sendable, Hashable {
+                /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/GET/path/app`.
+                package var app: Components.Parameters.App
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - app: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                package init(app: Components.Parameters.App) {
+                    self.app = app
+                }
+            }
+            package var path: Operations.ListChannelsInApp.Input.Path
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListChannelsInApp.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListChannelsInApp.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.ListChannelsInApp.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.ListChannelsInApp.Input.Path,
+                headers: Operations.ListChannelsInApp.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.Channels)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.Channels {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.ListChannelsInApp.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.ListChannelsInApp.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The channels.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/get(listChannelsInApp)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListChannelsInApp.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.ListChannelsInApp.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/get(listChannelsInApp)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/get(listChannelsInApp)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token, wave or app (or an app the API key may not reach).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/get(listChannelsInApp)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/get(listChannelsInApp)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/get(listChannelsInApp)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// A channel's audience, latest timestamp and live waves (one app of several).
+    ///
+    /// Any valid channel name answers; a channel nobody follows has an audience of 0. Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/channels/{channel}`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/get(getChannelInApp)`.
+    package enum GetChannelInApp {
+        package static let id: Swift.String = "getChannelInApp"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/GET/path`.
+            package struct Path: Sendable, Hashable {
+                /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/GET/path/app`.
+                package var app: Components.Parameters.App
+                /// The channel (a live event, e.g. one match).
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/GET/path/channel`.
+                package var channel: Components.Parameters.Channel
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - app: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///   - channel: The channel (a live event, e.g. one match).
+                package init(
+                    app: Components.Parameters.App,
+                    channel: Components.Parameters.Channel
+                ) {
+                    self.app = app
+                    self.channel = channel
+                }
+            }
+            package var path: Operations.GetChannelInApp.Input.Path
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetChannelInApp.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetChannelInApp.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.GetChannelInApp.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.GetChannelInApp.Input.Path,
+                headers: Operations.GetChannelInApp.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.ChannelSummary)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.ChannelSummary {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.GetChannelInApp.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.GetChannelInApp.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The channel.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/get(getChannelInApp)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetChannelInApp.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.GetChannelInApp.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/get(getChannelInApp)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/get(getChannelInApp)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/get(getChannelInApp)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token, wave or app (or an app the API key may not reach).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/get(getChannelInApp)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/get(getChannelInApp)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/get(getChannelInApp)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// The channel's broadcast link (one app of several).
+    ///
+    /// Needs scope `read`.
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/get(getBroadcastLinkInApp)`.
+    package enum GetBroadcastLinkInApp {
+        package static let id: Swift.String = "getBroadcastLinkInApp"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/GET/path`.
+            package struct Path: Sendable, Hashable {
+                /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/GET/path/app`.
+                package var app: Components.Parameters.App
+                /// The channel (a live event, e.g. one match).
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/GET/path/channel`.
+                package var channel: Components.Parameters.Channel
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - app: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///   - channel: The channel (a live event, e.g. one match).
+                package init(
+                    app: Components.Parameters.App,
+                    channel: Components.Parameters.Channel
+                ) {
+                    self.app = app
+                    self.channel = channel
+                }
+            }
+            package var path: Operations.GetBroadcastLinkInApp.Input.Path
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/GET/query`.
+            package struct Query: Sendable, Hashable {
+                /// The environment whose link this is (an app may send in both; default production, or its only one).
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/GET/query/environment`.
+                package var environment: Components.Parameters.EnvironmentQuery?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - environment: The environment whose link this is (an app may send in both; default production, or its only one).
+                package init(environment: Components.Parameters.EnvironmentQuery? = nil) {
+                    self.environment = environment
+                }
+            }
+            package var query: Operations.GetBroadcastLinkInApp.Input.Query
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetBroadcastLinkInApp.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetBroadcastLinkInApp.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.GetBroadcastLinkInApp.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            package init(
+                path: Operations.GetBroadcastLinkInApp.Input.Path,
+                query: Operations.GetBroadcastLinkInApp.Input.Query = .init(),
+                headers: Operations.GetBroadcastLinkInApp.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.BroadcastLink)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.BroadcastLink {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.GetBroadcastLinkInApp.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.GetBroadcastLinkInApp.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The link.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/get(getBroadcastLinkInApp)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetBroadcastLinkInApp.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.GetBroadcastLinkInApp.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/get(getBroadcastLinkInApp)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/get(getBroadcastLinkInApp)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/get(getBroadcastLinkInApp)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token, wave or app (or an app the API key may not reach).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/get(getBroadcastLinkInApp)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/get(getBroadcastLinkInApp)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Link the channel to an APNs broadcast channel (created by the service, or the caller's) (one app of several).
+    ///
+    /// From now on every `update` and `end` published on the channel goes once as an APNs broadcast to the
+    /// activities subscribed to it (`kind: broadcast` registrations) and per-token to the rest; kick-offs
+    /// carry `input-push-channel` for iOS 18+ push-to-start tokens. Without `channel_id` the service creates
+    /// the APNs channel through the channel management API (`fanfare serve --channel-management`) and deletes
+    /// it after the channel's `end` and its dismissal window, or on `DELETE`; with `channel_id` it links the
+    /// caller's channel (and never deletes it). The same request again answers the same link (no second
+    /// channel is created); another one replaces the link, and an APNs channel the service created for it is
+    /// deleted first. Durable before the answer. Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/apps/{app}/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)`.
+    package enum LinkBroadcastChannelInApp {
+        package static let id: Swift.String = "linkBroadcastChannelInApp"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/PUT/path`.
+            package struct Path: Sendable, Hashable {
+                /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/PUT/path/app`.
+                package var app: Components.Parameters.App
+                /// The channel (a live event, e.g. one match).
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/PUT/path/channel`.
+                package var channel: Components.Parameters.Channel
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - app: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///   - channel: The channel (a live event, e.g. one match).
+                package init(
+                    app: Components.Parameters.App,
+                    channel: Components.Parameters.Channel
+                ) {
+                    self.app = app
+                    self.channel = channel
+                }
+            }
+            package var path: Operations.LinkBroadcastChannelInApp.Input.Path
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/PUT/header`.
+            package struct Headers: Sendable, Hashable {
+                /// Makes a retry of this request safe (see "Idempotency").
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/PUT/header/Idempotency-Key`.
+                package var idempotencyKey: Components.Parameters.IdempotencyKey?
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.LinkBroadcastChannelInApp.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Makes a retry of this request safe (see "Idempotency").
+                ///   - accept:
+                package init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.LinkBroadcastChannelInApp.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.LinkBroadcastChannelInApp.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/PUT/requestBody`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/PUT/requestBody/content/application\/json`.
+                case json(Components.Schemas.BroadcastLinkRequest)
+            }
+            package var body: Operations.LinkBroadcastChannelInApp.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            package init(
+                path: Operations.LinkBroadcastChannelInApp.Input.Path,
+                headers: Operations.LinkBroadcastChannelInApp.Input.Headers = .init(),
+                body: Operations.LinkBroadcastChannelInApp.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/PUT/responses/200/headers`.
+                package struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/IdempotencyReplayed`.
+                    @frozen package enum IdempotencyReplayed: String, Codable, Hashable, Sendable, CaseIterable {
+                        case _true = "true"
+                    }
+                    /// `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/PUT/responses/200/headers/Idempotency-Replayed`.
+                    package var idempotencyReplayed: Components.Headers.IdempotencyReplayed?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - idempotencyReplayed: `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    package init(idempotencyReplayed: Components.Headers.IdempotencyReplayed? = nil) {
+                        self.idempotencyReplayed = idempotencyReplayed
+                    }
+                }
+                /// Received HTTP response headers
+                package var headers: Operations.LinkBroadcastChannelInApp.Output.Ok.Headers
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/PUT/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/PUT/responses/200/content/application\/json`.
+                    case json(Components.Schemas.BroadcastLink)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.BroadcastLink {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.LinkBroadcastChannelInApp.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                package init(
+                    headers: Operations.LinkBroadcastChannelInApp.Output.Ok.Headers = .init(),
+                    body: Operations.LinkBroadcastChannelInApp.Output.Ok.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// The link.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.LinkBroadcastChannelInApp.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.LinkBroadcastChannelInApp.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token, wave or app (or an app the API key may not reach).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request conflicts with the current state: a request with the same Idempotency-Key is still being
+            /// answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+            /// latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+            /// it was started without `--channel-management` (`channel_management_not_configured`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is larger than the service accepts (`--max-body`, 8 MiB by default).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.ContentTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            package var contentTooLarge: Components.Responses.ContentTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is not `application/json`.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            package var unprocessableContent: Components.Responses.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// APNs' channel management API refused the call (`apns_channel_refused`: the detail carries APNs' status,
+            /// reason, `apns-request-id` and what to do), or could not be reached or did not answer in time
+            /// (`apns_channel_unreachable`). Nothing was linked or unlinked.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/502`.
+            ///
+            /// HTTP response code: `502 badGateway`.
+            case badGateway(Components.Responses.BadGateway)
+            /// The associated value of the enum case if `self` is `.badGateway`.
+            ///
+            /// - Throws: An error if `self` is not `.badGateway`.
+            /// - SeeAlso: `.badGateway`.
+            package var badGateway: Components.Responses.BadGateway {
+                get throws {
+                    switch self {
+                    case let .badGateway(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badGateway",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// APNs did not answer (`apns_no_answer`): the deadline passed, or the connection ended after the push
+            /// was sent (APNs may have processed it); for a channel management call, its `--timeout` passed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.GatewayTimeout)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            package var gatewayTimeout: Components.Responses.GatewayTimeout {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// End the channel's broadcast link now (one app of several).
+    ///
+    /// The channel publishes per-token only from its next update; the APNs channel is deleted if the service
+    /// created it (one APNs already forgot counts as deleted). Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/apps/{app}/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)`.
+    package enum UnlinkBroadcastChannelInApp {
+        package static let id: Swift.String = "unlinkBroadcastChannelInApp"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/DELETE/path`.
+            package struct Path: Sendable, Hashable {
+                /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/DELETE/path/app`.
+                package var app: Components.Parameters.App
+                /// The channel (a live event, e.g. one match).
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/DELETE/path/channel`.
+                package var channel: Components.Parameters.Channel
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - app: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///   - channel: The channel (a live event, e.g. one match).
+                package init(
+                    app: Components.Parameters.App,
+                    channel: Components.Parameters.Channel
+                ) {
+                    self.app = app
+                    self.channel = channel
+                }
+            }
+            package var path: Operations.UnlinkBroadcastChannelInApp.Input.Path
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/DELETE/query`.
+            package struct Query: Sendable, Hashable {
+                /// The environment whose link this is (an app may send in both; default production, or its only one).
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/DELETE/query/environment`.
+                package var environment: Components.Parameters.EnvironmentQuery?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - environment: The environment whose link this is (an app may send in both; default production, or its only one).
+                package init(environment: Components.Parameters.EnvironmentQuery? = nil) {
+                    self.environment = environment
+                }
+            }
+            package var query: Operations.UnlinkBroadcastChannelInApp.Input.Query
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/DELETE/header`.
+            package struct Headers: Sendable, Hashable {
+                /// Makes a retry of this request safe (see "Idempotency").
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/DELETE/header/Idempotency-Key`.
+                package var idempotencyKey: Components.Parameters.IdempotencyKey?
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.UnlinkBroadcastChannelInApp.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Makes a retry of this request safe (see "Idempotency").
+                ///   - accept:
+                package init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.UnlinkBroadcastChannelInApp.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.UnlinkBroadcastChannelInApp.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            package init(
+                path: Operations.UnlinkBroadcastChannelInApp.Input.Path,
+                query: Operations.UnlinkBroadcastChannelInApp.Input.Query = .init(),
+                headers: Operations.UnlinkBroadcastChannelInApp.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct NoContent: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/DELETE/responses/204/headers`.
+                package struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/IdempotencyReplayed`.
+                    @frozen package enum IdempotencyReplayed: String, Codable, Hashable, Sendable, CaseIterable {
+                        case _true = "true"
+                    }
+                    /// `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/channels/{channel}/broadcast/DELETE/responses/204/headers/Idempotency-Replayed`.
+                    package var idempotencyReplayed: Components.Headers.IdempotencyReplayed?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - idempotencyReplayed: `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    package init(idempotencyReplayed: Components.Headers.IdempotencyReplayed? = nil) {
+                        self.idempotencyReplayed = idempotencyReplayed
+                    }
+                }
+                /// Received HTTP response headers
+                package var headers: Operations.UnlinkBroadcastChannelInApp.Output.NoContent.Headers
+                /// Creates a new `NoContent`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                package init(headers: Operations.UnlinkBroadcastChannelInApp.Output.NoContent.Headers = .init()) {
+                    self.headers = headers
+                }
+            }
+            /// The link is gone.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/204`.
+            ///
+            /// HTTP response code: `204 noContent`.
+            case noContent(Operations.UnlinkBroadcastChannelInApp.Output.NoContent)
+            /// The associated value of the enum case if `self` is `.noContent`.
+            ///
+            /// - Throws: An error if `self` is not `.noContent`.
+            /// - SeeAlso: `.noContent`.
+            package var noContent: Operations.UnlinkBroadcastChannelInApp.Output.NoContent {
+                get throws {
+                    switch self {
+                    case let .noContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "noContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token, wave or app (or an app the API key may not reach).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request conflicts with the current state: a request with the same Idempotency-Key is still being
+            /// answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+            /// latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+            /// it was started without `--channel-management` (`channel_management_not_configured`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            package var unprocessableContent: Components.Responses.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// APNs' channel management API refused the call (`apns_channel_refused`: the detail carries APNs' status,
+            /// reason, `apns-request-id` and what to do), or could not be reached or did not answer in time
+            /// (`apns_channel_unreachable`). Nothing was linked or unlinked.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/502`.
+            ///
+            /// HTTP response code: `502 badGateway`.
+            case badGateway(Components.Responses.BadGateway)
+            /// The associated value of the enum case if `self` is `.badGateway`.
+            ///
+            /// - Throws: An error if `self` is not `.badGateway`.
+            /// - SeeAlso: `.badGateway`.
+            package var badGateway: Components.Responses.BadGateway {
+                get throws {
+                    switch self {
+                    case let .badGateway(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badGateway",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// APNs did not answer (`apns_no_answer`): the deadline passed, or the connection ended after the push
+            /// was sent (APNs may have processed it); for a channel management call, its `--timeout` passed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.GatewayTimeout)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            package var gatewayTimeout: Components.Responses.GatewayTimeout {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Recent waves, newest first (one app of several).
+    ///
+    /// The engine keeps every unfinished wave and the newest complete ones (1,000 by default) in memory; the
+    /// final reports of waves from before a restart come from the registry database (its newest 1,000). Pages
+    /// go from newest to oldest: pass the `next_before` of one page as `before` to get the next. Needs scope
+    /// `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/waves`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)`.
+    package enum ListWavesInApp {
+        package static let id: Swift.String = "listWavesInApp"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/GET/path`.
+            package struct Path: Sendable, Hashable {
+                /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/GET/path/app`.
+                package var app: Components.Parameters.App
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - app: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                package init(app: Components.Parameters.App) {
+                    self.app = app
+                }
+            }
+            package var path: Operations.ListWavesInApp.Input.Path
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/GET/query`.
+            package struct Query: Sendable, Hashable {
+                /// Only waves of this channel.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/GET/query/channel`.
+                package var channel: Components.Schemas.ChannelName?
+                /// Only waves with a smaller id (the `next_before` of the previous page).
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/GET/query/before`.
+                package var before: Swift.Int64?
+                /// Waves per page.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/GET/query/limit`.
+                package var limit: Swift.Int?
+                /// Creates a new `Query`.
+                ///
+                /// - Parameters:
+                ///   - channel: Only waves of this channel.
+                ///   - before: Only waves with a smaller id (the `next_before` of the previous page).
+                ///   - limit: Waves per page.
+                package init(
+                    channel: Components.Schemas.ChannelName? = nil,
+                    before: Swift.Int64? = nil,
+                    limit: Swift.Int? = nil
+                ) {
+                    self.channel = channel
+                    self.before = before
+                    self.limit = limit
+                }
+            }
+            package var query: Operations.ListWavesInApp.Input.Query
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListWavesInApp.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.ListWavesInApp.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.ListWavesInApp.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - query:
+            ///   - headers:
+            package init(
+                path: Operations.ListWavesInApp.Input.Path,
+                query: Operations.ListWavesInApp.Input.Query = .init(),
+                headers: Operations.ListWavesInApp.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.query = query
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.WavePage)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.WavePage {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.ListWavesInApp.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.ListWavesInApp.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// One page of waves.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.ListWavesInApp.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.ListWavesInApp.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token, wave or app (or an app the API key may not reach).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// A wave's state and counters (one app of several).
+    ///
+    /// A wave the engine keeps in memory, else the final report the registry database kept (a wave that
+    /// completed before a restart). Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/waves/{wave_id}`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)`.
+    package enum GetWaveInApp {
+        package static let id: Swift.String = "getWaveInApp"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/{wave_id}/GET/path`.
+            package struct Path: Sendable, Hashable {
+                /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/{wave_id}/GET/path/app`.
+                package var app: Components.Parameters.App
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/{wave_id}/GET/path/wave_id`.
+                package var waveId: Components.Parameters.WaveID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - app: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///   - waveId:
+                package init(
+                    app: Components.Parameters.App,
+                    waveId: Components.Parameters.WaveID
+                ) {
+                    self.app = app
+                    self.waveId = waveId
+                }
+            }
+            package var path: Operations.GetWaveInApp.Input.Path
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/{wave_id}/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetWaveInApp.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetWaveInApp.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.GetWaveInApp.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.GetWaveInApp.Input.Path,
+                headers: Operations.GetWaveInApp.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/{wave_id}/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/{wave_id}/GET/responses/200/content/application\/json`.
+                    case json(Components.Schemas.WaveReport)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.WaveReport {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.GetWaveInApp.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.GetWaveInApp.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The wave's report.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetWaveInApp.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.GetWaveInApp.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token, wave or app (or an app the API key may not reach).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// A wave's progress as Server-Sent Events, until it completes (one app of several).
+    ///
+    /// `progress` events (a `WaveReport` as JSON) at once and about every 250 ms, then one `complete` event
+    /// and the end of the stream (see "Wave events" above). Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/waves/{wave_id}/events`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/events/get(getWaveEventsInApp)`.
+    package enum GetWaveEventsInApp {
+        package static let id: Swift.String = "getWaveEventsInApp"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/{wave_id}/events/GET/path`.
+            package struct Path: Sendable, Hashable {
+                /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/{wave_id}/events/GET/path/app`.
+                package var app: Components.Parameters.App
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/{wave_id}/events/GET/path/wave_id`.
+                package var waveId: Components.Parameters.WaveID
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - app: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///   - waveId:
+                package init(
+                    app: Components.Parameters.App,
+                    waveId: Components.Parameters.WaveID
+                ) {
+                    self.app = app
+                    self.waveId = waveId
+                }
+            }
+            package var path: Operations.GetWaveEventsInApp.Input.Path
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/{wave_id}/events/GET/header`.
+            package struct Headers: Sendable, Hashable {
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetWaveEventsInApp.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - accept:
+                package init(accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.GetWaveEventsInApp.AcceptableContentType>] = .defaultValues()) {
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.GetWaveEventsInApp.Input.Headers
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            package init(
+                path: Operations.GetWaveEventsInApp.Input.Path,
+                headers: Operations.GetWaveEventsInApp.Input.Headers = .init()
+            ) {
+                self.path = path
+                self.headers = headers
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/{wave_id}/events/GET/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/waves/{wave_id}/events/GET/responses/200/content/text\/event-stream`.
+                    case textEventStream(OpenAPIRuntime.HTTPBody)
+                    /// The associated value of the enum case if `self` is `.textEventStream`.
+                    ///
+                    /// - Throws: An error if `self` is not `.textEventStream`.
+                    /// - SeeAlso: `.textEventStream`.
+                    package var textEventStream: OpenAPIRuntime.HTTPBody {
+                        get throws {
+                            switch self {
+                            case let .textEventStream(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.GetWaveEventsInApp.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                package init(body: Operations.GetWaveEventsInApp.Output.Ok.Body) {
+                    self.body = body
+                }
+            }
+            /// The event stream.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/events/get(getWaveEventsInApp)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.GetWaveEventsInApp.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.GetWaveEventsInApp.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/events/get(getWaveEventsInApp)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/events/get(getWaveEventsInApp)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/events/get(getWaveEventsInApp)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token, wave or app (or an app the API key may not reach).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/events/get(getWaveEventsInApp)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/events/get(getWaveEventsInApp)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case textEventStream
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "text/event-stream":
+                    self = .textEventStream
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .textEventStream:
+                    return "text/event-stream"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .textEventStream,
+                    .applicationProblemJson
+                ]
+            }
+        }
+    }
+    /// Send one push to one token and answer with what APNs said (one app of several).
+    ///
+    /// Outside any channel. Answers when APNs answers: 200 with APNs' status and, for a rejection, its
+    /// reason and what to do. A registered token's priority-10 budget applies, and a token APNs reports dead
+    /// is removed from the registry as in a wave. No answer from APNs (deadline, lost connection) is 504.
+    /// With several nodes, a node sends only to the tokens of the shards it holds: a push to a token of
+    /// another node's shard is refused at once with 503 `shard_elsewhere`, whose detail names that node (send
+    /// it there, or retry). Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/{app}/push`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)`.
+    package enum SendPushInApp {
+        package static let id: Swift.String = "sendPushInApp"
+        package struct Input: Sendable, Hashable {
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/push/POST/path`.
+            package struct Path: Sendable, Hashable {
+                /// The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/push/POST/path/app`.
+                package var app: Components.Parameters.App
+                /// Creates a new `Path`.
+                ///
+                /// - Parameters:
+                ///   - app: The app (its id in the apps file; `GET /v1/apps` lists them). An unknown app, or one the API key may not reach, is 404.
+                package init(app: Components.Parameters.App) {
+                    self.app = app
+                }
+            }
+            package var path: Operations.SendPushInApp.Input.Path
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/push/POST/header`.
+            package struct Headers: Sendable, Hashable {
+                /// Makes a retry of this request safe (see "Idempotency").
+                ///
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/push/POST/header/Idempotency-Key`.
+                package var idempotencyKey: Components.Parameters.IdempotencyKey?
+                package var accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SendPushInApp.AcceptableContentType>]
+                /// Creates a new `Headers`.
+                ///
+                /// - Parameters:
+                ///   - idempotencyKey: Makes a retry of this request safe (see "Idempotency").
+                ///   - accept:
+                package init(
+                    idempotencyKey: Components.Parameters.IdempotencyKey? = nil,
+                    accept: [OpenAPIRuntime.AcceptHeaderContentType<Operations.SendPushInApp.AcceptableContentType>] = .defaultValues()
+                ) {
+                    self.idempotencyKey = idempotencyKey
+                    self.accept = accept
+                }
+            }
+            package var headers: Operations.SendPushInApp.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/apps/{app}/push/POST/requestBody`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/push/POST/requestBody/content/application\/json`.
+                case json(Components.Schemas.PushRequest)
+            }
+            package var body: Operations.SendPushInApp.Input.Body
+            /// Creates a new `Input`.
+            ///
+            /// - Parameters:
+            ///   - path:
+            ///   - headers:
+            ///   - body:
+            package init(
+                path: Operations.SendPushInApp.Input.Path,
+                headers: Operations.SendPushInApp.Input.Headers = .init(),
+                body: Operations.SendPushInApp.Input.Body
+            ) {
+                self.path = path
+                self.headers = headers
+                self.body = body
+            }
+        }
+        @frozen package enum Output: Sendable, Hashable {
+            package struct Ok: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/push/POST/responses/200/headers`.
+                package struct Headers: Sendable, Hashable {
+                    /// - Remark: Generated from `#/components/headers/IdempotencyReplayed`.
+                    @frozen package enum IdempotencyReplayed: String, Codable, Hashable, Sendable, CaseIterable {
+                        case _true = "true"
+                    }
+                    /// `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    ///
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/push/POST/responses/200/headers/Idempotency-Replayed`.
+                    package var idempotencyReplayed: Components.Headers.IdempotencyReplayed?
+                    /// Creates a new `Headers`.
+                    ///
+                    /// - Parameters:
+                    ///   - idempotencyReplayed: `true` when this is the stored response of an earlier request with the same Idempotency-Key.
+                    package init(idempotencyReplayed: Components.Headers.IdempotencyReplayed? = nil) {
+                        self.idempotencyReplayed = idempotencyReplayed
+                    }
+                }
+                /// Received HTTP response headers
+                package var headers: Operations.SendPushInApp.Output.Ok.Headers
+                /// - Remark: Generated from `#/paths/v1/apps/{app}/push/POST/responses/200/content`.
+                @frozen package enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/v1/apps/{app}/push/POST/responses/200/content/application\/json`.
+                    case json(Components.Schemas.PushOutcome)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    package var json: Components.Schemas.PushOutcome {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                package var body: Operations.SendPushInApp.Output.Ok.Body
+                /// Creates a new `Ok`.
+                ///
+                /// - Parameters:
+                ///   - headers: Received HTTP response headers
+                ///   - body: Received HTTP response body
+                package init(
+                    headers: Operations.SendPushInApp.Output.Ok.Headers = .init(),
+                    body: Operations.SendPushInApp.Output.Ok.Body
+                ) {
+                    self.headers = headers
+                    self.body = body
+                }
+            }
+            /// APNs answered (accepted or rejected the push).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/200`.
+            ///
+            /// HTTP response code: `200 ok`.
+            case ok(Operations.SendPushInApp.Output.Ok)
+            /// The associated value of the enum case if `self` is `.ok`.
+            ///
+            /// - Throws: An error if `self` is not `.ok`.
+            /// - SeeAlso: `.ok`.
+            package var ok: Operations.SendPushInApp.Output.Ok {
+                get throws {
+                    switch self {
+                    case let .ok(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "ok",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request is malformed or breaks a rule; the problem says what to fix. Nothing was written.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/400`.
+            ///
+            /// HTTP response code: `400 badRequest`.
+            case badRequest(Components.Responses.BadRequest)
+            /// The associated value of the enum case if `self` is `.badRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.badRequest`.
+            /// - SeeAlso: `.badRequest`.
+            package var badRequest: Components.Responses.BadRequest {
+                get throws {
+                    switch self {
+                    case let .badRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "badRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No API key, or an unknown one.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/401`.
+            ///
+            /// HTTP response code: `401 unauthorized`.
+            case unauthorized(Components.Responses.Unauthorized)
+            /// The associated value of the enum case if `self` is `.unauthorized`.
+            ///
+            /// - Throws: An error if `self` is not `.unauthorized`.
+            /// - SeeAlso: `.unauthorized`.
+            package var unauthorized: Components.Responses.Unauthorized {
+                get throws {
+                    switch self {
+                    case let .unauthorized(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unauthorized",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The API key does not have the scope this route needs.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/403`.
+            ///
+            /// HTTP response code: `403 forbidden`.
+            case forbidden(Components.Responses.Forbidden)
+            /// The associated value of the enum case if `self` is `.forbidden`.
+            ///
+            /// - Throws: An error if `self` is not `.forbidden`.
+            /// - SeeAlso: `.forbidden`.
+            package var forbidden: Components.Responses.Forbidden {
+                get throws {
+                    switch self {
+                    case let .forbidden(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "forbidden",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// No such token, wave or app (or an app the API key may not reach).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/404`.
+            ///
+            /// HTTP response code: `404 notFound`.
+            case notFound(Components.Responses.NotFound)
+            /// The associated value of the enum case if `self` is `.notFound`.
+            ///
+            /// - Throws: An error if `self` is not `.notFound`.
+            /// - SeeAlso: `.notFound`.
+            package var notFound: Components.Responses.NotFound {
+                get throws {
+                    switch self {
+                    case let .notFound(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Accept header excludes every content type this route answers with.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/406`.
+            ///
+            /// HTTP response code: `406 notAcceptable`.
+            case notAcceptable(Components.Responses.NotAcceptable)
+            /// The associated value of the enum case if `self` is `.notAcceptable`.
+            ///
+            /// - Throws: An error if `self` is not `.notAcceptable`.
+            /// - SeeAlso: `.notAcceptable`.
+            package var notAcceptable: Components.Responses.NotAcceptable {
+                get throws {
+                    switch self {
+                    case let .notAcceptable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The request conflicts with the current state: a request with the same Idempotency-Key is still being
+            /// answered (`idempotency_key_in_progress`), the update's timestamp is older than the channel's
+            /// latest (`older_than_current`), or the service cannot create or delete APNs broadcast channels because
+            /// it was started without `--channel-management` (`channel_management_not_configured`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Components.Responses.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            package var conflict: Components.Responses.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is larger than the service accepts (`--max-body`, 8 MiB by default).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/413`.
+            ///
+            /// HTTP response code: `413 contentTooLarge`.
+            case contentTooLarge(Components.Responses.ContentTooLarge)
+            /// The associated value of the enum case if `self` is `.contentTooLarge`.
+            ///
+            /// - Throws: An error if `self` is not `.contentTooLarge`.
+            /// - SeeAlso: `.contentTooLarge`.
+            package var contentTooLarge: Components.Responses.ContentTooLarge {
+                get throws {
+                    switch self {
+                    case let .contentTooLarge(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "contentTooLarge",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The body is not `application/json`.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/422`.
+            ///
+            /// HTTP response code: `422 unprocessableContent`.
+            case unprocessableContent(Components.Responses.UnprocessableContent)
+            /// The associated value of the enum case if `self` is `.unprocessableContent`.
+            ///
+            /// - Throws: An error if `self` is not `.unprocessableContent`.
+            /// - SeeAlso: `.unprocessableContent`.
+            package var unprocessableContent: Components.Responses.UnprocessableContent {
+                get throws {
+                    switch self {
+                    case let .unprocessableContent(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unprocessableContent",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/500`.
+            ///
+            /// HTTP response code: `500 internalServerError`.
+            case internalServerError(Components.Responses.InternalError)
+            /// The associated value of the enum case if `self` is `.internalServerError`.
+            ///
+            /// - Throws: An error if `self` is not `.internalServerError`.
+            /// - SeeAlso: `.internalServerError`.
+            package var internalServerError: Components.Responses.InternalError {
+                get throws {
+                    switch self {
+                    case let .internalServerError(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "internalServerError",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
+            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
+            /// request was taken.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/503`.
+            ///
+            /// HTTP response code: `503 serviceUnavailable`.
+            case serviceUnavailable(Components.Responses.ServiceUnavailable)
+            /// The associated value of the enum case if `self` is `.serviceUnavailable`.
+            ///
+            /// - Throws: An error if `self` is not `.serviceUnavailable`.
+            /// - SeeAlso: `.serviceUnavailable`.
+            package var serviceUnavailable: Components.Responses.ServiceUnavailable {
+                get throws {
+                    switch self {
+                    case let .serviceUnavailable(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "serviceUnavailable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// APNs did not answer (`apns_no_answer`): the deadline passed, or the connection ended after the push
+            /// was sent (APNs may have processed it); for a channel management call, its `--timeout` passed.
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/504`.
+            ///
+            /// HTTP response code: `504 gatewayTimeout`.
+            case gatewayTimeout(Components.Responses.GatewayTimeout)
+            /// The associated value of the enum case if `self` is `.gatewayTimeout`.
+            ///
+            /// - Throws: An error if `self` is not `.gatewayTimeout`.
+            /// - SeeAlso: `.gatewayTimeout`.
+            package var gatewayTimeout: Components.Responses.GatewayTimeout {
+                get throws {
+                    switch self {
+                    case let .gatewayTimeout(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "gatewayTimeout",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Undocumented response.
+            ///
+            /// A response with a code that is not documented in the OpenAPI document.
+            case undocumented(statusCode: Swift.Int, OpenAPIRuntime.UndocumentedPayload)
+        }
+        @frozen package enum AcceptableContentType: AcceptableProtocol {
+            case json
+            case applicationProblemJson
+            case other(Swift.String)
+            package init?(rawValue: Swift.String) {
+                switch rawValue.lowercased() {
+                case "application/json":
+                    self = .json
+                case "application/problem+json":
+                    self = .applicationProblemJson
+                default:
+                    self = .other(rawValue)
+                }
+            }
+            package var rawValue: Swift.String {
+                switch self {
+                case let .other(string):
+                    return string
+                case .json:
+                    return "application/json"
+                case .applicationProblemJson:
+                    return "application/problem+json"
+                }
+            }
+            package static var allCases: [Self] {
+                [
+                    .json,
                     .applicationProblemJson
                 ]
             }

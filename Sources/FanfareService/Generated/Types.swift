@@ -181,6 +181,166 @@ package protocol APIProtocol: Sendable {
     /// - Remark: HTTP `GET /openapi.yaml`.
     /// - Remark: Generated from `#/paths//openapi.yaml/get(getOpenAPIDocument)`.
     func getOpenAPIDocument(_ input: Operations.GetOpenAPIDocument.Input) async throws -> Operations.GetOpenAPIDocument.Output
+    /// The apps this service sends for, their environments and keys (never key material).
+    ///
+    /// Each app with its bundle id, whether today's routes (`/v1/tokens`, `/v1/channels/...`) serve it, and per
+    /// environment where its pushes go and which provider key signs them. A key APNs refused is marked with the
+    /// reason and time. An API key limited to some apps (`apps=` in the keys file) sees only those. Needs scope
+    /// `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps`.
+    /// - Remark: Generated from `#/paths//v1/apps/get(listApps)`.
+    func listApps(_ input: Operations.ListApps.Input) async throws -> Operations.ListApps.Output
+    /// Read the apps file and its keys again (as SIGHUP does).
+    ///
+    /// A changed key of an app is used on new connections, and the old connections finish what they carry:
+    /// no push fails. An app added to the file starts; an app removed stops once its waves are checkpointed.
+    /// A file that does not parse, or a key that cannot sign, changes nothing: the answer says why (422
+    /// `apps_file_invalid`). A service started without `--apps` has nothing to reload (409
+    /// `no_apps_file`). Needs scope `admin`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/reload`.
+    /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)`.
+    func reloadApps(_ input: Operations.ReloadApps.Input) async throws -> Operations.ReloadApps.Output
+    /// Register (or refresh) up to 10,000 tokens and broadcast subscriptions (one app of several).
+    ///
+    /// Durable before it answers: the batch is written to the registry in one transaction (fsynced), then
+    /// loaded into the engine. Registering a token again replaces its kind, channels and ids and keeps its
+    /// creation time. Items of kind `broadcast` register activities that receive their updates through an
+    /// APNs broadcast channel (no token). Replacement rules: a push-to-start token replaces the older
+    /// push-to-start token of the same `device_id` and `attributes_type`; an update token replaces the
+    /// broadcast subscription of its `activity_id`, and a broadcast subscription the update tokens of its
+    /// activity (`replaced` counts what went). One bad item rejects the whole batch (the problem names its
+    /// `index`); nothing is written. Needs scope `register`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/{app}/tokens`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)`.
+    func registerTokensInApp(_ input: Operations.RegisterTokensInApp.Input) async throws -> Operations.RegisterTokensInApp.Output
+    /// Unregister up to 10,000 tokens (one app of several).
+    ///
+    /// Durable before it answers. Tokens that are not registered are counted in `not_found` (a token named
+    /// twice counts once as removed, then as not found). Needs scope `register`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/{app}/tokens/delete`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)`.
+    func deleteTokensInApp(_ input: Operations.DeleteTokensInApp.Input) async throws -> Operations.DeleteTokensInApp.Output
+    /// What the registry knows about one token (its ledger) (one app of several).
+    ///
+    /// The live registration (if any), its links (an update token's push-to-start token of the same device
+    /// and attributes type; a push-to-start token's activities), when it retires, and its history: how each
+    /// earlier registration of the token ended (replaced, retired, invalidated by APNs with the reason,
+    /// unregistered) and when each began. History is kept for 30 days (`--ledger-retention`). 404 only when
+    /// the registry knows nothing of the token. Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/tokens/{token}`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)`.
+    func getTokenInApp(_ input: Operations.GetTokenInApp.Input) async throws -> Operations.GetTokenInApp.Output
+    /// Publish a new state to everyone who follows a channel (one app of several).
+    ///
+    /// Starts a wave: the update goes to the channel's update tokens (`update`, `end`) or push-to-start
+    /// tokens (`start`). Answers at once with the wave's id; follow it at `Location` or its events. A newer
+    /// update of the same channel supersedes this one for tokens it has not reached yet. Needs scope
+    /// `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/{app}/channels/{channel}/updates`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)`.
+    func publishUpdateInApp(_ input: Operations.PublishUpdateInApp.Input) async throws -> Operations.PublishUpdateInApp.Output
+    /// Every channel the engine tracks, with its audience, latest timestamp and live waves (one app of several).
+    ///
+    /// The channels some token follows, and those a wave named since the last maintenance pass, sorted by
+    /// name. Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/channels`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/get(listChannelsInApp)`.
+    func listChannelsInApp(_ input: Operations.ListChannelsInApp.Input) async throws -> Operations.ListChannelsInApp.Output
+    /// A channel's audience, latest timestamp and live waves (one app of several).
+    ///
+    /// Any valid channel name answers; a channel nobody follows has an audience of 0. Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/channels/{channel}`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/get(getChannelInApp)`.
+    func getChannelInApp(_ input: Operations.GetChannelInApp.Input) async throws -> Operations.GetChannelInApp.Output
+    /// The channel's broadcast link (one app of several).
+    ///
+    /// Needs scope `read`.
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/get(getBroadcastLinkInApp)`.
+    func getBroadcastLinkInApp(_ input: Operations.GetBroadcastLinkInApp.Input) async throws -> Operations.GetBroadcastLinkInApp.Output
+    /// Link the channel to an APNs broadcast channel (created by the service, or the caller's) (one app of several).
+    ///
+    /// From now on every `update` and `end` published on the channel goes once as an APNs broadcast to the
+    /// activities subscribed to it (`kind: broadcast` registrations) and per-token to the rest; kick-offs
+    /// carry `input-push-channel` for iOS 18+ push-to-start tokens. Without `channel_id` the service creates
+    /// the APNs channel through the channel management API (`fanfare serve --channel-management`) and deletes
+    /// it after the channel's `end` and its dismissal window, or on `DELETE`; with `channel_id` it links the
+    /// caller's channel (and never deletes it). The same request again answers the same link (no second
+    /// channel is created); another one replaces the link, and an APNs channel the service created for it is
+    /// deleted first. Durable before the answer. Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/apps/{app}/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)`.
+    func linkBroadcastChannelInApp(_ input: Operations.LinkBroadcastChannelInApp.Input) async throws -> Operations.LinkBroadcastChannelInApp.Output
+    /// End the channel's broadcast link now (one app of several).
+    ///
+    /// The channel publishes per-token only from its next update; the APNs channel is deleted if the service
+    /// created it (one APNs already forgot counts as deleted). Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/apps/{app}/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)`.
+    func unlinkBroadcastChannelInApp(_ input: Operations.UnlinkBroadcastChannelInApp.Input) async throws -> Operations.UnlinkBroadcastChannelInApp.Output
+    /// Recent waves, newest first (one app of several).
+    ///
+    /// The engine keeps every unfinished wave and the newest complete ones (1,000 by default) in memory; the
+    /// final reports of waves from before a restart come from the registry database (its newest 1,000). Pages
+    /// go from newest to oldest: pass the `next_before` of one page as `before` to get the next. Needs scope
+    /// `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/waves`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)`.
+    func listWavesInApp(_ input: Operations.ListWavesInApp.Input) async throws -> Operations.ListWavesInApp.Output
+    /// A wave's state and counters (one app of several).
+    ///
+    /// A wave the engine keeps in memory, else the final report the registry database kept (a wave that
+    /// completed before a restart). Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/waves/{wave_id}`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)`.
+    func getWaveInApp(_ input: Operations.GetWaveInApp.Input) async throws -> Operations.GetWaveInApp.Output
+    /// A wave's progress as Server-Sent Events, until it completes (one app of several).
+    ///
+    /// `progress` events (a `WaveReport` as JSON) at once and about every 250 ms, then one `complete` event
+    /// and the end of the stream (see "Wave events" above). Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/waves/{wave_id}/events`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/events/get(getWaveEventsInApp)`.
+    func getWaveEventsInApp(_ input: Operations.GetWaveEventsInApp.Input) async throws -> Operations.GetWaveEventsInApp.Output
+    /// Send one push to one token and answer with what APNs said (one app of several).
+    ///
+    /// Outside any channel. Answers when APNs answers: 200 with APNs' status and, for a rejection, its
+    /// reason and what to do. A registered token's priority-10 budget applies, and a token APNs reports dead
+    /// is removed from the registry as in a wave. No answer from APNs (deadline, lost connection) is 504.
+    /// With several nodes, a node sends only to the tokens of the shards it holds: a push to a token of
+    /// another node's shard is refused at once with 503 `shard_elsewhere`, whose detail names that node (send
+    /// it there, or retry). Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/{app}/push`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)`.
+    func sendPushInApp(_ input: Operations.SendPushInApp.Input) async throws -> Operations.SendPushInApp.Output
 }
 
 /// Convenience overloads for operation inputs.
@@ -301,10 +461,12 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/get(getBroadcastLink)`.
     package func getBroadcastLink(
         path: Operations.GetBroadcastLink.Input.Path,
+        query: Operations.GetBroadcastLink.Input.Query = .init(),
         headers: Operations.GetBroadcastLink.Input.Headers = .init()
     ) async throws -> Operations.GetBroadcastLink.Output {
         try await getBroadcastLink(Operations.GetBroadcastLink.Input(
             path: path,
+            query: query,
             headers: headers
         ))
     }
@@ -343,10 +505,12 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)`.
     package func unlinkBroadcastChannel(
         path: Operations.UnlinkBroadcastChannel.Input.Path,
+        query: Operations.UnlinkBroadcastChannel.Input.Query = .init(),
         headers: Operations.UnlinkBroadcastChannel.Input.Headers = .init()
     ) async throws -> Operations.UnlinkBroadcastChannel.Output {
         try await unlinkBroadcastChannel(Operations.UnlinkBroadcastChannel.Input(
             path: path,
+            query: query,
             headers: headers
         ))
     }
@@ -460,6 +624,290 @@ extension APIProtocol {
     /// - Remark: Generated from `#/paths//openapi.yaml/get(getOpenAPIDocument)`.
     package func getOpenAPIDocument(headers: Operations.GetOpenAPIDocument.Input.Headers = .init()) async throws -> Operations.GetOpenAPIDocument.Output {
         try await getOpenAPIDocument(Operations.GetOpenAPIDocument.Input(headers: headers))
+    }
+    /// The apps this service sends for, their environments and keys (never key material).
+    ///
+    /// Each app with its bundle id, whether today's routes (`/v1/tokens`, `/v1/channels/...`) serve it, and per
+    /// environment where its pushes go and which provider key signs them. A key APNs refused is marked with the
+    /// reason and time. An API key limited to some apps (`apps=` in the keys file) sees only those. Needs scope
+    /// `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps`.
+    /// - Remark: Generated from `#/paths//v1/apps/get(listApps)`.
+    package func listApps(headers: Operations.ListApps.Input.Headers = .init()) async throws -> Operations.ListApps.Output {
+        try await listApps(Operations.ListApps.Input(headers: headers))
+    }
+    /// Read the apps file and its keys again (as SIGHUP does).
+    ///
+    /// A changed key of an app is used on new connections, and the old connections finish what they carry:
+    /// no push fails. An app added to the file starts; an app removed stops once its waves are checkpointed.
+    /// A file that does not parse, or a key that cannot sign, changes nothing: the answer says why (422
+    /// `apps_file_invalid`). A service started without `--apps` has nothing to reload (409
+    /// `no_apps_file`). Needs scope `admin`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/reload`.
+    /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)`.
+    package func reloadApps(headers: Operations.ReloadApps.Input.Headers = .init()) async throws -> Operations.ReloadApps.Output {
+        try await reloadApps(Operations.ReloadApps.Input(headers: headers))
+    }
+    /// Register (or refresh) up to 10,000 tokens and broadcast subscriptions (one app of several).
+    ///
+    /// Durable before it answers: the batch is written to the registry in one transaction (fsynced), then
+    /// loaded into the engine. Registering a token again replaces its kind, channels and ids and keeps its
+    /// creation time. Items of kind `broadcast` register activities that receive their updates through an
+    /// APNs broadcast channel (no token). Replacement rules: a push-to-start token replaces the older
+    /// push-to-start token of the same `device_id` and `attributes_type`; an update token replaces the
+    /// broadcast subscription of its `activity_id`, and a broadcast subscription the update tokens of its
+    /// activity (`replaced` counts what went). One bad item rejects the whole batch (the problem names its
+    /// `index`); nothing is written. Needs scope `register`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/{app}/tokens`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)`.
+    package func registerTokensInApp(
+        path: Operations.RegisterTokensInApp.Input.Path,
+        headers: Operations.RegisterTokensInApp.Input.Headers = .init(),
+        body: Operations.RegisterTokensInApp.Input.Body
+    ) async throws -> Operations.RegisterTokensInApp.Output {
+        try await registerTokensInApp(Operations.RegisterTokensInApp.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Unregister up to 10,000 tokens (one app of several).
+    ///
+    /// Durable before it answers. Tokens that are not registered are counted in `not_found` (a token named
+    /// twice counts once as removed, then as not found). Needs scope `register`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/{app}/tokens/delete`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)`.
+    package func deleteTokensInApp(
+        path: Operations.DeleteTokensInApp.Input.Path,
+        headers: Operations.DeleteTokensInApp.Input.Headers = .init(),
+        body: Operations.DeleteTokensInApp.Input.Body
+    ) async throws -> Operations.DeleteTokensInApp.Output {
+        try await deleteTokensInApp(Operations.DeleteTokensInApp.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// What the registry knows about one token (its ledger) (one app of several).
+    ///
+    /// The live registration (if any), its links (an update token's push-to-start token of the same device
+    /// and attributes type; a push-to-start token's activities), when it retires, and its history: how each
+    /// earlier registration of the token ended (replaced, retired, invalidated by APNs with the reason,
+    /// unregistered) and when each began. History is kept for 30 days (`--ledger-retention`). 404 only when
+    /// the registry knows nothing of the token. Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/tokens/{token}`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)`.
+    package func getTokenInApp(
+        path: Operations.GetTokenInApp.Input.Path,
+        headers: Operations.GetTokenInApp.Input.Headers = .init()
+    ) async throws -> Operations.GetTokenInApp.Output {
+        try await getTokenInApp(Operations.GetTokenInApp.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Publish a new state to everyone who follows a channel (one app of several).
+    ///
+    /// Starts a wave: the update goes to the channel's update tokens (`update`, `end`) or push-to-start
+    /// tokens (`start`). Answers at once with the wave's id; follow it at `Location` or its events. A newer
+    /// update of the same channel supersedes this one for tokens it has not reached yet. Needs scope
+    /// `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/{app}/channels/{channel}/updates`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)`.
+    package func publishUpdateInApp(
+        path: Operations.PublishUpdateInApp.Input.Path,
+        headers: Operations.PublishUpdateInApp.Input.Headers = .init(),
+        body: Operations.PublishUpdateInApp.Input.Body
+    ) async throws -> Operations.PublishUpdateInApp.Output {
+        try await publishUpdateInApp(Operations.PublishUpdateInApp.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// Every channel the engine tracks, with its audience, latest timestamp and live waves (one app of several).
+    ///
+    /// The channels some token follows, and those a wave named since the last maintenance pass, sorted by
+    /// name. Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/channels`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/get(listChannelsInApp)`.
+    package func listChannelsInApp(
+        path: Operations.ListChannelsInApp.Input.Path,
+        headers: Operations.ListChannelsInApp.Input.Headers = .init()
+    ) async throws -> Operations.ListChannelsInApp.Output {
+        try await listChannelsInApp(Operations.ListChannelsInApp.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// A channel's audience, latest timestamp and live waves (one app of several).
+    ///
+    /// Any valid channel name answers; a channel nobody follows has an audience of 0. Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/channels/{channel}`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/get(getChannelInApp)`.
+    package func getChannelInApp(
+        path: Operations.GetChannelInApp.Input.Path,
+        headers: Operations.GetChannelInApp.Input.Headers = .init()
+    ) async throws -> Operations.GetChannelInApp.Output {
+        try await getChannelInApp(Operations.GetChannelInApp.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// The channel's broadcast link (one app of several).
+    ///
+    /// Needs scope `read`.
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/get(getBroadcastLinkInApp)`.
+    package func getBroadcastLinkInApp(
+        path: Operations.GetBroadcastLinkInApp.Input.Path,
+        query: Operations.GetBroadcastLinkInApp.Input.Query = .init(),
+        headers: Operations.GetBroadcastLinkInApp.Input.Headers = .init()
+    ) async throws -> Operations.GetBroadcastLinkInApp.Output {
+        try await getBroadcastLinkInApp(Operations.GetBroadcastLinkInApp.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Link the channel to an APNs broadcast channel (created by the service, or the caller's) (one app of several).
+    ///
+    /// From now on every `update` and `end` published on the channel goes once as an APNs broadcast to the
+    /// activities subscribed to it (`kind: broadcast` registrations) and per-token to the rest; kick-offs
+    /// carry `input-push-channel` for iOS 18+ push-to-start tokens. Without `channel_id` the service creates
+    /// the APNs channel through the channel management API (`fanfare serve --channel-management`) and deletes
+    /// it after the channel's `end` and its dismissal window, or on `DELETE`; with `channel_id` it links the
+    /// caller's channel (and never deletes it). The same request again answers the same link (no second
+    /// channel is created); another one replaces the link, and an APNs channel the service created for it is
+    /// deleted first. Durable before the answer. Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `PUT /v1/apps/{app}/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)`.
+    package func linkBroadcastChannelInApp(
+        path: Operations.LinkBroadcastChannelInApp.Input.Path,
+        headers: Operations.LinkBroadcastChannelInApp.Input.Headers = .init(),
+        body: Operations.LinkBroadcastChannelInApp.Input.Body
+    ) async throws -> Operations.LinkBroadcastChannelInApp.Output {
+        try await linkBroadcastChannelInApp(Operations.LinkBroadcastChannelInApp.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
+    }
+    /// End the channel's broadcast link now (one app of several).
+    ///
+    /// The channel publishes per-token only from its next update; the APNs channel is deleted if the service
+    /// created it (one APNs already forgot counts as deleted). Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `DELETE /v1/apps/{app}/channels/{channel}/broadcast`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)`.
+    package func unlinkBroadcastChannelInApp(
+        path: Operations.UnlinkBroadcastChannelInApp.Input.Path,
+        query: Operations.UnlinkBroadcastChannelInApp.Input.Query = .init(),
+        headers: Operations.UnlinkBroadcastChannelInApp.Input.Headers = .init()
+    ) async throws -> Operations.UnlinkBroadcastChannelInApp.Output {
+        try await unlinkBroadcastChannelInApp(Operations.UnlinkBroadcastChannelInApp.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// Recent waves, newest first (one app of several).
+    ///
+    /// The engine keeps every unfinished wave and the newest complete ones (1,000 by default) in memory; the
+    /// final reports of waves from before a restart come from the registry database (its newest 1,000). Pages
+    /// go from newest to oldest: pass the `next_before` of one page as `before` to get the next. Needs scope
+    /// `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/waves`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)`.
+    package func listWavesInApp(
+        path: Operations.ListWavesInApp.Input.Path,
+        query: Operations.ListWavesInApp.Input.Query = .init(),
+        headers: Operations.ListWavesInApp.Input.Headers = .init()
+    ) async throws -> Operations.ListWavesInApp.Output {
+        try await listWavesInApp(Operations.ListWavesInApp.Input(
+            path: path,
+            query: query,
+            headers: headers
+        ))
+    }
+    /// A wave's state and counters (one app of several).
+    ///
+    /// A wave the engine keeps in memory, else the final report the registry database kept (a wave that
+    /// completed before a restart). Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/waves/{wave_id}`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)`.
+    package func getWaveInApp(
+        path: Operations.GetWaveInApp.Input.Path,
+        headers: Operations.GetWaveInApp.Input.Headers = .init()
+    ) async throws -> Operations.GetWaveInApp.Output {
+        try await getWaveInApp(Operations.GetWaveInApp.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// A wave's progress as Server-Sent Events, until it completes (one app of several).
+    ///
+    /// `progress` events (a `WaveReport` as JSON) at once and about every 250 ms, then one `complete` event
+    /// and the end of the stream (see "Wave events" above). Needs scope `read`.
+    ///
+    ///
+    /// - Remark: HTTP `GET /v1/apps/{app}/waves/{wave_id}/events`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/events/get(getWaveEventsInApp)`.
+    package func getWaveEventsInApp(
+        path: Operations.GetWaveEventsInApp.Input.Path,
+        headers: Operations.GetWaveEventsInApp.Input.Headers = .init()
+    ) async throws -> Operations.GetWaveEventsInApp.Output {
+        try await getWaveEventsInApp(Operations.GetWaveEventsInApp.Input(
+            path: path,
+            headers: headers
+        ))
+    }
+    /// Send one push to one token and answer with what APNs said (one app of several).
+    ///
+    /// Outside any channel. Answers when APNs answers: 200 with APNs' status and, for a rejection, its
+    /// reason and what to do. A registered token's priority-10 budget applies, and a token APNs reports dead
+    /// is removed from the registry as in a wave. No answer from APNs (deadline, lost connection) is 504.
+    /// With several nodes, a node sends only to the tokens of the shards it holds: a push to a token of
+    /// another node's shard is refused at once with 503 `shard_elsewhere`, whose detail names that node (send
+    /// it there, or retry). Needs scope `publish`.
+    ///
+    ///
+    /// - Remark: HTTP `POST /v1/apps/{app}/push`.
+    /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)`.
+    package func sendPushInApp(
+        path: Operations.SendPushInApp.Input.Path,
+        headers: Operations.SendPushInApp.Input.Headers = .init(),
+        body: Operations.SendPushInApp.Input.Body
+    ) async throws -> Operations.SendPushInApp.Output {
+        try await sendPushInApp(Operations.SendPushInApp.Input(
+            path: path,
+            headers: headers,
+            body: body
+        ))
     }
 }
 

@@ -32,6 +32,13 @@ package struct APIRoute: Sendable, Equatable {
     package var isWrite: Bool { method == .post || method == .put || method == .delete }
 
     fileprivate var segments: [Substring] { template.split(separator: "/") }
+
+    /// This route of the default app as the route of any app (`/v1/tokens` → `/v1/apps/{app}/tokens`).
+    fileprivate var inApp: APIRoute {
+        var route = self
+        route.template = "/v1/apps/{app}/" + template.dropFirst("/v1/".count)
+        return route
+    }
 }
 
 /// A media type without parameters (`text/event-stream`).
@@ -49,7 +56,22 @@ package struct ResponseMediaType: Sendable, Equatable, CustomStringConvertible {
 }
 
 package enum APIRoutes {
-    package static let all: [APIRoute] = [
+    package static let all: [APIRoute] =
+        appRoutes + appRoutes.map(\.inApp) + [
+            APIRoute(.get, "/v1/apps", scope: .read),
+            APIRoute(.post, "/v1/apps/reload", scope: .admin),
+            APIRoute(.get, "/", scope: nil, answers: .html),
+            APIRoute(.get, "/healthz", scope: nil),
+            APIRoute(.get, "/readyz", scope: nil),
+            // Prometheus' text exposition format names its version in the content type.
+            APIRoute(
+                .get, "/metrics", scope: nil, answers: .plainText,
+                headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"]),
+            APIRoute(.get, "/openapi.yaml", scope: nil, answers: .yaml),
+        ]
+
+    /// The routes of one app: at `/v1/...` for the default app, and at `/v1/apps/{app}/...` for any.
+    private static let appRoutes: [APIRoute] = [
         APIRoute(.post, "/v1/tokens", scope: .register),
         APIRoute(.post, "/v1/tokens/delete", scope: .register),
         APIRoute(.get, "/v1/tokens/{token}", scope: .read),
@@ -66,14 +88,6 @@ package enum APIRoutes {
             .get, "/v1/waves/{wave_id}/events", scope: .read, answers: .eventStream,
             headers: [.cacheControl: "no-store"]),
         APIRoute(.post, "/v1/push", scope: .publish),
-        APIRoute(.get, "/", scope: nil, answers: .html),
-        APIRoute(.get, "/healthz", scope: nil),
-        APIRoute(.get, "/readyz", scope: nil),
-        // Prometheus' text exposition format names its version in the content type.
-        APIRoute(
-            .get, "/metrics", scope: nil, answers: .plainText,
-            headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"]),
-        APIRoute(.get, "/openapi.yaml", scope: nil, answers: .yaml),
     ]
 
     /// The route the generated code registers at `template` for `method`.

@@ -35,23 +35,35 @@ package struct FastPathTransport: ServerTransport {
             throw UndeclaredRoute(method: method, path: path)
         }
         let group = middlewares.group(for: route, on: router)
-        guard method == .post, path == "/v1/tokens" else {
+        guard method == .post, path == "/v1/tokens" || path == "/v1/apps/{app}/tokens" else {
             group.register(handler, method: method, path: path)
             return
         }
         let api = self.api
+        let named = path != "/v1/tokens"
         group.register(
             { request, body, metadata in
                 var bytes: [UInt8] = []
                 if let body { bytes = try await [UInt8](collecting: body, upTo: Int.max) }
                 let fields = bytes.withUnsafeBytes { TokenBatchDecoder.decode($0) }
                 guard let fields else { return try await handler(request, HTTPBody(bytes), metadata) }
-                let (registered, replaced) = try await api.register(fields)
+                // `/v1/apps/{app}/tokens`: the app is the third segment (app ids need no percent-decoding; one
+                // that does is no app).
+                let app = try api.app(named ? Self.appSegment(of: request.path) : nil)
+                let (registered, replaced) = try await api.register(fields, in: app)
                 var response = HTTPResponse(status: .ok)
                 response.headerFields[.contentType] = "application/json; charset=utf-8"
                 // As the generated encoder writes it (sorted keys, pretty-printed).
                 return (response, HTTPBody("{\n  \"registered\" : \(registered),\n  \"replaced\" : \(replaced)\n}"))
             }, method: method, path: path)
+    }
+}
+
+extension FastPathTransport {
+    /// `scores` of `/v1/apps/scores/tokens?...`.
+    static func appSegment(of path: String?) -> String {
+        let segments = (path ?? "").split(separator: "?", maxSplits: 1).first?.split(separator: "/") ?? []
+        return segments.count > 2 ? String(segments[2]) : ""
     }
 }
 

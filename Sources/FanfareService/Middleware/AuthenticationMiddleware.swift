@@ -10,8 +10,9 @@ struct AuthenticationMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: ServiceRequestContext, next: NextResponder) async throws -> Response {
         var context = context
-        context.principal = try authenticate(request)
-        return try await next(request, context)
+        let principal = try authenticate(request)
+        context.principal = principal
+        return try await Principal.$current.withValue(principal) { try await next(request, context) }
     }
 
     private func authenticate(_ request: Request) throws(ServiceProblem) -> Principal {

@@ -30,7 +30,11 @@ struct IdempotencyMiddleware: RouterMiddleware {
         let fingerprint = IdempotencyGate.fingerprint(
             method: request.method.rawValue, path: request.uri.description, body: body.readableBytesView)
         let gate = self.gate
-        let scope = context.principal.id
+        // Keys are per API key and per app: the same key on two apps' routes names two requests.
+        let path = request.uri.path
+        let scope =
+            path.hasPrefix("/v1/apps/") && path.split(separator: "/").count > 3
+            ? context.principal.id + "@" + FastPathTransport.appSegment(of: path) : context.principal.id
         let decision: IdempotencyGate.Decision
         do {
             decision = try await blocking.run { try gate.begin(scope: scope, key: key, fingerprint: fingerprint) }

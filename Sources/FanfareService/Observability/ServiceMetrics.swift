@@ -145,41 +145,34 @@ package final class ServiceMetrics: Sendable {
     }
 
     /// Exports the engine's totals and gauges, then renders every metric in the text format.
-    package func render(statistics: FanoutStatistics, registryTokens: Int?, cluster: ClusterFigures? = nil) -> String {
-        let client = statistics.client
-        gauge("fanfare_pushes_in_flight", client.inFlight)
-        gauge("fanfare_pushes_pending", client.pending)
-        gauge("fanfare_apns_connections_open", client.connectionsOpen)
-        gauge("fanfare_apns_connections_draining", client.connectionsDraining)
-        gauge("fanfare_apns_connections_target", client.connectionsTarget)
-        gauge("fanfare_waves_running", statistics.unfinishedWaves)
-        gauge("fanfare_channels_in_use", statistics.channelsInUse)
-        gauge("fanfare_invalid_tokens_held", statistics.invalidTokensHeld)
-        gauge("fanfare_engine_queue_depth", statistics.queuedCommands)
+    /// One engine's figures for `render`, with the labels its series carry (none for a single engine).
+    package struct EngineFigures {
+        package var labels: [(String, String)]
+        package var statistics: FanoutStatistics
+        /// APNs refused the newest provider key (the one before it signs).
+        package var keyRefused = false
+
+        package init(labels: [(String, String)], statistics: FanoutStatistics, keyRefused: Bool = false) {
+            self.labels = labels
+            self.statistics = statistics
+            self.keyRefused = keyRefused
+        }
+    }
+
+    package func render(
+        engines: [EngineFigures], registryTokens: Int?, cluster: ClusterFigures? = nil
+    ) -> String {
+        for engine in engines { renderGauges(engine) }
         if let registryTokens { gauge("fanfare_registry_tokens", registryTokens) }
         if let cluster {
             gauge("fanfare_cluster_shards_held", cluster.heldShards)
             gauge("fanfare_cluster_shard_tokens", cluster.shardTokens)
             gauge("fanfare_cluster_shards_lost", cluster.lostShards)
         }
-        var totals: [(String, [(String, String)], Int)] = [
-            ("fanfare_push_resends_total", [], client.resends),
-            ("fanfare_apns_connections_opened_total", [], client.connectionsOpened),
-            ("fanfare_apns_connections_closed_total", [], client.connectionsClosed),
-            ("fanfare_apns_reconnect_backoffs_total", [], client.reconnectBackoffs),
-            ("fanfare_apns_certificate_rejections_total", [], client.certificateRejections),
-            ("fanfare_apns_connection_scaling_total", [("decision", "up")], client.scaleUps),
-            ("fanfare_apns_connection_scaling_total", [("decision", "down")], client.scaleDowns),
-            ("fanfare_apns_connection_scaling_total", [("decision", "failed")], client.scaleUpFailures),
-        ]
+        var totals: [(String, [(String, String)], Int)] = engines.flatMap(Self.totals)
         if let cluster {
             totals.append(("fanfare_cluster_takeovers_total", [], cluster.takeovers))
             totals.append(("fanfare_cluster_sessions_fenced_total", [], cluster.fencedSessions))
-        }
-        for (outcome, count) in [
-            ("delivered", client.delivered), ("rejected", client.rejected), ("failed", client.failed),
-        ] {
-            totals.append(("fanfare_pushes_total", [("outcome", outcome)], count))
         }
         exported.withLock { exported in
             for (label, dimensions, value) in totals {
@@ -193,8 +186,46 @@ package final class ServiceMetrics: Sendable {
         return registry.emitToString()
     }
 
-    private func gauge(_ label: String, _ value: Int) {
-        Gauge(label: label, factory: factory).record(value)
+    private func renderGauges(_ engine: EngineFigures) {
+        let statistics = engine.statistics
+        let client = statistics.client
+        let labels = engine.labels
+        gauge("fanfare_pushes_in_flight", client.inFlight, labels)
+        gauge("fanfare_pushes_pending", client.pending, labels)
+        gauge("fanfare_apns_connections_open", client.connectionsOpen, labels)
+        gauge("fanfare_apns_connections_draining", client.connectionsDraining, labels)
+        gauge("fanfare_apns_connections_target", client.connectionsTarget, labels)
+        gauge("fanfare_waves_running", statistics.unfinishedWaves, labels)
+        gauge("fanfare_channels_in_use", statistics.channelsInUse, labels)
+        gauge("fanfare_invalid_tokens_held", statistics.invalidTokensHeld, labels)
+        gauge("fanfare_engine_queue_depth", statistics.queuedCommands, labels)
+        gauge("fanfare_provider_key_refused", engine.keyRefused ? 1 : 0, labels)
+    }
+
+    /// An engine's counters as (name, labels, total).
+    private static func totals(_ engine: EngineFigures) -> [(String, [(String, String)], Int)] {
+        let client = engine.statistics.client
+        let labels = engine.labels
+        var totals: [(String, [(String, String)], Int)] = [
+            ("fanfare_push_resends_total", labels, client.resends),
+            ("fanfare_apns_connections_opened_total", labels, client.connectionsOpened),
+            ("fanfare_apns_connections_closed_total", labels, client.connectionsClosed),
+            ("fanfare_apns_reconnect_backoffs_total", labels, client.reconnectBackoffs),
+            ("fanfare_apns_certificate_rejections_total", labels, client.certificateRejections),
+            ("fanfare_apns_connection_scaling_total", labels + [("decision", "up")], client.scaleUps),
+            ("fanfare_apns_connection_scaling_total", labels + [("decision", "down")], client.scaleDowns),
+            ("fanfare_apns_connection_scaling_total", labels + [("decision", "failed")], client.scaleUpFailures),
+        ]
+        for (outcome, count) in [
+            ("delivered", client.delivered), ("rejected", client.rejected), ("failed", client.failed),
+        ] {
+            totals.append(("fanfare_pushes_total", labels + [("outcome", outcome)], count))
+        }
+        return totals
+    }
+
+    private func gauge(_ label: String, _ value: Int, _ dimensions: [(String, String)] = []) {
+        Gauge(label: label, dimensions: dimensions, factory: factory).record(value)
     }
 
     private static func nanoseconds(_ duration: Duration) -> Int64 {

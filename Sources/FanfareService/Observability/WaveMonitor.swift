@@ -1,3 +1,4 @@
+import FanfareClient
 import FanfareFanout
 import Logging
 import Synchronization
@@ -16,9 +17,10 @@ package final class WaveMonitor: Sendable {
         /// has a whole one). This node logs and counts their completion; the others do not, so the cluster's
         /// metrics add up.
         var shared: [UInt64: String] = [:]
-        var established = 0
-        var closed = 0
-        var certificateRejections = 0
+        /// Per engine (an app in one environment): its connection counts at the last check.
+        var connections: [ObjectIdentifier: ConnectionCounts] = [:]
+        /// Per engine: the provider key refusal last logged.
+        var keyRefusals: [ObjectIdentifier: ProviderKeyRotation.Refusal] = [:]
     }
     private let state = Mutex(State())
 
@@ -111,7 +113,13 @@ package final class WaveMonitor: Sendable {
         logger.info("wave complete", metadata: metadata)
     }
 
-    /// One pass: completed waves and connection changes. Called every ~100 ms and once at the end.
+    private struct ConnectionCounts {
+        var established = 0
+        var closed = 0
+        var certificateRejections = 0
+    }
+
+    /// One pass: completed waves and one engine's connection changes. Called every ~100 ms and once at the end.
     package func check(engine: FanoutEngine) {
         let completed: [Wave] = state.withLock { state in
             let done = state.running.filter(\.isComplete)
@@ -122,16 +130,20 @@ package final class WaveMonitor: Sendable {
         let statistics = engine.statistics
         let client = statistics.client
         let (newlyUp, newlyClosed, newRejections) = state.withLock { state in
-            defer {
-                state.established = client.connectionsEstablished
-                state.closed = client.connectionsClosed
-                state.certificateRejections = client.certificateRejections
-            }
+            let key = ObjectIdentifier(engine)
+            let last = state.connections[key] ?? ConnectionCounts()
+            state.connections[key] = ConnectionCounts(
+                established: client.connectionsEstablished, closed: client.connectionsClosed,
+                certificateRejections: client.certificateRejections)
             return (
-                client.connectionsEstablished - state.established, client.connectionsClosed - state.closed,
-                client.certificateRejections - state.certificateRejections
+                client.connectionsEstablished - last.established, client.connectionsClosed - last.closed,
+                client.certificateRejections - last.certificateRejections
             )
         }
+        var logger = self.logger
+        logger[metadataKey: "apns"] = "\(engine.configuration.client.host):\(engine.configuration.client.port)"
+        logger[metadataKey: "topic"] = "\(engine.configuration.client.topic)"
+        logger[metadataKey: "environment"] = "\(engine.configuration.environment)"
         for _ in 0..<max(0, min(newlyUp, 100)) {
             logger.info("apns connection up", metadata: ["open": "\(client.connectionsOpen)"])
         }
@@ -141,6 +153,13 @@ package final class WaveMonitor: Sendable {
             ]
             if let error = statistics.lastConnectionError { metadata["last_error"] = "\(error)" }
             logger.notice("apns connection closed", metadata: metadata)
+        }
+        if let refusal = engine.providerKeyRefusal,
+            state.withLock({ $0.keyRefusals.updateValue(refusal, forKey: ObjectIdentifier(engine)) }) != refusal
+        {
+            logger.error(
+                "apns refused the new provider key: the previous key signs again; check the key's id, team and environments",
+                metadata: ["key_id": "\(refusal.keyID)", "reason": "\(refusal.reason)"])
         }
         if newRejections > 0 {
             logger.error(

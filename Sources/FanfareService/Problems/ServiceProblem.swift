@@ -124,6 +124,9 @@ package struct ServiceProblem: Error, Sendable {
         case .channelManagementNotConfigured: "No APNs channel management configured"
         case .apnsChannelRefused: "APNs refused the channel management call"
         case .apnsChannelUnreachable: "APNs' channel management API could not be reached"
+        case .environmentNotServed: "The app does not send in this environment"
+        case .appsFileInvalid: "The apps file cannot be used"
+        case .noAppsFile: "The service was started without an apps file"
         case ._internal: "Internal error"
         }
     }

@@ -43,9 +43,13 @@ public enum ServiceStartError: Error, Sendable, CustomStringConvertible {
 /// `shutdown()` stops waiting for the engine.
 public final class FanfareServer: Sendable {
     public let configuration: ServiceConfiguration
-    public let engine: FanoutEngine
+    /// The apps served, each with an engine per environment.
+    package let apps: ServedApps
+    package let reloader: AppReloader
+    /// The default app's first engine (the only one of a single-app service).
+    public var engine: FanoutEngine { apps.defaultApp.primaryEngine }
     /// On PostgreSQL: this node's shard leases and feeds (nil on SQLite).
-    public let cluster: ClusterNode?
+    public var cluster: ClusterNode? { apps.defaultApp.clusters.first }
     package let store: any ServiceStorage
     package let metrics: ServiceMetrics
     package let lifecycle = ServiceLifecycleState()
@@ -59,9 +63,9 @@ public final class FanfareServer: Sendable {
     private let shutdownRequests = Atomic<Int>(0)
     private let shutdownStream: AsyncStream<Void>
     private let shutdownContinuation: AsyncStream<Void>.Continuation
-    /// Set when the engine's graceful shutdown (on a thread of its own) has returned.
+    /// Set when the engines' graceful shutdown (on a thread of its own) has returned.
     private let engineStopped = StopSignal()
-    /// Set when `stopEngine` began the engine's graceful shutdown (writes may be refused before it).
+    /// Set when `stopEngine` began the engines' graceful shutdown (writes may be refused before it).
     private let engineStopping = StopSignal()
 
     public init(configuration: ServiceConfiguration) throws(ServiceStartError) {
@@ -72,53 +76,26 @@ public final class FanfareServer: Sendable {
         self.store = store
         let metrics = ServiceMetrics(registry: configuration.metricsRegistry)
         self.metrics = metrics
-        var fanout = configuration.fanout
-        var fanoutLogger = configuration.logger
-        fanoutLogger[metadataKey: "component"] = "fanout"
-        fanout.logger = fanoutLogger
-        fanout.metricsFactory = metrics.factory
-        // At a shutdown the engine waits for the pushes in flight for half of the service's shutdown timeout:
-        // the rest is for the last checkpoints and the requests still open.
-        fanout.shutdownDrainTimeout = configuration.shutdownTimeout / 2
-        // PostgreSQL: one node of a cluster (of one, if alone): the engine sends the shards this node leases.
-        let shared = store as? PostgresTokenStore
-        var clusterConfiguration: ClusterConfiguration?
-        if shared != nil {
-            let cluster =
-                configuration.cluster
-                ?? ClusterConfiguration(
-                    nodeID: ClusterConfiguration.defaultNodeID(), shardCount: fanout.client.workerCount)
-            fanout.leasedShards = true
-            fanout.client.workerCount = cluster.shardCount
-            clusterConfiguration = cluster
-        }
-        do {
-            engine = try FanoutEngine(configuration: fanout, store: store, waveStore: store)
-        } catch {
-            try? store.close()
-            throw .engine(error)
-        }
-        if let shared, let clusterConfiguration, case .postgres(let url) = configuration.database {
-            var clusterLogger = configuration.logger
-            clusterLogger[metadataKey: "component"] = "cluster"
+        var served: [ServedApp] = []
+        let numbering = WaveNumbering()
+        for app in configuration.servedApps {
             do {
-                let node = try ClusterNode(
-                    url: url, engine: engine, configuration: clusterConfiguration, logger: clusterLogger,
-                    checkpointStore: shared, onLeaseLost: configuration.onLeaseLost ?? { _ in })
-                node.start()
-                cluster = node
+                served.append(
+                    try AppEngines.start(
+                        app, configuration: configuration, store: store, metrics: metrics, numbering: numbering))
             } catch {
-                engine.shutdown()
+                for started in served { AppEngines.stop(started) }
                 try? store.close()
-                throw .cluster("\(error)")
+                throw error
             }
-        } else {
-            cluster = nil
         }
+        apps = ServedApps(served)
+        reloader = AppReloader(
+            apps: apps, configuration: configuration, store: store, metrics: metrics, numbering: numbering)
         monitor = WaveMonitor(
             logger: configuration.logger, metrics: metrics, wallClockMilliseconds: configuration.wallClockMilliseconds)
         // A fresh engine's waves are the ones it resumed from an earlier run.
-        for wave in engine.waves { monitor.resumed(wave) }
+        for engine in apps.engines { for wave in engine.waves { monitor.resumed(wave) } }
         blocking = BlockingWork(threads: configuration.blockingThreads)
         idempotency = IdempotencyGate(
             store: store, lifetime: configuration.idempotencyLifetime,
@@ -160,6 +137,12 @@ public final class FanfareServer: Sendable {
         }
     }
 
+    /// Reads the apps file again and applies it (SIGHUP): what changed, or why nothing did. Blocks while engines
+    /// stop and start.
+    public func reloadApps() -> Result<[String], any Error> {
+        do { return .success(try reloader.reload()) } catch { return .failure(error) }
+    }
+
     /// The port the server listens on, once it does (nil if it stopped before, e.g. the address was in use).
     public func listeningPort() async -> Int? { await listening.value() }
 
@@ -172,8 +155,8 @@ public final class FanfareServer: Sendable {
             blocking: blocking, metrics: metrics, logger: logger)
         middlewares.addShared(to: router)
         let api = FanfareAPI(
-            engine: engine, store: store, blocking: blocking, configuration: configuration, metrics: metrics,
-            monitor: monitor, census: makeCensus(), lifecycle: lifecycle, cluster: cluster,
+            apps: apps, reloader: reloader, store: store, blocking: blocking, configuration: configuration,
+            metrics: metrics, monitor: monitor, census: makeCensus(), lifecycle: lifecycle,
             eventStreams: EventStreamLimiter(limit: configuration.maxEventStreams),
             sharedReports: makeSharedReports())
         let transport = FastPathTransport(
@@ -239,20 +222,25 @@ public final class FanfareServer: Sendable {
     private func stopEngine(until deadline: ContinuousClock.Instant) async {
         lifecycle.beginDraining()
         engineStopping.set()
-        let unfinished = engine.statistics.unfinishedWaves
+        let engines = apps.engines
+        let unfinished = engines.reduce(0) { $0 + $1.statistics.unfinishedWaves }
         logger.notice(
             "shutting down: writes are refused, unfinished waves are checkpointed and resume at the next start",
             metadata: [
                 "unfinished_waves": "\(unfinished)",
                 "timeout_s": "\(configuration.shutdownTimeout.components.seconds)",
             ])
-        let engine = self.engine
+        let served = apps.all
         let stopped = engineStopped
-        let cluster = self.cluster
         let thread = Thread {
-            engine.shutdown()
+            // Every engine drains at once: one app's waves do not wait for another's.
+            let group = DispatchGroup()
+            for engine in served.flatMap(\.engines) {
+                DispatchQueue.global().async(group: group) { engine.shutdown() }
+            }
+            group.wait()
             // Then the leases go at once, so other nodes resume this node's waves from its last checkpoints.
-            cluster?.stop()
+            for node in served.flatMap(\.clusters) { node.stop() }
             stopped.set()
         }
         thread.name = "fanfare-engine-shutdown"
@@ -295,9 +283,13 @@ public final class FanfareServer: Sendable {
             // exits (SQLite keeps every committed transaction; the next start resumes from what is there).
             logger.warning("stopping while the engine still shuts down; the registry is left to the process exit")
         } else {
-            await engine.shutdown()
-            await cluster?.stop()
-            monitor.check(engine: engine)
+            for app in apps.all {
+                for engine in app.engines {
+                    await engine.shutdown()
+                    monitor.check(engine: engine)
+                }
+                for node in app.clusters { await node.stop() }
+            }
             monitor.stopped()
             do {
                 try store.close()
@@ -313,7 +305,7 @@ public final class FanfareServer: Sendable {
         var lastPurge = ContinuousClock.now
         var lastSharedCheck = ContinuousClock.now
         while !Task.isCancelled {
-            monitor.check(engine: engine)
+            for engine in apps.engines { monitor.check(engine: engine) }
             // Several nodes: the waves published here, from the store once a second (their shards run anywhere).
             let shared = monitor.sharedWaves
             if !shared.isEmpty, ContinuousClock.now - lastSharedCheck >= .seconds(1) {

@@ -14,8 +14,15 @@ public struct ServiceConfiguration: Sendable {
     /// (PostgreSQL, which several nodes can share). See `database`.
     public var databasePath: String
     /// The engine (APNs client, app, budgets, ...). The service sets its logger, metrics factory and
-    /// push-result observer.
+    /// push-result observer. With `apps`, a template: each app's engines take their client, bundle id,
+    /// environment and channel management from the app, everything else from here.
     public var fanout: FanoutConfiguration
+    /// The apps this deployment sends for (`fanfare serve --apps FILE`); empty: one app, `default`, that
+    /// `fanout` describes.
+    public var apps: [ServiceApp] = []
+    /// Reads the apps again (the apps file and its keys), for `POST /v1/apps/reload` and SIGHUP; nil: the apps
+    /// cannot be reloaded (the service was not started with an apps file).
+    public var reloadApps: (@Sendable () throws -> [ServiceApp])?
     /// API keys; nil: no authentication, which is allowed on loopback only.
     public var apiKeys: APIKeyring?
     /// Largest request body (bytes).
@@ -94,6 +101,15 @@ public struct ServiceConfiguration: Sendable {
         }
     }
 
+    /// The apps served: `apps`, or the one `fanout` describes.
+    public var servedApps: [ServiceApp] {
+        guard apps.isEmpty else { return apps }
+        let environment = ServiceApp.Environment(
+            environment: fanout.environment, client: fanout.client, channelManagement: fanout.channelManagement,
+            keyID: fanout.client.providerTokens?.current().keyID)
+        return [ServiceApp(id: "default", bundleID: fanout.bundleID, isDefault: true, environments: [environment])]
+    }
+
     /// Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).
     public static func isLoopback(_ host: String) -> Bool {
         let lowered = host.lowercased()
@@ -144,8 +160,24 @@ public struct ServiceConfiguration: Sendable {
             return "--max-event-streams must be in 0...--max-api-connections (\(maxAPIConnections))"
         }
         if blockingThreads < 1 || blockingThreads > 64 { return "blocking threads must be in 1...64" }
+        if let problem = appsProblem() { return problem }
         if storedWaveReportsListed < 0 || storedWaveReportsListed > 100_000 {
             return "stored wave reports listed must be in 0...100,000"
+        }
+        return nil
+    }
+
+    /// The first problem of `apps`: ids unique, one default, each app sending somewhere.
+    private func appsProblem() -> String? {
+        var ids = Set<String>()
+        for app in apps {
+            if let problem = app.problem() { return problem }
+            if !ids.insert(app.id).inserted { return "app \(app.id) is configured twice" }
+        }
+        if !apps.isEmpty && apps.filter(\.isDefault).count != 1 { return "exactly one app must be the default" }
+        if case .postgres = database, servedApps.reduce(0, { $0 + $1.environments.count }) > 1 {
+            return "several apps or environments on PostgreSQL are not supported yet (issue 25, in progress): "
+                + "serve them from SQLite, or one app in one environment per PostgreSQL database"
         }
         return nil
     }

@@ -1,4 +1,5 @@
 import ArgumentParser
+import FanfareApps
 import FanfareCommands
 import FanfarePostgres
 import FanfareSQLite
@@ -32,10 +33,16 @@ struct ImportCommand: ParsableCommand {
             """)
     var database = "fanfare.db"
 
-    @Option(help: "The app the tokens belong to.")
-    var bundleId: String
+    @Option(help: "The app the tokens belong to (or --apps FILE with --app ID).")
+    var bundleId: String?
 
-    @Flag(help: "The tokens are APNs sandbox (development) tokens.")
+    @Option(help: "An apps file (as `fanfare serve --apps` reads it), for --app.")
+    var apps: String?
+
+    @Option(help: "The app of --apps the tokens belong to (its id); items may name either environment it sends in.")
+    var app: String?
+
+    @Flag(help: "Items that name no environment are APNs sandbox (development) tokens (default: production).")
     var sandbox = false
 
     @Option(help: "Tokens per registry transaction.")
@@ -57,12 +64,35 @@ struct ImportCommand: ParsableCommand {
         guard (1...16).contains(connections) else {
             throw ValidationError("--connections must be in 1...16 (got \(connections))")
         }
-        guard !bundleId.isEmpty else { throw ValidationError("--bundle-id must not be empty") }
+        switch (bundleId, apps, app) {
+        case (let bundle?, nil, nil):
+            guard !bundle.isEmpty else { throw ValidationError("--bundle-id must not be empty") }
+        case (nil, .some, .some): break
+        case (.some, _, _): throw ValidationError("give --bundle-id, or --apps FILE with --app ID, not both")
+        default: throw ValidationError("give --bundle-id, or --apps FILE with --app ID (the tokens' app)")
+        }
         if database.hasPrefix("postgres://") || database.hasPrefix("postgresql://"),
             let problem = PostgresTokenStore.urlProblem(database)
         {
             throw ValidationError(problem)
         }
+    }
+
+    /// The tokens' app: its name, bundle id and the environments its tokens may be in (`--app` of `--apps`:
+    /// where one of its keys may sign; `--bundle-id`: either).
+    private func target() throws -> (String, String, [APNsEnvironment]) {
+        guard let apps, let app else { return (bundleId ?? "", bundleId ?? "", APNsEnvironment.allCases) }
+        let catalog: AppCatalog
+        do { catalog = try AppCatalog.load(path: apps) } catch {
+            printError("\(error)")
+            throw ExitCode(64)
+        }
+        guard let definition = catalog[app] else {
+            printError(
+                "--app \(app): \(apps) has no such app (it has \(catalog.apps.map(\.id).joined(separator: ", ")))")
+            throw ExitCode(64)
+        }
+        return (definition.id, definition.bundleID, definition.environments)
     }
 
     func run() throws {
@@ -82,7 +112,7 @@ struct ImportCommand: ParsableCommand {
             throw ExitCode(74)
         }
         defer { close() }
-        let environment: APNsEnvironment = sandbox ? .sandbox : .production
+        let (appName, bundleID, environments) = try target()
         let writer = BatchWriter(store: store, inFlight: isPostgres ? connections : 1)
         let progress = ImportProgress(quiet: quiet)
         var filesDone = 0
@@ -91,7 +121,9 @@ struct ImportCommand: ParsableCommand {
             do {
                 let body = try Self.contents(of: file)
                 items = try TokenBatchReader.read(
-                    body, bundleID: bundleId, environment: environment, now: Int64(Date().timeIntervalSince1970 * 1000))
+                    body, app: appName, bundleID: bundleID, environments: environments,
+                    defaultEnvironment: sandbox ? .sandbox : .production,
+                    now: Int64(Date().timeIntervalSince1970 * 1000))
             } catch let problem as ServiceProblem {
                 writer.finish()
                 printError(

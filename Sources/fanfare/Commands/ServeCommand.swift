@@ -81,6 +81,15 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Streams in flight per APNs connection (APNs allows about 1000).")
     var streams = 1000
 
+    @Option(
+        help: """
+            The apps to send for, from a JSON file (docs/service.md, "Apps"): each with its bundle id, team id, provider \
+            keys (a .p8 file or an environment variable holding it; the environments and topics each may sign for) \
+            and, if not Apple's, its endpoints. Replaces --bundle-id, --endpoint, --sandbox, --ca-file and the \
+            authentication flags. SIGHUP or POST /v1/apps/reload reads it again.
+            """)
+    var apps: String?
+
     @Flag(help: "Run the built-in APNs simulator in this process and send to it (nothing else to configure).")
     var simulator = false
 
@@ -188,6 +197,7 @@ struct ServeCommand: AsyncParsableCommand {
         scratch: String, logger: Logger, simulator inProcess: inout APNsSimulator?
     ) throws -> ServiceConfiguration {
         let (host, port) = try Self.parseListen(listen)
+        if let apps { return try appsConfiguration(file: apps, host: host, port: port, logger: logger) }
         let client: ClientConfiguration
         let bundleID: String
         let management: Endpoint?
@@ -211,7 +221,50 @@ struct ServeCommand: AsyncParsableCommand {
             bundleID = connection.bundleId ?? ""
         }
         let fanout = try fanoutConfiguration(client: client, bundleID: bundleID, management: management)
+        return try finish(ServiceConfiguration(host: host, port: port, databasePath: database, fanout: fanout), logger)
+    }
+
+    /// `--apps FILE`: the apps and their environments from the file; the engine template from the other flags.
+    private func appsConfiguration(file: String, host: String, port: Int, logger: Logger) throws -> ServiceConfiguration
+    {
+        if simulator {
+            throw UsageError("--apps with --simulator: give the apps file to `fanfare simulate --apps` too")
+        }
+        if connection.namesAPNs || connection.bundleId != nil || channelManagement != nil {
+            throw UsageError(
+                "--apps names each app's bundle id, keys and endpoints: drop --bundle-id, --endpoint, --sandbox, "
+                    + "--ca-file, --auth-key, --key-id, --team-id and --channel-management")
+        }
+        guard connection.timeout > 0 && connection.timeout <= 3600 else {
+            throw UsageError("--timeout must be between 0 and 3600 seconds")
+        }
+        // The serve flags on a client, taken as the template every app's clients get.
+        var probe = ClientConfiguration(
+            host: "template", port: 443, tls: try TLSContext.client(), providerTokens: nil, topic: "template")
+        probe.requestTimeout = .milliseconds(Int64(connection.timeout * 1000))
+        probe.addressFamilies = try connection.resolvedAddressFamilies()
+        try applyDataPlane(to: &probe)
+        let template = ServeApps.Template.from(probe)
+        let apps = try ServeApps.load(path: file, template: template)
+        guard let first = apps.first(where: \.isDefault) ?? apps.first, let environment = first.environments.first
+        else { throw UsageError("--apps \(file): no app sends in any environment") }
+        var fanout = FanoutConfiguration(
+            client: environment.client, bundleID: first.bundleID, environment: environment.environment)
+        fanout.checkpoints = try checkpoints.configuration()
         var service = ServiceConfiguration(host: host, port: port, databasePath: database, fanout: fanout)
+        service.apps = apps
+        service.reloadApps = { try ServeApps.load(path: file, template: template) }
+        logger.info(
+            "apps",
+            metadata: [
+                "file": "\(file)", "apps": "\(apps.map { "\($0.id) (\($0.bundleID))" }.joined(separator: ", "))",
+            ])
+        return try finish(service, logger)
+    }
+
+    /// The flags every configuration shares: API keys, limits, timeouts, the cluster.
+    private func finish(_ configuration: ServiceConfiguration, _ logger: Logger) throws -> ServiceConfiguration {
+        var service = configuration
         service.apiKeys = try loadAPIKeys()
         service.maxBodyBytes = try Self.parseSize(maxBody, flag: "--max-body")
         service.maxAPIConnections = maxApiConnections
@@ -232,11 +285,7 @@ struct ServeCommand: AsyncParsableCommand {
         client: ClientConfiguration, bundleID: String, management: Endpoint?
     ) throws -> FanoutConfiguration {
         var client = client
-        guard (1...256).contains(workers) else { throw UsageError("--workers must be in 1...256") }
-        guard (1...100_000).contains(streams) else { throw UsageError("--streams must be in 1...100000") }
-        client.workerCount = workers
-        try connectionCount.apply(to: &client, streams: streams)
-        client.maxConcurrentStreamsPerConnection = streams
+        try applyDataPlane(to: &client)
         var fanout = FanoutConfiguration(
             client: client, bundleID: bundleID, environment: connection.sandbox ? .sandbox : .production)
         fanout.checkpoints = try checkpoints.configuration()
@@ -251,6 +300,15 @@ struct ServeCommand: AsyncParsableCommand {
             fanout.channelManagement = channels
         }
         return fanout
+    }
+
+    /// `--workers`, the connection counts and `--streams` on a client.
+    private func applyDataPlane(to client: inout ClientConfiguration) throws {
+        guard (1...256).contains(workers) else { throw UsageError("--workers must be in 1...256") }
+        guard (1...100_000).contains(streams) else { throw UsageError("--streams must be in 1...100000") }
+        client.workerCount = workers
+        try connectionCount.apply(to: &client, streams: streams)
+        client.maxConcurrentStreamsPerConnection = streams
     }
 
     /// On PostgreSQL the node is one of a cluster: its shard count, leases, and what losing a lease does.
@@ -277,8 +335,10 @@ struct ServeCommand: AsyncParsableCommand {
         // Signals arrive blocked in every thread (FanfareMain); one thread of our own takes them.
         let signals = Thread {
             while true {
-                SignalWaiter.wait(seconds: nil)
-                server.shutdown()
+                switch SignalWaiter.waitForServiceSignal() {
+                case .terminate: server.shutdown()
+                case .reload: Self.reload(server, logger: logger)
+                }
             }
         }
         signals.start()
@@ -300,6 +360,18 @@ struct ServeCommand: AsyncParsableCommand {
         } catch {
             logger.error("cannot serve HTTP on \(listen): \(error)")
             throw ExitCode(1)
+        }
+    }
+
+    /// SIGHUP: the apps file read again; what changed (or why nothing did) is logged.
+    private static func reload(_ server: FanfareServer, logger: Logger) {
+        switch server.reloadApps() {
+        case .success(let changes):
+            logger.notice(
+                "apps reloaded (SIGHUP)",
+                metadata: ["changes": "\(changes.isEmpty ? "none" : changes.joined(separator: "; "))"])
+        case .failure(let error):
+            logger.error("apps not reloaded (SIGHUP): \(error); the apps as they were go on")
         }
     }
 

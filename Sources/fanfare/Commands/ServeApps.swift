@@ -1,0 +1,93 @@
+import FanfareApps
+import FanfareClient
+import FanfareCore
+import FanfareIO
+import FanfareService
+import FanfareStorage
+import FanfareTLS
+
+/// `fanfare serve --apps FILE`: the service's apps from the apps file, each environment's client built from the
+/// app's endpoint, trust and signing key, and the serve flags' workers, connections and timeouts (`template`).
+enum ServeApps {
+    /// What every environment's client shares: the serve flags' timeout, address families, workers,
+    /// connections and streams.
+    struct Template: Sendable {
+        var requestTimeout: Duration
+        var addressFamilies: AddressFamilyPreference
+        var workerCount: Int
+        var streams: Int
+        /// nil: the engine's default (autoscaled connections).
+        var connections: ConnectionCount?
+
+        enum ConnectionCount: Sendable {
+            case fixed(Int)
+            case autoscaled(ConnectionAutoscaling?)
+        }
+
+        /// The template's data plane on `client`.
+        func apply(to client: inout ClientConfiguration) {
+            client.requestTimeout = requestTimeout
+            client.addressFamilies = addressFamilies
+            client.workerCount = workerCount
+            client.maxConcurrentStreamsPerConnection = streams
+            switch connections {
+            case .fixed(let count): client.connectionsPerWorker = count
+            case .autoscaled(let settings): client.autoscaling = settings
+            case nil: break
+            }
+        }
+
+        /// The data plane a configured client has (the serve flags applied to it).
+        static func from(_ client: ClientConfiguration) -> Template {
+            Template(
+                requestTimeout: client.requestTimeout, addressFamilies: client.addressFamilies,
+                workerCount: client.workerCount, streams: client.maxConcurrentStreamsPerConnection,
+                connections: !client.connectionCountChosen
+                    ? nil
+                    : client.autoscaling == nil ? .fixed(client.connectionsPerWorker) : .autoscaled(client.autoscaling))
+        }
+    }
+
+    /// The apps file read and turned into the service's apps (any error says what and where).
+    static func load(path: String, template: Template) throws -> [ServiceApp] {
+        let catalog = try AppCatalog.load(path: path)
+        return try catalog.apps.map { try serviceApp($0, template: template) }
+    }
+
+    static func serviceApp(_ app: AppDefinition, template: Template) throws -> ServiceApp {
+        let tls = try TLSContext.client(caFile: app.caFile)
+        var environments: [ServiceApp.Environment] = []
+        for environment in app.environments {
+            guard let key = app.signingKey(for: environment) else { continue }
+            let endpoint = app.endpoint(for: environment)
+            let tokens = ProviderTokenSource(signer: key.signer)
+            var client = ClientConfiguration(
+                host: endpoint.host, port: UInt16(endpoint.port), tls: tls, providerTokens: tokens,
+                topic: Topic.liveActivity(bundleID: app.bundleID))
+            client.bundleID = app.bundleID
+            template.apply(to: &client)
+            var channels: ChannelManagementConfiguration?
+            if let management = app.channelManagementEndpoint(for: environment) {
+                var configuration = ChannelManagementConfiguration(
+                    host: management.host, port: UInt16(management.port), tls: tls, providerTokens: tokens,
+                    bundleID: app.bundleID)
+                configuration.requestTimeout = template.requestTimeout
+                configuration.addressFamilies = template.addressFamilies
+                channels = configuration
+            }
+            let route = "\(endpoint) \(app.caFile ?? "system trust") \(channels.map { "\($0.host):\($0.port)" } ?? "-")"
+            environments.append(
+                ServiceApp.Environment(
+                    environment: environment, client: client, channelManagement: channels, keyID: key.keyID,
+                    keyFingerprint: key.fingerprint, route: route))
+        }
+        let keys = app.keys.map { key in
+            ServiceApp.KeySummary(
+                keyID: key.keyID, teamID: key.teamID,
+                environments: APNsEnvironment.allCases.filter(key.environments.contains), topics: key.topics,
+                source: key.source.description, fingerprint: key.fingerprint)
+        }
+        return ServiceApp(
+            id: app.id, bundleID: app.bundleID, isDefault: app.isDefault, environments: environments, keys: keys)
+    }
+}
