@@ -241,13 +241,14 @@ struct ServeCommand: AsyncParsableCommand {
             client: client, bundleID: bundleID, environment: connection.sandbox ? .sandbox : .production)
         fanout.checkpoints = try checkpoints.configuration()
         if let management {
-            // The push connection's trust store, provider key and timeout.
+            // The push connection's trust store, provider key, timeout and proxy.
             var channels = ChannelManagementConfiguration(
                 host: management.host, port: management.port, tls: client.tls,
                 providerTokens: client.providerTokens,
                 bundleID: bundleID)
             channels.requestTimeout = client.requestTimeout
             channels.addressFamilies = client.addressFamilies
+            channels.proxy = client.proxy
             fanout.channelManagement = channels
         }
         return fanout
@@ -292,6 +293,7 @@ struct ServeCommand: AsyncParsableCommand {
                     "url": "\(scheme)", "database": "\(configuration.databaseDescription)",
                     "api_keys": "\(configuration.apiKeys?.count ?? 0)",
                     "apns": "\(simulator ? "built-in simulator" : configuration.fanout.client.host)",
+                    "proxy": "\(configuration.fanout.client.proxy?.description ?? "none")",
                 ])
             print("fanfare serve: listening on \(scheme)")
         }
@@ -384,6 +386,8 @@ struct ServeCommand: AsyncParsableCommand {
             providerTokens: ProviderTokenSource(signer: signer),
             topic: Topic.liveActivity(bundleID: Self.simulatorBundleID))
         configuration.requestTimeout = .milliseconds(Int64(connection.timeout * 1000))
+        // --proxy holds for the built-in simulator too: a way to try a proxy on one machine.
+        configuration.proxy = try connection.resolvedProxy()
         return configuration
     }
 }
