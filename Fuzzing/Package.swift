@@ -32,6 +32,7 @@ let package = Package(
         fuzzTarget("FuzzHPACK", ["FanfareHTTP2"], local: ["CNghttp2Reference"]),
         fuzzTarget("FuzzClientSession", ["FanfareHTTP2"], local: ["FuzzHTTP2Support"]),
         fuzzTarget("FuzzServerSession", ["FanfareHTTP2"], local: ["FuzzHTTP2Support"]),
+        fuzzTarget("FuzzProxyResponse", ["FanfareHTTP2"]),
         fuzzTarget("FuzzSimulatorRequest", ["FanfareSimulator", "FanfareCore"]),
         fuzzTarget("FuzzJSON", ["FanfareCore"]),
         // FanfareTLS is not a product of the main package; it comes in with FanfareSimulator.

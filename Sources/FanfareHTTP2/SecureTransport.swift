@@ -29,6 +29,8 @@ public enum TransportCloseReason: Sendable, CustomStringConvertible, Equatable {
     case certificateRejected(String)
     case protocolError(String)
     case timeout(String)
+    /// The HTTP proxy did not open the tunnel (a refusal, a malformed answer, or it closed first).
+    case proxy(String)
 
     /// The connection never got as far as TLS (so another address of the host may work).
     public var isConnectFailure: Bool {
@@ -48,6 +50,7 @@ public enum TransportCloseReason: Sendable, CustomStringConvertible, Equatable {
         case .certificateRejected(let message): return "TLS: \(message)"
         case .protocolError(let message): return "HTTP/2: \(message)"
         case .timeout(let what): return "timed out \(what)"
+        case .proxy(let message): return message
         }
     }
 }
@@ -83,7 +86,8 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
     static let lingerLimit: UInt64 = 1_000_000_000
 
     public enum State: Equatable {
-        case idle, connecting, handshaking, established, closing, closed
+        /// `tunnelling`: connected to an HTTP proxy, its answer to CONNECT not read yet (`ProxyTunnel`).
+        case idle, connecting, tunnelling, handshaking, established, closing, closed
     }
 
     // Back references without reference counting: weak/unowned references give the target a side table,
@@ -111,6 +115,8 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
     @exclusivity(unchecked) private var ciphertextOutStart = 0
     @exclusivity(unchecked) private var ciphertextOutCount = 0
     @exclusivity(unchecked) private var address = SocketAddress.unspecified
+    /// The CONNECT exchange before TLS, when the connection goes through an HTTP proxy.
+    @exclusivity(unchecked) private var tunnel: ProxyTunnel?
 
     @exclusivity(unchecked) private var recvInFlight = false
     /// The receive in flight proves the socket empty once the loop's `collections` passes this (see `readThrough`).
@@ -169,11 +175,19 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
 
     // MARK: - Starting
 
-    /// Client side: open a socket to `address` and start the TLS handshake once connected.
-    public func connect(to address: SocketAddress, handshakeTimeout: UInt64) {
+    /// Client side: open a socket to `address` and start the TLS handshake once connected. With `tunnel`,
+    /// `address` is the proxy's: the tunnel opens first, and `handshakeTimeout` covers it too.
+    public func connect(to address: SocketAddress, handshakeTimeout: UInt64, through tunnel: ProxyTunnel? = nil) {
         precondition(state == .idle, "connect on a transport that was already started")
         self.address = address
-        remoteDescription = address.description
+        self.tunnel = tunnel
+        if let tunnel {
+            precondition(tunnel.request.count <= ciphertextOut.count, "a CONNECT request larger than the send buffer")
+            let named = tunnel.proxy == address.description ? "" : " at \(address)"
+            remoteDescription = "proxy \(tunnel.proxy)\(named)"
+        } else {
+            remoteDescription = address.description
+        }
         let socket: Int32
         do {
             socket = try Sockets.makeTCPSocket(for: address)
@@ -337,11 +351,12 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
         }
         guard tag == TimerTag.handshake.rawValue else { return }
         handshakeTimer = nil
-        if state == .connecting || state == .handshaking {
-            beginClose(
-                .timeout(
-                    state == .connecting
-                        ? "connecting to \(remoteDescription)" : "in the TLS handshake with \(remoteDescription)"))
+        switch state {
+        case .connecting: beginClose(.timeout("connecting to \(remoteDescription)"))
+        case .tunnelling:
+            beginClose(.timeout("waiting for \(remoteDescription) to answer CONNECT \(tunnel?.target ?? "")"))
+        case .handshaking: beginClose(.timeout("in the TLS handshake with \(remoteDescription)"))
+        default: break
         }
     }
 
@@ -364,6 +379,10 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
             beginClose(.connectFailed(errno: -result, address: remoteDescription))
             return
         }
+        if tunnel != nil {
+            startTunnel()
+            return
+        }
         state = .handshaking
         advanceHandshake()
         armReceive()
@@ -372,7 +391,7 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
     private func receiveCompleted(_ result: Int32) {
         recvInFlight = false
         guard state == .handshaking || state == .established else {
-            finishIfDrained()
+            if state == .tunnelling { tunnelReceived(result) } else { finishIfDrained() }
             return
         }
         if result == 0 {
@@ -447,6 +466,63 @@ public final class SecureTransport: HTTP2FrameSink, IOHandler {
             submitSend()  // a short write: send the rest
         } else {
             ciphertextOutStart = 0
+            flush()
+        }
+    }
+
+    // MARK: - The CONNECT tunnel
+
+    /// Sends the CONNECT request (plain bytes, straight into the send buffer: TLS has written nothing yet) and
+    /// reads the proxy's answer.
+    private func startTunnel() {
+        guard let request = tunnel?.request else { return }
+        state = .tunnelling
+        request.withUnsafeBytes { ciphertextOut.baseAddress!.copyMemory(from: $0.baseAddress!, byteCount: $0.count) }
+        ciphertextOutStart = 0
+        ciphertextOutCount = request.count
+        submitSend()
+        armReceive()
+    }
+
+    /// The proxy's answer, as it arrives: on a 2xx TLS starts, with the bytes after the head as its first input.
+    private func tunnelReceived(_ result: Int32) {
+        guard var tunnel else { return }
+        let target = tunnel.target
+        if result <= 0 {
+            if result == -EINTR || result == -EAGAIN {
+                armReceive()
+            } else if result == 0 || result == -ECONNRESET {
+                let read = tunnel.head.bytesRead
+                let partly = read == 0 ? "" : " (after \(read) bytes of its answer)"
+                beginClose(
+                    .proxy("\(remoteDescription) closed the connection before answering CONNECT \(target)\(partly)"))
+            } else {
+                beginClose(.socketError(operation: "recv from \(remoteDescription)", errno: -result))
+            }
+            return
+        }
+        bytesReceived &+= UInt64(result)
+        let bytes = UnsafeRawBufferPointer(rebasing: receiveBuffer[0..<Int(result)])
+        self.tunnel = nil  // the head is read in place (no copy of what it kept)
+        let progress = tunnel.head.consume(bytes)
+        self.tunnel = tunnel
+        switch progress {
+        case .needMore:
+            armReceive()
+        case .malformed(let problem):
+            beginClose(.proxy("\(remoteDescription) answered CONNECT \(target) with \(problem)"))
+        case .complete(let status, let reason, let consumed):
+            guard (200..<300).contains(status) else {
+                beginClose(.proxy(tunnel.refusal(status: status, reason: reason)))
+                return
+            }
+            remoteDescription = "\(target) through proxy \(tunnel.proxy)"
+            state = .handshaking
+            // A proxy sends nothing of its own after the head: what follows is the far end's, for TLS.
+            if consumed < bytes.count { tls.receiveCiphertext(UnsafeRawBufferPointer(rebasing: bytes[consumed...])) }
+            advanceHandshake()
+            if state == .established { readDecrypted() }
+            if state == .handshaking || state == .established { armReceive() }
             flush()
         }
     }

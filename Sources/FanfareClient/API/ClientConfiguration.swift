@@ -45,8 +45,12 @@ public struct ClientConfiguration: Sendable {
     /// worker's loop.
     public var addressFamilies: AddressFamilyPreference = .system
     /// Connect to these addresses (tried in order, filtered by `addressFamilies`) instead of looking `host`
-    /// up; `host` still names the server for TLS and `:authority`. For pinned or proxied endpoints.
+    /// up; `host` still names the server for TLS and `:authority`. For pinned endpoints (not with `proxy`).
     public var connectAddresses: [SocketAddress]? = nil
+    /// Reach `host` through this HTTP proxy (CONNECT): each connection connects to the proxy (its host looked up
+    /// like `host`), opens a tunnel within `connectTimeout`, then runs TLS with `host` through it. Nil: directly.
+    /// Never taken from `$HTTPS_PROXY`: a proxy is used only when it is set here.
+    public var proxy: HTTPProxy? = nil
     /// Our own cap on concurrent streams per connection; the server's SETTINGS may lower it further.
     public var maxConcurrentStreamsPerConnection: Int = 1000
     /// Send exactly one request on a fresh token-auth connection and wait for its 200 before fanning out
@@ -92,6 +96,10 @@ public struct ClientConfiguration: Sendable {
         self.providerTokens = providerTokens
         self.topic = topic
     }
+
+    /// What a connection looks up and dials: the proxy when there is one, else the APNs host.
+    var dialHost: String { proxy?.host ?? host }
+    var dialPort: UInt16 { proxy?.port ?? port }
 
     /// Connection slots per worker: the autoscaler's maximum, else the fixed count.
     public var connectionSlotsPerWorker: Int { autoscaling?.maximumConnections ?? connectionsPerWorker }
@@ -198,6 +206,10 @@ extension ClientConfiguration {
             try Self.require(
                 !addressFamilies.apply(to: connectAddresses).isEmpty, "connectAddresses",
                 "none of the \(connectAddresses.count) addresses is of the families asked for (\(addressFamilies))")
+        }
+        if let proxy {
+            try Self.require(connectAddresses == nil, "connectAddresses", "give connectAddresses or a proxy, not both")
+            try proxy.validate(target: host)
         }
         try Self.require(rotateAfterStreams >= 1, "rotateAfterStreams", "\(rotateAfterStreams) must be at least 1")
         try Self.require(maxResends >= 0, "maxResends", "\(maxResends) must not be negative")

@@ -1,4 +1,5 @@
 import FanfareCore
+import FanfareHTTP2
 import FanfareIO
 import FanfareTLS
 
@@ -18,6 +19,8 @@ public struct ChannelManagementConfiguration: Sendable {
     public var addressFamilies: AddressFamilyPreference = .system
     /// Connect to these addresses instead of looking `host` up (`host` still names the server for TLS).
     public var connectAddresses: [SocketAddress]? = nil
+    /// Reach `host` through this HTTP proxy (CONNECT), as `ClientConfiguration.proxy` does. Nil: directly.
+    public var proxy: HTTPProxy? = nil
     /// Time allowed for one call, from the call to APNs' whole answer (connecting included).
     public var requestTimeout: Duration = .seconds(30)
     /// TCP connect + TLS handshake limit.
@@ -75,5 +78,16 @@ public struct ChannelManagementConfiguration: Sendable {
                 !addressFamilies.apply(to: connectAddresses).isEmpty, "connectAddresses",
                 "none is of the families asked for")
         }
+        if let proxy {
+            try require(connectAddresses == nil, "connectAddresses", "give connectAddresses or a proxy, not both")
+            try proxy.validate(target: host)
+        }
     }
+
+    /// What a connection looks up and dials: the proxy when there is one, else the management host.
+    var dialHost: String { proxy?.host ?? host }
+    var dialPort: UInt16 { proxy?.port ?? port }
+
+    /// The tunnel each connection opens first, when there is a proxy.
+    var tunnel: ProxyTunnel? { proxy?.tunnel(to: host, port: port) }
 }

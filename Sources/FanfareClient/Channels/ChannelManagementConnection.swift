@@ -36,7 +36,8 @@ final class ChannelManagementConnection: HTTP2ClientSessionDelegate, SecureTrans
 
     func start(address: SocketAddress) {
         lastActivityAt = worker.loop.now
-        transport.connect(to: address, handshakeTimeout: worker.configuration.connectTimeout.nanoseconds)
+        transport.connect(
+            to: address, handshakeTimeout: worker.configuration.connectTimeout.nanoseconds, through: worker.tunnel)
     }
 
     var hasFreeSlot: Bool { !isClosed && calls.contains { $0 == nil } }

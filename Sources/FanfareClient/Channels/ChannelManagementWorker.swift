@@ -15,6 +15,8 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
     static let maximumResends = 3
 
     let configuration: ChannelManagementConfiguration
+    /// The CONNECT tunnel every connection opens first, when the configuration has a proxy (made once).
+    let tunnel: ProxyTunnel?
     private let resolver: HostResolver
     private let inbox = Mutex<(calls: [ChannelManagementCall], closed: Bool)>(([], false))
     private let wakerReference = AtomicLazyReference<IOWaker>()
@@ -34,6 +36,7 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
     init(configuration: ChannelManagementConfiguration, resolver: HostResolver) {
         self.configuration = configuration
         self.resolver = resolver
+        tunnel = configuration.tunnel
     }
 
     func attach(to loop: IOLoop) {
@@ -125,8 +128,9 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
             return
         }
         resolving = true
-        resolver.resolve(host: configuration.host, port: configuration.port, preference: configuration.addressFamilies)
-        { [self] result in
+        resolver.resolve(
+            host: configuration.dialHost, port: configuration.dialPort, preference: configuration.addressFamilies
+        ) { [self] result in
             resolvedBox.withLock { $0 = result }
             wakerReference.load()?.wake()
         }
@@ -143,7 +147,7 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
         resolving = false
         switch result {
         case .success(let addresses): connect(to: addresses)
-        case .failure(let error): failWaiting(cause: "cannot resolve \(configuration.host): \(error)")
+        case .failure(let error): failWaiting(cause: "cannot resolve \(dialName): \(error)")
         }
     }
 
@@ -151,7 +155,7 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
     private func connect(to addresses: [SocketAddress]) {
         guard !stopping, !addresses.isEmpty else {
             if addresses.isEmpty {
-                failWaiting(cause: "\(configuration.host) has no address of the families asked for")
+                failWaiting(cause: "\(dialName) has no address of the families asked for")
             }
             return
         }
@@ -167,6 +171,9 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
         connection = newConnection
         newConnection.start(address: addresses[0])
     }
+
+    /// What connections dial, for messages.
+    private var dialName: String { configuration.proxy.map { "proxy \($0.name)" } ?? configuration.host }
 
     private func failWaiting(cause: String) {
         for call in waiting { call.fail(.transport(cause, mayHaveBeenProcessed: false)) }

@@ -89,7 +89,8 @@ final class APNsConnection: HTTP2ClientSessionDelegate, SecureTransportDelegate,
         let id = worker.loop.register(self)
         handlerID = id
         lastReceiveAt = worker.loop.now
-        transport.connect(to: address, handshakeTimeout: worker.configuration.connectTimeout.nanoseconds)
+        transport.connect(
+            to: address, handshakeTimeout: worker.configuration.connectTimeout.nanoseconds, through: worker.tunnel)
     }
 
     // MARK: - Admission

@@ -40,6 +40,8 @@ final class PushWorker: IOHandler, @unchecked Sendable {
     @exclusivity(unchecked) var measurement = AutoscaleMeasurement()
     /// getaddrinfo blocks, so it runs on the resolver's thread; results come back here and wake the loop.
     private let resolver: HostResolver
+    /// The CONNECT tunnel every connection opens first, when the configuration has a proxy (made once).
+    let tunnel: ProxyTunnel?
     private let resolved = Mutex<[(slot: Int, result: Result<[SocketAddress], IOError>)]>([])
     private let hasResolved = Atomic<Bool>(false)
     @exclusivity(unchecked) private var needsAdmission = false
@@ -88,6 +90,7 @@ final class PushWorker: IOHandler, @unchecked Sendable {
         self.index = index
         self.configuration = configuration
         self.resultHandler = resultHandler
+        tunnel = configuration.proxy?.tunnel(to: configuration.host, port: configuration.port)
         inbox = BoundedMPSCQueue(capacity: configuration.inboxCapacityPerWorker)
         let slotCount = configuration.connectionSlotsPerWorker
         let reserve = slotCount * configuration.maxConcurrentStreamsPerConnection
@@ -152,12 +155,12 @@ final class PushWorker: IOHandler, @unchecked Sendable {
             slots[slot].nextAddress = 0
         }
         guard slots[slot].nextAddress < slots[slot].addresses.count else {
-            // APNs asks for an uncached lookup per new connection, to spread load over its servers. It
-            // runs off this thread; `takeResolvedAddresses` continues here.
+            // APNs asks for an uncached lookup per new connection, to spread load over its servers (a proxy is
+            // looked up the same way). It runs off this thread; `takeResolvedAddresses` continues here.
             guard !slots[slot].resolving else { return }
             slots[slot].resolving = true
             resolver.resolve(
-                host: configuration.host, port: configuration.port, preference: configuration.addressFamilies
+                host: configuration.dialHost, port: configuration.dialPort, preference: configuration.addressFamilies
             ) {
                 [self] result in
                 resolved.withLock { $0.append((slot, result)) }

@@ -43,6 +43,15 @@ public struct ConnectionOptions: ParsableArguments {
     )
     var addressFamily: String = "system"
 
+    @Option(
+        help: """
+            Reach APNs (pushes and channel management) through this HTTP proxy with CONNECT: http://host:port, or \
+            http://user:password@host:port (visible in ps: give user:password in $FANFARE_PROXY_AUTH instead). Only \
+            this flag sets a proxy: $HTTPS_PROXY and $https_proxy are not read. TLS still runs with APNs, through the \
+            tunnel.
+            """)
+    var proxy: String?
+
     public init() {}
 
     func resolvedEndpoint() throws(UsageError) -> Endpoint {
@@ -72,6 +81,7 @@ public struct ConnectionOptions: ParsableArguments {
             host: endpoint.host, port: endpoint.port, tls: tls, providerTokens: tokens, bundleID: bundleID)
         configuration.requestTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.addressFamilies = try Self.addressFamilies(addressFamily)
+        configuration.proxy = try resolvedProxy()
         return configuration
     }
 
@@ -85,7 +95,37 @@ public struct ConnectionOptions: ParsableArguments {
         configuration.bundleID = bundleId
         configuration.requestTimeout = .milliseconds(Int64(timeout * 1000))
         configuration.addressFamilies = try Self.addressFamilies(addressFamily)
+        configuration.proxy = try resolvedProxy()
         return configuration
+    }
+
+    /// `--proxy`, with the credentials of `$FANFARE_PROXY_AUTH` when it has none of its own; nil without the flag
+    /// (the variable alone sets nothing).
+    public func resolvedProxy() throws(UsageError) -> HTTPProxy? {
+        guard let proxy else { return nil }
+        var parsed: HTTPProxy
+        do {
+            parsed = try HTTPProxy(url: proxy)
+        } catch {
+            throw UsageError("--proxy '\(HTTPProxy.redacting(proxy))': \(error)")
+        }
+        if let credentials = ProcessInfo.processInfo.environment[Self.proxyAuthVariable], !credentials.isEmpty {
+            guard parsed.username == nil else {
+                throw UsageError("--proxy has credentials and so has $\(Self.proxyAuthVariable): give them once")
+            }
+            guard let colon = credentials.firstIndex(of: ":") else {
+                throw UsageError("$\(Self.proxyAuthVariable) must be user:password")
+            }
+            parsed.username = String(credentials[..<colon])
+            parsed.password = String(credentials[credentials.index(after: colon)...])
+        }
+        do {
+            try parsed.validate()
+        } catch {
+            let problem = if case .invalid(_, let problem) = error { problem } else { "\(error)" }
+            throw UsageError("--proxy '\(HTTPProxy.redacting(proxy))': \(problem)")
+        }
+        return parsed
     }
 
     /// Trust store, client certificate, provider token and bundle id, checked with a clear message each.
@@ -121,6 +161,8 @@ public struct ConnectionOptions: ParsableArguments {
 
     /// The environment variable that may hold the provider key's PEM text instead of `--auth-key`.
     static let authKeyVariable = "FANFARE_AUTH_KEY"
+    /// The environment variable that may hold `--proxy`'s `user:password`, out of sight of ps.
+    static let proxyAuthVariable = "FANFARE_PROXY_AUTH"
 
     /// Whether any flag that points at APNs or authenticates to it was given (`serve --simulator` takes none).
     public var namesAPNs: Bool {

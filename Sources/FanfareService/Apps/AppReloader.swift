@@ -49,6 +49,7 @@ package final class AppReloader: Sendable {
         guard let load = configuration.reloadApps else { throw .noAppsFile }
         let wanted: [ServiceApp]
         do { wanted = try load() } catch { throw .invalid("\(error)") }
+        guard !wanted.isEmpty else { throw .invalid("the apps file lists no app: give at least one") }
         var checked = configuration
         checked.apps = wanted
         if let problem = checked.problem() { throw .invalid(problem) }

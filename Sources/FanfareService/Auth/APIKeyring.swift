@@ -77,8 +77,8 @@ public struct APIKeyring: Sendable {
             guard fields.count == 2 || fields.count == 3 else {
                 throw APIKeyFileError(
                     path: path, line: lineNumber,
-                    problem: "expected a key, its scopes (comma-separated: register, publish, read, admin) and "
-                        + "optionally apps=ID,ID; found \(fields.count) fields")
+                    problem: "expected a key and its scopes (comma-separated: register, publish, read, admin), "
+                        + "optionally followed by apps=ID,ID; found \(fields.count) fields")
             }
             let apps = try fields.count == 3 ? Self.apps(fields[2], path: path, line: lineNumber) : nil
             let key = fields[0]

@@ -18,6 +18,8 @@ enum ServeApps {
         var streams: Int
         /// nil: the engine's default (autoscaled connections).
         var connections: ConnectionCount?
+        /// `--proxy`: every app's push and channel-management connections go through it.
+        var proxy: HTTPProxy?
 
         enum ConnectionCount: Sendable {
             case fixed(Int)
@@ -30,6 +32,7 @@ enum ServeApps {
             client.addressFamilies = addressFamilies
             client.workerCount = workerCount
             client.maxConcurrentStreamsPerConnection = streams
+            client.proxy = proxy
             switch connections {
             case .fixed(let count): client.connectionsPerWorker = count
             case .autoscaled(let settings): client.autoscaling = settings
@@ -44,7 +47,8 @@ enum ServeApps {
                 workerCount: client.workerCount, streams: client.maxConcurrentStreamsPerConnection,
                 connections: !client.connectionCountChosen
                     ? nil
-                    : client.autoscaling == nil ? .fixed(client.connectionsPerWorker) : .autoscaled(client.autoscaling))
+                    : client.autoscaling == nil ? .fixed(client.connectionsPerWorker) : .autoscaled(client.autoscaling),
+                proxy: client.proxy)
         }
     }
 
@@ -73,6 +77,7 @@ enum ServeApps {
                     bundleID: app.bundleID)
                 configuration.requestTimeout = template.requestTimeout
                 configuration.addressFamilies = template.addressFamilies
+                configuration.proxy = template.proxy
                 channels = configuration
             }
             let route = "\(endpoint) \(app.caFile ?? "system trust") \(channels.map { "\($0.host):\($0.port)" } ?? "-")"

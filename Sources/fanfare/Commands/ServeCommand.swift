@@ -243,6 +243,7 @@ struct ServeCommand: AsyncParsableCommand {
             host: "template", port: 443, tls: try TLSContext.client(), providerTokens: nil, topic: "template")
         probe.requestTimeout = .milliseconds(Int64(connection.timeout * 1000))
         probe.addressFamilies = try connection.resolvedAddressFamilies()
+        probe.proxy = try connection.resolvedProxy()
         try applyDataPlane(to: &probe)
         let template = ServeApps.Template.from(probe)
         let apps = try ServeApps.load(path: file, template: template)
@@ -290,13 +291,14 @@ struct ServeCommand: AsyncParsableCommand {
             client: client, bundleID: bundleID, environment: connection.sandbox ? .sandbox : .production)
         fanout.checkpoints = try checkpoints.configuration()
         if let management {
-            // The push connection's trust store, provider key and timeout.
+            // The push connection's trust store, provider key, timeout and proxy.
             var channels = ChannelManagementConfiguration(
                 host: management.host, port: management.port, tls: client.tls,
                 providerTokens: client.providerTokens,
                 bundleID: bundleID)
             channels.requestTimeout = client.requestTimeout
             channels.addressFamilies = client.addressFamilies
+            channels.proxy = client.proxy
             fanout.channelManagement = channels
         }
         return fanout
@@ -352,6 +354,7 @@ struct ServeCommand: AsyncParsableCommand {
                     "url": "\(scheme)", "database": "\(configuration.databaseDescription)",
                     "api_keys": "\(configuration.apiKeys?.count ?? 0)",
                     "apns": "\(simulator ? "built-in simulator" : configuration.fanout.client.host)",
+                    "proxy": "\(configuration.fanout.client.proxy?.description ?? "none")",
                 ])
             print("fanfare serve: listening on \(scheme)")
         }
@@ -456,6 +459,8 @@ struct ServeCommand: AsyncParsableCommand {
             providerTokens: ProviderTokenSource(signer: signer),
             topic: Topic.liveActivity(bundleID: Self.simulatorBundleID))
         configuration.requestTimeout = .milliseconds(Int64(connection.timeout * 1000))
+        // --proxy holds for the built-in simulator too: a way to try a proxy on one machine.
+        configuration.proxy = try connection.resolvedProxy()
         return configuration
     }
 }
