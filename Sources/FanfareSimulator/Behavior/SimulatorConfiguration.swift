@@ -220,6 +220,7 @@ public struct SimulatorConfiguration: Sendable, Equatable {
         let bundleBytes = Array(bundleID.utf8)
         let bundleIsValid = bundleBytes.withUnsafeBytes { HeaderSyntax.isTopicSyntax($0) }
         try Self.require(bundleIsValid, "bundleID", "'\(bundleID)' must be non-empty and use only A-Z a-z 0-9 . -")
+        try Self.require(bundleBytes.count <= 255, "bundleID", "must be at most 255 bytes")
         try validateHTTP2Settings()
         try validateFaults()
         try validateRequestLimits()
