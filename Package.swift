@@ -75,10 +75,10 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"), .product(name: "Metrics", package: "swift-metrics"),
             ]
         ),
-        // The APNs simulator: same stack, server side.
+        // The APNs simulator: same stack, server side. It serves the apps of an apps file (FanfareApps).
         .target(
             name: "FanfareSimulator",
-            dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CURing"]
+            dependencies: ["FanfareCore", "FanfareIO", "FanfareTLS", "FanfareHTTP2", "CURing", "FanfareApps", "FanfareStorage"]
         ),
         // Load generation and measurement (`fanfare load`): closed/open loop, HdrHistogram latency.
         .target(
@@ -155,7 +155,7 @@ let package = Package(
             name: "FanfareCommands",
             dependencies: [
                 "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareLoad", "FanfareIO", "CURing",
-                "FanfareStorage", "FanfareSQLite", "FanfareFanout",
+                "FanfareStorage", "FanfareSQLite", "FanfareFanout", "FanfareApps",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -205,7 +205,9 @@ let package = Package(
         // HPACK and HTTP/2 framing, checked against nghttp2's own encoder and decoder.
         .testTarget(
             name: "FanfareHTTP2Tests", dependencies: ["FanfareHTTP2", "FanfareCore", "FanfareClient", "CNghttp2", "FanfareTestSupport"]),
-        .testTarget(name: "FanfareSimulatorTests", dependencies: ["FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareTestSupport"]),
+        .testTarget(
+            name: "FanfareSimulatorTests",
+            dependencies: ["FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareApps", "FanfareTestSupport"]),
         .testTarget(
             name: "LoadTests",
             dependencies: ["FanfareLoad", "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareTestSupport"]
@@ -271,7 +273,7 @@ let package = Package(
             name: "EndToEndTests",
             dependencies: [
                 "FanfareClient", "FanfareSimulator", "FanfareCore", "FanfareTLS", "FanfareIO", "FanfareFanout", "FanfareStorage", "FanfareSQLite",
-                "FanfareTestSupport", "FanfareTestHarness",
+                "FanfareApps", "FanfareTestSupport", "FanfareTestHarness",
             ]
         ),
     ]

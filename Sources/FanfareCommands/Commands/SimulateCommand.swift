@@ -1,4 +1,5 @@
 import ArgumentParser
+import FanfareApps
 import FanfareCore
 import FanfareIO
 import FanfareSimulator
@@ -28,11 +29,46 @@ public struct SimulateCommand: ParsableCommand {
             broadcasts on the push port are checked against those channels. Channels are kept in \
             <state-dir>/channels across restarts (--memory-channels: in memory only); deleted ids are never \
             reused. --key-environment and --key-topics describe 2025-style provider keys.
+
+            Several apps and both environments: --apps FILE reads the apps file `fanfare serve --apps` reads (bundle \
+            ids, teams, provider keys with their environments and topics; each key verifies with the public half of \
+            its .p8) and serves production and sandbox at once, on the file's endpoints (--listen and \
+            --sandbox-listen override them; without them 127.0.0.1:2197 and 127.0.0.1:2198). --sandbox-listen adds \
+            the sandbox to the single app too. --sandbox-token-prefix tells sandbox tokens from production ones: a \
+            token sent to the other environment gets 400 BadDeviceToken, as APNs answers it. With --log, each \
+            accepted push's line names its environment, app, key id and team.
             """
     )
 
-    @Option(help: "Address to listen on (host:port; port 0 picks a free one).")
-    var listen: String = "127.0.0.1:2197"
+    @Option(
+        help:
+            "Address to listen on (host:port; port 0 picks a free one; default 127.0.0.1:2197, or the --apps file's production endpoint)."
+    )
+    var listen: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "Serve the apps of this apps file, in production and sandbox at once (the file `fanfare serve --apps` reads).",
+            valueName: "file"))
+    var apps: String?
+
+    @Option(
+        help:
+            "Also serve the sandbox environment on this address (host:port; 0 picks a free port; with --apps the default is the file's sandbox endpoint, else 127.0.0.1:2198)."
+    )
+    var sandboxListen: String?
+
+    @Option(
+        help:
+            "Serve the sandbox's channel-management API on this port of the --sandbox-listen host (0 picks a free one)."
+    )
+    var sandboxManagementPort: Int?
+
+    @Option(
+        help: ArgumentHelp(
+            "Tokens whose hex starts with HEX are sandbox tokens, the others production tokens (the other environment answers 400 BadDeviceToken).",
+            valueName: "hex"))
+    var sandboxTokenPrefix: String?
 
     @Option(help: "Server certificate chain (PEM).")
     var cert: String?
@@ -49,14 +85,23 @@ public struct SimulateCommand: ParsableCommand {
     @Flag(help: "Write a new CA, server certificate and provider key into --state-dir even if valid ones are there.")
     var regenerateState = false
 
-    @Option(help: "The only accepted JWT team ID (iss).")
-    var teamId: String = "TEAMID0001"
+    @Option(name: .customLong("team-id"), help: "The only accepted JWT team ID (iss; default TEAMID0001).")
+    var teamIdOption: String?
 
-    @Option(help: "The only accepted JWT key ID (kid).")
-    var keyId: String = "FANFARE001"
+    @Option(name: .customLong("key-id"), help: "The only accepted JWT key ID (kid; default FANFARE001).")
+    var keyIdOption: String?
 
-    @Option(help: "The app's bundle ID (topics are <bundle> or <bundle>.push-type.liveactivity, ...).")
-    var bundleId: String = "com.example.fanfare"
+    @Option(
+        name: .customLong("bundle-id"),
+        help:
+            "The app's bundle ID (topics are <bundle> or <bundle>.push-type.liveactivity, ...; default com.example.fanfare)."
+    )
+    var bundleIdOption: String?
+
+    // Optional above so that --apps can refuse them: they describe the one app the file replaces.
+    var teamId: String { teamIdOption ?? "TEAMID0001" }
+    var keyId: String { keyIdOption ?? "FANFARE001" }
+    var bundleId: String { bundleIdOption ?? "com.example.fanfare" }
 
     @Flag(help: "Play the development environment (adds apns-unique-id to 200s).")
     var sandbox = false
@@ -197,10 +242,7 @@ public struct SimulateCommand: ParsableCommand {
             printError("\(error)")
             throw ExitCode(1)
         }
-        print("simulating APNs on https://\(simulator.boundAddress)")
-        if let management = simulator.managementAddress {
-            print("channel management on https://\(management)")
-        }
+        printWhereItListens(simulator)
         print(
             memoryChannels
                 ? "broadcast channels: in memory only (lost when the simulator stops)"
@@ -213,8 +255,11 @@ public struct SimulateCommand: ParsableCommand {
     }
 
     public func start() throws -> APNsSimulator {
-        let configuration = try simulatorConfiguration()
-        let options = try simulatorOptions()
+        // With --apps the certificate comes first: the file's ca_file may name the CA it writes into --state-dir.
+        let appsTLS = apps == nil ? nil : try makeServerTLS()
+        let catalog = try loadApps()
+        let configuration = try simulatorConfiguration(catalog)
+        let options = try simulatorOptions(catalog, tls: appsTLS)
         do {
             return try APNsSimulator(configuration: configuration, options: options)
         } catch let error as ChannelStateFileError {
@@ -222,12 +267,15 @@ public struct SimulateCommand: ParsableCommand {
         }
     }
 
-    /// The simulated APNs's behaviour from the options, validated (a bad one is a usage error).
-    private func simulatorConfiguration() throws -> SimulatorConfiguration {
+    /// The simulated APNs's behaviour from the options (and the apps file's apps), validated (a bad one is a usage
+    /// error).
+    private func simulatorConfiguration(_ catalog: AppCatalog?) throws -> SimulatorConfiguration {
         var configuration = SimulatorConfiguration()
         configuration.bundleID = bundleId
         configuration.teamID = teamId
         configuration.keyID = keyId
+        if let catalog { configuration.apps = SimulatedApp.apps(of: catalog) }
+        configuration.sandboxTokenPrefix = sandboxTokenPrefix
         configuration.environment = sandbox ? .sandbox : .production
         configuration.maxConcurrentStreams = maxStreams
         configuration.initialMaxConcurrentStreams = initialStreams
@@ -323,25 +371,23 @@ public struct SimulateCommand: ParsableCommand {
     }
 
     /// Where and how the simulator serves: its addresses, TLS and provider-token keys (made in `--state-dir`
-    /// unless given), threads and where channels are kept.
-    private func simulatorOptions() throws -> APNsSimulator.Options {
+    /// unless given or the apps file's), threads and where channels are kept.
+    private func simulatorOptions(_ catalog: AppCatalog?, tls: TLSContext?) throws -> APNsSimulator.Options {
         guard threads >= 1 && threads <= 256 else { throw UsageError("--threads must be 1...256") }
-        let listenAddress = try parseListenAddress(listen)
-        let tls = try makeServerTLS()
-        let verifier = try makeVerifier()
-        var options = APNsSimulator.Options(listen: listenAddress, tls: tls, verifier: verifier)
+        let addresses = try listenAddresses(catalog)
+        let tls = try tls ?? makeServerTLS()
+        // The apps' keys each verify with their own public key (the simulator builds those verifiers).
+        let verifier = catalog == nil ? try makeVerifier() : nil
+        var options = APNsSimulator.Options(listen: addresses.push, tls: tls, verifier: verifier)
+        options.sandboxListen = addresses.sandbox
+        options.managementListen = addresses.management
+        options.sandboxManagementListen = addresses.sandboxManagement
         options.threads = threads
         options.cpuAffinity = try cpus.map { try parseCPUList($0) }
         options.acceptedLogPath = log
         if let maxStreamsPerThread {
             guard maxStreamsPerThread >= 1 else { throw UsageError("--max-streams-per-thread must be at least 1") }
             options.maxStreamsPerWorker = maxStreamsPerThread
-        }
-        if let managementPort {
-            guard managementPort >= 0 && managementPort <= 65535 else {
-                throw UsageError("--management-port must be in 0...65535")
-            }
-            options.managementListen = try SocketAddress(ip: listenAddress.host, port: UInt16(managementPort))
         }
         if !memoryChannels {
             do {

@@ -31,12 +31,15 @@ public enum AcceptedPushLogError: Error, Equatable, CustomStringConvertible {
 /// ```
 /// {"time":1735689600123,"token":"<hex>","topic":"com.example.fanfare.push-type.liveactivity",
 ///  "push-type":"liveactivity","priority":10,"apns-id":"<uuid>","expiration":0,"collapse-id":null,
+///  "environment":"production","bundle-id":"com.example.fanfare","key-id":"KEYID00001","team-id":"TEAMID0001",
 ///  "payload":{"aps":{...}}}
 /// ```
 /// (shown wrapped; each record is a single line). `time` is milliseconds since the epoch; `priority` is 10
 /// when the header was absent; absent headers are `null`; a broadcast push has `"token":null` and an extra
-/// `"channel-id"` and `"apns-request-id"` (the request's, or null). `payload` is the body re-emitted without
-/// insignificant whitespace; a body that is not
+/// `"channel-id"` and `"apns-request-id"` (the request's, or null). `environment` is the listener's the push
+/// arrived at, `bundle-id` the app its topic (or broadcast path) named, `key-id` and `team-id` the `kid` and `iss` of
+/// the provider token it was accepted with (`AcceptedPushOrigin`; null when not known). `payload` is the body
+/// re-emitted without insignificant whitespace; a body that is not
 /// valid JSON (when the simulator's JSON check is off) is `"payload":null` plus `"payload-text":"…"`.
 ///
 /// `apns-id` is the response's: the request's own when it sent a valid one (lower-cased), so a push sent
@@ -103,22 +106,29 @@ public final class AcceptedPushLog {
     @inline(__always)
     public var hasBufferedRecords: Bool { used > 0 }
 
-    /// The most bytes one record can take for a request head of these capacities (size a buffer with it).
+    /// The most bytes one record can take for a request head of these capacities (size a buffer with it). The
+    /// origin's key and team come from the JWT, which is in the arena: the arena counts twice. A bundle id is at most
+    /// 255 bytes (`SimulatorConfiguration.validate`).
     public static func worstCaseRecordBytes(arenaCapacity: Int, bodyCapacity: Int) -> Int {
-        256 + 6 * (36 + arenaCapacity + bodyCapacity)
+        Self.fixedRecordBytes + 6 * (36 + 255 + 2 * arenaCapacity + bodyCapacity)
     }
+
+    /// Keys, punctuation, numbers and an origin's environment.
+    static let fixedRecordBytes = 512
 
     deinit {
         try? close()
         buffer.deallocate()
     }
 
-    /// Adds one accepted push. `apnsID` is the `apns-id` of the response (echoed or generated).
+    /// Adds one accepted push. `apnsID` is the `apns-id` of the response (echoed or generated); `origin` says where
+    /// it arrived and with which key.
     public func append(
-        _ head: borrowing RequestHead, apnsID: UnsafeRawBufferPointer, now: SimulatorInstant
+        _ head: borrowing RequestHead, apnsID: UnsafeRawBufferPointer, now: SimulatorInstant,
+        origin: AcceptedPushOrigin = AcceptedPushOrigin()
     ) throws(AcceptedPushLogError) {
         precondition(descriptor >= 0, "log is closed")
-        let bound = Self.recordBound(head, apnsID: apnsID)
+        let bound = Self.recordBound(head, apnsID: apnsID, origin: origin)
         // Size the buffer with worstCaseRecordBytes for the heads it logs; this is a programming error.
         precondition(bound <= buffer.count, "a record cannot fit the log buffer; raise bufferCapacity")
         if bound > buffer.count - used { try flush() }
@@ -162,6 +172,7 @@ public final class AcceptedPushLog {
         }
         put(",\"collapse-id\":")
         putOptionalString(head.value(.apnsCollapseID))
+        putOrigin(origin)
         put(",\"payload\":")
         let body = head.body
         if head.isBodyFullyStored, body.count > 0, SimulatorJSON.isValid(body) {
@@ -205,13 +216,32 @@ public final class AcceptedPushLog {
     // MARK: - Record building (no allocation)
 
     /// An upper bound of one record's size: fixed keys plus 6 bytes per value byte (the `\u00XX` escape).
-    static func recordBound(_ head: borrowing RequestHead, apnsID: UnsafeRawBufferPointer) -> Int {
+    static func recordBound(
+        _ head: borrowing RequestHead, apnsID: UnsafeRawBufferPointer, origin: AcceptedPushOrigin
+    ) -> Int {
         let valueBytes =
             apnsID.count + head.body.count + (head.value(.path)?.count ?? 0)
             + (head.value(.apnsChannelID)?.count ?? 0) + (head.value(.apnsRequestID)?.count ?? 0)
             + (head.value(.apnsTopic)?.count ?? 0)
             + (head.value(.apnsPushType)?.count ?? 0) + (head.value(.apnsCollapseID)?.count ?? 0)
-        return 256 + 6 * valueBytes
+            + (origin.bundleID?.count ?? 0) + (origin.keyID?.utf8.count ?? 0) + (origin.teamID?.utf8.count ?? 0)
+        return Self.fixedRecordBytes + 6 * valueBytes
+    }
+
+    /// `"environment"`, `"bundle-id"`, `"key-id"` and `"team-id"`: interned or borrowed bytes, nothing built per line.
+    private func putOrigin(_ origin: AcceptedPushOrigin) {
+        put(",\"environment\":")
+        switch origin.environment {
+        case .production?: put("\"production\"")
+        case .sandbox?: put("\"sandbox\"")
+        case nil: put("null")
+        }
+        put(",\"bundle-id\":")
+        putOptionalString(origin.bundleID)
+        put(",\"key-id\":")
+        putOptionalString(origin.keyID)
+        put(",\"team-id\":")
+        putOptionalString(origin.teamID)
     }
 
     private func put(_ literal: StaticString) {
@@ -228,6 +258,12 @@ public final class AcceptedPushLog {
 
     private func putOptionalString(_ value: UnsafeRawBufferPointer?) {
         if let value { putString(value) } else { put("null") }
+    }
+
+    /// A `String`'s UTF-8 in place (a key or team id is a small string: no allocation).
+    private func putOptionalString(_ value: String?) {
+        guard var value else { return put("null") }
+        value.withUTF8 { putString(UnsafeRawBufferPointer($0)) }
     }
 
     /// A JSON string: quotes, backslash and control bytes escaped; valid UTF-8 kept; invalid bytes → U+FFFD.
@@ -269,5 +305,26 @@ public final class AcceptedPushLog {
 
     private static func hexDigit(_ nibble: UInt8) -> UInt8 {
         nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+    }
+}
+
+/// Where an accepted push arrived and with which provider key, for its log record (`AcceptedPushLog.append`).
+public struct AcceptedPushOrigin {
+    /// The environment of the listener it arrived at.
+    public var environment: SimulatorConfiguration.Environment?
+    /// The bundle id of the app its topic (or broadcast path) named; the bytes must outlive the `append` call.
+    public var bundleID: UnsafeRawBufferPointer?
+    /// The provider token's `kid` and `iss`.
+    public var keyID: String?
+    public var teamID: String?
+
+    public init(
+        environment: SimulatorConfiguration.Environment? = nil, bundleID: UnsafeRawBufferPointer? = nil,
+        keyID: String? = nil, teamID: String? = nil
+    ) {
+        self.environment = environment
+        self.bundleID = bundleID
+        self.keyID = keyID
+        self.teamID = teamID
     }
 }

@@ -27,12 +27,34 @@ public protocol ProviderTokenVerifying: Sendable {
     func verify(jwt: UnsafeRawBufferPointer) -> VerifiedProviderToken?
 }
 
+/// What a `ProviderTokenPolicy` knows of one provider key (2025 keys, apns-spec.md §6.1).
+public struct ProviderKeyRule: Sendable, Equatable {
+    public var keyID: String
+    /// The team its tokens must name (`iss`); nil: the policy's `teamID` decides.
+    public var teamID: String?
+    /// Why the key cannot be used here at all once its token verifies: `BadEnvironmentKeyIdInToken` (or
+    /// `BadEnvironmentKeyInToken`) for a key restricted to the other environment; nil: usable.
+    public var rejection: APNsReason?
+    /// Why it may not sign for an app, by the app's index (`SimulatorConfiguration.servedBundleIDs`): a topic-specific
+    /// key without the app's topic, a team key of another team. A nil entry, or an index past the end: allowed.
+    public var appRejections: [APNsReason?]
+
+    public init(keyID: String, teamID: String? = nil, rejection: APNsReason? = nil, appRejections: [APNsReason?] = []) {
+        self.keyID = keyID
+        self.teamID = teamID
+        self.rejection = rejection
+        self.appRejections = appRejections
+    }
+}
+
 /// The JWT rules (apns-spec.md §6.1, §10), independent of crypto.
 public struct ProviderTokenPolicy: Sendable, Equatable {
-    /// The only `kid` accepted; nil accepts any key the verifier accepts (the connection still binds to
-    /// the first one — a different key later gets `UnrelatedKeyIdInToken`).
+    /// The only `kid` accepted besides `keys`; nil accepts any key the verifier accepts unless
+    /// `acceptsOnlyKnownKeys` (the connection still binds to the first one — a different key later gets
+    /// `UnrelatedKeyIdInToken`).
     public var keyID: String?
-    /// The only `iss` accepted; nil accepts any team (the connection still binds to the first one).
+    /// The only `iss` accepted for a key without a team of its own; nil accepts any team (the connection still binds
+    /// to the first one).
     public var teamID: String?
     /// `iat` older than this many seconds → 403 `ExpiredProviderToken`. APNs: one hour.
     public var tokenMaxAge: Int64
@@ -48,13 +70,11 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
     /// Only a JSON number is a valid `iat` (RFC 7519's NumericDate): a decimal string → `InvalidProviderToken`.
     /// Off by default because APNs accepts the string (APNSwift sends `"iat":"1700000000"` in production).
     public var requireNumericIssuedAt: Bool
-    /// Keys that verify but may not be used here (2025 keys, apns-spec.md §6.1), with their 403:
-    /// `BadEnvironmentKeyIdInToken` / `BadEnvironmentKeyInToken` for a key of the other environment,
-    /// `UnrelatedKeyIdInToken` for a topic-specific key without this app. Keys named here are accepted
-    /// besides `keyID`.
-    public var keyRejections: [String: APNsReason]
-    /// Keys accepted besides `keyID` (the keys the simulator was told about, `providerKeys`).
-    public var additionalKeyIDs: Set<String>
+    /// Keys accepted besides `keyID`, with their team, environment and apps (the keys the simulator was told about:
+    /// `providerKeys`, or the apps' keys). A `kid` listed twice: the first rule counts.
+    public var keys: [ProviderKeyRule]
+    /// Only `keyID` and `keys` are accepted even when `keyID` is nil (with apps: the apps' keys and no other).
+    public var acceptsOnlyKnownKeys: Bool
 
     public init(
         keyID: String? = nil,
@@ -64,11 +84,11 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
         minTokenRefreshInterval: Int64 = 1200,
         wedgeAfterExpiredToken: Bool = false,
         requireNumericIssuedAt: Bool = false,
-        keyRejections: [String: APNsReason] = [:],
-        additionalKeyIDs: Set<String> = []
+        keys: [ProviderKeyRule] = [],
+        acceptsOnlyKnownKeys: Bool = false
     ) {
-        self.keyRejections = keyRejections
-        self.additionalKeyIDs = additionalKeyIDs.union(keyRejections.keys)
+        self.keys = keys
+        self.acceptsOnlyKnownKeys = acceptsOnlyKnownKeys
         self.keyID = keyID
         self.teamID = teamID
         self.tokenMaxAge = tokenMaxAge
@@ -77,6 +97,9 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
         self.wedgeAfterExpiredToken = wedgeAfterExpiredToken
         self.requireNumericIssuedAt = requireNumericIssuedAt
     }
+
+    /// The index in `keys` of `keyID`'s rule, or nil.
+    func ruleIndex(of keyID: String) -> Int? { keys.firstIndex { $0.keyID == keyID } }
 }
 
 /// The provider-token state of one HTTP/2 connection. Owned by the connection's worker thread; not
@@ -88,14 +111,17 @@ public struct ProviderTokenPolicy: Sendable, Equatable {
 /// 2. `authorization` absent, empty, not `bearer <jwt>` (scheme case-insensitive), or an empty JWT
 ///    → `MissingProviderToken`.
 /// 3. The same bytes as the connection's current token: skip verification (the expensive ES256 check runs
-///    once per distinct token per connection), go to 8.
+///    once per distinct token per connection), go to 5b, then 8.
 /// 4. The same bytes as the last other token seen: reuse its verification result instead of verifying
 ///    again (a rejected token stays rejected; a verified one goes through 6–9 again, time may have passed).
-/// 5. Verification fails, the JWT is longer than the cache (`tokenCapacity`), `kid` is not the configured
-///    key, `iss` not the configured team, or `iat` is a string while `requireNumericIssuedAt`
-///    → `InvalidProviderToken`.
-/// 5a. `kid` is a key the policy restricts (`keyRejections`: another environment's key, a topic-specific key
-///    without this app) → its reason (`BadEnvironmentKeyIdInToken` or `UnrelatedKeyIdInToken`).
+/// 5. Verification fails, the JWT is longer than the cache (`tokenCapacity`), `kid` is neither the configured
+///    key nor one of `keys` (unless any key goes), `iss` not the key's team (or the configured team), or `iat` is
+///    a string while `requireNumericIssuedAt` → `InvalidProviderToken`.
+/// 5a. `kid` is a key the policy refuses here (`ProviderKeyRule.rejection`: another environment's key)
+///    → its reason (`BadEnvironmentKeyIdInToken`).
+/// 5b. `kid` may not sign for the request's app (`ProviderKeyRule.appRejections`: a topic-specific key without
+///    the app's topic, a team key of another team) → its reason (`UnrelatedKeyIdInToken`,
+///    `InvalidProviderToken`). Checked on every request, as one token may serve several apps.
 /// 6. `iss` differs from the team the connection is bound to → `InvalidProviderToken` [U: Apple only says
 ///    tokens from several developer accounts on one connection are not supported]; `kid` differs from the
 ///    bound key → `UnrelatedKeyIdInToken` [A: "to use that key, open a new connection"]. Kept since 2025:
@@ -133,6 +159,12 @@ public final class ConnectionAuthState {
     @exclusivity(unchecked) private var candidate: VerifiedProviderToken?
     /// Why the candidate was refused (when `candidate` is nil).
     @exclusivity(unchecked) private var candidateRejection = APNsReason.invalidProviderToken
+    /// The policy's rule of the current and the candidate token's key (an index in `policy.keys`), or -1.
+    @exclusivity(unchecked) private var currentRule = -1
+    @exclusivity(unchecked) private var candidateRule = -1
+    /// `policy.keys[rule].appRejections[app]` at `rule * appCount + app`, flattened once: read on every request.
+    private let appRejections: [APNsReason?]
+    private let appCount: Int
 
     /// The team and key bound at the first accepted token.
     @exclusivity(unchecked) public private(set) var boundTeamID: String?
@@ -149,6 +181,11 @@ public final class ConnectionAuthState {
         self.policy = policy
         self.verifier = verifier
         self.tokenCapacity = tokenCapacity
+        let appCount = policy.keys.map(\.appRejections.count).max() ?? 0
+        self.appCount = appCount
+        appRejections = policy.keys.flatMap { rule in
+            rule.appRejections + [APNsReason?](repeating: nil, count: appCount - rule.appRejections.count)
+        }
         currentToken = .allocate(byteCount: tokenCapacity, alignment: 8)
         candidateToken = .allocate(byteCount: tokenCapacity, alignment: 8)
     }
@@ -166,6 +203,8 @@ public final class ConnectionAuthState {
         lastTokenChange = SimulatorInstant(nanosecondsSinceEpoch: 0)
         candidateTokenCount = 0
         candidate = nil
+        currentRule = -1
+        candidateRule = -1
         boundTeamID = nil
         boundKeyID = nil
         isWedged = false
@@ -176,20 +215,22 @@ public final class ConnectionAuthState {
     /// The identity of the token currently accepted on this connection.
     public var currentIdentity: VerifiedProviderToken? { current }
 
-    /// Checks one request's `authorization` header value; nil means authorised.
-    public func check(authorization: HeaderValue, now: SimulatorInstant) -> APNsReason? {
+    /// Checks one request's `authorization` header value for a request to app `app` (its index in
+    /// `SimulatorConfiguration.servedBundleIDs`; 0 with one app); nil means authorised.
+    public func check(authorization: HeaderValue, app: Int = 0, now: SimulatorInstant) -> APNsReason? {
         switch authorization {
         case .absent:
             return isWedged ? .expiredProviderToken : .missingProviderToken
         case .oversized:
             return isWedged ? .expiredProviderToken : .invalidProviderToken
         case .present(let bytes):
-            return check(authorization: bytes, now: now)
+            return check(authorization: bytes, app: app, now: now)
         }
     }
 
-    /// Checks one request's `authorization` header value (nil when absent); nil means authorised.
-    public func check(authorization: UnsafeRawBufferPointer?, now: SimulatorInstant) -> APNsReason? {
+    /// Checks one request's `authorization` header value (nil when absent) for a request to app `app`; nil means
+    /// authorised.
+    public func check(authorization: UnsafeRawBufferPointer?, app: Int = 0, now: SimulatorInstant) -> APNsReason? {
         if isWedged { return .expiredProviderToken }
         guard let authorization, let jwt = Self.bearerToken(authorization) else { return .missingProviderToken }
 
@@ -197,6 +238,7 @@ public final class ConnectionAuthState {
             jwt.equals(UnsafeRawBufferPointer(currentToken).slice(from: 0, count: currentTokenCount))
         {
             assert(current != nil)
+            if let reason = appRejection(rule: currentRule, app: app) { return reason }
             return checkAge(issuedAt: currentIssuedAt, now: now)
         }
 
@@ -208,24 +250,11 @@ public final class ConnectionAuthState {
             identity = candidate
         } else {
             guard jwt.count <= tokenCapacity else { return .invalidProviderToken }
-            verificationCount += 1
-            var verified = verifier.verify(jwt: jwt)
-            var rejection = APNsReason.invalidProviderToken
-            if let token = verified {
-                if !isAllowedByPolicy(token) {
-                    verified = nil
-                } else if let reason = policy.keyRejections[token.keyID] {
-                    verified = nil
-                    rejection = reason
-                }
-            }
-            remember(jwt, in: candidateToken, count: &candidateTokenCount)
-            candidate = verified
-            candidateRejection = rejection
-            guard let verified else { return rejection }
+            guard let verified = verifyCandidate(jwt) else { return candidateRejection }
             identity = verified
         }
 
+        if let reason = appRejection(rule: candidateRule, app: app) { return reason }
         if let boundTeamID, identity.teamID != boundTeamID { return .invalidProviderToken }
         if let boundKeyID, identity.keyID != boundKeyID { return .unrelatedKeyIdInToken }
         if identity.issuedAt > now.seconds + policy.maxClockSkew { return .invalidProviderToken }
@@ -243,6 +272,7 @@ public final class ConnectionAuthState {
         currentTokenCount = candidateTokenCount
         current = identity
         currentIssuedAt = identity.issuedAt
+        currentRule = candidateRule
         candidateTokenCount = 0
         candidate = nil
         lastTokenChange = now
@@ -253,11 +283,47 @@ public final class ConnectionAuthState {
         return nil
     }
 
-    private func isAllowedByPolicy(_ identity: VerifiedProviderToken) -> Bool {
-        if let keyID = policy.keyID, identity.keyID != keyID, !policy.additionalKeyIDs.contains(identity.keyID) {
+    /// Verifies a token not seen last (rules 5, 5a) and keeps it as the candidate with its result: its identity,
+    /// or nil and why (`candidateRejection`).
+    private func verifyCandidate(_ jwt: UnsafeRawBufferPointer) -> VerifiedProviderToken? {
+        verificationCount += 1
+        var verified = verifier.verify(jwt: jwt)
+        var rejection = APNsReason.invalidProviderToken
+        var rule = -1
+        if let token = verified {
+            rule = policy.ruleIndex(of: token.keyID) ?? -1
+            if !isAllowedByPolicy(token, rule: rule) {
+                verified = nil
+            } else if rule >= 0, let reason = policy.keys[rule].rejection {
+                verified = nil
+                rejection = reason
+            }
+        }
+        remember(jwt, in: candidateToken, count: &candidateTokenCount)
+        candidate = verified
+        candidateRejection = rejection
+        candidateRule = rule
+        return verified
+    }
+
+    /// Rule 5b: why the key of `rule` may not sign for `app`, if it may not.
+    @inline(__always)
+    private func appRejection(rule: Int, app: Int) -> APNsReason? {
+        guard rule >= 0, app >= 0, app < appCount else { return nil }
+        return appRejections[rule * appCount + app]
+    }
+
+    private func isAllowedByPolicy(_ identity: VerifiedProviderToken, rule: Int) -> Bool {
+        if rule < 0 {
+            if let keyID = policy.keyID {
+                if identity.keyID != keyID { return false }
+            } else if policy.acceptsOnlyKnownKeys {
+                return false
+            }
+        }
+        if let teamID = (rule >= 0 ? policy.keys[rule].teamID : nil) ?? policy.teamID, identity.teamID != teamID {
             return false
         }
-        if let teamID = policy.teamID, identity.teamID != teamID { return false }
         if policy.requireNumericIssuedAt && identity.issuedAtIsString { return false }
         return true
     }

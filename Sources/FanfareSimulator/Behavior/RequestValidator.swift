@@ -34,9 +34,10 @@ public enum SimulatorDecision: Sendable, Equatable {
 ///  3. `:path`: `/3/device/` alone → 400 `MissingDeviceToken`; neither `/3/device/<x>` nor
 ///     `/4/broadcasts/apps/<x>` → 404 `BadPath` (broadcasts: see below)
 ///  4. `apns-topic` absent or empty → 400 `MissingTopic`
-///  5. topic syntax (only `A-Z a-z 0-9 . -`) → 400 `BadTopic`; well-formed but neither the bundle ID nor
-///     bundle ID + a known push-type suffix → 400 `TopicDisallowed` [U: which of the two APNs uses for
-///     a foreign topic is undocumented]
+///  5. topic syntax (only `A-Z a-z 0-9 . -`) → 400 `BadTopic`; well-formed but no served app's bundle ID (alone
+///     or + a known push-type suffix) → 400 `TopicDisallowed` (§7.4: "pushing to this topic not allowed";
+///     [U] APNs documents no other reason for a foreign topic: `DeviceTokenNotForTopic` is about the token, and
+///     the simulator only knows a token's environment, not its app)
 ///  6. any recognised header repeated → 400 `DuplicateHeaders`
 ///  7. `apns-collapse-id` longer than 64 bytes → 400 `BadCollapseId`
 ///  8. `apns-priority` present and not `1`, `5` or `10` → 400 `BadPriority` (absent = 10)
@@ -45,13 +46,14 @@ public enum SimulatorDecision: Sendable, Equatable {
 ///     a Live Activity token without `.push-type.liveactivity`; [U] for other mismatches)
 /// 10. `apns-expiration` present and not a non-negative decimal integer → 400 `BadExpirationDate`
 /// 11. token not hex with an even number of digits, 32...100 bytes (64...200 digits) → 400 `BadDeviceToken`
-/// 12. provider token (`ConnectionAuthState`, its own rule order) → 403 / 429 reasons
+/// 12. provider token for the topic's app (`ConnectionAuthState`, its own rule order) → 403 / 429 reasons
 /// 13. empty body → 400 `PayloadEmpty`
 /// 14. body over the limit (4096; 5120 for `voip`) → 413 `PayloadTooLarge`
 /// 15. body not a JSON object with an `aps` object → `malformedPayloadReason` (default 400
 ///     `PayloadEmpty` [U]; nil skips the check)
-/// 16. token starting with a `tokenPrefixReplies` prefix → its reason; token outside `knownTokens` → 410
-///     `Unregistered` (+ timestamp) or 400 `BadDeviceToken`
+/// 16. token of the other environment (`sandboxTokenPrefix`) → 400 `BadDeviceToken`; token starting with a
+///     `tokenPrefixReplies` prefix → its reason; token outside `knownTokens` → 410 `Unregistered`
+///     (+ timestamp) or 400 `BadDeviceToken`
 /// 17. more than `perTokenRateLimit` pushes to the token in this second → 429 `TooManyRequests`
 /// 18. injected faults (one uniform draw per push): the active `faultBursts` first, then `faults` → the
 ///     rule's reason
@@ -61,8 +63,8 @@ public enum SimulatorDecision: Sendable, Equatable {
 /// does not serve it (APNs has the management API on another host and port, §1.1).
 ///
 /// Broadcast pushes (`/4/broadcasts/apps/<bundle>`, apns-spec.md §8.3) use: 1 (`apns-id` and
-/// `apns-request-id` → `BadMessageId`), 2, 3, bundle in the path with a push-type suffix
-/// → `TopicDisallowed`, another bundle → 403 `TopicMismatch` [U], 6, `apns-channel-id` absent
+/// `apns-request-id` → `BadMessageId`), 2, 3, a served bundle in the path with a push-type suffix
+/// → `TopicDisallowed`, no served bundle → 403 `TopicMismatch` [U], 6, `apns-channel-id` absent
 /// → `MissingChannelId`, not base64 → `BadChannelId`, `apns-priority` absent or not `5`/`10`
 /// → `BadPriority` (Apple lists it as required), push type absent → `MissingPushType`, not
 /// `liveactivity` → `InvalidPushType`, 10, 12, then with the channels (`BroadcastChannels`, one lookup
@@ -76,7 +78,12 @@ public enum SimulatorDecision: Sendable, Equatable {
 /// A header whose value did not fit the head's arena counts as a malformed value of that header.
 public struct RequestValidator {
     public let configuration: SimulatorConfiguration
-    private let bundle: [UInt8]
+    /// The apps requests are for (one without `configuration.apps`).
+    let apps: ServedApps
+    /// Matches sandbox tokens (`sandboxTokenPrefix`); nil: every token belongs here.
+    private let sandboxTokens: TokenPrefixReply?
+    /// Whether this validator plays sandbox (`configuration.environment`).
+    private let isSandbox: Bool
     private let knownTokens: DeviceTokenSet?
     private let rateLimiter: PerTokenRateLimiter?
     /// Fault reasons with cumulative probabilities (draw u in [0,1); the first rule with u < bound fires).
@@ -93,6 +100,8 @@ public struct RequestValidator {
     private let channels: BroadcastChannels?
     /// The last decided request was a broadcast (its response carries `apns-request-id`).
     public private(set) var lastWasBroadcast = false
+    /// The app (index in `apps`) the last decided request was for; -1 before its topic or path named one.
+    private(set) var lastApp = -1
 
     /// - Parameters:
     ///   - worker: the worker's index; selects the PRNG stream so workers draw different sequences.
@@ -105,7 +114,11 @@ public struct RequestValidator {
     ) {
         self.configuration = configuration
         self.channels = channels
-        bundle = Array(configuration.bundleID.utf8)
+        apps = ServedApps(configuration)
+        sandboxTokens = configuration.sandboxTokenPrefix.flatMap {
+            TokenPrefixReply(prefix: $0, reason: .badDeviceToken)
+        }
+        isSandbox = configuration.environment == .sandbox
         if let knownTokens {
             self.knownTokens = knownTokens
         } else {
@@ -140,6 +153,7 @@ public struct RequestValidator {
         decidedRequests &+= 1
         if firstRequestTime < 0 { firstRequestTime = now.nanosecondsSinceEpoch }
         lastWasBroadcast = false
+        lastApp = -1
         // 1. apns-id
         if let reason = checkUUID(head.lookup(.apnsID)) { return .reject(reason, now: now) }
         // The management API lives on its own port.
@@ -178,8 +192,8 @@ public struct RequestValidator {
             topic = value
         }
         guard HeaderSyntax.isTopicSyntax(topic) else { return .reject(.badTopic, now: now) }
-        let topicKind = bundle.withUnsafeBytes { TopicKind.classify(topic: topic, bundle: $0) }
-        guard let topicKind else { return .reject(.topicDisallowed, now: now) }
+        guard let (app, topicKind) = apps.match(topic: topic) else { return .reject(.topicDisallowed, now: now) }
+        lastApp = app
         // 6. duplicates
         if head.hasDuplicateHeaders { return .reject(.duplicateHeaders, now: now) }
         // 7. collapse id
@@ -203,7 +217,7 @@ public struct RequestValidator {
             return .reject(.badDeviceToken, now: now)
         }
         // 12. provider token
-        if let reason = auth.check(authorization: head.lookup(.authorization), now: now) {
+        if let reason = auth.check(authorization: head.lookup(.authorization), app: app, now: now) {
             return .reject(reason, now: now)
         }
         // 13–15. body
@@ -233,7 +247,8 @@ public struct RequestValidator {
     /// What a well-formed push to `token` gets instead of acceptance, if anything: a fixed reply for its prefix or
     /// for an unknown token, the per-token rate limit, or a fault drawn at random.
     private mutating func checkToken(_ token: UnsafeRawBufferPointer, now: SimulatorInstant) -> APNsReason? {
-        // 16. known tokens (and token prefixes with a fixed reply)
+        // 16. the token's environment, known tokens (and token prefixes with a fixed reply)
+        if let sandboxTokens, sandboxTokens.matches(token) != isSandbox { return .badDeviceToken }
         if !configuration.tokenPrefixReplies.isEmpty {
             for rule in configuration.tokenPrefixReplies where rule.matches(token) {
                 return rule.reason
@@ -273,12 +288,9 @@ public struct RequestValidator {
         lastWasBroadcast = true
         if let reason = checkUUID(head.lookup(.apnsRequestID)) { return .reject(reason, now: now) }
         let pathBundle = RequestRoute.broadcastBundle(inPath: path)
-        let topicKind = bundle.withUnsafeBytes { TopicKind.classify(topic: pathBundle, bundle: $0) }
-        switch topicKind {
-        case .bundle?: break
-        case .some: return .reject(.topicDisallowed, now: now)
-        case nil: return .reject(.topicMismatch, now: now)
-        }
+        guard let (app, topicKind) = apps.match(topic: pathBundle) else { return .reject(.topicMismatch, now: now) }
+        guard topicKind == .bundle else { return .reject(.topicDisallowed, now: now) }
+        lastApp = app
         if head.hasDuplicateHeaders { return .reject(.duplicateHeaders, now: now) }
         let channelID: UnsafeRawBufferPointer
         switch head.lookup(.apnsChannelID) {
@@ -300,7 +312,7 @@ public struct RequestValidator {
             guard PushTypeValue.recognise(value) == .liveactivity else { return .reject(.invalidPushType, now: now) }
         }
         if let reason = checkExpiration(head.lookup(.apnsExpiration)) { return .reject(reason, now: now) }
-        if let reason = auth.check(authorization: head.lookup(.authorization), now: now) {
+        if let reason = auth.check(authorization: head.lookup(.authorization), app: app, now: now) {
             return .reject(reason, now: now)
         }
         if let channels {

@@ -51,13 +51,27 @@ public struct SimulatorConfiguration: Sendable, Equatable {
     // MARK: Identity
 
     /// The app: valid topics are this ID alone or with a push-type suffix (`.push-type.liveactivity`, …).
+    /// Not used when `apps` lists apps.
     public var bundleID = "com.example.fanfare"
     /// The only JWT `iss` accepted; nil accepts any team (a connection still binds to its first team).
+    /// Not used when `apps` lists apps (each key has its team).
     public var teamID: String? = "TEAMID0001"
-    /// The only JWT `kid` accepted; nil accepts any key the verifier accepts.
+    /// The only JWT `kid` accepted (besides `providerKeys`); nil accepts any key the verifier accepts.
+    /// Not used when `apps` lists apps.
     public var keyID: String? = "KEYID00001"
-    /// Production or sandbox (sandbox adds `apns-unique-id` to 200s).
+    /// Production or sandbox (sandbox adds `apns-unique-id` to 200s). `APNsSimulator` plays sandbox on its second
+    /// listener (`Options.sandboxListen`) with a copy of this configuration.
     public var environment = Environment.production
+    /// Several apps, each with the provider keys listed for it (`fanfare simulate --apps FILE`): a topic must be one
+    /// of theirs (else 400 `TopicDisallowed`), a token must name one of their keys (else 403
+    /// `InvalidProviderToken`) with that key's team, allowed in this environment (else 403
+    /// `BadEnvironmentKeyIdInToken`) and for the topic (`SimulatedProviderKey.rejection(for:listedByApp:)`).
+    /// Empty: the one app `bundleID`, `teamID`, `keyID` and `providerKeys` describe.
+    public var apps: [SimulatedApp] = []
+    /// Tokens whose hex starts with this prefix (any case) are sandbox tokens, all others production tokens; a
+    /// token sent to the other environment gets 400 `BadDeviceToken`, as APNs answers it (apns-spec.md §7.4).
+    /// nil: every token belongs to the environment it is sent to.
+    public var sandboxTokenPrefix: String? = nil
 
     // MARK: HTTP/2 SETTINGS and connection behaviour (apns-spec.md §1.3, §10)
 
@@ -163,7 +177,8 @@ public struct SimulatorConfiguration: Sendable, Equatable {
 
     /// What the simulator knows of particular keys (by `kid`): the environment a team-scoped key is
     /// restricted to, the topics (bundle IDs) of a topic-specific key. A key named here is accepted besides
-    /// `keyID` (it must verify with the same public key). Keys not named here work everywhere.
+    /// `keyID` (it must verify with the same public key). Keys not named here work everywhere. Not used when
+    /// `apps` lists apps (their keys carry their scopes).
     public var providerKeys: [String: ProviderKeyScope] = [:]
     /// The reason for a key restricted to the other environment: `BadEnvironmentKeyIdInToken` (default) or
     /// `BadEnvironmentKeyInToken` [U: both spellings are seen].
@@ -180,34 +195,19 @@ public struct SimulatorConfiguration: Sendable, Equatable {
 
     public init() {}
 
-    /// The JWT rules for `ConnectionAuthState`.
+    /// The JWT rules for `ConnectionAuthState`, in `environment`.
     public var providerTokenPolicy: ProviderTokenPolicy {
         ProviderTokenPolicy(
-            keyID: keyID,
-            teamID: teamID,
+            keyID: apps.isEmpty ? keyID : nil,
+            teamID: apps.isEmpty ? teamID : nil,
             tokenMaxAge: tokenMaxAge,
             maxClockSkew: maxTokenClockSkew,
             minTokenRefreshInterval: minTokenRefreshInterval,
             wedgeAfterExpiredToken: wedgeAfterExpiredToken,
             requireNumericIssuedAt: strictProviderToken,
-            keyRejections: providerKeyRejections,
-            additionalKeyIDs: Set(providerKeys.keys)
+            keys: providerKeyRules,
+            acceptsOnlyKnownKeys: !apps.isEmpty
         )
-    }
-
-    /// For each restricted key that cannot be used here, the 403 it gets: the other environment first, then a
-    /// topic list without this app (every topic the simulator serves belongs to `bundleID`, so a topic-specific
-    /// key either covers all of its requests or none).
-    var providerKeyRejections: [String: APNsReason] {
-        var rejections: [String: APNsReason] = [:]
-        for (keyID, scope) in providerKeys {
-            if let keyEnvironment = scope.environment, keyEnvironment != environment {
-                rejections[keyID] = environmentKeyReason
-            } else if let topics = scope.topics, !topics.contains(bundleID) {
-                rejections[keyID] = .unrelatedKeyIdInToken
-            }
-        }
-        return rejections
     }
 
     /// Body bytes a `RequestHead` must keep to check every limit (largest limit + 1).
@@ -220,10 +220,12 @@ public struct SimulatorConfiguration: Sendable, Equatable {
         let bundleBytes = Array(bundleID.utf8)
         let bundleIsValid = bundleBytes.withUnsafeBytes { HeaderSyntax.isTopicSyntax($0) }
         try Self.require(bundleIsValid, "bundleID", "'\(bundleID)' must be non-empty and use only A-Z a-z 0-9 . -")
+        try Self.require(bundleBytes.count <= 255, "bundleID", "must be at most 255 bytes")
         try validateHTTP2Settings()
         try validateFaults()
         try validateRequestLimits()
         try validateAuthenticationAndReplies()
+        try validateApps()
     }
 
     /// What the server advertises in SETTINGS, and when it sends GOAWAY.

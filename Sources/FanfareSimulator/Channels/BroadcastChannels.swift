@@ -85,16 +85,26 @@ public final class BroadcastChannels: Sendable {
         }
     }
 
+    /// What both environments' views share: one table, one file, one lock (`sharing(environment:)`).
+    private final class Shared: Sendable {
+        let state: Mutex<State>
+        /// Changes not yet in the file (checked without the lock before every answer the management port sends).
+        let unsaved = Atomic<Bool>(false)
+        /// Makes a candidate id (random; tests pass their own to see an issued id skipped).
+        let makeID: @Sendable () -> BroadcastChannelID
+
+        init(state: State, makeID: @escaping @Sendable () -> BroadcastChannelID) {
+            self.state = Mutex(state)
+            self.makeID = makeID
+        }
+    }
+
     /// The environment this simulator plays: only its channels are visible.
     public let environment: SimulatorConfiguration.Environment
     public let maxChannelsPerApp: Int
     /// Where channels are kept across restarts; nil = memory only.
     public let file: ChannelStateFile?
-    private let state: Mutex<State>
-    /// Changes not yet in the file (checked without the lock before every answer the management port sends).
-    private let unsaved = Atomic<Bool>(false)
-    /// Makes a candidate id (random; tests pass their own to see an issued id skipped).
-    private let makeID: @Sendable () -> BroadcastChannelID
+    private let shared: Shared
 
     /// Loads `file` when given (a missing file is an empty state; a damaged one throws, naming the file).
     public convenience init(
@@ -107,7 +117,6 @@ public final class BroadcastChannels: Sendable {
         environment: SimulatorConfiguration.Environment, maxChannelsPerApp: Int, file: ChannelStateFile?,
         makeID: @escaping @Sendable () -> BroadcastChannelID
     ) throws(ChannelStateFileError) {
-        self.makeID = makeID
         self.environment = environment
         self.maxChannelsPerApp = maxChannelsPerApp
         self.file = file
@@ -117,21 +126,34 @@ public final class BroadcastChannels: Sendable {
             initial.issued = saved.issued
             for channel in saved.channels { initial.insert(channel) }
         }
-        state = Mutex(initial)
+        shared = Shared(state: initial, makeID: makeID)
+    }
+
+    private init(sharing other: BroadcastChannels, environment: SimulatorConfiguration.Environment) {
+        self.environment = environment
+        maxChannelsPerApp = other.maxChannelsPerApp
+        file = other.file
+        shared = other.shared
+    }
+
+    /// The same channels as seen from `environment`'s host: one table and one file for both environments (two tables
+    /// saving to one file would each overwrite the other's changes), each seeing only its own environment's channels.
+    public func sharing(environment: SimulatorConfiguration.Environment) -> BroadcastChannels {
+        BroadcastChannels(sharing: self, environment: environment)
     }
 
     /// Creates a channel for `bundleID` in this environment. Throws `limitReached` at the cap, `notSaved` when
     /// the state file cannot be written (then nothing changed).
     public func create(bundleID: String, storagePolicy: Int) throws(BroadcastChannelError) -> BroadcastChannel {
-        let result: Result<BroadcastChannel, BroadcastChannelError> = state.withLock { state in
+        let result: Result<BroadcastChannel, BroadcastChannelError> = shared.state.withLock { state in
             let count = state.counts[AppKey(environment: environment, bundleID: bundleID)] ?? 0
             guard count < maxChannelsPerApp else { return .failure(.limitReached(maxChannelsPerApp)) }
-            var id = makeID()
-            while state.issued.contains(id) { id = makeID() }
+            var id = shared.makeID()
+            while state.issued.contains(id) { id = shared.makeID() }
             let channel = BroadcastChannel(
                 id: id, environment: environment, bundleID: bundleID, storagePolicy: storagePolicy)
             state.insert(channel)
-            if file != nil { unsaved.store(true, ordering: .releasing) }
+            if file != nil { shared.unsaved.store(true, ordering: .releasing) }
             return .success(channel)
         }
         return try result.get()
@@ -139,7 +161,7 @@ public final class BroadcastChannels: Sendable {
 
     /// The channel with `id` if it exists for `bundleID` in this environment.
     public func channel(_ id: BroadcastChannelID, bundleID: String) -> BroadcastChannel? {
-        state.withLock { state in
+        shared.state.withLock { state in
             guard let channel = state.channels[id], channel.environment == environment, channel.bundleID == bundleID
             else { return nil }
             return channel
@@ -150,7 +172,7 @@ public final class BroadcastChannels: Sendable {
     /// such channel here. For broadcasts: one lookup under the lock.
     func storagePolicy(ofChannel idBytes: UnsafeRawBufferPointer, bundle: UnsafeRawBufferPointer) -> Int? {
         guard let id = try? BroadcastChannelID(bytes: idBytes) else { return nil }
-        return state.withLock { state in
+        return shared.state.withLock { state in
             guard let channel = state.channels[id], channel.environment == environment else { return nil }
             let matches = Array(channel.bundleID.utf8).withUnsafeBytes { $0.equals(bundle) }
             return matches ? channel.storagePolicy : nil
@@ -159,19 +181,19 @@ public final class BroadcastChannels: Sendable {
 
     /// Deletes channel `id`; false when there is no such channel for the app here. The id stays issued.
     public func delete(_ id: BroadcastChannelID, bundleID: String) -> Bool {
-        state.withLock { state in
+        shared.state.withLock { state in
             guard let channel = state.channels[id], channel.environment == environment, channel.bundleID == bundleID
             else {
                 return false
             }
             state.remove(channel)
-            if file != nil { unsaved.store(true, ordering: .releasing) }
+            if file != nil { shared.unsaved.store(true, ordering: .releasing) }
             return true
         }
     }
 
     /// Changes are waiting for `persist()`.
-    public var hasUnsavedChanges: Bool { unsaved.load(ordering: .acquiring) }
+    public var hasUnsavedChanges: Bool { shared.unsaved.load(ordering: .acquiring) }
 
     /// Writes the table to the file if it changed since the last save; nil when it is durable now. On failure
     /// the table goes back to the file's last state (the changes since are forgotten: their answers must not
@@ -179,8 +201,8 @@ public final class BroadcastChannels: Sendable {
     @discardableResult
     public func persist() -> String? {
         guard let file else { return nil }
-        return state.withLock { state -> String? in
-            guard unsaved.exchange(false, ordering: .acquiringAndReleasing) else { return nil }
+        return shared.state.withLock { state -> String? in
+            guard shared.unsaved.exchange(false, ordering: .acquiringAndReleasing) else { return nil }
             do {
                 try file.save(
                     SavedChannels(channels: state.order.compactMap { state.channels[$0] }, issued: state.issued))
@@ -201,7 +223,7 @@ public final class BroadcastChannels: Sendable {
 
     /// The app's channels in this environment, oldest first.
     public func list(bundleID: String) -> [BroadcastChannelID] {
-        state.withLock { state in
+        shared.state.withLock { state in
             state.order.filter { id in
                 guard let channel = state.channels[id] else { return false }
                 return channel.environment == environment && channel.bundleID == bundleID
@@ -210,10 +232,10 @@ public final class BroadcastChannels: Sendable {
     }
 
     /// Live channels over every app and environment in the state (what a restart keeps).
-    public var count: Int { state.withLock { $0.channels.count } }
+    public var count: Int { shared.state.withLock { $0.channels.count } }
 
     /// Ids ever issued, live or deleted.
-    public var issuedCount: Int { state.withLock { $0.issued.count } }
+    public var issuedCount: Int { shared.state.withLock { $0.issued.count } }
 
     /// 16 random bytes in standard base64 with padding (24 characters), like APNs' ids.
     static func randomID() -> BroadcastChannelID {

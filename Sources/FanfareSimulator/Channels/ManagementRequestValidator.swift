@@ -52,10 +52,10 @@ enum ManagementRoute: Equatable {
 ///     `/3/device/…` and `/4/broadcasts/…` are refused whatever their method: this host does not serve them).
 ///  3. `:method` not GET, POST or DELETE → 405 `MethodNotAllowed`; a known method the path does not take
 ///     (POST or DELETE on `all-channels`) → 404 `BadPath` (§7.5: "wrong method/path combination").
-///  4. bundle with a push-type suffix → 400 `TopicDisallowed`; another app → 403 `TopicMismatch` [U: Apple
-///     does not say which]. Before authentication, like the broadcast path's bundle (RequestValidator).
+///  4. a served bundle with a push-type suffix → 400 `TopicDisallowed`; no served app → 403 `TopicMismatch` [U:
+///     Apple does not say which]. Before authentication, like the broadcast path's bundle (RequestValidator).
 ///  5. a recognised header repeated → 400 `DuplicateHeaders`.
-///  6. provider token (the push port's `ConnectionAuthState`, same rules) → 403 / 429.
+///  6. provider token for the path's app (the push port's `ConnectionAuthState`, same rules) → 403 / 429.
 ///  7. read, delete: `apns-channel-id` absent → 400 `MissingChannelId`; not base64 or too long → 400
 ///     `BadChannelId`; no such channel for the app in this environment → 400 `ChannelNotRegistered`.
 ///  8. create: empty body → 400 `PayloadEmpty`; not JSON → 400 `BadRequestPayload`; not an object, an
@@ -73,12 +73,12 @@ enum ManagementRoute: Equatable {
 struct ManagementRequestValidator {
     let configuration: SimulatorConfiguration
     let channels: BroadcastChannels
-    private let bundle: [UInt8]
+    private let apps: ServedApps
 
     init(configuration: SimulatorConfiguration, channels: BroadcastChannels) {
         self.configuration = configuration
         self.channels = channels
-        bundle = Array(configuration.bundleID.utf8)
+        apps = ServedApps(configuration)
     }
 
     private enum Operation { case create, read, delete, list }
@@ -105,19 +105,19 @@ struct ManagementRequestValidator {
             return .reject(.methodNotAllowed)
         }
         // 4. bundle
-        switch bundle.withUnsafeBytes({ TopicKind.classify(topic: pathBundle, bundle: $0) }) {
-        case .bundle?: break
-        case .some: return .reject(.topicDisallowed)
-        case nil: return .reject(.topicMismatch)
-        }
+        guard let (app, kind) = apps.match(topic: pathBundle) else { return .reject(.topicMismatch) }
+        guard kind == .bundle else { return .reject(.topicDisallowed) }
+        let bundleID = apps.bundleIDs[app]
         // 5. duplicates
         if head.hasDuplicateHeaders { return .reject(.duplicateHeaders) }
         // 6. provider token
-        if let reason = auth.check(authorization: head.lookup(.authorization), now: now) { return .reject(reason) }
+        if let reason = auth.check(authorization: head.lookup(.authorization), app: app, now: now) {
+            return .reject(reason)
+        }
 
         switch operation {
         case .list:
-            return list()
+            return list(bundleID)
         case .read, .delete:
             // 7. channel id
             let id: BroadcastChannelID
@@ -128,9 +128,9 @@ struct ManagementRequestValidator {
                 guard let parsed = try? BroadcastChannelID(bytes: value) else { return .reject(.badChannelId) }
                 id = parsed
             }
-            return operation == .read ? read(id) : delete(id)
+            return operation == .read ? read(id, bundleID) : delete(id, bundleID)
         case .create:
-            return create(head)
+            return create(head, bundleID)
         }
     }
 
@@ -145,9 +145,9 @@ struct ManagementRequestValidator {
     }
 
     /// The app's channel ids, as `{"channels": [...]}` (counted first, then written into a body of that size).
-    private func list() -> ManagementDecision {
+    private func list(_ bundleID: String) -> ManagementDecision {
         var writer = JSONWriter.counting()
-        let ids = channels.list(bundleID: configuration.bundleID)
+        let ids = channels.list(bundleID: bundleID)
         Self.writeList(ids, into: &writer)
         var body = [UInt8](repeating: 0, count: writer.count)
         body.withUnsafeMutableBytes { buffer in
@@ -157,8 +157,8 @@ struct ManagementRequestValidator {
         return ManagementDecision(status: 200, reason: nil, channelID: nil, body: body)
     }
 
-    private func read(_ id: BroadcastChannelID) -> ManagementDecision {
-        guard let channel = channels.channel(id, bundleID: configuration.bundleID) else {
+    private func read(_ id: BroadcastChannelID, _ bundleID: String) -> ManagementDecision {
+        guard let channel = channels.channel(id, bundleID: bundleID) else {
             return .reject(.channelNotRegistered)
         }
         var body = [UInt8](repeating: 0, count: 64)
@@ -176,13 +176,13 @@ struct ManagementRequestValidator {
         return ManagementDecision(status: 200, reason: nil, channelID: nil, body: Array(body[0..<count]))
     }
 
-    private func delete(_ id: BroadcastChannelID) -> ManagementDecision {
-        guard channels.delete(id, bundleID: configuration.bundleID) else { return .reject(.channelNotRegistered) }
+    private func delete(_ id: BroadcastChannelID, _ bundleID: String) -> ManagementDecision {
+        guard channels.delete(id, bundleID: bundleID) else { return .reject(.channelNotRegistered) }
         return ManagementDecision(status: 204, reason: nil, channelID: nil, body: [])
     }
 
     /// 8. the body, then the app's room for one more channel.
-    private func create(_ head: borrowing RequestHead) -> ManagementDecision {
+    private func create(_ head: borrowing RequestHead, _ bundleID: String) -> ManagementDecision {
         guard head.bodyByteCount > 0 else { return .reject(.payloadEmpty) }
         guard head.isBodyFullyStored else { return .reject(.badRequestParams) }
         let request: ChannelCreateRequest
@@ -191,7 +191,7 @@ struct ManagementRequestValidator {
         case .rejected(let reason): return .reject(reason)
         }
         do {
-            let channel = try channels.create(bundleID: configuration.bundleID, storagePolicy: request.storagePolicy)
+            let channel = try channels.create(bundleID: bundleID, storagePolicy: request.storagePolicy)
             return ManagementDecision(status: 201, reason: nil, channelID: channel.id, body: [])
         } catch {
             return .reject(.cannotCreateChannelConfig)

@@ -35,6 +35,8 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     private let maxStreams: Int
     @exclusivity(unchecked) private var slots: StreamSlots
     @exclusivity(unchecked) private var validator: RequestValidator
+    /// The validator's apps (the accepted-push log names each push's).
+    private let apps: ServedApps
     /// Management workers only.
     private let management: ManagementRequestValidator?
     private let channels: BroadcastChannels?
@@ -85,6 +87,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
             bodyCapacity: configuration.requestBodyCapacity)
         slots = StreamSlots(capacity: capacity)
         validator = RequestValidator(configuration: configuration, worker: index, channels: channels)
+        apps = validator.apps
         self.channels = role == .management ? channels : nil
         management =
             role == .management
@@ -365,14 +368,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
                     into: UnsafeMutableRawBufferPointer(start: base + StreamSlots.uniqueIDOffset, count: 36),
                     using: &random)
             }
-            // Buffered here; written (flushAcceptedLog) before this 200 can leave.
-            if let log {
-                do {
-                    try log.append(head.pointee, apnsID: UnsafeRawBufferPointer(apnsID), now: wallClock)
-                } catch {
-                    stats.acceptedLogWriteFailures += 1
-                }
-            }
+            if log != nil { logAccepted(head, apnsID: UnsafeRawBufferPointer(apnsID), auth: connection.auth) }
         case .reject:
             state.pointee.accepted = false
             let body = UnsafeMutableRawBufferPointer(
@@ -382,6 +378,24 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
         return decision
     }
     @exclusivity(unchecked) private var lastClockTick: UInt64 = 0
+
+    /// Buffers an accepted push's record, with where it arrived and the key it came with; written
+    /// (`flushAcceptedLog`) before its 200 can leave.
+    private func logAccepted(
+        _ head: UnsafeMutablePointer<RequestHead>, apnsID: UnsafeRawBufferPointer, auth: ConnectionAuthState
+    ) {
+        guard let log else { return }
+        let identity = auth.currentIdentity
+        let app = validator.lastApp
+        let origin = AcceptedPushOrigin(
+            environment: configuration.environment, bundleID: app >= 0 ? apps.bundle(app) : nil,
+            keyID: identity?.keyID, teamID: identity?.teamID)
+        do {
+            try log.append(head.pointee, apnsID: apnsID, now: wallClock, origin: origin)
+        } catch {
+            stats.acceptedLogWriteFailures += 1
+        }
+    }
 
     private static func copyLowercased(
         _ source: UnsafeRawBufferPointer, into destination: UnsafeMutableRawBufferPointer
