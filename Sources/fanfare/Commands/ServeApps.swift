@@ -3,6 +3,7 @@ import FanfareClient
 import FanfareCore
 import FanfareIO
 import FanfareService
+import FanfareSimulator
 import FanfareStorage
 import FanfareTLS
 
@@ -52,10 +53,45 @@ enum ServeApps {
         }
     }
 
-    /// The apps file read and turned into the service's apps (any error says what and where).
-    static func load(path: String, template: Template) throws -> [ServiceApp] {
+    /// Where every app's pushes go instead of the file's endpoints: `serve --simulator --apps`'s simulator.
+    struct Endpoints: Sendable {
+        var production: AppEndpoint
+        var sandbox: AppEndpoint?
+        var management: [APNsEnvironment: AppEndpoint]
+        var caFile: String
+
+        init(simulator: APNsSimulator, caFile: String) {
+            production = AppEndpoint(host: "127.0.0.1", port: Int(simulator.boundAddress.port))
+            sandbox = simulator.sandboxAddress.map { AppEndpoint(host: "127.0.0.1", port: Int($0.port)) }
+            var management: [APNsEnvironment: AppEndpoint] = [:]
+            if let address = simulator.managementAddress {
+                management[.production] = AppEndpoint(host: "127.0.0.1", port: Int(address.port))
+            }
+            if let address = simulator.sandboxManagementAddress {
+                management[.sandbox] = AppEndpoint(host: "127.0.0.1", port: Int(address.port))
+            }
+            self.management = management
+            self.caFile = caFile
+        }
+
+        /// `app` sending to the simulator: its endpoints and trust replaced.
+        func applied(to app: AppDefinition) -> AppDefinition {
+            var app = app
+            app.endpoints = [.production: production]
+            if let sandbox { app.endpoints[.sandbox] = sandbox }
+            app.channelManagementEndpoints = management
+            app.caFile = caFile
+            return app
+        }
+    }
+
+    /// The apps file read and turned into the service's apps (any error says what and where); `endpoints`
+    /// replaces every app's endpoints and trust (the built-in simulator).
+    static func load(path: String, template: Template, endpoints: Endpoints? = nil) throws -> [ServiceApp] {
         let catalog = try AppCatalog.load(path: path)
-        return try catalog.apps.map { try serviceApp($0, template: template) }
+        return try catalog.apps.map { app in
+            try serviceApp(endpoints?.applied(to: app) ?? app, template: template)
+        }
     }
 
     static func serviceApp(_ app: AppDefinition, template: Template) throws -> ServiceApp {

@@ -197,7 +197,23 @@ struct ServeCommand: AsyncParsableCommand {
         scratch: String, logger: Logger, simulator inProcess: inout APNsSimulator?
     ) throws -> ServiceConfiguration {
         let (host, port) = try Self.parseListen(listen)
-        if let apps { return try appsConfiguration(file: apps, host: host, port: port, logger: logger) }
+        if let apps {
+            var endpoints: ServeApps.Endpoints?
+            if simulator {
+                let started = try startAppsSimulator(file: apps, state: scratch)
+                inProcess = started
+                endpoints = ServeApps.Endpoints(
+                    simulator: started, caFile: (scratch as NSString).appendingPathComponent("ca.pem"))
+                logger.info(
+                    "built-in APNs simulator started for the apps file",
+                    metadata: [
+                        "production": "https://127.0.0.1:\(started.boundAddress.port)",
+                        "sandbox": "https://127.0.0.1:\(started.sandboxAddress?.port ?? 0)",
+                        "sandbox_tokens": "\(Self.simulatorSandboxPrefix)…", "latency": "\(simulatorLatency)",
+                    ])
+            }
+            return try appsConfiguration(file: apps, endpoints: endpoints, host: host, port: port, logger: logger)
+        }
         let client: ClientConfiguration
         let bundleID: String
         let management: Endpoint?
@@ -225,11 +241,9 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     /// `--apps FILE`: the apps and their environments from the file; the engine template from the other flags.
-    private func appsConfiguration(file: String, host: String, port: Int, logger: Logger) throws -> ServiceConfiguration
-    {
-        if simulator {
-            throw UsageError("--apps with --simulator: give the apps file to `fanfare simulate --apps` too")
-        }
+    private func appsConfiguration(
+        file: String, endpoints: ServeApps.Endpoints?, host: String, port: Int, logger: Logger
+    ) throws -> ServiceConfiguration {
         if connection.namesAPNs || connection.bundleId != nil || channelManagement != nil {
             throw UsageError(
                 "--apps names each app's bundle id, keys and endpoints: drop --bundle-id, --endpoint, --sandbox, "
@@ -246,7 +260,7 @@ struct ServeCommand: AsyncParsableCommand {
         probe.proxy = try connection.resolvedProxy()
         try applyDataPlane(to: &probe)
         let template = ServeApps.Template.from(probe)
-        let apps = try ServeApps.load(path: file, template: template)
+        let apps = try ServeApps.load(path: file, template: template, endpoints: endpoints)
         guard let first = apps.first(where: \.isDefault) ?? apps.first, let environment = first.environments.first
         else { throw UsageError("--apps \(file): no app sends in any environment") }
         var fanout = FanoutConfiguration(
@@ -254,7 +268,7 @@ struct ServeCommand: AsyncParsableCommand {
         fanout.checkpoints = try checkpoints.configuration()
         var service = ServiceConfiguration(host: host, port: port, databasePath: database, fanout: fanout)
         service.apps = apps
-        service.reloadApps = { try ServeApps.load(path: file, template: template) }
+        service.reloadApps = { try ServeApps.load(path: file, template: template, endpoints: endpoints) }
         logger.info(
             "apps",
             metadata: [
@@ -445,6 +459,27 @@ struct ServeCommand: AsyncParsableCommand {
         }
         return try command.start()
     }
+
+    /// `--simulator --apps FILE`: the simulator knows the file's apps and keys and serves both environments on
+    /// free loopback ports; tokens starting with `simulatorSandboxPrefix` are its sandbox tokens.
+    private func startAppsSimulator(file: String, state: String) throws -> APNsSimulator {
+        var arguments = [
+            "--apps", file, "--listen", "127.0.0.1:0", "--sandbox-listen", "127.0.0.1:0", "--management-port", "0",
+            "--sandbox-management-port", "0", "--state-dir", state, "--latency", simulatorLatency, "--threads", "1",
+            "--token-reply", "0410:Unregistered", "--token-reply", "0400:BadDeviceToken",
+            "--sandbox-token-prefix", Self.simulatorSandboxPrefix,
+        ]
+        if let simulatorLog { arguments += ["--log", simulatorLog] }
+        let command: SimulateCommand
+        do { command = try SimulateCommand.parse(arguments) } catch {
+            throw UsageError(SimulateCommand.message(for: error))
+        }
+        return try command.start()
+    }
+
+    /// With `--simulator --apps`: the built-in simulator's sandbox tokens start with these hex digits (APNs knows
+    /// which tokens are sandbox ones; the simulator is told).
+    static let simulatorSandboxPrefix = "5a"
 
     private func simulatorClient(state: String, port: UInt16) throws -> ClientConfiguration {
         let keyPath = (state as NSString).appendingPathComponent("AuthKey_FANFARE001.p8")
