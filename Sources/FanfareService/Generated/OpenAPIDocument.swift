@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "72dd247e7063d1c7a94e43a0a5c2c44f1cac7bca7365fa545e5dd2ebd9c27f16"
+    package static let sha256 = "f5a32576b98443908a26526dd3609631230c6a087b0bd9d8ba7c632fb51c5f2a"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -18,13 +18,18 @@ info:
     With `--api-keys FILE` every `/v1` route needs `Authorization: Bearer <key>`. Each key carries scopes:
     `register` (register and delete tokens), `publish` (channel updates and single pushes), `read` (tokens,
     waves, channels, wave events) and `admin` (everything). A missing or unknown key is 401, a key without the
-    route's scope 403. Without `--api-keys` the service only listens on loopback and needs no key.
+    route's scope 403. Without `--api-keys` the service only listens on loopback, needs no key and answers only
+    requests whose `Host` is a loopback name or address (421 `misdirected_request` otherwise: a web page that
+    rebinds its DNS name to 127.0.0.1 gets nothing).
     `/healthz`, `/readyz`, `/metrics` and `/openapi.yaml` never need a key.
 
     ## Errors
     Every error is an RFC 9457 `application/problem+json` document (`Problem`) with a stable `code`; errors
     about one item of a batch carry its `index`, errors about one field its `field`. A rejected request has
-    written nothing.
+    written nothing. A write's body must be `Content-Type: application/json` (415 otherwise, also without the
+    header); a DELETE needs no body and no Content-Type (a body it sends anyway must be JSON). A failure of
+    the service itself (500, 503 `database_unavailable`) says what failed in general words and carries a
+    `request_id`; the cause (a database's message) is only in the service's log line with that id.
 
     ## Idempotency
     Every POST, PUT and DELETE accepts `Idempotency-Key` (1 to 255 visible ASCII characters). A repeat of the same request
@@ -111,6 +116,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -157,6 +164,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -198,6 +207,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '500':
           $ref: '#/components/responses/InternalError'
         '503':
@@ -250,6 +261,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -277,6 +290,8 @@ paths:
           $ref: '#/components/responses/Forbidden'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '503':
           $ref: '#/components/responses/ServiceUnavailable'
   /v1/channels/{channel}:
@@ -303,6 +318,8 @@ paths:
           $ref: '#/components/responses/Forbidden'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '503':
           $ref: '#/components/responses/ServiceUnavailable'
   /v1/channels/{channel}/broadcast:
@@ -352,6 +369,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -386,6 +405,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
     delete:
       operationId: unlinkBroadcastChannel
       tags: [channels]
@@ -414,6 +435,10 @@ paths:
           $ref: '#/components/responses/NotAcceptable'
         '409':
           $ref: '#/components/responses/Conflict'
+        '415':
+          $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -473,6 +498,8 @@ paths:
           $ref: '#/components/responses/Forbidden'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '500':
           $ref: '#/components/responses/InternalError'
         '503':
@@ -504,6 +531,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '500':
           $ref: '#/components/responses/InternalError'
         '503':
@@ -559,6 +588,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
   /v1/push:
     post:
       operationId: sendPush
@@ -603,6 +634,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -626,6 +659,8 @@ paths:
                 type: string
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
   /healthz:
     get:
       operationId: getHealth
@@ -641,6 +676,8 @@ paths:
                 $ref: '#/components/schemas/Health'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
   /readyz:
     get:
       operationId: getReadiness
@@ -657,6 +694,8 @@ paths:
                 $ref: '#/components/schemas/Readiness'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '503':
           $ref: '#/components/responses/ServiceUnavailable'
   /metrics:
@@ -674,6 +713,8 @@ paths:
                 type: string
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
   /openapi.yaml:
     get:
       operationId: getOpenAPIDocument
@@ -689,6 +730,8 @@ paths:
                 type: string
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
 components:
   securitySchemes:
     bearerAuth:
@@ -794,6 +837,15 @@ components:
         application/problem+json:
           schema:
             $ref: '#/components/schemas/Problem'
+    MisdirectedRequest:
+      description: |
+        Without API keys the service answers only requests whose `Host` is a loopback name or address
+        (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+        127.0.0.1 cannot reach it (`misdirected_request`).
+      content:
+        application/problem+json:
+          schema:
+            $ref: '#/components/schemas/Problem'
     UnprocessableContent:
       description: The Idempotency-Key was used for a different request (`idempotency_key_reused`).
       content:
@@ -801,7 +853,9 @@ components:
           schema:
             $ref: '#/components/schemas/Problem'
     InternalError:
-      description: The registry could not be read or written (e.g. a full disk); nothing was changed.
+      description: |
+        The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+        echo the database's message: `request_id` names the log line that has it.
       content:
         application/problem+json:
           schema:
@@ -809,8 +863,8 @@ components:
     ServiceUnavailable:
       description: |
         Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-        database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-        request was taken.
+        database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+        message). Try again after `Retry-After` seconds; nothing of the request was taken.
       headers:
         Retry-After:
           $ref: '#/components/headers/RetryAfter'
@@ -882,6 +936,11 @@ components:
           description: The methods this path answers (405).
           items:
             type: string
+        request_id:
+          type: string
+          description: |
+            On a failure of the service (500, and 503 `database_unavailable`): the id of the log line that holds
+            the cause, which the answer does not repeat (a database's message names tables, queries and files).
     ProblemCode:
       type: string
       description: |
@@ -892,7 +951,9 @@ components:
         `invalid_channel`, `invalid_payload` (the update breaks a Live Activity rule), `payload_too_large`
         (the encoded APNs payload is over 4,096 bytes; `size` and `limit` given), `invalid_parameter` (a
         path, query or header value), `already_expired` and `fresh_until_too_far` (`fresh_until`),
-        `older_than_current` (409), `body_too_large` (413), `unsupported_media_type` (415),
+        `older_than_current` (409), `body_too_large` (413), `unsupported_media_type` (415: a body that is
+        not `application/json`, or none of a write that needs one), `misdirected_request` (421: without API
+        keys, a `Host` that is not loopback),
         `not_acceptable` (406), `unauthorized` (401), `forbidden` (403), `not_found` (404, also for unknown
         routes), `method_not_allowed` (405, with `allowed`), `idempotency_key_in_progress` (409),
         `idempotency_key_reused` (422), `too_many_channels` (503: the engine tracks 32,767 channels in use),
@@ -918,6 +979,7 @@ components:
         - older_than_current
         - body_too_large
         - unsupported_media_type
+        - misdirected_request
         - not_acceptable
         - unauthorized
         - forbidden

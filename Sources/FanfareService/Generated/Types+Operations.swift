@@ -316,6 +316,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/tokens/post(registerTokens)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(registerTokens)/responses/422`.
@@ -339,7 +365,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(registerTokens)/responses/500`.
             ///
@@ -363,8 +391,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(registerTokens)/responses/503`.
@@ -718,6 +746,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/tokens/delete/post(deleteTokens)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/delete/post(deleteTokens)/responses/422`.
@@ -741,7 +795,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/delete/post(deleteTokens)/responses/500`.
             ///
@@ -765,8 +821,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/delete/post(deleteTokens)/responses/503`.
@@ -1048,7 +1104,35 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/tokens/{token}/get(getToken)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/{token}/get(getToken)/responses/500`.
             ///
@@ -1072,8 +1156,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/{token}/get(getToken)/responses/503`.
@@ -1456,6 +1540,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/updates/post(publishUpdate)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/updates/post(publishUpdate)/responses/422`.
@@ -1479,7 +1589,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/updates/post(publishUpdate)/responses/500`.
             ///
@@ -1503,8 +1615,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/updates/post(publishUpdate)/responses/503`.
@@ -1717,9 +1829,35 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/get(listChannels)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/get(listChannels)/responses/503`.
@@ -1974,9 +2112,35 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/get(getChannel)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/get(getChannel)/responses/503`.
@@ -2248,6 +2412,32 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/get(getBroadcastLink)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
                             response: self
                         )
                     }
@@ -2607,6 +2797,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/422`.
@@ -2630,7 +2846,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/500`.
             ///
@@ -2680,8 +2898,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/503`.
@@ -3022,6 +3240,55 @@ package enum Operations {
                     }
                 }
             }
+            /// The body is not `application/json`.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/422`.
@@ -3045,7 +3312,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/500`.
             ///
@@ -3095,8 +3364,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/503`.
@@ -3389,7 +3658,35 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/waves/get(listWaves)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/waves/get(listWaves)/responses/500`.
             ///
@@ -3413,8 +3710,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/waves/get(listWaves)/responses/503`.
@@ -3691,7 +3988,35 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/waves/{wave_id}/get(getWave)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/waves/{wave_id}/get(getWave)/responses/500`.
             ///
@@ -3715,8 +4040,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/waves/{wave_id}/get(getWave)/responses/503`.
@@ -3988,6 +4313,32 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/waves/{wave_id}/events/get(getWaveEvents)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
                             response: self
                         )
                     }
@@ -4327,6 +4678,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/push/post(sendPush)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/push/post(sendPush)/responses/422`.
@@ -4350,7 +4727,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/push/post(sendPush)/responses/500`.
             ///
@@ -4374,8 +4753,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/push/post(sendPush)/responses/503`.
@@ -4563,6 +4942,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths///get(getOperatorPage)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -4697,6 +5102,32 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//healthz/get(getHealth)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
                             response: self
                         )
                     }
@@ -4843,9 +5274,35 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//readyz/get(getReadiness)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//readyz/get(getReadiness)/responses/503`.
@@ -5008,6 +5465,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//metrics/get(getMetrics)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -5142,6 +5625,32 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//openapi.yaml/get(getOpenAPIDocument)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
                             response: self
                         )
                     }

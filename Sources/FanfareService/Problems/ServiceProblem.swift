@@ -106,6 +106,7 @@ package struct ServiceProblem: Error, Sendable {
         case .olderThanCurrent: "A newer update of this channel was published"
         case .bodyTooLarge: "The request body is too large"
         case .unsupportedMediaType: "The body must be application/json"
+        case .misdirectedRequest: "The Host is not a loopback name or address"
         case .notAcceptable: "No acceptable response content type"
         case .unauthorized: "An API key is needed"
         case .forbidden: "The API key lacks the scope for this route"
