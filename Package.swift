@@ -131,6 +131,10 @@ let package = Package(
             dependencies: [
                 "FanfareFanout", "FanfareStorage", "FanfareSQLite", "FanfarePostgres", "FanfareCluster", "FanfareClient", "FanfareCore", "FanfareTLS",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // --tls-cert / --tls-key: the API over HTTPS (swift-nio-ssl, as postgres-nio already brings it).
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -16,8 +16,11 @@ public struct ServiceConfiguration: Sendable {
     /// The engine (APNs client, app, budgets, ...). The service sets its logger, metrics factory and
     /// push-result observer.
     public var fanout: FanoutConfiguration
-    /// API keys; nil: no authentication, which is allowed on loopback only.
+    /// API keys; nil: no authentication, which is allowed on loopback only, and only requests whose Host is
+    /// a loopback name or address are answered (`LoopbackHostMiddleware`).
     public var apiKeys: APIKeyring?
+    /// The API over HTTPS (`--tls-cert`, `--tls-key`); nil: plain HTTP.
+    public var tls: ServiceTLS?
     /// Largest request body (bytes).
     public var maxBodyBytes = 8 << 20
     /// Most items in one token batch (register or delete).
@@ -92,6 +95,11 @@ public struct ServiceConfiguration: Sendable {
         case .sqlite(let path): return path
         case .postgres(let url): return PostgresTokenStore.redacted(url)
         }
+    }
+
+    /// Where the API answers once it listens on `port`: `https://127.0.0.1:8080`, `http://[::1]:8080`.
+    public func url(port: Int) -> String {
+        "\(tls == nil ? "http" : "https")://\(host.contains(":") ? "[\(host)]" : host):\(port)"
     }
 
     /// Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).
