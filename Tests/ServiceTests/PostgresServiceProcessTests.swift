@@ -190,6 +190,11 @@ struct PostgresServiceProcessTests {
             ["--simulator", "--listen", "127.0.0.1:0", "--database", "mysql://fanfare:\(secret)@db/fanfare"],
             directory: directory)
         #expect(otherScheme.status == 64 && otherScheme.errors.contains("only postgres://"), "\(otherScheme)")
+        // A password a URL parser reads as a port and a path ("123/..."): redacted all the same.
+        let portLike = try await ServeProcess.run(
+            ["--simulator", "--listen", "127.0.0.1:0", "--database", "postgres://fanfare:123/\(secret)@db/fanfare"],
+            directory: directory)
+        #expect(portLike.status == 64 && portLike.errors.contains("postgres://fanfare:***@db/fanfare"), "\(portLike)")
 
         // A port nothing listens on (taken from the kernel, then released).
         let port = try PostgresServer.freePort()
@@ -205,8 +210,10 @@ struct PostgresServiceProcessTests {
             lines.count == 1
                 && lines[0].contains("cannot connect to PostgreSQL at postgres://fanfare:***@127.0.0.1:\(port)/fanfare"),
             "\(unreachable)")
-        for result in [noHost, otherScheme, unreachable] {
+        for result in [noHost, otherScheme, portLike, unreachable] {
             #expect(!result.errors.contains(secret) && !result.output.contains(secret), "\(result)")
         }
+        // A password in the flag works, with a warning that says where else it can come from.
+        #expect(unreachable.errors.contains("carries a password") && unreachable.errors.contains("FANFARE_DATABASE"))
     }
 }
