@@ -136,6 +136,10 @@ let package = Package(
                 "FanfareFanout", "FanfareStorage", "FanfareSQLite", "FanfarePostgres", "FanfareCluster", "FanfareClient", "FanfareCore", "FanfareTLS",
                 "FanfareApps",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                // --tls-cert / --tls-key: the API over HTTPS (swift-nio-ssl, as postgres-nio already brings it).
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
                 .product(name: "OpenAPIHummingbird", package: "swift-openapi-hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

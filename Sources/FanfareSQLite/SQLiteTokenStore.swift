@@ -75,6 +75,7 @@ public final class SQLiteTokenStore: TokenStore {
             try db.execute(sql: "PRAGMA wal_autocheckpoint = \(SQLiteTokenStore.walCheckpointPages)")
             try db.execute(sql: "PRAGMA journal_size_limit = \(SQLiteTokenStore.walSizeLimitBytes)")
         }
+        Self.createPrivately(path)
         do {
             database = try DatabaseQueue(path: path, configuration: configuration)
         } catch {
@@ -537,6 +538,16 @@ public final class SQLiteTokenStore: TokenStore {
 
     /// Names an open failure: a missing directory, a file that is not SQLite and a file in use get their own
     /// wording.
+    /// Creates a registry file that does not exist yet with mode 0600 before SQLite opens it: it holds device
+    /// tokens, payloads and idempotency answers, and SQLite gives the -wal and -shm files the database file's
+    /// mode (review L4). An existing file keeps its mode; a file that cannot be made is left to SQLite, whose
+    /// open then says why.
+    static func createPrivately(_ path: String) {
+        guard !path.isEmpty, path != ":memory:", !path.hasPrefix("file:") else { return }
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
+        if descriptor >= 0 { closeDescriptor(descriptor) }
+    }
+
     private static func openError(path: String, _ error: any Error, operation: String? = nil) -> RegistryError {
         if let error = error as? RegistryError { return error }
         if let error = error as? DatabaseError {
@@ -576,4 +587,9 @@ public final class SQLiteTokenStore: TokenStore {
         }
         return .storage("\(operation) failed: \(error)")
     }
+}
+
+/// `close(2)`: inside `SQLiteTokenStore` the name means the store's own `close()`.
+private func closeDescriptor(_ descriptor: Int32) {
+    close(descriptor)
 }

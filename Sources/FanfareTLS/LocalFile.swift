@@ -75,7 +75,8 @@ enum LocalFile {
         return nil
     }
 
-    /// Creates `path` (and missing parents) as directories; nil on success or if it already exists.
+    /// Creates `path` (and missing parents) as directories only the user can enter (0700: they hold keys); nil on
+    /// success or if it already exists.
     static func makeDirectory(_ path: String) -> LocalFileError? {
         var status = stat()
         if stat(path, &status) == 0 {
@@ -84,7 +85,7 @@ enum LocalFile {
         if let slash = path.lastIndex(of: "/"), slash != path.startIndex {
             if let error = makeDirectory(String(path[..<slash])) { return error }
         }
-        if mkdir(path, 0o755) != 0 && errno != EEXIST { return LocalFileError(reason: errnoText()) }
+        if mkdir(path, 0o700) != 0 && errno != EEXIST { return LocalFileError(reason: errnoText()) }
         return nil
     }
 

@@ -74,6 +74,8 @@ extension PostgresSuites {
             for url in [
                 "postgres://u:hun@ter2@h/db", "postgres://u:hun/ter2@h/db", "postgres://u:hun ter2@h/db",
                 "postgres://u:hunter2@h:99999999999/db", "postgresql://u:hunter2@[bad/db", "postgres://u:hunter2@",
+                // URLs a parser reads with no password: `:123` as a port, the rest as a path or a fragment.
+                "postgres://u:123/hunter2@h/db", "postgres://u:12#hunter2@h/db", "postgres://u:1?hunter2@h/db",
             ] {
                 let shown = redacted(url)
                 #expect(!shown.contains("hunter2") && !shown.contains("ter2"), "\(url) -> \(shown)")

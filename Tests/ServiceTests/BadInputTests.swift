@@ -110,7 +110,7 @@ struct BadInputTests {
         #expect(over["limit"] as? Int == 2 << 20)
         #expect(over["size"] as? Int == (3 << 20) + 2)
         var chunked = Array(
-            "POST /v1/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            "POST /v1/tokens HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
                 .utf8)
         for _ in 0..<48 {
             chunked += Array("10000\r\n".utf8) + [UInt8](repeating: 32, count: 65536) + Array("\r\n".utf8)

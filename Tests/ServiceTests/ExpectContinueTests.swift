@@ -65,7 +65,7 @@ struct ExpectContinueTests {
         let port = fixture.client.port
         let body = Array(registrationBody(0..<3, channel: "e").utf8)
         let head =
-            "POST /v1/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n"
+            "POST /v1/tokens HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(body.count)\r\n"
             + "Expect: 100-continue\r\n\r\n"
         let (interim, final) = try await Self.onThread {
             try Self.exchange(port: port, head: head, body: body, sendBody: true)
@@ -75,7 +75,7 @@ struct ExpectContinueTests {
         #expect(final.hasPrefix("HTTP/1.1 200 OK") && final.contains(#""registered" : 3"#), "\(final)")
 
         let tooLarge =
-            "POST /v1/tokens HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \(1 << 20)\r\n"
+            "POST /v1/tokens HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \(1 << 20)\r\n"
             + "Expect: 100-continue\r\n\r\n"
         let refused = try await Self.onThread {
             try Self.exchange(port: port, head: tooLarge, body: [], sendBody: false)

@@ -127,6 +127,12 @@ struct PostgresServiceProcessTests {
             #expect(response.status == 503, "\(what): \(response)")
             #expect(response.json?["code"] as? String == "database_unavailable", "\(what): \(response)")
             #expect(response.header("retry-after") == "5", "\(what): \(response)")
+            // The database's own words (its address, the connection's error) are in the log line the answer's
+            // request_id names, not in the answer.
+            #expect(!response.text.contains("127.0.0.1") && !response.text.contains("\(postgres.port)"), "\(response)")
+            let id = try #require(response.json?["request_id"] as? String, "\(what): \(response)")
+            let logged = serve.errors.split(separator: "\n").filter { $0.contains(id) }
+            #expect(logged.count == 1 && logged[0].contains("\"error\""), "\(what): \(serve.errors.suffix(3000))")
         }
 
         try await Self.onOwnThread { try postgres.start() }
@@ -139,6 +145,34 @@ struct PostgresServiceProcessTests {
         serve.signal(SIGTERM)
         #expect(await serve.waitForExit() == 0, "\(serve.errors.suffix(2000))")
         await simulator.stop()
+    }
+
+    @Test("a 500 says what failed in general words and a request_id; the database's message is in that log line")
+    func failuresDoNotEchoTheDatabase() async throws {
+        let postgres = try await Self.onOwnThread { try PostgresServer() }
+        defer { postgres.stop() }
+        let directory = NSTemporaryDirectory() + "fanfare-pg-500-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let serve = try await ServeProcess(
+            ["--simulator", "--listen", "127.0.0.1:0", "--database", postgres.url, "--log-format", "json"],
+            directory: directory, name: "serve-500")
+        let client = serve.client
+        #expect(try await client.post("/v1/tokens", json: registrationBody(0..<10, channel: "m")).status == 200)
+        // The table moves away under the service: the next registration fails inside PostgreSQL.
+        _ = try postgres.psql("ALTER TABLE tokens RENAME TO tokens_moved_away")
+        let failed = try await client.post("/v1/tokens", json: registrationBody(10..<20, channel: "m"))
+        let document = problem(failed, status: 500, code: "internal")
+        for inside in ["relation", "does not exist", "PostgreSQL", "PSQLError", "SELECT", "INSERT", "tokens_"] {
+            #expect(!failed.text.contains(inside), "\(inside): \(failed)")
+        }
+        let id = try #require(document["request_id"] as? String, "\(failed)")
+        let logged = serve.errors.split(separator: "\n").filter { $0.contains(id) }
+        #expect(logged.count == 1 && logged[0].contains("does not exist"), "\(serve.errors.suffix(3000))")
+        _ = try postgres.psql("ALTER TABLE tokens_moved_away RENAME TO tokens")
+        #expect(try await client.post("/v1/tokens", json: registrationBody(10..<20, channel: "m")).status == 200)
+        serve.signal(SIGTERM)
+        #expect(await serve.waitForExit() == 0, "\(serve.errors.suffix(2000))")
     }
 
     @Test("a bad postgres:// URL or an unreachable server: exit non-zero, one line saying what to fix, no password")
@@ -156,6 +190,11 @@ struct PostgresServiceProcessTests {
             ["--simulator", "--listen", "127.0.0.1:0", "--database", "mysql://fanfare:\(secret)@db/fanfare"],
             directory: directory)
         #expect(otherScheme.status == 64 && otherScheme.errors.contains("only postgres://"), "\(otherScheme)")
+        // A password a URL parser reads as a port and a path ("123/..."): redacted all the same.
+        let portLike = try await ServeProcess.run(
+            ["--simulator", "--listen", "127.0.0.1:0", "--database", "postgres://fanfare:123/\(secret)@db/fanfare"],
+            directory: directory)
+        #expect(portLike.status == 64 && portLike.errors.contains("postgres://fanfare:***@db/fanfare"), "\(portLike)")
 
         // A port nothing listens on (taken from the kernel, then released).
         let port = try PostgresServer.freePort()
@@ -171,8 +210,10 @@ struct PostgresServiceProcessTests {
             lines.count == 1
                 && lines[0].contains("cannot connect to PostgreSQL at postgres://fanfare:***@127.0.0.1:\(port)/fanfare"),
             "\(unreachable)")
-        for result in [noHost, otherScheme, unreachable] {
+        for result in [noHost, otherScheme, portLike, unreachable] {
             #expect(!result.errors.contains(secret) && !result.output.contains(secret), "\(result)")
         }
+        // A password in the flag works, with a warning that says where else it can come from.
+        #expect(unreachable.errors.contains("carries a password") && unreachable.errors.contains("FANFARE_DATABASE"))
     }
 }

@@ -391,7 +391,8 @@ public struct SimulateCommand: ParsableCommand {
         }
         if !memoryChannels {
             do {
-                try FileManager.default.createDirectory(atPath: stateDir, withIntermediateDirectories: true)
+                try FileManager.default.createDirectory(
+                    atPath: stateDir, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
             } catch {
                 throw UsageError(
                     "--state-dir '\(stateDir)': cannot create it for the channels: \(error.localizedDescription)")

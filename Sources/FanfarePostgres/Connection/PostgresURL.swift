@@ -85,18 +85,12 @@ struct PostgresURL: Sendable, Equatable {
         return parameters
     }
 
-    /// `url` for messages and logs: its password replaced by `***`, also when the URL does not parse (everything
-    /// between `://` and the last `@` after it is user information), and so is a `password=` parameter's value.
+    /// `url` for messages and logs: its password replaced by `***`, and so is a `password=` parameter's value.
+    /// Found by hand, never by a URL parser: everything between `://` and the last `@` is user information. A
+    /// parser can read a password with a `/` or `#` as a port and a path (`postgres://u:123/x@h/db`) and find
+    /// no password to hide (review M6).
     static func redacted(_ url: String) -> String {
-        var text = url
-        if let components = URLComponents(string: url), components.password != nil {
-            var hidden = components
-            hidden.password = "***"
-            text = hidden.string ?? redactedUserInformation(url)
-        } else if URLComponents(string: url) == nil {
-            text = redactedUserInformation(url)
-        }
-        return redactedPasswordParameters(text)
+        redactedPasswordParameters(redactedUserInformation(url))
     }
 
     /// The user information's password (after its first `:`) replaced by `***`, found without parsing the URL.

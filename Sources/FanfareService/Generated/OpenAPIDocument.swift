@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "4eadb9faab84b2ddfde55bdeaa33b153f4c2687f7a58dc2c26365bb733f69280"
+    package static let sha256 = "26a322dd0603a2cf0bf6162e3894956fdcba1b2656aff20deb9f04601f671358"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -18,13 +18,18 @@ info:
     With `--api-keys FILE` every `/v1` route needs `Authorization: Bearer <key>`. Each key carries scopes:
     `register` (register and delete tokens), `publish` (channel updates and single pushes), `read` (tokens,
     waves, channels, wave events) and `admin` (everything). A missing or unknown key is 401, a key without the
-    route's scope 403. Without `--api-keys` the service only listens on loopback and needs no key.
+    route's scope 403. Without `--api-keys` the service only listens on loopback, needs no key and answers only
+    requests whose `Host` is a loopback name or address (421 `misdirected_request` otherwise: a web page that
+    rebinds its DNS name to 127.0.0.1 gets nothing).
     `/healthz`, `/readyz`, `/metrics` and `/openapi.yaml` never need a key.
 
     ## Errors
     Every error is an RFC 9457 `application/problem+json` document (`Problem`) with a stable `code`; errors
     about one item of a batch carry its `index`, errors about one field its `field`. A rejected request has
-    written nothing.
+    written nothing. A write's body must be `Content-Type: application/json` (415 otherwise, also without the
+    header); a DELETE needs no body and no Content-Type (a body it sends anyway must be JSON). A failure of
+    the service itself (500, 503 `database_unavailable`) says what failed in general words and carries a
+    `request_id`; the cause (a database's message) is only in the service's log line with that id.
 
     ## Idempotency
     Every POST, PUT and DELETE accepts `Idempotency-Key` (1 to 255 visible ASCII characters). A repeat of the same request
@@ -111,6 +116,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -157,6 +164,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -198,6 +207,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '500':
           $ref: '#/components/responses/InternalError'
         '503':
@@ -250,6 +261,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -277,6 +290,8 @@ paths:
           $ref: '#/components/responses/Forbidden'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '503':
           $ref: '#/components/responses/ServiceUnavailable'
   /v1/channels/{channel}:
@@ -303,6 +318,8 @@ paths:
           $ref: '#/components/responses/Forbidden'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '503':
           $ref: '#/components/responses/ServiceUnavailable'
   /v1/channels/{channel}/broadcast:
@@ -352,6 +369,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -387,6 +406,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
     delete:
       operationId: unlinkBroadcastChannel
       tags: [channels]
@@ -416,6 +437,10 @@ paths:
           $ref: '#/components/responses/NotAcceptable'
         '409':
           $ref: '#/components/responses/Conflict'
+        '415':
+          $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -475,6 +500,8 @@ paths:
           $ref: '#/components/responses/Forbidden'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '500':
           $ref: '#/components/responses/InternalError'
         '503':
@@ -506,6 +533,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '500':
           $ref: '#/components/responses/InternalError'
         '503':
@@ -561,6 +590,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
   /v1/push:
     post:
       operationId: sendPush
@@ -605,6 +636,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -628,6 +661,8 @@ paths:
                 type: string
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
   /healthz:
     get:
       operationId: getHealth
@@ -643,6 +678,8 @@ paths:
                 $ref: '#/components/schemas/Health'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
   /readyz:
     get:
       operationId: getReadiness
@@ -659,6 +696,8 @@ paths:
                 $ref: '#/components/schemas/Readiness'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '503':
           $ref: '#/components/responses/ServiceUnavailable'
   /metrics:
@@ -676,6 +715,8 @@ paths:
                 type: string
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
   /openapi.yaml:
     get:
       operationId: getOpenAPIDocument
@@ -691,6 +732,8 @@ paths:
                 type: string
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
   /v1/apps:
     get:
       operationId: listApps
@@ -714,6 +757,8 @@ paths:
           $ref: '#/components/responses/Forbidden'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '500':
           $ref: '#/components/responses/InternalError'
         '503':
@@ -748,6 +793,8 @@ paths:
           $ref: '#/components/responses/Conflict'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -803,6 +850,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -852,6 +901,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -894,6 +945,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '500':
           $ref: '#/components/responses/InternalError'
         '503':
@@ -949,6 +1002,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -980,6 +1035,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '503':
           $ref: '#/components/responses/ServiceUnavailable'
   /v1/apps/{app}/channels/{channel}:
@@ -1009,6 +1066,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '503':
           $ref: '#/components/responses/ServiceUnavailable'
   /v1/apps/{app}/channels/{channel}/broadcast:
@@ -1061,6 +1120,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -1097,6 +1158,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
     delete:
       operationId: unlinkBroadcastChannelInApp
       tags: [channels]
@@ -1127,6 +1190,10 @@ paths:
           $ref: '#/components/responses/NotAcceptable'
         '409':
           $ref: '#/components/responses/Conflict'
+        '415':
+          $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -1189,6 +1256,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '500':
           $ref: '#/components/responses/InternalError'
         '503':
@@ -1221,6 +1290,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '500':
           $ref: '#/components/responses/InternalError'
         '503':
@@ -1277,6 +1348,8 @@ paths:
           $ref: '#/components/responses/NotFound'
         '406':
           $ref: '#/components/responses/NotAcceptable'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
   /v1/apps/{app}/push:
     post:
       operationId: sendPushInApp
@@ -1324,6 +1397,8 @@ paths:
           $ref: '#/components/responses/ContentTooLarge'
         '415':
           $ref: '#/components/responses/UnsupportedMediaType'
+        '421':
+          $ref: '#/components/responses/MisdirectedRequest'
         '422':
           $ref: '#/components/responses/UnprocessableContent'
         '500':
@@ -1452,6 +1527,15 @@ components:
         application/problem+json:
           schema:
             $ref: '#/components/schemas/Problem'
+    MisdirectedRequest:
+      description: |
+        Without API keys the service answers only requests whose `Host` is a loopback name or address
+        (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+        127.0.0.1 cannot reach it (`misdirected_request`).
+      content:
+        application/problem+json:
+          schema:
+            $ref: '#/components/schemas/Problem'
     UnprocessableContent:
       description: The Idempotency-Key was used for a different request (`idempotency_key_reused`).
       content:
@@ -1459,7 +1543,9 @@ components:
           schema:
             $ref: '#/components/schemas/Problem'
     InternalError:
-      description: The registry could not be read or written (e.g. a full disk); nothing was changed.
+      description: |
+        The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+        echo the database's message: `request_id` names the log line that has it.
       content:
         application/problem+json:
           schema:
@@ -1467,8 +1553,8 @@ components:
     ServiceUnavailable:
       description: |
         Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-        database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-        request was taken.
+        database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+        message). Try again after `Retry-After` seconds; nothing of the request was taken.
       headers:
         Retry-After:
           $ref: '#/components/headers/RetryAfter'
@@ -1540,6 +1626,11 @@ components:
           description: The methods this path answers (405).
           items:
             type: string
+        request_id:
+          type: string
+          description: |
+            On a failure of the service (500, and 503 `database_unavailable`): the id of the log line that holds
+            the cause, which the answer does not repeat (a database's message names tables, queries and files).
     ProblemCode:
       type: string
       description: |
@@ -1550,7 +1641,9 @@ components:
         `invalid_channel`, `invalid_payload` (the update breaks a Live Activity rule), `payload_too_large`
         (the encoded APNs payload is over 4,096 bytes; `size` and `limit` given), `invalid_parameter` (a
         path, query or header value), `already_expired` and `fresh_until_too_far` (`fresh_until`),
-        `older_than_current` (409), `body_too_large` (413), `unsupported_media_type` (415),
+        `older_than_current` (409), `body_too_large` (413), `unsupported_media_type` (415: a body that is
+        not `application/json`, or none of a write that needs one), `misdirected_request` (421: without API
+        keys, a `Host` that is not loopback),
         `not_acceptable` (406), `unauthorized` (401), `forbidden` (403), `not_found` (404, also for unknown
         routes), `method_not_allowed` (405, with `allowed`), `idempotency_key_in_progress` (409),
         `idempotency_key_reused` (422), `too_many_channels` (503: the engine tracks 32,767 channels in use),
@@ -1578,6 +1671,7 @@ components:
         - older_than_current
         - body_too_large
         - unsupported_media_type
+        - misdirected_request
         - not_acceptable
         - unauthorized
         - forbidden

@@ -263,6 +263,34 @@ extension Components {
                 self.body = body
             }
         }
+        package struct MisdirectedRequest: Sendable, Hashable {
+            /// - Remark: Generated from `#/components/responses/MisdirectedRequest/content`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/components/responses/MisdirectedRequest/content/application\/problem+json`.
+                case applicationProblemJson(Components.Schemas.Problem)
+                /// The associated value of the enum case if `self` is `.applicationProblemJson`.
+                ///
+                /// - Throws: An error if `self` is not `.applicationProblemJson`.
+                /// - SeeAlso: `.applicationProblemJson`.
+                package var applicationProblemJson: Components.Schemas.Problem {
+                    get throws {
+                        switch self {
+                        case let .applicationProblemJson(body):
+                            return body
+                        }
+                    }
+                }
+            }
+            /// Received HTTP response body
+            package var body: Components.Responses.MisdirectedRequest.Body
+            /// Creates a new `MisdirectedRequest`.
+            ///
+            /// - Parameters:
+            ///   - body: Received HTTP response body
+            package init(body: Components.Responses.MisdirectedRequest.Body) {
+                self.body = body
+            }
+        }
         package struct UnprocessableContent: Sendable, Hashable {
             /// - Remark: Generated from `#/components/responses/UnprocessableContent/content`.
             @frozen package enum Body: Sendable, Hashable {

@@ -68,6 +68,12 @@ extension Components {
             ///
             /// - Remark: Generated from `#/components/schemas/Problem/allowed`.
             package var allowed: [Swift.String]?
+            /// On a failure of the service (500, and 503 `database_unavailable`): the id of the log line that holds
+            /// the cause, which the answer does not repeat (a database's message names tables, queries and files).
+            ///
+            ///
+            /// - Remark: Generated from `#/components/schemas/Problem/request_id`.
+            package var requestId: Swift.String?
             /// Creates a new `Problem`.
             ///
             /// - Parameters:
@@ -83,6 +89,7 @@ extension Components {
             ///   - limit: The largest size allowed.
             ///   - retryAfter: Seconds to wait before trying again (also the Retry-After header).
             ///   - allowed: The methods this path answers (405).
+            ///   - requestId: On a failure of the service (500, and 503 `database_unavailable`): the id of the log line that holds
             package init(
                 _type: Swift.String,
                 title: Swift.String,
@@ -95,7 +102,8 @@ extension Components {
                 size: Swift.Int? = nil,
                 limit: Swift.Int? = nil,
                 retryAfter: Swift.Int? = nil,
-                allowed: [Swift.String]? = nil
+                allowed: [Swift.String]? = nil,
+                requestId: Swift.String? = nil
             ) {
                 self._type = _type
                 self.title = title
@@ -109,6 +117,7 @@ extension Components {
                 self.limit = limit
                 self.retryAfter = retryAfter
                 self.allowed = allowed
+                self.requestId = requestId
             }
             package enum CodingKeys: String, CodingKey {
                 case _type = "type"
@@ -123,6 +132,7 @@ extension Components {
                 case limit
                 case retryAfter = "retry_after"
                 case allowed
+                case requestId = "request_id"
             }
         }
         /// Stable error codes:
@@ -132,7 +142,9 @@ extension Components {
         /// `invalid_channel`, `invalid_payload` (the update breaks a Live Activity rule), `payload_too_large`
         /// (the encoded APNs payload is over 4,096 bytes; `size` and `limit` given), `invalid_parameter` (a
         /// path, query or header value), `already_expired` and `fresh_until_too_far` (`fresh_until`),
-        /// `older_than_current` (409), `body_too_large` (413), `unsupported_media_type` (415),
+        /// `older_than_current` (409), `body_too_large` (413), `unsupported_media_type` (415: a body that is
+        /// not `application/json`, or none of a write that needs one), `misdirected_request` (421: without API
+        /// keys, a `Host` that is not loopback),
         /// `not_acceptable` (406), `unauthorized` (401), `forbidden` (403), `not_found` (404, also for unknown
         /// routes), `method_not_allowed` (405, with `allowed`), `idempotency_key_in_progress` (409),
         /// `idempotency_key_reused` (422), `too_many_channels` (503: the engine tracks 32,767 channels in use),
@@ -163,6 +175,7 @@ extension Components {
             case olderThanCurrent = "older_than_current"
             case bodyTooLarge = "body_too_large"
             case unsupportedMediaType = "unsupported_media_type"
+            case misdirectedRequest = "misdirected_request"
             case notAcceptable = "not_acceptable"
             case unauthorized = "unauthorized"
             case forbidden = "forbidden"

@@ -316,6 +316,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/tokens/post(registerTokens)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(registerTokens)/responses/422`.
@@ -339,7 +365,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(registerTokens)/responses/500`.
             ///
@@ -363,8 +391,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/post(registerTokens)/responses/503`.
@@ -718,6 +746,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/tokens/delete/post(deleteTokens)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/delete/post(deleteTokens)/responses/422`.
@@ -741,7 +795,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/delete/post(deleteTokens)/responses/500`.
             ///
@@ -765,8 +821,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/delete/post(deleteTokens)/responses/503`.
@@ -1048,7 +1104,35 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/tokens/{token}/get(getToken)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/{token}/get(getToken)/responses/500`.
             ///
@@ -1072,8 +1156,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/tokens/{token}/get(getToken)/responses/503`.
@@ -1456,6 +1540,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/updates/post(publishUpdate)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/updates/post(publishUpdate)/responses/422`.
@@ -1479,7 +1589,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/updates/post(publishUpdate)/responses/500`.
             ///
@@ -1503,8 +1615,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/updates/post(publishUpdate)/responses/503`.
@@ -1717,9 +1829,35 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/get(listChannels)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/get(listChannels)/responses/503`.
@@ -1974,9 +2112,35 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/get(getChannel)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/get(getChannel)/responses/503`.
@@ -2266,6 +2430,32 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/get(getBroadcastLink)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
                             response: self
                         )
                     }
@@ -2625,6 +2815,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/422`.
@@ -2648,7 +2864,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/500`.
             ///
@@ -2698,8 +2916,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/put(linkBroadcastChannel)/responses/503`.
@@ -3058,6 +3276,55 @@ package enum Operations {
                     }
                 }
             }
+            /// The body is not `application/json`.
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/422`.
@@ -3081,7 +3348,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/500`.
             ///
@@ -3131,8 +3400,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/channels/{channel}/broadcast/delete(unlinkBroadcastChannel)/responses/503`.
@@ -3425,7 +3694,35 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/waves/get(listWaves)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/waves/get(listWaves)/responses/500`.
             ///
@@ -3449,8 +3746,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/waves/get(listWaves)/responses/503`.
@@ -3727,7 +4024,35 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/waves/{wave_id}/get(getWave)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/waves/{wave_id}/get(getWave)/responses/500`.
             ///
@@ -3751,8 +4076,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/waves/{wave_id}/get(getWave)/responses/503`.
@@ -4024,6 +4349,32 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/waves/{wave_id}/events/get(getWaveEvents)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
                             response: self
                         )
                     }
@@ -4363,6 +4714,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/push/post(sendPush)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/push/post(sendPush)/responses/422`.
@@ -4386,7 +4763,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/push/post(sendPush)/responses/500`.
             ///
@@ -4410,8 +4789,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/push/post(sendPush)/responses/503`.
@@ -4599,6 +4978,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths///get(getOperatorPage)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -4733,6 +5138,32 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//healthz/get(getHealth)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
                             response: self
                         )
                     }
@@ -4879,9 +5310,35 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//readyz/get(getReadiness)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//readyz/get(getReadiness)/responses/503`.
@@ -5044,6 +5501,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//metrics/get(getMetrics)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -5178,6 +5661,32 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//openapi.yaml/get(getOpenAPIDocument)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
                             response: self
                         )
                     }
@@ -5374,7 +5883,35 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/get(listApps)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/get(listApps)/responses/500`.
             ///
@@ -5398,8 +5935,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/get(listApps)/responses/503`.
@@ -5674,6 +6211,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)/responses/422`.
@@ -5697,7 +6260,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)/responses/500`.
             ///
@@ -5721,8 +6286,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)/responses/503`.
@@ -6123,6 +6688,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/422`.
@@ -6146,7 +6737,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/500`.
             ///
@@ -6170,8 +6763,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/post(registerTokensInApp)/responses/503`.
@@ -6566,6 +7159,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/422`.
@@ -6589,7 +7208,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/500`.
             ///
@@ -6613,8 +7234,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/delete/post(deleteTokensInApp)/responses/503`.
@@ -6905,7 +7526,35 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)/responses/500`.
             ///
@@ -6929,8 +7578,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/tokens/{token}/get(getTokenInApp)/responses/503`.
@@ -7345,6 +7994,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/422`.
@@ -7368,7 +8043,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/500`.
             ///
@@ -7392,8 +8069,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/updates/post(publishUpdateInApp)/responses/503`.
@@ -7649,9 +8326,35 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/get(listChannelsInApp)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/get(listChannelsInApp)/responses/503`.
@@ -7938,9 +8641,35 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/get(getChannelInApp)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/get(getChannelInApp)/responses/503`.
@@ -8239,6 +8968,32 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/get(getBroadcastLinkInApp)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
                             response: self
                         )
                     }
@@ -8630,6 +9385,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/422`.
@@ -8653,7 +9434,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/500`.
             ///
@@ -8703,8 +9486,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/put(linkBroadcastChannelInApp)/responses/503`.
@@ -9072,6 +9855,55 @@ package enum Operations {
                     }
                 }
             }
+            /// The body is not `application/json`.
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/415`.
+            ///
+            /// HTTP response code: `415 unsupportedMediaType`.
+            case unsupportedMediaType(Components.Responses.UnsupportedMediaType)
+            /// The associated value of the enum case if `self` is `.unsupportedMediaType`.
+            ///
+            /// - Throws: An error if `self` is not `.unsupportedMediaType`.
+            /// - SeeAlso: `.unsupportedMediaType`.
+            package var unsupportedMediaType: Components.Responses.UnsupportedMediaType {
+                get throws {
+                    switch self {
+                    case let .unsupportedMediaType(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "unsupportedMediaType",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/422`.
@@ -9095,7 +9927,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/500`.
             ///
@@ -9145,8 +9979,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/channels/{channel}/broadcast/delete(unlinkBroadcastChannelInApp)/responses/503`.
@@ -9480,7 +10314,35 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)/responses/500`.
             ///
@@ -9504,8 +10366,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/get(listWavesInApp)/responses/503`.
@@ -9791,7 +10653,35 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)/responses/500`.
             ///
@@ -9815,8 +10705,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/get(getWaveInApp)/responses/503`.
@@ -10097,6 +10987,32 @@ package enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notAcceptable",
+                            response: self
+                        )
+                    }
+                }
+            }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/waves/{wave_id}/events/get(getWaveEventsInApp)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
                             response: self
                         )
                     }
@@ -10477,6 +11393,32 @@ package enum Operations {
                     }
                 }
             }
+            /// Without API keys the service answers only requests whose `Host` is a loopback name or address
+            /// (`localhost`, `127.x.x.x`, `[::1]`, with or without a port): a web page that rebinds its own DNS name to
+            /// 127.0.0.1 cannot reach it (`misdirected_request`).
+            ///
+            ///
+            /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/421`.
+            ///
+            /// HTTP response code: `421 misdirectedRequest`.
+            case misdirectedRequest(Components.Responses.MisdirectedRequest)
+            /// The associated value of the enum case if `self` is `.misdirectedRequest`.
+            ///
+            /// - Throws: An error if `self` is not `.misdirectedRequest`.
+            /// - SeeAlso: `.misdirectedRequest`.
+            package var misdirectedRequest: Components.Responses.MisdirectedRequest {
+                get throws {
+                    switch self {
+                    case let .misdirectedRequest(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "misdirectedRequest",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// The Idempotency-Key was used for a different request (`idempotency_key_reused`).
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/422`.
@@ -10500,7 +11442,9 @@ package enum Operations {
                     }
                 }
             }
-            /// The registry could not be read or written (e.g. a full disk); nothing was changed.
+            /// The registry could not be read or written (e.g. a full disk); nothing was changed. The detail does not
+            /// echo the database's message: `request_id` names the log line that has it.
+            ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/500`.
             ///
@@ -10524,8 +11468,8 @@ package enum Operations {
                 }
             }
             /// Back-pressure (`back_pressure`), shutting down (`shutting_down`), not ready yet (`not_ready`) or the
-            /// database out of reach (`database_unavailable`). Try again after `Retry-After` seconds; nothing of the
-            /// request was taken.
+            /// database out of reach (`database_unavailable`, with `request_id`: the log line with the database's
+            /// message). Try again after `Retry-After` seconds; nothing of the request was taken.
             ///
             ///
             /// - Remark: Generated from `#/paths//v1/apps/{app}/push/post(sendPushInApp)/responses/503`.

@@ -28,8 +28,12 @@ package struct APIRoute: Sendable, Equatable {
         self.headers = headers
     }
 
-    /// Writes are refused while the service shuts down; they take a JSON body and Idempotency-Key.
-    package var isWrite: Bool { method == .post || method == .put || method == .delete }
+    /// Writes are refused while the service shuts down; they take Idempotency-Key, and a body only as JSON.
+    package var isWrite: Bool { method == .post || method == .put || method == .patch || method == .delete }
+
+    /// Whether the document gives the operation a request body: every POST and PUT here (a DELETE takes none;
+    /// `OpenAPIDocumentTests` holds the two to each other).
+    package var takesBody: Bool { method == .post || method == .put || method == .patch }
 
     fileprivate var segments: [Substring] { template.split(separator: "/") }
 

@@ -3,7 +3,8 @@ import Logging
 
 /// Which middlewares a request passes, in order (one concern each, as Hummingbird composes them):
 ///
-///     every request       RequestMetrics → LocationHeader → ConnectionClose → Problem → UnmatchedRoute
+///     every request       RequestMetrics → LocationHeader → ConnectionClose → Problem
+///                         → LoopbackHost (no API keys) → UnmatchedRoute
 ///     then its route's    Authentication (needs a scope, API keys on) → Accept
 ///                         writes: Draining → ContentType → BodyLimit → Idempotency
 ///                         ResponseHeaders (routes declaring header fields) → the generated handler
@@ -27,6 +28,7 @@ struct MiddlewareStack: Sendable {
         router.add(middleware: LocationHeaderMiddleware())
         router.add(middleware: ConnectionCloseMiddleware(lifecycle: lifecycle))
         router.add(middleware: ProblemMiddleware(logger: logger))
+        if keyring == nil { router.add(middleware: LoopbackHostMiddleware()) }
         router.add(middleware: UnmatchedRouteMiddleware())
     }
 
@@ -39,7 +41,7 @@ struct MiddlewareStack: Sendable {
         group.add(middleware: AcceptMiddleware(answers: route.answers))
         if route.isWrite {
             group.add(middleware: DrainingMiddleware(lifecycle: lifecycle, retryAfter: retryAfter))
-            group.add(middleware: ContentTypeMiddleware())
+            group.add(middleware: ContentTypeMiddleware(takesBody: route.takesBody))
             group.add(middleware: BodyLimitMiddleware(maxBodyBytes: maxBodyBytes))
             group.add(middleware: IdempotencyMiddleware(gate: idempotency, blocking: blocking, logger: logger))
         }

@@ -77,7 +77,14 @@ struct IdempotencyMiddleware: RouterMiddleware {
         do {
             response = try await next(request, context)
         } catch {
-            response = ErrorMapping.problem(for: error).response(instance: request.uri.path)
+            let problem = ErrorMapping.problem(for: error)
+            if problem.status.code >= 500 {
+                // Not kept (a retry runs again): `ProblemMiddleware` answers it, and logs a failure's cause.
+                let gate = self.gate
+                try? await blocking.run { gate.abandon(claim) }
+                throw problem
+            }
+            response = problem.response(instance: request.uri.path)
         }
         // Small JSON answers: collected so they can be stored and sent again.
         let collector = BodyCollector()

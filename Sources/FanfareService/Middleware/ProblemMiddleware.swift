@@ -2,7 +2,8 @@ import Hummingbird
 import Logging
 
 /// Every error a request ends in (ours, the generated code's and the framework's) leaves as problem+json, as
-/// `ErrorMapping` maps it. Internal errors are logged with their route.
+/// `ErrorMapping` maps it. A failure of the service is logged with its cause and the request's id; the answer
+/// carries the id and not the cause (a database's message names tables, queries and files: review L5).
 struct ProblemMiddleware: RouterMiddleware {
     let logger: Logger
 
@@ -10,12 +11,23 @@ struct ProblemMiddleware: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch {
-            let problem = ErrorMapping.problem(for: error)
-            if problem.status.code >= 500 && problem.code == ._internal {
-                logger.error(
-                    "request failed", metadata: ["route": "\(context.routeLabel)", "error": "\(problem.detail)"])
-            }
+            let problem = Self.logged(ErrorMapping.problem(for: error), context: context, logger: logger)
             return problem.response(instance: request.uri.path)
         }
+    }
+
+    /// `problem` with the request's id when it is a failure of the service, whose cause is logged under that id.
+    static func logged(_ problem: ServiceProblem, context: ServiceRequestContext, logger: Logger) -> ServiceProblem {
+        guard problem.status.code >= 500, problem.cause != nil || problem.code == ._internal else { return problem }
+        var problem = problem
+        problem.requestID = context.id
+        logger.error(
+            "request failed",
+            metadata: [
+                "route": "\(context.routeLabel)", "status": "\(problem.status.code)",
+                "code": "\(problem.code.rawValue)",
+                "request_id": "\(context.id)", "error": "\(problem.cause ?? problem.detail)",
+            ])
+        return problem
     }
 }

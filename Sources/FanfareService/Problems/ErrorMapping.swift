@@ -6,7 +6,8 @@ internal import OpenAPIRuntime
 /// The one map from errors to problems: every error a request can end in, ours (the engine's, the registry's),
 /// the generated code's (decoding, content types, parameters) and the framework's. Nothing becomes an empty or
 /// HTML answer. `ProblemMiddleware` renders what escapes a handler; handlers map the engine's errors where they
-/// catch them (their retry hint is the service's `--retry-after`).
+/// catch them (their retry hint is the service's `--retry-after`). A failure of the service itself keeps its
+/// error's text in `cause`, for the log: the answer says what failed in general words (review L5).
 package enum ErrorMapping {
     package static func problem(for error: any Error) -> ServiceProblem {
         switch error {
@@ -21,8 +22,7 @@ package enum ErrorMapping {
         case let error as RegistryError:
             return fromRegistry(error)
         default:
-            let cause = String(describing: error).prefix(300)
-            return ServiceProblem(.internalServerError, ._internal, "the request failed: \(cause)")
+            return .failure("the request failed inside the service", cause: String(describing: error))
         }
     }
 
@@ -55,7 +55,7 @@ package enum ErrorMapping {
                 "the body must be application/json (\(String(describing: error.underlyingError).prefix(200)))")
         case 406: return ServiceProblem(.notAcceptable, .notAcceptable, cause)
         case 400..<500: return .badRequest(.invalidParameter, cause)
-        default: return ServiceProblem(.internalServerError, ._internal, cause)
+        default: return .failure("the request failed inside the service", cause: cause)
         }
     }
 
@@ -105,7 +105,7 @@ package enum ErrorMapping {
         case 405: return ServiceProblem(.methodNotAllowed, .methodNotAllowed, detail)
         case 415: return ServiceProblem(.unsupportedMediaType, .unsupportedMediaType, detail)
         case 400..<500: return .badRequest(.invalidRequest, detail)
-        default: return ServiceProblem(.internalServerError, ._internal, detail)
+        default: return .failure("the request failed inside the service", cause: detail)
         }
     }
 
@@ -117,17 +117,16 @@ package enum ErrorMapping {
         case .invalidRegistration(let index, let reason):
             return .badRequest(.invalidRegistration, "tokens[\(index)]: \(reason)", index: index)
         case .storage(let message):
-            return ServiceProblem(
-                .internalServerError, ._internal, "the registry failed: \(message.prefix(300)); nothing was changed")
+            return .failure("the registry could not be read or written; nothing was changed", cause: message)
         case .unavailable(let message):
             // The database is away (restarting, failing over, cut off): a state the caller can wait out.
-            return .unavailable(
-                .databaseUnavailable, "the database cannot be reached now: \(message.prefix(300)); nothing was changed",
-                retryAfter: databaseRetryAfterSeconds)
+            return .failure(
+                .serviceUnavailable, .databaseUnavailable,
+                "the database cannot be reached now; nothing was changed: try again after Retry-After",
+                cause: message, retryAfter: databaseRetryAfterSeconds)
         case .unknownWave, .invalidWave:
             // The engine's own bookkeeping of durable waves, never what a request sent.
-            return ServiceProblem(
-                .internalServerError, ._internal, "the registry refused a wave: \(error.description.prefix(300))")
+            return .failure("the registry refused a wave", cause: error.description)
         }
     }
 
@@ -147,9 +146,9 @@ package enum ErrorMapping {
                     + "maintenance pass",
                 retryAfter: 60)
         case .client(let message), .invalidConfiguration(_, let message):
-            return ServiceProblem(.internalServerError, ._internal, message)
+            return .failure("the engine failed", cause: message)
         case .environmentMismatch, .topicMismatch:
-            return ServiceProblem(.internalServerError, ._internal, "\(error)")
+            return .failure("the engine refused its own configuration", cause: "\(error)")
         case .invalidBroadcastLink(let message):
             return .badRequest(.invalidRequest, message)
         case .noChannelManagement:
@@ -204,12 +203,14 @@ package enum ErrorMapping {
             return .unavailable(.shuttingDown, "the service is shutting down; try again", retryAfter: retryAfter)
         case .storage:
             // The wave could not be made durable (a full or failing disk): nothing was sent; retry later.
-            return .unavailable(.notReady, "\(error)", retryAfter: retryAfter)
+            return .failure(
+                .serviceUnavailable, .notReady, "the wave could not be recorded, so it was not published; try again",
+                cause: "\(error)", retryAfter: retryAfter)
         case .shardElsewhere:
             return .unavailable(.shardElsewhere, "\(error)", retryAfter: 1)
         case .sharedStore:
             // The service publishes with publishShared when its engine leases shards: this is a wiring bug.
-            return ServiceProblem(.internalServerError, ._internal, "\(error)")
+            return .failure("the engine refused the publish", cause: "\(error)")
         }
     }
 }

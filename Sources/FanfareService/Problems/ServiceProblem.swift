@@ -20,6 +20,11 @@ package struct ServiceProblem: Error, Sendable {
     package var allowed: [String]?
     /// Extra response header fields (Allow, WWW-Authenticate).
     package var headers: HTTPFields = [:]
+    /// What failed inside (a database's message, an error's reflection): logged with `requestID` by
+    /// `ProblemMiddleware`, never sent, since it names tables, queries and files (review L5).
+    package var cause: String?
+    /// Set on the answer of a failure whose cause was logged: the id of that log line.
+    package var requestID: String?
 
     package init(
         _ status: HTTPResponse.Status, _ code: Code, _ detail: String, index: Int? = nil, field: String? = nil,
@@ -41,6 +46,21 @@ package struct ServiceProblem: Error, Sendable {
         ServiceProblem(.badRequest, code, detail, index: index, field: field)
     }
 
+    /// A failure of the service (5xx): `detail` says what failed in general words, `cause` is for the log only.
+    package static func failure(
+        _ status: HTTPResponse.Status, _ code: Code, _ detail: String, cause: String, retryAfter: Int? = nil
+    ) -> ServiceProblem {
+        var problem = ServiceProblem(status, code, detail)
+        problem.cause = cause
+        problem.retryAfter = retryAfter
+        return problem
+    }
+
+    /// 500 `internal`, its cause for the log only.
+    package static func failure(_ detail: String, cause: String) -> ServiceProblem {
+        failure(.internalServerError, ._internal, detail, cause: cause)
+    }
+
     /// 503 with `Retry-After`.
     package static func unavailable(_ code: Code, _ detail: String, retryAfter: Int) -> ServiceProblem {
         var problem = ServiceProblem(.serviceUnavailable, code, detail)
@@ -55,7 +75,7 @@ package struct ServiceProblem: Error, Sendable {
         Components.Schemas.Problem(
             _type: "urn:fanfare:problem:\(code.rawValue)", title: Self.title(code), status: status.code, detail: detail,
             instance: instance, code: code, index: index, field: field, size: size, limit: limit,
-            retryAfter: retryAfter, allowed: allowed)
+            retryAfter: retryAfter, allowed: allowed, requestId: requestID)
     }
 
     /// The response header fields: content type, Retry-After, and the extra ones.
@@ -106,6 +126,7 @@ package struct ServiceProblem: Error, Sendable {
         case .olderThanCurrent: "A newer update of this channel was published"
         case .bodyTooLarge: "The request body is too large"
         case .unsupportedMediaType: "The body must be application/json"
+        case .misdirectedRequest: "The Host is not a loopback name or address"
         case .notAcceptable: "No acceptable response content type"
         case .unauthorized: "An API key is needed"
         case .forbidden: "The API key lacks the scope for this route"

@@ -6,6 +6,8 @@ import FanfareSQLite
 import FanfareStorage
 internal import Foundation
 import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
 import NIOPosix
 import Logging
 internal import OpenAPIRuntime
@@ -166,12 +168,13 @@ public final class FanfareServer: Sendable {
         httpLogger[metadataKey: "component"] = "http"
         let listening = self.listening
         let maxBodyBytes = configuration.maxBodyBytes
+        let http = HTTPServerBuilder.http1(
+            configuration: .init(
+                additionalChannelHandlers: [ExpectContinueHandler(maxBodyBytes: maxBodyBytes)],
+                idleTimeout: .seconds(75)))
         let application = Application(
             router: router,
-            server: .http1(
-                configuration: .init(
-                    additionalChannelHandlers: [ExpectContinueHandler(maxBodyBytes: maxBodyBytes)],
-                    idleTimeout: .seconds(75))),
+            server: try configuration.tls.map { try .tls(http, tlsConfiguration: $0.configuration) } ?? http,
             configuration: .init(
                 address: .hostname(configuration.host, port: configuration.port), serverName: nil,
                 availableConnectionsDelegate: .maximum(configuration.maxAPIConnections, logger: httpLogger)),

@@ -23,8 +23,11 @@ public struct ServiceConfiguration: Sendable {
     /// Reads the apps again (the apps file and its keys), for `POST /v1/apps/reload` and SIGHUP; nil: the apps
     /// cannot be reloaded (the service was not started with an apps file).
     public var reloadApps: (@Sendable () throws -> [ServiceApp])?
-    /// API keys; nil: no authentication, which is allowed on loopback only.
+    /// API keys; nil: no authentication, which is allowed on loopback only, and only requests whose Host is
+    /// a loopback name or address are answered (`LoopbackHostMiddleware`).
     public var apiKeys: APIKeyring?
+    /// The API over HTTPS (`--tls-cert`, `--tls-key`); nil: plain HTTP.
+    public var tls: ServiceTLS?
     /// Largest request body (bytes).
     public var maxBodyBytes = 8 << 20
     /// Most items in one token batch (register or delete).
@@ -108,6 +111,11 @@ public struct ServiceConfiguration: Sendable {
             environment: fanout.environment, client: fanout.client, channelManagement: fanout.channelManagement,
             keyID: fanout.client.providerTokens?.current().keyID)
         return [ServiceApp(id: "default", bundleID: fanout.bundleID, isDefault: true, environments: [environment])]
+    }
+
+    /// Where the API answers once it listens on `port`: `https://127.0.0.1:8080`, `http://[::1]:8080`.
+    public func url(port: Int) -> String {
+        "\(tls == nil ? "http" : "https")://\(host.contains(":") ? "[\(host)]" : host):\(port)"
     }
 
     /// Whether `host` is a loopback address (127.0.0.0/8, ::1, localhost).

@@ -75,7 +75,8 @@ public final class AcceptedPushLog {
     public init(path: String, bufferCapacity: Int = AcceptedPushLog.defaultBufferCapacity) throws(AcceptedPushLogError)
     {
         precondition(bufferCapacity >= Self.minimumBufferCapacity, "log buffer too small")
-        let descriptor = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        // 0600: the log holds device tokens and payloads.
+        let descriptor = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw .cannotOpen(path: path, errno: errno) }
         if let code = Self.terminateCutLine(descriptor) {
             closeDescriptor(descriptor)

@@ -154,7 +154,7 @@ public struct ChannelStateFile: Sendable {
     public func save(_ saved: SavedChannels) throws(ChannelStateFileError) {
         let bytes = Self.render(saved)
         let temporary = path + ".tmp"
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .io(path: temporary, problem: "cannot create: \(String(cString: strerror(errno)))") }
         var written = 0
         while written < bytes.count {

@@ -4,6 +4,7 @@ import FanfareCluster
 import FanfareCommands
 import FanfareCore
 import FanfareFanout
+import FanfarePostgres
 import FanfareService
 import FanfareSimulator
 import FanfareTLS
@@ -20,16 +21,25 @@ struct ServeCommand: AsyncParsableCommand {
             `--simulator` starts the built-in APNs simulator in the same process (10-30 ms latency; tokens \
             starting with 0410 answer 410 Unregistered, 0400 answer 400 BadDeviceToken) and needs nothing else. \
             Otherwise give the APNs flags of `fanfare push`. Without --api-keys the service only listens on \
-            loopback. Waves are durable: saved in --database before the 202, their progress checkpointed while \
-            they run, so after a crash or a restart unfinished waves resume (a crash resends at most \
-            --checkpoint-window pushes per worker and wave). SIGTERM or SIGINT: writes get 503 with Retry-After, \
+            loopback and answers only requests whose Host is localhost, 127.x.x.x or [::1] (421 otherwise: a web \
+            page that rebinds its DNS name to 127.0.0.1 gets nothing). A write's body must be sent as \
+            Content-Type: application/json (415 otherwise, also without the header), so a web page cannot post to \
+            the service with a form or a "simple" fetch. --tls-cert and --tls-key serve the API over HTTPS. Waves \
+            are durable: saved in --database before the 202, their progress checkpointed while they run, so \
+            after a crash or a restart unfinished waves resume (a crash resends at most --checkpoint-window \
+            pushes per worker and wave). SIGTERM or SIGINT: writes get 503 with Retry-After, \
             in-flight pushes are answered and unfinished waves checkpointed (up to --shutdown-timeout; they resume \
-            at the next start with no duplicate), then the process exits 0; a second signal stops waiting. Secrets can \
-            come from the environment: $FANFARE_AUTH_KEY (the .p8's PEM text) and $FANFARE_API_KEYS (the key \
-            file's text). On PostgreSQL the node is one of a cluster sharing the database (docs/deployment.md): it \
-            leases a fair share of --shards shards and sends only those; a node that lost a lease exits 75 so that \
-            its supervisor restarts it fresh. Exit codes: 0 after a shutdown, 64 bad flags or files, 1 the service \
-            could not start, 75 a shard lease was lost.
+            at the next start with no duplicate), then the process exits 0; a second signal stops waiting. Secrets \
+            come from files or the environment, never only from a flag's value: --auth-key FILE or \
+            $FANFARE_AUTH_KEY (the .p8's PEM text), --api-keys FILE or $FANFARE_API_KEYS (the key file's text), \
+            --tls-key FILE, and the database's password from PGPASSWORD, ~/.pgpass or $FANFARE_DATABASE (the whole \
+            --database value, URL and password, out of ps). The SQLite registry is created 0600, the simulator's \
+            directories 0700; --simulator works in a new private temporary directory, removed at exit. A failure \
+            of the service (500, 503 database_unavailable) answers in general words with a request_id; the cause \
+            is in the log line with that id. On PostgreSQL the node is one of a cluster sharing the database \
+            (docs/deployment.md): it leases a fair share of --shards shards and sends only those; a node that \
+            lost a lease exits 75 so that its supervisor restarts it fresh. Exit codes: 0 after a shutdown, 64 \
+            bad flags or files, 1 the service could not start, 75 a shard lease was lost.
             """
     )
 
@@ -38,10 +48,11 @@ struct ServeCommand: AsyncParsableCommand {
             The registry: a SQLite file (created if missing), or a PostgreSQL database as \
             postgres://user@host[:port]/db[?sslmode=verify-full&sslrootcert=ca.pem] (tables created or migrated at \
             start; the server must be reachable). sslmode: disable, prefer (default), require, verify-ca, \
-            verify-full. The password from PGPASSWORD or ~/.pgpass (PGPASSFILE), or in the URL (visible in ps). \
-            See docs/deployment.md.
+            verify-full. The password from PGPASSWORD or ~/.pgpass (PGPASSFILE), or in the URL (visible in ps: \
+            give the URL in $FANFARE_DATABASE instead). Default: $FANFARE_DATABASE, else fanfare.db. See \
+            docs/deployment.md.
             """)
-    var database = "fanfare.db"
+    var database: String?
 
     @Option(
         help: "PostgreSQL: this node's name in the cluster, unique among the nodes (default: host name and process id)."
@@ -68,6 +79,12 @@ struct ServeCommand: AsyncParsableCommand {
 
     @Option(help: "Address to serve HTTP on (host:port; port 0 picks a free one). Beyond loopback needs --api-keys.")
     var listen = "127.0.0.1:8080"
+
+    @Option(help: "Serve the API over HTTPS with this PEM certificate (chain); needs --tls-key.")
+    var tlsCert: String?
+
+    @Option(help: "The PEM private key of --tls-cert (unencrypted; keep the file 0600).")
+    var tlsKey: String?
 
     @OptionGroup var connection: ConnectionOptions
 
@@ -143,6 +160,8 @@ struct ServeCommand: AsyncParsableCommand {
     var logLevel = "info"
 
     static let apiKeysVariable = "FANFARE_API_KEYS"
+    /// `--database`'s value when the flag is not given: a PostgreSQL URL with its password stays out of ps.
+    static let databaseVariable = "FANFARE_DATABASE"
     static let simulatorBundleID = "com.example.fanfare"
 
     func run() async throws {
@@ -160,17 +179,19 @@ struct ServeCommand: AsyncParsableCommand {
         }
 
         var inProcess: APNsSimulator?
-        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("fanfare-serve-\(getpid())").path
+        var scratch: PrivateDirectory?
         defer {
             inProcess?.shutdown()
-            try? FileManager.default.removeItem(atPath: scratch)
+            scratch?.remove()
         }
         let configuration: ServiceConfiguration
         do {
-            configuration = try serviceConfiguration(scratch: scratch, logger: logger, simulator: &inProcess)
+            configuration = try serviceConfiguration(logger: logger, simulator: &inProcess, scratch: &scratch)
         } catch let error as UsageError {
             throw Self.refuse(error.description, logger)
         } catch let error as APIKeyFileError {
+            throw Self.refuse(error.description, logger)
+        } catch let error as ServiceTLSError {
             throw Self.refuse(error.description, logger)
         } catch {
             throw Self.refuse("\(error)", logger)
@@ -192,18 +213,21 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     /// The service's configuration from the flags. With `--simulator`, starts the built-in simulator first (into
-    /// `simulator`, which the caller shuts down, also when a later flag is refused).
+    /// `simulator`, which the caller shuts down, also when a later flag is refused) in a new private directory
+    /// (into `scratch`, which the caller removes).
     private func serviceConfiguration(
-        scratch: String, logger: Logger, simulator inProcess: inout APNsSimulator?
+        logger: Logger, simulator inProcess: inout APNsSimulator?, scratch: inout PrivateDirectory?
     ) throws -> ServiceConfiguration {
         let (host, port) = try Self.parseListen(listen)
         if let apps {
             var endpoints: ServeApps.Endpoints?
             if simulator {
-                let started = try startAppsSimulator(file: apps, state: scratch)
+                let state = try PrivateDirectory(prefix: "fanfare-serve-")
+                scratch = state
+                let started = try startAppsSimulator(file: apps, state: state.path)
                 inProcess = started
                 endpoints = ServeApps.Endpoints(
-                    simulator: started, caFile: (scratch as NSString).appendingPathComponent("ca.pem"))
+                    simulator: started, caFile: (state.path as NSString).appendingPathComponent("ca.pem"))
                 logger.info(
                     "built-in APNs simulator started for the apps file",
                     metadata: [
@@ -221,10 +245,12 @@ struct ServeCommand: AsyncParsableCommand {
             if channelManagement != nil {
                 throw UsageError("--simulator serves its own channel management: drop --channel-management")
             }
-            let started = try startSimulator(state: scratch)
+            let state = try PrivateDirectory(prefix: "fanfare-serve-")
+            scratch = state
+            let started = try startSimulator(state: state.path)
             inProcess = started
             bundleID = Self.simulatorBundleID
-            client = try simulatorClient(state: scratch, port: started.boundAddress.port)
+            client = try simulatorClient(state: state.path, port: started.boundAddress.port)
             management = started.managementAddress.map { Endpoint(host: "127.0.0.1", port: $0.port) }
             logger.info(
                 "built-in APNs simulator started",
@@ -237,7 +263,9 @@ struct ServeCommand: AsyncParsableCommand {
             bundleID = connection.bundleId ?? ""
         }
         let fanout = try fanoutConfiguration(client: client, bundleID: bundleID, management: management)
-        return try finish(ServiceConfiguration(host: host, port: port, databasePath: database, fanout: fanout), logger)
+        return try finish(
+            ServiceConfiguration(
+                host: host, port: port, databasePath: try databaseValue(logger: logger), fanout: fanout), logger)
     }
 
     /// `--apps FILE`: the apps and their environments from the file; the engine template from the other flags.
@@ -266,7 +294,8 @@ struct ServeCommand: AsyncParsableCommand {
         var fanout = FanoutConfiguration(
             client: environment.client, bundleID: first.bundleID, environment: environment.environment)
         fanout.checkpoints = try checkpoints.configuration()
-        var service = ServiceConfiguration(host: host, port: port, databasePath: database, fanout: fanout)
+        var service = ServiceConfiguration(
+            host: host, port: port, databasePath: try databaseValue(logger: logger), fanout: fanout)
         service.apps = apps
         service.reloadApps = { try ServeApps.load(path: file, template: template, endpoints: endpoints) }
         logger.info(
@@ -281,6 +310,7 @@ struct ServeCommand: AsyncParsableCommand {
     private func finish(_ configuration: ServiceConfiguration, _ logger: Logger) throws -> ServiceConfiguration {
         var service = configuration
         service.apiKeys = try loadAPIKeys()
+        service.tls = try loadTLS()
         service.maxBodyBytes = try Self.parseSize(maxBody, flag: "--max-body")
         service.maxAPIConnections = maxApiConnections
         service.maxEventStreams = maxEventStreams
@@ -360,17 +390,16 @@ struct ServeCommand: AsyncParsableCommand {
         signals.start()
         let serving = Task { try await server.run() }
         if let port = await server.listeningPort() {
-            let scheme =
-                "http://\(configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host):\(port)"
+            let url = configuration.url(port: port)
             logger.notice(
                 "serving",
                 metadata: [
-                    "url": "\(scheme)", "database": "\(configuration.databaseDescription)",
+                    "url": "\(url)", "database": "\(configuration.databaseDescription)",
                     "api_keys": "\(configuration.apiKeys?.count ?? 0)",
                     "apns": "\(simulator ? "built-in simulator" : configuration.fanout.client.host)",
                     "proxy": "\(configuration.fanout.client.proxy?.description ?? "none")",
                 ])
-            print("fanfare serve: listening on \(scheme)")
+            print("fanfare serve: listening on \(url)")
         }
         do {
             try await serving.value
@@ -429,6 +458,32 @@ struct ServeCommand: AsyncParsableCommand {
             }
         }
         throw UsageError("\(flag) '\(text)' is not a size like 8MiB, 512KiB or 1048576")
+    }
+
+    /// `--database`, else `$FANFARE_DATABASE`, else `fanfare.db`. A password in the flag's URL is visible to
+    /// every local user (ps, /proc): it works, with a warning that says where else it can come from.
+    private func databaseValue(logger: Logger) throws(UsageError) -> String {
+        if let database {
+            if PostgresTokenStore.redacted(database) != database {
+                let elsewhere = "give it in PGPASSWORD or ~/.pgpass, or the whole URL in $\(Self.databaseVariable)"
+                logger.warning("the --database URL carries a password, which any local user can see: \(elsewhere)")
+            }
+            return database
+        }
+        if let value = ProcessInfo.processInfo.environment[Self.databaseVariable] {
+            guard !value.isEmpty else { throw UsageError("$\(Self.databaseVariable) is set but empty") }
+            return value
+        }
+        return "fanfare.db"
+    }
+
+    /// `--tls-cert FILE --tls-key FILE`, both or neither.
+    private func loadTLS() throws -> ServiceTLS? {
+        switch (tlsCert, tlsKey) {
+        case (nil, nil): return nil
+        case (let certificate?, let key?): return try ServiceTLS(certificateFile: certificate, privateKeyFile: key)
+        default: throw UsageError("--tls-cert and --tls-key go together: give both (or neither, for plain HTTP)")
+        }
     }
 
     /// `--api-keys FILE`, else `$FANFARE_API_KEYS`, else none.

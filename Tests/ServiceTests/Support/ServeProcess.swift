@@ -48,7 +48,7 @@ final class ServeProcess: @unchecked Sendable {
     ) async throws {
         (process, outputPath, errorPath) = try Self.launch(
             arguments, directory: directory, name: name, environment: environment)
-        let marker = "listening on http://"
+        let marker = "listening on http"
         let deadline = ContinuousClock.now + TestTime.scaled(timeout)
         var found: Int?
         while found == nil {
