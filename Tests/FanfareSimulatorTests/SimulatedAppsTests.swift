@@ -151,7 +151,7 @@ import Testing
     }
 
     @Test func theLongestBundleIDNamesTheTopic() {
-        let apps = ServedApps(bundleIDs: ["com.example.app", "com.example.app.voip", "com.example.a"])
+        let apps = SimulatedAppTable(bundleIDs: ["com.example.app", "com.example.app.voip", "com.example.a"])
         func match(_ topic: String) -> (Int, TopicKind)? {
             withBytes(topic) { apps.match(topic: $0) }.map { ($0.app, $0.kind) }
         }

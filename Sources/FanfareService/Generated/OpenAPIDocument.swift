@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "26a322dd0603a2cf0bf6162e3894956fdcba1b2656aff20deb9f04601f671358"
+    package static let sha256 = "77f84a7dbac5afe874e3a838075a80ed4b790352c96b2108cf4fedf2db4dae04"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -773,9 +773,17 @@ paths:
         no push fails. An app added to the file starts; an app removed stops once its waves are checkpointed.
         A file that does not parse, or a key that cannot sign, changes nothing: the answer says why (422
         `apps_file_invalid`). A service started without `--apps` has nothing to reload (409
-        `no_apps_file`). Needs scope `admin`.
+        `no_apps_file`). Needs scope `admin`. The body is an empty JSON object (`{}`): like every write, the
+        request must be `Content-Type: application/json`, so a web page cannot post it.
       parameters:
         - $ref: '#/components/parameters/IdempotencyKey'
+      requestBody:
+        required: false
+        content:
+          application/json:
+            schema:
+              type: object
+              additionalProperties: false
       responses:
         '200':
           description: The apps as they are now, and what changed.

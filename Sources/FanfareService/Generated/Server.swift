@@ -4210,7 +4210,8 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
     /// no push fails. An app added to the file starts; an app removed stops once its waves are checkpointed.
     /// A file that does not parse, or a key that cannot sign, changes nothing: the answer says why (422
     /// `apps_file_invalid`). A service started without `--apps` has nothing to reload (409
-    /// `no_apps_file`). Needs scope `admin`.
+    /// `no_apps_file`). Needs scope `admin`. The body is an empty JSON object (`{}`): like every write, the
+    /// request must be `Content-Type: application/json`, so a web page cannot post it.
     ///
     ///
     /// - Remark: HTTP `POST /v1/apps/reload`.
@@ -4237,7 +4238,30 @@ fileprivate extension UniversalServer where APIHandler: APIProtocol {
                     ),
                     accept: try converter.extractAcceptHeaderIfPresent(in: request.headerFields)
                 )
-                return Operations.ReloadApps.Input(headers: headers)
+                let contentType = converter.extractContentTypeIfPresent(in: request.headerFields)
+                let body: Operations.ReloadApps.Input.Body?
+                let chosenContentType = try converter.bestContentType(
+                    received: contentType,
+                    options: [
+                        "application/json"
+                    ]
+                )
+                switch chosenContentType {
+                case "application/json":
+                    body = try await converter.getOptionalRequestBodyAsJSON(
+                        Operations.ReloadApps.Input.Body.JsonPayload.self,
+                        from: requestBody,
+                        transforming: { value in
+                            .json(value)
+                        }
+                    )
+                default:
+                    preconditionFailure("bestContentType chose an invalid content type.")
+                }
+                return Operations.ReloadApps.Input(
+                    headers: headers,
+                    body: body
+                )
             },
             serializer: { output, request in
                 switch output {

@@ -6003,7 +6003,8 @@ package enum Operations {
     /// no push fails. An app added to the file starts; an app removed stops once its waves are checkpointed.
     /// A file that does not parse, or a key that cannot sign, changes nothing: the answer says why (422
     /// `apps_file_invalid`). A service started without `--apps` has nothing to reload (409
-    /// `no_apps_file`). Needs scope `admin`.
+    /// `no_apps_file`). Needs scope `admin`. The body is an empty JSON object (`{}`): like every write, the
+    /// request must be `Content-Type: application/json`, so a web page cannot post it.
     ///
     ///
     /// - Remark: HTTP `POST /v1/apps/reload`.
@@ -6032,12 +6033,31 @@ package enum Operations {
                 }
             }
             package var headers: Operations.ReloadApps.Input.Headers
+            /// - Remark: Generated from `#/paths/v1/apps/reload/POST/requestBody`.
+            @frozen package enum Body: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/v1/apps/reload/POST/requestBody/json`.
+                package struct JsonPayload: Codable, Hashable, Sendable {
+                    /// Creates a new `JsonPayload`.
+                    package init() {}
+                    package init(from decoder: any Swift.Decoder) throws {
+                        try decoder.ensureNoAdditionalProperties(knownKeys: [])
+                    }
+                }
+                /// - Remark: Generated from `#/paths/v1/apps/reload/POST/requestBody/content/application\/json`.
+                case json(Operations.ReloadApps.Input.Body.JsonPayload)
+            }
+            package var body: Operations.ReloadApps.Input.Body?
             /// Creates a new `Input`.
             ///
             /// - Parameters:
             ///   - headers:
-            package init(headers: Operations.ReloadApps.Input.Headers = .init()) {
+            ///   - body:
+            package init(
+                headers: Operations.ReloadApps.Input.Headers = .init(),
+                body: Operations.ReloadApps.Input.Body? = nil
+            ) {
                 self.headers = headers
+                self.body = body
             }
         }
         @frozen package enum Output: Sendable, Hashable {

@@ -198,7 +198,8 @@ package protocol APIProtocol: Sendable {
     /// no push fails. An app added to the file starts; an app removed stops once its waves are checkpointed.
     /// A file that does not parse, or a key that cannot sign, changes nothing: the answer says why (422
     /// `apps_file_invalid`). A service started without `--apps` has nothing to reload (409
-    /// `no_apps_file`). Needs scope `admin`.
+    /// `no_apps_file`). Needs scope `admin`. The body is an empty JSON object (`{}`): like every write, the
+    /// request must be `Content-Type: application/json`, so a web page cannot post it.
     ///
     ///
     /// - Remark: HTTP `POST /v1/apps/reload`.
@@ -644,13 +645,20 @@ extension APIProtocol {
     /// no push fails. An app added to the file starts; an app removed stops once its waves are checkpointed.
     /// A file that does not parse, or a key that cannot sign, changes nothing: the answer says why (422
     /// `apps_file_invalid`). A service started without `--apps` has nothing to reload (409
-    /// `no_apps_file`). Needs scope `admin`.
+    /// `no_apps_file`). Needs scope `admin`. The body is an empty JSON object (`{}`): like every write, the
+    /// request must be `Content-Type: application/json`, so a web page cannot post it.
     ///
     ///
     /// - Remark: HTTP `POST /v1/apps/reload`.
     /// - Remark: Generated from `#/paths//v1/apps/reload/post(reloadApps)`.
-    package func reloadApps(headers: Operations.ReloadApps.Input.Headers = .init()) async throws -> Operations.ReloadApps.Output {
-        try await reloadApps(Operations.ReloadApps.Input(headers: headers))
+    package func reloadApps(
+        headers: Operations.ReloadApps.Input.Headers = .init(),
+        body: Operations.ReloadApps.Input.Body? = nil
+    ) async throws -> Operations.ReloadApps.Output {
+        try await reloadApps(Operations.ReloadApps.Input(
+            headers: headers,
+            body: body
+        ))
     }
     /// Register (or refresh) up to 10,000 tokens and broadcast subscriptions (one app of several).
     ///

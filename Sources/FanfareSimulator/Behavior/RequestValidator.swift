@@ -79,7 +79,7 @@ public enum SimulatorDecision: Sendable, Equatable {
 public struct RequestValidator {
     public let configuration: SimulatorConfiguration
     /// The apps requests are for (one without `configuration.apps`).
-    let apps: ServedApps
+    let apps: SimulatedAppTable
     /// Matches sandbox tokens (`sandboxTokenPrefix`); nil: every token belongs here.
     private let sandboxTokens: TokenPrefixReply?
     /// Whether this validator plays sandbox (`configuration.environment`).
@@ -114,7 +114,7 @@ public struct RequestValidator {
     ) {
         self.configuration = configuration
         self.channels = channels
-        apps = ServedApps(configuration)
+        apps = SimulatedAppTable(configuration)
         sandboxTokens = configuration.sandboxTokenPrefix.flatMap {
             TokenPrefixReply(prefix: $0, reason: .badDeviceToken)
         }

@@ -73,12 +73,12 @@ enum ManagementRoute: Equatable {
 struct ManagementRequestValidator {
     let configuration: SimulatorConfiguration
     let channels: BroadcastChannels
-    private let apps: ServedApps
+    private let apps: SimulatedAppTable
 
     init(configuration: SimulatorConfiguration, channels: BroadcastChannels) {
         self.configuration = configuration
         self.channels = channels
-        apps = ServedApps(configuration)
+        apps = SimulatedAppTable(configuration)
     }
 
     private enum Operation { case create, read, delete, list }

@@ -36,7 +36,7 @@ final class SimulatorWorker: IOHandler, @unchecked Sendable {
     @exclusivity(unchecked) private var slots: StreamSlots
     @exclusivity(unchecked) private var validator: RequestValidator
     /// The validator's apps (the accepted-push log names each push's).
-    private let apps: ServedApps
+    private let apps: SimulatedAppTable
     /// Management workers only.
     private let management: ManagementRequestValidator?
     private let channels: BroadcastChannels?

@@ -4,7 +4,7 @@ import FanfareCore
 /// allocation so that a request's topic or path is matched, and an accepted push's app logged, without allocating.
 ///
 /// Immutable after init, so one table may be read by several threads (`@unchecked Sendable` for the raw storage).
-final class ServedApps: @unchecked Sendable {
+final class SimulatedAppTable: @unchecked Sendable {
     let bundleIDs: [String]
     private let storage: UnsafeMutableRawBufferPointer
     /// `bundleIDs[i]`'s bytes are `storage[starts[i]..<starts[i + 1]]`.
