@@ -81,3 +81,31 @@ import Testing
         #expect(harness.simulator.statistics().count(of: .invalidProviderToken) >= 1, "APNs did refuse it")
     }
 }
+
+/// Channel management follows the push client's key rotation: calls after a rotation go on a new connection signed
+/// with the new key (the simulator binds a management connection to its first key as APNs does).
+@Suite(.ownThread) struct ChannelManagementKeyRotationTests {
+    @Test func callsAfterARotationGoOnANewConnectionWithTheNewKey() async throws {
+        var configuration = SimulatorConfiguration()
+        configuration.keyID = Fixture.keyID
+        configuration.providerKeys = ["ROTATED001": ProviderKeyScope()]
+        var seen: Set<String> = []
+        let seenKeys = Mutex(seen)
+        let harness = try TestHarness(configuration, management: true) { token in
+            seenKeys.withLock { _ = $0.insert(token.keyID) }
+        }
+        defer { harness.shutdown() }
+        let keys = ProviderKeyRotation(ProviderTokenSource(signer: try harness.signer()))
+        let manager = try harness.channelManager { $0.providerKeys = keys }
+        defer { manager.shutdown() }
+        let first = try await manager.create(storagePolicy: .noMessageStored)
+        keys.rotate(to: ProviderTokenSource(signer: try harness.signer(keyID: "ROTATED001")))
+        let second = try await manager.create(storagePolicy: .noMessageStored)
+        #expect(try await manager.list() == [first, second])
+        await harness.shutdown()
+        seen = seenKeys.withLock { $0 }
+        #expect(seen == [Fixture.keyID, "ROTATED001"], "\(seen)")
+        let stats = harness.simulator.managementStatistics()
+        #expect(stats.count(of: .unrelatedKeyIdInToken) == 0 && stats.accepted == 3)
+    }
+}

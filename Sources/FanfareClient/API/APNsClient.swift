@@ -54,8 +54,11 @@ public final class APNsClient: Sendable {
         for worker in workers { worker.kickProducer() }
     }
 
+    /// - Parameter providerKeys: the key rotation to follow (shared with a channel manager); nil: a new one,
+    ///   starting with `configuration.providerTokens`.
     public init(
-        configuration: ClientConfiguration, resultHandler: PushResultHandler? = nil, producers: [PushProducer]? = nil
+        configuration: ClientConfiguration, resultHandler: PushResultHandler? = nil, producers: [PushProducer]? = nil,
+        providerKeys: ProviderKeyRotation? = nil
     ) throws {
         try configuration.validate()
         if let producers, producers.count != configuration.workerCount {
@@ -67,8 +70,8 @@ public final class APNsClient: Sendable {
         self.dispatcher = dispatcher
         let resolver = try HostResolver()
         self.resolver = resolver
-        let keys = ProviderKeyRotation(configuration.providerTokens)
-        providerKeys = keys
+        let keys = providerKeys ?? ProviderKeyRotation(configuration.providerTokens)
+        self.providerKeys = keys
         var workers: [PushWorker] = []
         for index in 0..<configuration.workerCount {
             workers.append(

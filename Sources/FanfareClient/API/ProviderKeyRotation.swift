@@ -27,7 +27,8 @@ public final class ProviderKeyRotation: Sendable {
     /// Bumped at each change: workers compare it once per loop iteration (never per push).
     let generation = Atomic<UInt64>(0)
 
-    init(_ initial: ProviderTokenSource?) {
+    /// Starts with `initial` (the key a client configuration names). A client and its channel manager share one.
+    public init(_ initial: ProviderTokenSource?) {
         state = Mutex(State(current: initial))
     }
 
@@ -38,8 +39,8 @@ public final class ProviderKeyRotation: Sendable {
     public var lastRefusal: Refusal? { state.withLock { $0.lastRefusal } }
 
     /// New connections use `source` from now on; the current key stays as the fallback until `source` proves
-    /// itself.
-    func rotate(to source: ProviderTokenSource) {
+    /// itself. Workers notice at their next loop iteration (`APNsClient.rotateProviderKey` also wakes them).
+    public func rotate(to source: ProviderTokenSource) {
         state.withLock { state in
             guard state.current !== source else { return }
             state.previous = state.current

@@ -14,6 +14,10 @@ public struct ChannelManagementConfiguration: Sendable {
     /// The same provider-token source the push client uses (one JWT per team and key, shared); nil for
     /// certificate authentication.
     public var providerTokens: ProviderTokenSource?
+    /// When set, connections sign with its current key instead of `providerTokens`, and one of an older key is
+    /// retired before the next call (the fan-out engine passes its push client's, so a rotated key reaches channel
+    /// management too).
+    public var providerKeys: ProviderKeyRotation?
     /// The app's plain bundle id (`/1/apps/<bundle id>/channels`).
     public var bundleID: String
     public var addressFamilies: AddressFamilyPreference = .system

@@ -25,7 +25,11 @@ final class ChannelManagementConnection: HTTP2ClientSessionDelegate, SecureTrans
     private var closeCause: String?
     private(set) var lastActivityAt: UInt64 = 0
 
+    /// The key this connection signs with for its whole life.
+    let providerTokens: ProviderTokenSource?
+
     init(worker: ChannelManagementWorker, tls: TLSConnection, remainingAddresses: [SocketAddress]) {
+        providerTokens = worker.currentProviderTokens
         self.worker = worker
         self.remainingAddresses = remainingAddresses
         transport = SecureTransport(loop: worker.loop, tls: tls, buffers: .small)
@@ -62,7 +66,7 @@ final class ChannelManagementConnection: HTTP2ClientSessionDelegate, SecureTrans
 
     /// A JWT re-minted since the last call goes out with the next one (the source re-mints on schedule).
     private func refreshAuthorization() {
-        guard let source = worker.configuration.providerTokens, let authorization, let session else { return }
+        guard let source = providerTokens, let authorization, let session else { return }
         let (token, generation) = source.snapshot()
         guard generation != authorizationGeneration else { return }
         session.updateRepeatedField(authorization, value: token.authorizationHeaderValue)
@@ -112,7 +116,7 @@ final class ChannelManagementConnection: HTTP2ClientSessionDelegate, SecureTrans
             configuration.port == 443 ? configuration.host : "\(configuration.host):\(configuration.port)"
         authority = newSession.registerRepeatedField(
             nameIndex: HPACKStaticTable.authority, name: ":authority", value: authorityValue)
-        if configuration.providerTokens != nil {
+        if providerTokens != nil {
             authorization = newSession.registerRepeatedField(
                 nameIndex: HPACKStaticTable.authorization, name: "authorization", value: "")
         }

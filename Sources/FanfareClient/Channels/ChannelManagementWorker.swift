@@ -103,9 +103,19 @@ final class ChannelManagementWorker: IOHandler, @unchecked Sendable {
         pump()
     }
 
+    /// The key new connections sign with (a rotation's current one, when the configuration follows one).
+    var currentProviderTokens: ProviderTokenSource? {
+        configuration.providerKeys?.current ?? configuration.providerTokens
+    }
+
     /// Opens a connection when calls wait and none is there; hands waiting calls to a ready one.
     private func pump() {
         guard !waiting.isEmpty else { return }
+        if let connection, connection.isIdle, connection.providerTokens !== currentProviderTokens {
+            // The key was rotated: a connection keeps its first key, so once its calls are done the next one goes
+            // on a new connection (calls are rare here; until then the old key, still valid, signs them).
+            retire(connection, reason: "the provider key was rotated")
+        }
         guard let connection else {
             if !resolving { openConnection() }
             return

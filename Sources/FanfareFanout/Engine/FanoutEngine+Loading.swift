@@ -78,13 +78,16 @@ extension FanoutEngine {
     }
 
     static func makeClient(
-        _ configuration: FanoutConfiguration, resultHandler: ResultRouter, producers shards: [Shard]
+        _ configuration: FanoutConfiguration, resultHandler: ResultRouter, producers shards: [Shard],
+        providerKeys: ProviderKeyRotation
     ) throws(FanoutError) -> APNsClient {
         do {
             var clientConfiguration = configuration.client
             // The autoscaler logs its decisions.
             if clientConfiguration.logger == nil { clientConfiguration.logger = configuration.logger }
-            return try APNsClient(configuration: clientConfiguration, resultHandler: resultHandler, producers: shards)
+            return try APNsClient(
+                configuration: clientConfiguration, resultHandler: resultHandler, producers: shards,
+                providerKeys: providerKeys)
         } catch {
             throw .client("\(error)")
         }

@@ -160,7 +160,14 @@ public final class FanoutEngine: Sendable {
         sharedStore = try Self.sharedWaveStore(waveStore, of: shards, configuration: configuration)
         var controlState = try Self.loadControlState(from: store, into: shards, configuration: configuration)
         linkStore = store as? any BroadcastLinkStore
-        channelManager = try Self.makeChannelManager(configuration.channelManagement)
+        // One key rotation for the push client and channel management (`rotateProviderKey`).
+        let providerKeys = ProviderKeyRotation(configuration.client.providerTokens)
+        channelManager = try Self.makeChannelManager(
+            configuration.channelManagement.map { management in
+                var management = management
+                management.providerKeys = providerKeys
+                return management
+            })
         var unfinished: [UnfinishedWave] = []
         if let waveStore {
             let waves = try Self.openWaveStore(
@@ -176,7 +183,8 @@ public final class FanoutEngine: Sendable {
         control = Mutex(controlState)
         let router = ResultRouter(shards: shards, observer: configuration.onPushResult)
         self.router = router
-        client = try Self.makeClient(configuration, resultHandler: router, producers: shards)
+        client = try Self.makeClient(
+            configuration, resultHandler: router, producers: shards, providerKeys: providerKeys)
         retirement.engine = self
         startWorkers(resuming: unfinished)
     }
