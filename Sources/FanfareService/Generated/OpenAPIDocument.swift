@@ -2,7 +2,7 @@
 
 /// The OpenAPI document this build serves at GET /openapi.yaml, and the SHA-256 of the file it came from.
 package enum OpenAPIDocument {
-    package static let sha256 = "77f84a7dbac5afe874e3a838075a80ed4b790352c96b2108cf4fedf2db4dae04"
+    package static let sha256 = "74997d1d62564c15bb03aee9d70985197c2a96b908dbfb1c1d94fdab09bae139"
     package static let yaml = #"""
 openapi: 3.1.0
 info:
@@ -408,6 +408,8 @@ paths:
           $ref: '#/components/responses/NotAcceptable'
         '421':
           $ref: '#/components/responses/MisdirectedRequest'
+        '422':
+          $ref: '#/components/responses/UnprocessableContent'
     delete:
       operationId: unlinkBroadcastChannel
       tags: [channels]
@@ -663,6 +665,8 @@ paths:
           $ref: '#/components/responses/NotAcceptable'
         '421':
           $ref: '#/components/responses/MisdirectedRequest'
+        '422':
+          $ref: '#/components/responses/UnprocessableContent'
   /healthz:
     get:
       operationId: getHealth
@@ -791,6 +795,8 @@ paths:
             application/json:
               schema:
                 $ref: '#/components/schemas/AppReload'
+        '400':
+          $ref: '#/components/responses/BadRequest'
         '401':
           $ref: '#/components/responses/Unauthorized'
         '403':
@@ -1168,6 +1174,8 @@ paths:
           $ref: '#/components/responses/NotAcceptable'
         '421':
           $ref: '#/components/responses/MisdirectedRequest'
+        '422':
+          $ref: '#/components/responses/UnprocessableContent'
     delete:
       operationId: unlinkBroadcastChannelInApp
       tags: [channels]
